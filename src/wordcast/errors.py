@@ -1,0 +1,43 @@
+"""The exceptions wordcast raises; lower-level errors are translated into these at the boundary.
+
+    WordcastError
+    ├── InvalidInput            bad user input; nothing was changed (HTTP 422 at the API)
+    │   └── EmptyQuery          a query with no terms left after analysis
+    ├── NotFound                no such subscription (HTTP 404)
+    ├── StoreUnavailable        Redis could not be reached or failed (HTTP 503)
+    └── MatcherUnavailable      a matcher did not accept a routed batch (HTTP 503)
+
+Routes turn these into HTTP errors; nothing below the routes knows about HTTP.
+"""
+
+from __future__ import annotations
+
+
+class WordcastError(Exception):
+    """Base of every error wordcast raises on purpose."""
+
+
+class InvalidInput(WordcastError, ValueError):
+    """User input that breaks a documented rule or limit."""
+
+
+class EmptyQuery(InvalidInput):
+    def __init__(self, query: str) -> None:
+        super().__init__(
+            f"query {query!r} has no terms left after analysis "
+            "(only stop words, punctuation, emoji or one-letter words)"
+        )
+
+
+class NotFound(WordcastError, LookupError):
+    pass
+
+
+class StoreUnavailable(WordcastError):
+    """The system of record (Redis) failed; the operation may be retried."""
+
+
+class MatcherUnavailable(WordcastError):
+    def __init__(self, matcher: int, reason: str) -> None:
+        super().__init__(f"matcher {matcher} did not accept the batch: {reason}")
+        self.matcher = matcher

@@ -1,0 +1,102 @@
+"""Request and response bodies of the public API and of the router -> matcher protocol."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from pydantic import AnyHttpUrl, BaseModel, ConfigDict, Field, UrlConstraints, model_validator
+
+from . import limits
+
+CallbackUrl = Annotated[
+    AnyHttpUrl,
+    UrlConstraints(max_length=limits.MAX_CALLBACK_URL_CHARS, allowed_schemes=["http", "https"]),
+]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class SubscriptionIn(_Strict):
+    query: str = Field(
+        min_length=1,
+        max_length=limits.MAX_QUERY_CHARS,
+        description="Keywords that must all occur in a publication (after analysis).",
+        examples=["white house"],
+    )
+    callback_url: CallbackUrl = Field(
+        description="http(s) URL that receives the matches as POST requests.",
+        examples=["https://example.com/hooks/wordcast"],
+    )
+
+
+class SubscriptionOut(BaseModel):
+    id: str
+    query: str
+    terms: list[str] = Field(description="The analysed terms the subscription matches on.")
+    callback_url: str
+    matcher: int = Field(description="The matcher the subscription was placed on.")
+
+
+class PublicationIn(_Strict):
+    id: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=limits.MAX_PUBLICATION_ID_CHARS,
+        description="Your id for the publication; one is generated when omitted.",
+    )
+    text: str = Field(max_length=limits.MAX_TEXT_CHARS)
+
+
+class PublicationsIn(_Strict):
+    """A batch of publications. A single ``{"id": …, "text": …}`` object is accepted too."""
+
+    publications: list[PublicationIn] = Field(
+        min_length=1, max_length=limits.MAX_BATCH_PUBLICATIONS
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _single_publication(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "publications" not in data and "text" in data:
+            return {"publications": [data]}
+        return data
+
+
+class PublicationsAccepted(BaseModel):
+    accepted: int
+    ids: list[str]
+    routed: int = Field(description="Batches sent to matchers (one per matcher reached).")
+
+
+class RoutedPublication(BaseModel):
+    id: str
+    text: str
+    terms: list[str]
+
+
+class MatchRequest(BaseModel):
+    publications: list[RoutedPublication]
+
+
+class MatchResponse(BaseModel):
+    matches: int
+
+
+class SyncRequest(BaseModel):
+    until: str = Field(description="Event id the matcher must have applied before answering.")
+
+
+class Match(BaseModel):
+    subscription_id: str
+    query: str
+    publication_id: str
+    text: str
+
+
+class MatchDelivery(BaseModel):
+    """The body POSTed to a callback URL: every match for that URL found in a short window."""
+
+    type: str = "matches"
+    matches: list[Match]

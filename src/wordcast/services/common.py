@@ -1,0 +1,48 @@
+"""Pieces every service shares: settings common to all, logging, health and metrics routes."""
+
+from __future__ import annotations
+
+import logging
+import os
+
+from fastapi import APIRouter, Response
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from pydantic import AliasChoices, Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class ServiceSettings(BaseSettings):
+    """Settings every service reads; each service subclasses it with its own env prefix."""
+
+    model_config = SettingsConfigDict(extra="ignore")
+
+    host: str = "127.0.0.1"
+    port: int = 8000
+    redis_url: str = Field(
+        default="redis://127.0.0.1:6379/0",
+        validation_alias=AliasChoices("WORDCAST_REDIS_URL", "REDIS_URL"),
+    )
+    namespace: str = Field(
+        default="wordcast",
+        pattern=r"^[A-Za-z0-9_.-]{1,64}$",
+        validation_alias=AliasChoices("WORDCAST_NAMESPACE"),
+        description="Prefix of every Redis key, so several clusters can share one Redis.",
+    )
+    log_level: str = "info"
+
+
+def configure_logging(level: str) -> None:
+    logging.basicConfig(
+        level=level.upper(),
+        format=f"%(asctime)s %(levelname)s [{os.getpid()}] %(name)s: %(message)s",
+    )
+
+
+def metrics_router() -> APIRouter:
+    router = APIRouter(tags=["operations"])
+
+    @router.get("/metrics", include_in_schema=False)
+    def metrics() -> Response:
+        return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)
+
+    return router

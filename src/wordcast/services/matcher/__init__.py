@@ -1,0 +1,1 @@
+"""The matcher: holds its subscriptions in a trie, matches routed batches, dispatches matches."""

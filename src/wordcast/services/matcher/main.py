@@ -1,0 +1,48 @@
+"""The matcher service: ``uvicorn --factory wordcast.services.matcher.main:create_app`` or ``wordcast matcher``."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+
+from ... import __version__
+from ...store import SubscriptionStore, connect
+from ..common import configure_logging, metrics_router
+from .routes import health, internal
+from .settings import MatcherSettings
+from .state import MatcherState
+
+
+def create_app(settings: MatcherSettings | None = None) -> FastAPI:
+    settings = settings or MatcherSettings()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        configure_logging(settings.log_level)
+        client = connect(settings.redis_url)
+        state = MatcherState(settings, SubscriptionStore(client, settings.namespace))
+        app.state.matcher = state
+        state.dispatcher.start()
+        follower = asyncio.create_task(state.follower.run(), name="events")
+        try:
+            yield
+        finally:
+            follower.cancel()
+            await asyncio.gather(follower, return_exceptions=True)
+            await state.dispatcher.close()
+            await client.aclose()
+
+    app = FastAPI(
+        title=f"wordcast matcher {settings.ordinal}",
+        version=__version__,
+        lifespan=lifespan,
+    )
+    app.include_router(internal.router)
+    app.include_router(health.router)
+    app.include_router(metrics_router())
+    return app
+
+

@@ -1,0 +1,35 @@
+from __future__ import annotations
+
+import os
+import re
+
+from pydantic import Field, model_validator
+from pydantic_settings import SettingsConfigDict
+
+from ..common import ServiceSettings
+
+
+class MatcherSettings(ServiceSettings):
+    model_config = SettingsConfigDict(env_prefix="WORDCAST_MATCHER_", extra="ignore")
+
+    port: int = 8101
+    ordinal: int = Field(
+        default=-1,
+        description="This matcher's index; taken from a StatefulSet host name (matcher-3) if unset.",
+    )
+    delivery_queue: int = Field(default=100_000, ge=1, description="Matches waiting for dispatch.")
+    delivery_batch: int = Field(default=500, ge=1, description="Matches per webhook POST at most.")
+    delivery_concurrency: int = Field(default=16, ge=1)
+    delivery_timeout_s: float = 10.0
+    delivery_attempts: int = Field(default=5, ge=1)
+
+    @model_validator(mode="after")
+    def _ordinal_from_hostname(self) -> MatcherSettings:
+        if self.ordinal < 0:
+            found = re.search(r"-(\d+)$", os.environ.get("HOSTNAME", ""))
+            if not found:
+                raise ValueError(
+                    "set WORDCAST_MATCHER_ORDINAL, or run with a StatefulSet host name like matcher-0"
+                )
+            self.ordinal = int(found.group(1))
+        return self

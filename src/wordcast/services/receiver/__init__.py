@@ -1,0 +1,1 @@
+"""A small webhook receiver for demos and tests: prints and records the matches it is sent."""

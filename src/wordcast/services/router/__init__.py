@@ -1,0 +1,1 @@
+"""The router: analyses, places subscriptions (any-cast) and routes publications (multicast)."""

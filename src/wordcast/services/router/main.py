@@ -1,0 +1,47 @@
+"""The router service: ``uvicorn --factory wordcast.services.router.main:create_app``."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+
+from ... import __version__
+from ...store import SubscriptionStore, connect
+from ..common import configure_logging, metrics_router
+from .routes import health, publications, subscriptions
+from .settings import RouterSettings
+from .state import RouterState
+
+
+def create_app(settings: RouterSettings | None = None) -> FastAPI:
+    settings = settings or RouterSettings()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        configure_logging(settings.log_level)
+        client = connect(settings.redis_url)
+        state = RouterState(settings, SubscriptionStore(client, settings.namespace))
+        app.state.router = state
+        follower = asyncio.create_task(state.follower.run(), name="events")
+        try:
+            yield
+        finally:
+            follower.cancel()
+            await asyncio.gather(follower, return_exceptions=True)
+            await state.close()
+            await client.aclose()
+
+    app = FastAPI(
+        title="wordcast router",
+        version=__version__,
+        description="Keyword subscriptions matched against a stream of publications.",
+        lifespan=lifespan,
+    )
+    app.include_router(subscriptions.router)
+    app.include_router(publications.router)
+    app.include_router(health.router)
+    app.include_router(metrics_router())
+    return app

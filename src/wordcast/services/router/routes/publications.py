@@ -1,0 +1,19 @@
+from __future__ import annotations
+
+from fastapi import APIRouter, HTTPException
+
+from ....errors import MatcherUnavailable
+from ....schemas import PublicationsIn, PublicationsAccepted
+from ..deps import ReadyState
+
+router = APIRouter(prefix="/publications", tags=["publications"])
+
+
+@router.post("", status_code=202, response_model=PublicationsAccepted)
+async def publish(body: PublicationsIn, state: ReadyState) -> PublicationsAccepted:
+    """Publish one publication or a batch; 202 means every matcher concerned has accepted it."""
+    try:
+        ids, routed = await state.publish([(p.id, p.text) for p in body.publications])
+    except MatcherUnavailable as exc:
+        raise HTTPException(503, f"{exc}; retry the batch (ids make retries safe)") from exc
+    return PublicationsAccepted(accepted=len(ids), ids=ids, routed=routed)

@@ -1,0 +1,153 @@
+"""The router's logic: analyse, place subscriptions (any-cast), route publications (multicast).
+
+Placement is uniform at random among the eligible matchers B(S, M) for now (S³-TM ch. 2's default
+any-cast); routing sends each publication to K(P, M) (Eq. 3.1), one request per matcher per batch.
+The router keeps only state it can rebuild from Redis: the subscribed words s(W).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import time
+import uuid
+from collections.abc import Iterable, Sequence
+
+import httpx
+import orjson
+from prometheus_client import Counter, Histogram
+
+from ... import limits
+from ...analysis import Analyzer
+from ...errors import EmptyQuery, InvalidInput, MatcherUnavailable
+from ...routing import HashMapping, eligible_matchers
+from ...store import EventFollower, Subscription, SubscriptionEvent, SubscriptionStore
+from .settings import RouterSettings
+
+log = logging.getLogger(__name__)
+
+PUBLICATIONS = Counter("wordcast_router_publications", "Publications accepted")
+ROUTED = Counter("wordcast_router_routed", "Publication copies sent to matchers")
+BATCH_SECONDS = Histogram("wordcast_router_batch_seconds", "Time to analyse and route one batch")
+
+
+class RouterState:
+    def __init__(self, settings: RouterSettings, store: SubscriptionStore) -> None:
+        self.settings = settings
+        self.store = store
+        self.analyzer = Analyzer()
+        self.matcher_urls = settings.matcher_urls
+        self.mapping = HashMapping(len(self.matcher_urls))
+        self.subscribed: set[str] = set()
+        self.follower = EventFollower(store, self._load_snapshot, self._apply)
+        self.client = httpx.AsyncClient(
+            timeout=settings.matcher_timeout_s,
+            limits=httpx.Limits(max_keepalive_connections=4 * len(self.matcher_urls)),
+        )
+        self._random = random.Random()
+
+    @property
+    def ready(self) -> bool:
+        return self.follower.ready.is_set()
+
+    async def close(self) -> None:
+        await self.client.aclose()
+
+    # -- replica of s(W) ----------------------------------------------------------------------
+    async def _load_snapshot(self) -> None:
+        self.subscribed = await self.store.subscribed_words()
+
+    def _apply(self, events: Iterable[SubscriptionEvent]) -> None:
+        for event in events:
+            if event.op == "add":
+                self.subscribed.update(event.words)
+            elif event.op == "del":
+                self.subscribed.difference_update(event.words)
+
+    # -- subscriptions ------------------------------------------------------------------------
+    def analyse_query(self, query: str) -> tuple[str, ...]:
+        terms = self.analyzer.terms(query)
+        if not terms:
+            raise EmptyQuery(query)
+        if len(terms) > limits.MAX_TERMS_PER_SUBSCRIPTION:
+            raise InvalidInput(
+                f"query has {len(terms)} distinct terms after analysis; "
+                f"the limit is {limits.MAX_TERMS_PER_SUBSCRIPTION}"
+            )
+        return tuple(sorted(terms))
+
+    async def subscribe(self, query: str, callback_url: str) -> Subscription:
+        terms = self.analyse_query(query)
+        matcher = self._random.choice(sorted(eligible_matchers(terms, self.mapping)))
+        sub = Subscription(
+            id=uuid.uuid4().hex,
+            query=query,
+            terms=terms,
+            callback_url=callback_url,
+            matcher=matcher,
+            created=time.time(),
+        )
+        event_id = await self.store.add(sub)
+        await self._announce(event_id, matcher)
+        return sub
+
+    async def unsubscribe(self, sub_id: str) -> Subscription:
+        sub, event_id = await self.store.delete(sub_id)
+        await self._announce(event_id, sub.matcher)
+        return sub
+
+    async def _announce(self, event_id: str, matcher: int) -> None:
+        """Make the change effective here and on its matcher before answering the client.
+
+        The change is already durable; if the matcher cannot be told now, it reads the event
+        from the stream on its own, so a failure here only delays the change.
+        """
+        await self.follower.catch_up(until=event_id)
+        try:
+            response = await self.client.post(
+                f"{self.matcher_urls[matcher]}/internal/sync",
+                json={"until": event_id},
+                timeout=self.settings.sync_timeout_s,
+            )
+            response.raise_for_status()
+        except httpx.HTTPError as exc:
+            log.warning("matcher %d not told of event %s now (%s); it will catch up", matcher,
+                        event_id, exc)
+
+    # -- publications -------------------------------------------------------------------------
+    async def publish(self, publications: Sequence[tuple[str | None, str]]) -> tuple[list[str], int]:
+        """Analyse and route a batch of (id or None, text); returns the ids and batches sent."""
+        started = time.perf_counter()
+        ids: list[str] = []
+        per_matcher: dict[int, list[dict[str, object]]] = {}
+        subscribed = self.subscribed
+        mapping = self.mapping
+        terms_of = self.analyzer.terms
+        for pub_id, text in publications:
+            pub_id = pub_id or uuid.uuid4().hex
+            ids.append(pub_id)
+            terms = terms_of(text)
+            targets = {mapping(term) for term in terms if term in subscribed}
+            if not targets:
+                continue
+            routed = {"id": pub_id, "text": text, "terms": list(terms)}
+            for matcher in targets:
+                per_matcher.setdefault(matcher, []).append(routed)
+        await asyncio.gather(*(self._send(m, batch) for m, batch in per_matcher.items()))
+        PUBLICATIONS.inc(len(ids))
+        ROUTED.inc(sum(len(batch) for batch in per_matcher.values()))
+        BATCH_SECONDS.observe(time.perf_counter() - started)
+        return ids, len(per_matcher)
+
+    async def _send(self, matcher: int, batch: list[dict[str, object]]) -> None:
+        try:
+            response = await self.client.post(
+                f"{self.matcher_urls[matcher]}/internal/match",
+                content=orjson.dumps({"publications": batch}),
+                headers={"content-type": "application/json"},
+            )
+        except httpx.HTTPError as exc:
+            raise MatcherUnavailable(matcher, f"{type(exc).__name__}: {exc}") from exc
+        if not response.is_success:
+            raise MatcherUnavailable(matcher, f"HTTP {response.status_code}: {response.text[:200]}")

@@ -1,0 +1,341 @@
+"""Redis as the system of record: subscriptions, the word maps, and the subscription event stream.
+
+Keys (all under a namespace, ``wordcast`` by default, so several clusters can share one Redis):
+
+``{ns}:sub:{id}``           hash: query, terms (space-separated, sorted), callback_url, matcher, created
+``{ns}:matcher:{i}:subs``   set of the ids placed on matcher i
+``{ns}:matcher:{i}:words``  hash word -> count: the subscription word map H(i) of S³-TM §4.2
+``{ns}:words``              hash word -> count: the subscribed words s(W) routers route on (Eq. 3.1)
+``{ns}:events``             stream of subscription changes, in commit order
+
+Every change is one Lua script, so the record, both word maps and the event that announces it are
+written atomically: concurrent routers cannot corrupt the counts, and a reader that loads a snapshot
+and then replays the events after its starting position always converges to the committed state.
+Events carry the words whose global count rose from zero (``born``) or fell to zero (``died``), so
+routers keep s(W) without rereading it.
+
+Redis errors are translated into :class:`~wordcast.errors.StoreUnavailable` here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import redis.asyncio as aioredis
+from redis.exceptions import RedisError
+
+from .errors import NotFound, StoreUnavailable
+
+log = logging.getLogger(__name__)
+
+EVENTS_MAXLEN = 1_000_000
+
+_ADD = """
+if redis.call('EXISTS', KEYS[1]) == 1 then return false end
+redis.call('HSET', KEYS[1], 'query', ARGV[3], 'terms', ARGV[4], 'callback_url', ARGV[5],
+           'matcher', ARGV[2], 'created', ARGV[6])
+redis.call('SADD', KEYS[2], ARGV[1])
+local born = {}
+for term in string.gmatch(ARGV[4], '%S+') do
+  redis.call('HINCRBY', KEYS[3], term, 1)
+  if redis.call('HINCRBY', KEYS[4], term, 1) == 1 then born[#born + 1] = term end
+end
+return redis.call('XADD', KEYS[5], 'MAXLEN', '~', ARGV[7], '*', 'op', 'add', 'sub', ARGV[1],
+                  'matcher', ARGV[2], 'terms', ARGV[4], 'callback_url', ARGV[5], 'query', ARGV[3],
+                  'words', table.concat(born, ' '))
+"""
+
+_DELETE = """
+if redis.call('HGET', KEYS[1], 'matcher') ~= ARGV[2] then return false end
+local terms = redis.call('HGET', KEYS[1], 'terms')
+redis.call('DEL', KEYS[1])
+redis.call('SREM', KEYS[2], ARGV[1])
+local died = {}
+for term in string.gmatch(terms, '%S+') do
+  if redis.call('HINCRBY', KEYS[3], term, -1) <= 0 then redis.call('HDEL', KEYS[3], term) end
+  if redis.call('HINCRBY', KEYS[4], term, -1) <= 0 then
+    redis.call('HDEL', KEYS[4], term)
+    died[#died + 1] = term
+  end
+end
+return redis.call('XADD', KEYS[5], 'MAXLEN', '~', ARGV[3], '*', 'op', 'del', 'sub', ARGV[1],
+                  'matcher', ARGV[2], 'terms', terms, 'words', table.concat(died, ' '))
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class Subscription:
+    id: str
+    query: str
+    terms: tuple[str, ...]
+    callback_url: str
+    matcher: int
+    created: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class SubscriptionEvent:
+    """One committed change. ``words`` are the words born (add) or died (del) in s(W)."""
+
+    id: str
+    op: str
+    subscription: Subscription
+    words: tuple[str, ...]
+
+
+def event_order(event_id: str) -> tuple[int, int]:
+    millis, _, seq = event_id.partition("-")
+    return int(millis), int(seq or 0)
+
+
+@contextlib.contextmanager
+def _translated(action: str) -> Any:
+    try:
+        yield
+    except RedisError as exc:
+        raise StoreUnavailable(f"Redis failed while {action}: {exc}") from exc
+
+
+def connect(url: str) -> aioredis.Redis:
+    """One client (and so one connection pool) per process; responses decoded as text."""
+    return aioredis.Redis.from_url(
+        url,
+        decode_responses=True,
+        socket_timeout=10,
+        socket_connect_timeout=5,
+        health_check_interval=15,
+        retry_on_timeout=True,
+    )
+
+
+class SubscriptionStore:
+    def __init__(self, client: aioredis.Redis, namespace: str = "wordcast") -> None:
+        self.client = client
+        self.ns = namespace
+        self._add = client.register_script(_ADD)
+        self._delete = client.register_script(_DELETE)
+
+    # -- keys ---------------------------------------------------------------------------------
+    def sub_key(self, sub_id: str) -> str:
+        return f"{self.ns}:sub:{sub_id}"
+
+    def matcher_subs_key(self, matcher: int) -> str:
+        return f"{self.ns}:matcher:{matcher}:subs"
+
+    def matcher_words_key(self, matcher: int) -> str:
+        return f"{self.ns}:matcher:{matcher}:words"
+
+    @property
+    def words_key(self) -> str:
+        return f"{self.ns}:words"
+
+    @property
+    def events_key(self) -> str:
+        return f"{self.ns}:events"
+
+    # -- writes -------------------------------------------------------------------------------
+    async def add(self, sub: Subscription) -> str:
+        """Store a subscription and announce it; returns the event id. Raises on a duplicate id."""
+        keys = [
+            self.sub_key(sub.id),
+            self.matcher_subs_key(sub.matcher),
+            self.matcher_words_key(sub.matcher),
+            self.words_key,
+            self.events_key,
+        ]
+        args = [sub.id, sub.matcher, sub.query, " ".join(sub.terms), sub.callback_url]
+        args += [repr(sub.created), EVENTS_MAXLEN]
+        with _translated("storing a subscription"):
+            event_id = await self._add(keys=keys, args=args)
+        if not event_id:
+            raise ValueError(f"subscription id {sub.id} already exists")
+        return str(event_id)
+
+    async def delete(self, sub_id: str) -> tuple[Subscription, str]:
+        """Delete a subscription; returns it and the event id. Raises NotFound."""
+        for _ in range(5):
+            sub = await self.get(sub_id)
+            keys = [
+                self.sub_key(sub_id),
+                self.matcher_subs_key(sub.matcher),
+                self.matcher_words_key(sub.matcher),
+                self.words_key,
+                self.events_key,
+            ]
+            with _translated("deleting a subscription"):
+                event_id = await self._delete(keys=keys, args=[sub_id, sub.matcher, EVENTS_MAXLEN])
+            if event_id:
+                return sub, str(event_id)
+            # The record changed between the read and the script (deleted or moved): look again.
+        raise StoreUnavailable(f"subscription {sub_id} kept changing while being deleted")
+
+    # -- reads --------------------------------------------------------------------------------
+    async def get(self, sub_id: str) -> Subscription:
+        with _translated("reading a subscription"):
+            fields = await self.client.hgetall(self.sub_key(sub_id))
+        if not fields:
+            raise NotFound(f"no subscription with id {sub_id!r}")
+        return _subscription(sub_id, fields)
+
+    async def count(self) -> int:
+        """How many subscriptions are stored, over every matcher."""
+        total = 0
+        with _translated("counting subscriptions"):
+            async for key in self.client.scan_iter(match=f"{self.ns}:matcher:*:subs", count=1000):
+                total += await self.client.scard(key)
+        return total
+
+    async def subscribed_words(self) -> set[str]:
+        with _translated("reading the subscribed words"):
+            return set(await self.client.hkeys(self.words_key))
+
+    async def word_map(self, matcher: int) -> dict[str, int]:
+        """H(i) with counts."""
+        with _translated("reading a subscription word map"):
+            raw = await self.client.hgetall(self.matcher_words_key(matcher))
+        return {word: int(count) for word, count in raw.items()}
+
+    async def placed_on(self, matcher: int, page: int = 2_000) -> AsyncIterator[list[Subscription]]:
+        """The subscriptions placed on a matcher, in pages, for rebuilding its index."""
+        with _translated("listing a matcher's subscriptions"):
+            cursor = 0
+            while True:
+                cursor, ids = await self.client.sscan(
+                    self.matcher_subs_key(matcher), cursor=cursor, count=page
+                )
+                if ids:
+                    pipe = self.client.pipeline(transaction=False)
+                    for sub_id in ids:
+                        pipe.hgetall(self.sub_key(sub_id))
+                    records = await pipe.execute()
+                    yield [
+                        _subscription(sub_id, fields)
+                        for sub_id, fields in zip(ids, records, strict=True)
+                        if fields
+                    ]
+                if cursor == 0:
+                    return
+
+    async def last_event_id(self) -> str:
+        with _translated("reading the event stream"):
+            last = await self.client.xrevrange(self.events_key, count=1)
+        return str(last[0][0]) if last else "0-0"
+
+    async def first_event_id(self) -> str | None:
+        with _translated("reading the event stream"):
+            first = await self.client.xrange(self.events_key, count=1)
+        return str(first[0][0]) if first else None
+
+    async def events_after(
+        self, event_id: str, count: int = 1_000, block_ms: int | None = None
+    ) -> list[SubscriptionEvent]:
+        with _translated("reading the event stream"):
+            if block_ms is None:
+                entries = await self.client.xrange(
+                    self.events_key, min=f"({event_id}", count=count
+                )
+            else:
+                reply = await self.client.xread(
+                    {self.events_key: event_id}, count=count, block=block_ms
+                )
+                entries = reply[0][1] if reply else []
+        return [_event(entry_id, fields) for entry_id, fields in entries]
+
+    async def ping(self) -> bool:
+        with _translated("pinging"):
+            return bool(await self.client.ping())
+
+
+def _subscription(sub_id: str, fields: dict[str, str]) -> Subscription:
+    return Subscription(
+        id=sub_id,
+        query=fields.get("query", ""),
+        terms=tuple(fields["terms"].split()),
+        callback_url=fields.get("callback_url", ""),
+        matcher=int(fields["matcher"]),
+        created=float(fields.get("created", 0.0)),
+    )
+
+
+def _event(event_id: str, fields: dict[str, str]) -> SubscriptionEvent:
+    return SubscriptionEvent(
+        id=event_id,
+        op=fields["op"],
+        subscription=_subscription(fields["sub"], fields),
+        words=tuple(fields.get("words", "").split()),
+    )
+
+
+class EventFollower:
+    """Keeps an in-memory replica (a router's s(W), a matcher's index) in step with Redis.
+
+    ``start`` records the stream position, loads a snapshot, then replays what came after; ``run``
+    then tails the stream. Applying an event must be idempotent per subscription (last event wins),
+    which makes replaying events the snapshot already reflects harmless. ``catch_up`` lets a request
+    handler apply everything up to a given event before it answers (read-your-writes).
+    """
+
+    def __init__(
+        self,
+        store: SubscriptionStore,
+        load_snapshot: Callable[[], Awaitable[None]],
+        apply: Callable[[Iterable[SubscriptionEvent]], None],
+        block_ms: int = 1_000,
+    ) -> None:
+        self._store = store
+        self._load_snapshot = load_snapshot
+        self._apply = apply
+        self._block_ms = block_ms
+        self.position = "0-0"
+        self.ready = asyncio.Event()
+
+    async def start(self) -> None:
+        position = await self._store.last_event_id()
+        await self._load_snapshot()
+        self.position = position
+        await self.catch_up()
+        self.ready.set()
+
+    def _take(self, events: list[SubscriptionEvent]) -> None:
+        fresh = [e for e in events if event_order(e.id) > event_order(self.position)]
+        if fresh:
+            self._apply(fresh)
+            self.position = fresh[-1].id
+
+    async def catch_up(self, until: str | None = None) -> None:
+        """Apply every event after the current position (at least up to ``until``)."""
+        if until is not None and event_order(until) <= event_order(self.position):
+            return
+        while True:
+            events = await self._store.events_after(self.position)
+            self._take(events)
+            if len(events) < 1_000:
+                return
+
+    async def _gap(self) -> bool:
+        """True when events after our position were trimmed away before we read them."""
+        first = await self._store.first_event_id()
+        return first is not None and event_order(first) > event_order(self.position) > (0, 0)
+
+    async def run(self) -> None:
+        delay = 0.1
+        while True:
+            try:
+                if not self.ready.is_set():
+                    await self.start()
+                events = await self._store.events_after(self.position, block_ms=self._block_ms)
+                if events and await self._gap():
+                    log.warning("subscription events were trimmed before we read them; resyncing")
+                    self.ready.clear()
+                    continue
+                self._take(events)
+                delay = 0.1
+            except StoreUnavailable as exc:
+                log.warning("event stream unavailable, retrying in %.1fs: %s", delay, exc)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 5.0)

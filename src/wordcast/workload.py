@@ -1,0 +1,48 @@
+"""Workloads drawn from the corpora for demos, tests and benchmarks.
+
+The pypi corpus is ordered by package name, so samples are drawn with a seeded shuffle to get
+posts from every part of it. Subscriptions are "post-based" (S³-TM §6.1 draws them from random
+posts): a few words of a random post, which keeps them realistic and gives them real matches.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+from .analysis import Analyzer, default_analyzer
+from .corpus import pypi_posts
+
+
+@dataclass(frozen=True, slots=True)
+class Post:
+    id: str
+    text: str
+
+
+def sample_posts(count: int, *, seed: int = 0, pool: int | None = None) -> list[Post]:
+    """``count`` distinct corpus posts chosen at random from the first ``pool`` rows (all if None)."""
+    rows = [(name, text) for name, _month, text in pypi_posts(limit=pool)]
+    chosen = random.Random(seed).sample(rows, min(count, len(rows)))
+    return [Post(id=f"pypi:{name}", text=text) for name, text in chosen]
+
+
+def post_queries(
+    posts: list[Post],
+    count: int,
+    *,
+    seed: int = 1,
+    sizes: tuple[int, ...] = (1, 2, 2, 3, 3, 3),
+    analyzer: Analyzer | None = None,
+) -> list[str]:
+    """Queries made of 1-3 words of random posts (words kept unstemmed, as a user writes them)."""
+    analyzer = analyzer or default_analyzer()
+    rng = random.Random(seed)
+    queries: list[str] = []
+    while len(queries) < count:
+        tokens = sorted(set(analyzer.tokens(rng.choice(posts).text)))
+        if not tokens:
+            continue
+        k = min(rng.choice(sizes), len(tokens))
+        queries.append(" ".join(rng.sample(tokens, k)))
+    return queries
