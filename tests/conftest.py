@@ -27,8 +27,23 @@ def redis_url() -> Iterator[str]:
     port = free_port()
     with tempfile.TemporaryDirectory(prefix="wordcast-test-redis-") as data:
         process = subprocess.Popen(
-            [redis_server_binary(), "--port", str(port), "--bind", "127.0.0.1", "--dir", data,
-             "--save", "", "--appendonly", "no", "--daemonize", "no", "--loglevel", "warning"],
+            [
+                redis_server_binary(),
+                "--port",
+                str(port),
+                "--bind",
+                "127.0.0.1",
+                "--dir",
+                data,
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--daemonize",
+                "no",
+                "--loglevel",
+                "warning",
+            ],
             stdout=subprocess.DEVNULL,
         )
         url = f"redis://127.0.0.1:{port}/0"
@@ -90,12 +105,27 @@ class RunningCluster:
 
 
 def start_cluster(redis_url: str, namespace: str, matchers: int = 2) -> RunningCluster:
-    env = os.environ | {"REDIS_URL": redis_url, "WORDCAST_NAMESPACE": namespace,
-                        "PYTHONUNBUFFERED": "1"}
+    env = os.environ | {
+        "REDIS_URL": redis_url,
+        "WORDCAST_NAMESPACE": namespace,
+        "PYTHONUNBUFFERED": "1",
+    }
     process = subprocess.Popen(
-        [sys.executable, "-m", "wordcast", "up", "--no-demo", "--matchers", str(matchers),
-         "--port", str(free_port())],
-        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        [
+            sys.executable,
+            "-m",
+            "wordcast",
+            "up",
+            "--no-demo",
+            "--matchers",
+            str(matchers),
+            "--port",
+            str(free_port()),
+        ],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
     )
     assert process.stdout is not None
     output: list[str] = []
@@ -176,4 +206,3 @@ def cluster(redis_url: str) -> Iterator[RunningCluster]:
     running = start_cluster(redis_url, f"test-{uuid.uuid4().hex[:10]}")
     yield running
     stop_cluster(running)
-

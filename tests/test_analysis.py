@@ -26,8 +26,10 @@ def test_stop_words_and_one_letter_tokens_are_dropped() -> None:
         ("😀🎉🔥 👍🏽", set()),
         ("Python 🐍 rocks", {"python", "rock"}),
         ("numpy,pandas;scipy/matplotlib", {"numpi", "panda", "scipi", "matplotlib"}),
-        ("https://github.com/psf/requests?tab=readme#usage",
-         {"http", "github", "com", "psf", "request", "tab", "readm", "usag"}),
+        (
+            "https://github.com/psf/requests?tab=readme#usage",
+            {"http", "github", "com", "psf", "request", "tab", "readm", "usag"},
+        ),
         ("snake_case and kebab-case", {"snake", "case", "kebab"}),
         ("Straße", {"strass"}),
         ("ＦＵＬＬ ｗｉｄｔｈ", {"full", "width"}),

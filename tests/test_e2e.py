@@ -38,8 +38,9 @@ def _publish(cluster: RunningCluster, posts: list[Post]) -> None:
     asyncio.run(run())
 
 
-def _delivered_after(cluster: RunningCluster, receiver: Receiver, offset: int,
-                     expected: int) -> list[tuple[str, str]]:
+def _delivered_after(
+    cluster: RunningCluster, receiver: Receiver, offset: int, expected: int
+) -> list[tuple[str, str]]:
     """Wait until the matchers are idle and the expected number arrived, then a little longer."""
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
@@ -55,7 +56,9 @@ def _check(delivered: list[tuple[str, str]], expected: set[tuple[str, str]]) -> 
     got = set(delivered)
     missing, extra = expected - got, got - expected
     assert not missing, f"{len(missing)} matches never delivered, e.g. {sorted(missing)[:5]}"
-    assert not extra, f"{len(extra)} deliveries the oracle does not expect, e.g. {sorted(extra)[:5]}"
+    assert not extra, (
+        f"{len(extra)} deliveries the oracle does not expect, e.g. {sorted(extra)[:5]}"
+    )
     assert len(delivered) == len(got), "a match was delivered twice"
 
 
@@ -98,8 +101,12 @@ def test_cluster_delivers_exactly_the_oracle_matches_and_survives_a_matcher_kill
 
 def test_deleted_subscription_stops_matching(cluster: RunningCluster, receiver: Receiver) -> None:
     router = httpx.Client(base_url=cluster.router_url, timeout=30)
-    kept = router.post("/subscriptions", json={"query": "zebra quagga", "callback_url": receiver.hook})
-    gone = router.post("/subscriptions", json={"query": "zebra okapi", "callback_url": receiver.hook})
+    kept = router.post(
+        "/subscriptions", json={"query": "zebra quagga", "callback_url": receiver.hook}
+    )
+    gone = router.post(
+        "/subscriptions", json={"query": "zebra okapi", "callback_url": receiver.hook}
+    )
     assert kept.status_code == gone.status_code == 201
     kept_id, gone_id = kept.json()["id"], gone.json()["id"]
     assert router.get(f"/subscriptions/{gone_id}").json()["terms"] == ["okapi", "zebra"]
@@ -108,7 +115,9 @@ def test_deleted_subscription_stops_matching(cluster: RunningCluster, receiver: 
     assert router.delete(f"/subscriptions/{gone_id}").status_code == 404
 
     offset = len(receiver.pairs())
-    response = router.post("/publications", json={"id": "zoo-1", "text": "Zebras, quaggas and okapis"})
+    response = router.post(
+        "/publications", json={"id": "zoo-1", "text": "Zebras, quaggas and okapis"}
+    )
     assert response.status_code == 202
     assert response.json()["ids"] == ["zoo-1"]
     delivered = _delivered_after(cluster, receiver, offset, 1)

@@ -12,12 +12,14 @@ WORDS = ["white", "hous", "obama", "health", "python", "librari", "数据", "caf
 
 
 def test_stable_hash_is_the_same_in_every_process() -> None:
-    script = "from wordcast.routing import stable_hash; print([stable_hash(w) for w in %r])" % WORDS
+    script = f"from wordcast.routing import stable_hash; print([stable_hash(w) for w in {WORDS!r}])"
     outputs = {
         subprocess.run(
             [sys.executable, "-c", script],
             env={"PYTHONHASHSEED": seed},
-            capture_output=True, text=True, check=True,
+            capture_output=True,
+            text=True,
+            check=True,
         ).stdout
         for seed in ("1", "2", "random")
     }

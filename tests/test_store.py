@@ -9,14 +9,22 @@ from collections import Counter
 import pytest
 
 from wordcast.errors import NotFound
-from wordcast.store import EventFollower, Subscription, SubscriptionEvent, SubscriptionStore, connect
+from wordcast.store import (
+    EventFollower,
+    Subscription,
+    SubscriptionEvent,
+    SubscriptionStore,
+    connect,
+)
 
 
 def _sub(i: int, terms: tuple[str, ...], matcher: int) -> Subscription:
     return Subscription(f"id{i}", " ".join(terms), tuple(sorted(terms)), "http://x/hook", matcher)
 
 
-async def _word_maps(store: SubscriptionStore, matchers: int) -> tuple[dict[str, int], list[dict[str, int]]]:
+async def _word_maps(
+    store: SubscriptionStore, matchers: int
+) -> tuple[dict[str, int], list[dict[str, int]]]:
     raw = await store.client.hgetall(store.words_key)
     return {w: int(c) for w, c in raw.items()}, [await store.word_map(i) for i in range(matchers)]
 
@@ -27,8 +35,10 @@ def test_concurrent_adds_and_deletes_keep_word_counts_exact(redis_url: str, name
         stores = [SubscriptionStore(c, namespace) for c in clients]
         rng = random.Random(5)
         vocab = [f"w{i}" for i in range(30)]
-        subs = [_sub(i, tuple(rng.sample(vocab, rng.randint(1, 4))), rng.randint(0, 2))
-                for i in range(400)]
+        subs = [
+            _sub(i, tuple(rng.sample(vocab, rng.randint(1, 4))), rng.randint(0, 2))
+            for i in range(400)
+        ]
         await asyncio.gather(*(stores[i % 4].add(s) for i, s in enumerate(subs)))
         deleted = subs[::3]
         await asyncio.gather(*(stores[i % 4].delete(s.id) for i, s in enumerate(deleted)))
@@ -37,7 +47,9 @@ def test_concurrent_adds_and_deletes_keep_word_counts_exact(redis_url: str, name
         words, per_matcher = await _word_maps(stores[0], 3)
         assert words == dict(Counter(t for s in live for t in s.terms))
         for m in range(3):
-            assert per_matcher[m] == dict(Counter(t for s in live if s.matcher == m for t in s.terms))
+            assert per_matcher[m] == dict(
+                Counter(t for s in live if s.matcher == m for t in s.terms)
+            )
         assert await stores[0].count() == len(live)
         with pytest.raises(NotFound):
             await stores[0].get(deleted[0].id)
@@ -62,7 +74,9 @@ def test_duplicate_id_is_refused_and_changes_nothing(redis_url: str, namespace: 
     asyncio.run(scenario())
 
 
-def test_follower_replica_converges_while_changes_race_its_start(redis_url: str, namespace: str) -> None:
+def test_follower_replica_converges_while_changes_race_its_start(
+    redis_url: str, namespace: str
+) -> None:
     """A replica that starts while writers are busy ends with exactly the committed state."""
 
     async def scenario() -> None:
@@ -97,7 +111,9 @@ def test_follower_replica_converges_while_changes_race_its_start(redis_url: str,
                 if live and rng.random() < 0.4:
                     await writer.delete(live.pop(rng.randrange(len(live))))
                 else:
-                    await writer.add(_sub(i, (f"t{rng.randint(0, 40)}", f"u{rng.randint(0, 5)}"), 0))
+                    await writer.add(
+                        _sub(i, (f"t{rng.randint(0, 40)}", f"u{rng.randint(0, 5)}"), 0)
+                    )
                     live.append(f"id{i}")
                 if i % 50 == 0:
                     await asyncio.sleep(0)

@@ -36,7 +36,7 @@ STOP_WORDS: frozenset[str] = frozenset(
     than that the their theirs them themselves then there these they this those through to too under
     until up ve very was wasn we were weren what when where which while who whom why will with won
     would wouldn you your yours yourself yourselves
-    """.split()
+    """.split()  # noqa: SIM905 - a word list reads better as text
 )
 
 _TOKEN = regex.compile(r"[\p{L}\p{M}\p{N}]+")

@@ -1,9 +1,9 @@
 """The ``wordcast`` command line.
 
-    wordcast up [--matchers N] [--port P] [--no-demo]   start a local cluster in the foreground
-    wordcast subscribe QUERY --callback URL             register a subscription
-    wordcast publish TEXT... | --corpus N               publish texts or corpus posts
-    wordcast router | matcher | receiver                run one service (settings from the env)
+wordcast up [--matchers N] [--port P] [--no-demo]   start a local cluster in the foreground
+wordcast subscribe QUERY --callback URL             register a subscription
+wordcast publish TEXT... | --corpus N               publish texts or corpus posts
+wordcast router | matcher | receiver                run one service (settings from the env)
 """
 
 from __future__ import annotations
@@ -114,8 +114,11 @@ async def _demo(cluster: object, subscriptions: int, rate: float) -> None:
     queries = post_queries(posts, subscriptions, sizes=(2, 2, 3))
     async with RouterClient(cluster.router_url) as client:
         await client.subscribe_many(queries, cluster.callback_url)
-        print(f"demo: {len(queries)} subscriptions registered, e.g. {queries[:3]}; "
-              f"publishing {rate:g} posts/s (Ctrl-C stops)", flush=True)
+        print(
+            f"demo: {len(queries)} subscriptions registered, e.g. {queries[:3]}; "
+            f"publishing {rate:g} posts/s (Ctrl-C stops)",
+            flush=True,
+        )
         batch = max(1, int(rate / 2))
         for start in itertools.count(0, batch):
             chunk = [posts[(start + k) % len(posts)] for k in range(batch)]
@@ -131,8 +134,9 @@ def cmd_subscribe(args: argparse.Namespace) -> int:
             if args.from_corpus:
                 from .workload import post_queries, sample_posts
 
-                queries = post_queries(sample_posts(20_000, seed=args.seed), args.from_corpus,
-                                       seed=args.seed)
+                queries = post_queries(
+                    sample_posts(20_000, seed=args.seed), args.from_corpus, seed=args.seed
+                )
                 return await client.subscribe_many(queries, args.callback)
             return [await client.subscribe(" ".join(args.query), args.callback)]
 
@@ -180,15 +184,19 @@ def cmd_publish(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="wordcast", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="wordcast", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     sub = parser.add_subparsers(dest="command", required=True)
 
     up = sub.add_parser("up", help="start a local cluster in the foreground")
     up.add_argument("--matchers", type=int, default=2, help="number of matchers (default 2)")
     up.add_argument("--port", type=int, default=8000, help="router port (default 8000)")
-    up.add_argument("--no-demo", action="store_true",
-                    help="no demo receiver and no demo traffic, just the cluster")
+    up.add_argument(
+        "--no-demo",
+        action="store_true",
+        help="no demo receiver and no demo traffic, just the cluster",
+    )
     up.add_argument("--data-dir", help="keep Redis data here (default: a temporary directory)")
     up.add_argument("--demo-subscriptions", type=int, default=300)
     up.add_argument("--demo-rate", type=float, default=20.0, help="demo posts per second")
@@ -197,8 +205,12 @@ def build_parser() -> argparse.ArgumentParser:
     subscribe = sub.add_parser("subscribe", help="register a subscription")
     subscribe.add_argument("query", nargs="*", help="keywords that must all occur")
     subscribe.add_argument("--callback", required=True, help="webhook URL for the matches")
-    subscribe.add_argument("--from-corpus", type=int, metavar="N",
-                           help="register N queries drawn from corpus posts instead")
+    subscribe.add_argument(
+        "--from-corpus",
+        type=int,
+        metavar="N",
+        help="register N queries drawn from corpus posts instead",
+    )
     subscribe.add_argument("--seed", type=int, default=0)
     subscribe.add_argument("--router", default=DEFAULT_ROUTER)
     subscribe.set_defaults(func=cmd_subscribe)

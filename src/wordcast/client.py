@@ -13,10 +13,13 @@ import orjson
 
 
 class Progress:
-    """Prints ``label: done/total (rate/s)`` to stderr at most every ``every`` seconds."""
+    """Prints ``label: done/total (rate/s)`` to stderr, redrawn on a terminal, a line every 5 s
+    when the output goes to a file or a CI log."""
 
-    def __init__(self, label: str, total: int, every: float = 0.5, enabled: bool = True) -> None:
-        self.label, self.total, self.every, self.enabled = label, total, every, enabled
+    def __init__(self, label: str, total: int, enabled: bool = True) -> None:
+        self.label, self.total, self.enabled = label, total, enabled
+        self.tty = sys.stderr.isatty()
+        self.every = 0.5 if self.tty else 5.0
         self.done = 0
         self.started = self._last = time.perf_counter()
 
@@ -26,8 +29,11 @@ class Progress:
         if self.enabled and (now - self._last >= self.every or self.done >= self.total):
             self._last = now
             rate = self.done / max(now - self.started, 1e-9)
-            end = "\n" if self.done >= self.total else ""
-            sys.stderr.write(f"\r{self.label}: {self.done:,}/{self.total:,} ({rate:,.0f}/s){end}")
+            end = "\n" if self.done >= self.total or not self.tty else ""
+            start = "\r" if self.tty else ""
+            sys.stderr.write(
+                f"{start}{self.label}: {self.done:,}/{self.total:,} ({rate:,.0f}/s){end}"
+            )
             sys.stderr.flush()
 
 

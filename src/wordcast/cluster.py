@@ -141,8 +141,12 @@ class Cluster:
                 "WORDCAST_MATCHER_LOG_LEVEL": log_level,
             }
             self.services.append(
-                Service(f"matcher-{ordinal}", [python, "-m", "wordcast", "matcher"], env,
-                        _http_ready(f"{url}/readyz"))
+                Service(
+                    f"matcher-{ordinal}",
+                    [python, "-m", "wordcast", "matcher"],
+                    env,
+                    _http_ready(f"{url}/readyz"),
+                )
             )
         self.router_url = f"http://127.0.0.1:{port}"
         env = common | {
@@ -151,8 +155,12 @@ class Cluster:
             "WORDCAST_ROUTER_LOG_LEVEL": log_level,
         }
         self.services.append(
-            Service("router", [python, "-m", "wordcast", "router"], env,
-                    _http_ready(f"{self.router_url}/readyz"))
+            Service(
+                "router",
+                [python, "-m", "wordcast", "router"],
+                env,
+                _http_ready(f"{self.router_url}/readyz"),
+            )
         )
         self.receiver_url: str | None = None
         if receiver:
@@ -164,8 +172,12 @@ class Cluster:
                 "WORDCAST_RECEIVER_RECORD": "false",
             }
             self.services.append(
-                Service("receiver", [python, "-m", "wordcast", "receiver"], env,
-                        _http_ready(f"{self.receiver_url}/healthz"))
+                Service(
+                    "receiver",
+                    [python, "-m", "wordcast", "receiver"],
+                    env,
+                    _http_ready(f"{self.receiver_url}/healthz"),
+                )
             )
         self._monitor: threading.Thread | None = None
 
@@ -231,8 +243,10 @@ class Cluster:
                 with self._lock:
                     if self._stopping.is_set():
                         return
-                    self._out(f"[supervisor] {service.name} exited with code {process.returncode}; "
-                              "restarting")
+                    self._out(
+                        f"[supervisor] {service.name} exited with code {process.returncode}; "
+                        "restarting"
+                    )
                     pause = min(0.2 * 2 ** min(service.restarts, 5), 5.0)
                     if time.monotonic() - service.started_at > 30:
                         service.restarts = 0

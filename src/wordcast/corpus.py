@@ -34,7 +34,8 @@ def corpus_dir() -> Path:
         if (candidate / PYPI).exists():
             return candidate
     raise CorpusNotFound(
-        "corpus not found; looked in " + ", ".join(str(c) for c in candidates)
+        "corpus not found; looked in "
+        + ", ".join(str(c) for c in candidates)
         + " (set WORDCAST_CORPUS_DIR)"
     )
 

@@ -115,7 +115,8 @@ def connect(url: str) -> aioredis.Redis:
 
 class SubscriptionStore:
     def __init__(self, client: aioredis.Redis, namespace: str = "wordcast") -> None:
-        self.client = client
+        # Typed loosely: redis-py's annotations cannot express that decode_responses gives str.
+        self.client: Any = client
         self.ns = namespace
         self._add = client.register_script(_ADD)
         self._delete = client.register_script(_DELETE)
@@ -148,8 +149,8 @@ class SubscriptionStore:
             self.words_key,
             self.events_key,
         ]
-        args = [sub.id, sub.matcher, sub.query, " ".join(sub.terms), sub.callback_url]
-        args += [repr(sub.created), EVENTS_MAXLEN]
+        args: list[str | int] = [sub.id, sub.matcher, sub.query, " ".join(sub.terms)]
+        args += [sub.callback_url, repr(sub.created), EVENTS_MAXLEN]
         with _translated("storing a subscription"):
             event_id = await self._add(keys=keys, args=args)
         if not event_id:
@@ -236,9 +237,7 @@ class SubscriptionStore:
     ) -> list[SubscriptionEvent]:
         with _translated("reading the event stream"):
             if block_ms is None:
-                entries = await self.client.xrange(
-                    self.events_key, min=f"({event_id}", count=count
-                )
+                entries = await self.client.xrange(self.events_key, min=f"({event_id}", count=count)
             else:
                 reply = await self.client.xread(
                     {self.events_key: event_id}, count=count, block=block_ms

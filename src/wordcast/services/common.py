@@ -6,9 +6,11 @@ import logging
 import os
 
 from fastapi import APIRouter, Response
+from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import AliasChoices, Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 
 class ServiceSettings(BaseSettings):
@@ -36,6 +38,29 @@ def configure_logging(level: str) -> None:
         level=level.upper(),
         format=f"%(asctime)s %(levelname)s [{os.getpid()}] %(name)s: %(message)s",
     )
+
+
+class BodySizeLimit:
+    """Refuses a request whose declared body is over the limit before anything reads it."""
+
+    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+        self.app = app
+        self.max_bytes = max_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            declared = dict(scope["headers"]).get(b"content-length")
+            if declared is not None and declared.isdigit() and int(declared) > self.max_bytes:
+                response = JSONResponse(
+                    {
+                        "detail": f"request body of {int(declared)} bytes is larger than the "
+                        f"{self.max_bytes}-byte limit"
+                    },
+                    status_code=413,
+                )
+                await response(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
 
 
 def metrics_router() -> APIRouter:

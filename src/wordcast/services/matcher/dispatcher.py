@@ -45,7 +45,9 @@ class Dispatcher:
         self._client = httpx.AsyncClient(
             timeout=timeout_s,
             follow_redirects=False,
-            limits=httpx.Limits(max_connections=concurrency * 2, max_keepalive_connections=concurrency),
+            limits=httpx.Limits(
+                max_connections=concurrency * 2, max_keepalive_connections=concurrency
+            ),
         )
         self._workers: list[asyncio.Task[None]] = []
         self._in_flight = 0
@@ -66,7 +68,8 @@ class Dispatcher:
 
     def start(self) -> None:
         self._workers = [
-            asyncio.create_task(self._work(), name=f"dispatch-{n}") for n in range(self._concurrency)
+            asyncio.create_task(self._work(), name=f"dispatch-{n}")
+            for n in range(self._concurrency)
         ]
 
     async def close(self) -> None:
@@ -118,7 +121,12 @@ class Dispatcher:
             if attempt < self._attempts:
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 10.0)
-        log.error("giving up on %d matches for %s after %d attempts: %s",
-                  len(bodies), url, self._attempts, reason)
+        log.error(
+            "giving up on %d matches for %s after %d attempts: %s",
+            len(bodies),
+            url,
+            self._attempts,
+            reason,
+        )
         FAILED.inc(len(bodies))
         self.failed += len(bodies)

@@ -1,4 +1,4 @@
-"""The matcher service: ``uvicorn --factory wordcast.services.matcher.main:create_app`` or ``wordcast matcher``."""
+"""The matcher service: ``wordcast matcher``, or ``uvicorn --factory …matcher.main:create_app``."""
 
 from __future__ import annotations
 
@@ -44,5 +44,3 @@ def create_app(settings: MatcherSettings | None = None) -> FastAPI:
     app.include_router(health.router)
     app.include_router(metrics_router())
     return app
-
-

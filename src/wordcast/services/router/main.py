@@ -8,9 +8,9 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 
-from ... import __version__
+from ... import __version__, limits
 from ...store import SubscriptionStore, connect
-from ..common import configure_logging, metrics_router
+from ..common import BodySizeLimit, configure_logging, metrics_router
 from .routes import health, publications, subscriptions
 from .settings import RouterSettings
 from .state import RouterState
@@ -40,6 +40,7 @@ def create_app(settings: RouterSettings | None = None) -> FastAPI:
         description="Keyword subscriptions matched against a stream of publications.",
         lifespan=lifespan,
     )
+    app.add_middleware(BodySizeLimit, max_bytes=limits.MAX_REQUEST_BYTES)
     app.include_router(subscriptions.router)
     app.include_router(publications.router)
     app.include_router(health.router)

@@ -112,11 +112,14 @@ class RouterState:
             )
             response.raise_for_status()
         except httpx.HTTPError as exc:
-            log.warning("matcher %d not told of event %s now (%s); it will catch up", matcher,
-                        event_id, exc)
+            log.warning(
+                "matcher %d not told of event %s now (%s); it will catch up", matcher, event_id, exc
+            )
 
     # -- publications -------------------------------------------------------------------------
-    async def publish(self, publications: Sequence[tuple[str | None, str]]) -> tuple[list[str], int]:
+    async def publish(
+        self, publications: Sequence[tuple[str | None, str]]
+    ) -> tuple[list[str], int]:
         """Analyse and route a batch of (id or None, text); returns the ids and batches sent."""
         started = time.perf_counter()
         ids: list[str] = []
@@ -131,7 +134,7 @@ class RouterState:
             targets = {mapping(term) for term in terms if term in subscribed}
             if not targets:
                 continue
-            routed = {"id": pub_id, "text": text, "terms": list(terms)}
+            routed: dict[str, object] = {"id": pub_id, "text": text, "terms": list(terms)}
             for matcher in targets:
                 per_matcher.setdefault(matcher, []).append(routed)
         await asyncio.gather(*(self._send(m, batch) for m, batch in per_matcher.items()))

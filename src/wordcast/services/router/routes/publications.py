@@ -3,7 +3,7 @@ from __future__ import annotations
 from fastapi import APIRouter, HTTPException
 
 from ....errors import MatcherUnavailable
-from ....schemas import PublicationsIn, PublicationsAccepted
+from ....schemas import PublicationsAccepted, PublicationsIn
 from ..deps import ReadyState
 
 router = APIRouter(prefix="/publications", tags=["publications"])

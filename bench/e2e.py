@@ -1,0 +1,184 @@
+"""End-to-end throughput of a local cluster (issue 2's benchmark): ``make bench-e2e``.
+
+Starts Redis, a router, two matchers and a receiver as real processes, registers 10,000
+subscriptions drawn from corpus posts, publishes corpus posts as fast as it can for a fixed time,
+then waits until every match is delivered. Reports publications per second both as accepted by the
+router (routed and matched) and end to end (until the last match reached the webhook), and checks
+that the receiver got exactly the number of matches the trie index computes in-process (the trie is
+itself checked against brute force by the test suite).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import itertools
+import time
+from typing import Any
+
+import httpx
+
+from wordcast.analysis import analyze
+from wordcast.client import RouterClient
+from wordcast.cluster import Cluster, free_port
+from wordcast.trie import Trie
+from wordcast.workload import post_queries, sample_posts
+
+from .common import machine, median, write_json
+
+
+async def _publish_for(
+    router_url: str,
+    posts: list[tuple[str, str]],
+    seconds: float,
+    batch: int,
+    concurrency: int,
+    run: int,
+) -> tuple[int, float, list[int]]:
+    """Publish batches from ``concurrency`` clients for ``seconds``; returns count and time."""
+    counter = itertools.count()
+    published: list[int] = []
+    async with RouterClient(router_url, concurrency=concurrency) as client:
+        started = time.perf_counter()
+        deadline = started + seconds
+
+        async def worker() -> None:
+            while time.perf_counter() < deadline:
+                n = next(counter)
+                chunk = [
+                    {"id": f"r{run}b{n}i{k}", "text": posts[(n * batch + k) % len(posts)][1]}
+                    for k in range(batch)
+                ]
+                await client.publish(chunk)
+                published.extend((n * batch + k) % len(posts) for k in range(batch))
+
+        await asyncio.gather(*(worker() for _ in range(concurrency)))
+        elapsed = time.perf_counter() - started
+    return len(published), elapsed, published
+
+
+def _wait_delivered(cluster: Cluster, expected: int, timeout: float = 600) -> tuple[int, float]:
+    assert cluster.receiver_url is not None
+    deadline = time.perf_counter() + timeout
+    while True:
+        got = httpx.get(f"{cluster.receiver_url}/stats", timeout=10).json()["matches"]
+        pending = sum(
+            httpx.get(f"{u}/stats", timeout=10).json()["deliveries_pending"]
+            for u in cluster.matcher_urls
+        )
+        if (got >= expected and pending == 0) or time.perf_counter() > deadline:
+            return got, time.perf_counter()
+        time.sleep(0.05)
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    print(f"loading {args.pool:,} corpus posts…", flush=True)
+    pool = [(p.id, p.text) for p in sample_posts(args.pool, seed=7)]
+    queries = post_queries(
+        [p for p in sample_posts(args.pool, seed=7)], args.subscriptions, seed=8, sizes=(2, 2, 3)
+    )
+    trie: Trie[int] = Trie()
+    for i, query in enumerate(queries):
+        trie.add(i, analyze(query))
+    matches_per_post = [len(trie.match(analyze(text))) for _, text in pool]
+
+    runs: list[dict[str, Any]] = []
+    for run_no in range(args.runs):
+        with Cluster(
+            matchers=args.matchers,
+            port=free_port(),
+            receiver=True,
+            receiver_quiet=True,
+            log_level="warning",
+            out=lambda line: None,
+        ) as cluster:
+            asyncio.run(_subscribe(cluster, queries))
+            print(f"run {run_no + 1}/{args.runs}: publishing for {args.seconds:g}s…", flush=True)
+            count, elapsed, published = asyncio.run(
+                _publish_for(
+                    cluster.router_url, pool, args.seconds, args.batch, args.concurrency, run_no
+                )
+            )
+            started = time.perf_counter() - elapsed
+            expected = sum(matches_per_post[i] for i in published)
+            delivered, done = _wait_delivered(cluster, expected)
+            result = {
+                "publications": count,
+                "seconds_publishing": elapsed,
+                "accepted_per_s": count / elapsed,
+                "end_to_end_per_s": count / (done - started),
+                "matches_expected": expected,
+                "matches_delivered": delivered,
+                "all_delivered": delivered == expected,
+            }
+            print(
+                f"  {result['accepted_per_s']:,.0f} publications/s accepted, "
+                f"{result['end_to_end_per_s']:,.0f}/s end to end; "
+                f"{delivered:,}/{expected:,} matches delivered",
+                flush=True,
+            )
+            runs.append(result)
+    return {
+        "benchmark": "e2e",
+        "machine": machine(),
+        "parameters": vars(args),
+        "runs": runs,
+        "median_accepted_per_s": median([r["accepted_per_s"] for r in runs]),
+        "median_end_to_end_per_s": median([r["end_to_end_per_s"] for r in runs]),
+        "every_match_delivered": all(r["all_delivered"] for r in runs),
+        "mean_matches_per_post": sum(matches_per_post) / len(matches_per_post),
+    }
+
+
+async def _subscribe(cluster: Cluster, queries: list[str]) -> None:
+    async with RouterClient(cluster.router_url, concurrency=32) as client:
+        await client.subscribe_many(queries, cluster.callback_url)
+
+
+def plot(result: dict[str, Any]) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from .common import RESULTS
+
+    runs = result["runs"]
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    xs = range(1, len(runs) + 1)
+    ax.bar([x - 0.2 for x in xs], [r["accepted_per_s"] for r in runs], 0.4, label="accepted")
+    ax.bar([x + 0.2 for x in xs], [r["end_to_end_per_s"] for r in runs], 0.4, label="end to end")
+    ax.axhline(5000, color="grey", linestyle="--", label="target 5,000/s")
+    ax.set_xlabel("run")
+    ax.set_ylabel("publications / s")
+    ax.set_title(
+        f"local cluster, {result['parameters']['matchers']} matchers, "
+        f"{result['parameters']['subscriptions']:,} subscriptions"
+    )
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(RESULTS / "e2e.png", dpi=120)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--subscriptions", type=int, default=10_000)
+    parser.add_argument("--matchers", type=int, default=2)
+    parser.add_argument("--seconds", type=float, default=20.0)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--batch", type=int, default=1_000)
+    parser.add_argument("--concurrency", type=int, default=4)
+    parser.add_argument("--pool", type=int, default=50_000)
+    args = parser.parse_args()
+    result = run(args)
+    path = write_json("e2e", result)
+    plot(result)
+    print(
+        f"median {result['median_accepted_per_s']:,.0f} publications/s accepted, "
+        f"{result['median_end_to_end_per_s']:,.0f}/s end to end; every match delivered: "
+        f"{result['every_match_delivered']}; results in {path}"
+    )
+
+
+if __name__ == "__main__":
+    main()

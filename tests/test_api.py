@@ -1,0 +1,138 @@
+"""Bad input gets a clear 4xx naming the problem, and changes nothing in Redis."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+import redis
+
+from wordcast import limits
+
+from .conftest import Receiver, RunningCluster
+
+pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture(scope="module")
+def api(cluster: RunningCluster) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=cluster.router_url, timeout=30) as client:
+        yield client
+
+
+def _redis_state(redis_url: str, namespace: str) -> dict[str, Any]:
+    client = redis.Redis.from_url(redis_url, decode_responses=True)
+    keys = sorted(client.scan_iter(match=f"{namespace}:*"))
+    return {
+        "keys": keys,
+        "words": client.hgetall(f"{namespace}:words"),
+        "events": client.xlen(f"{namespace}:events"),
+    }
+
+
+HOOK = "http://127.0.0.1:9/hook"
+
+BAD_SUBSCRIPTIONS = [
+    ({"query": "the and of", "callback_url": HOOK}, "no terms left"),
+    ({"query": "😀 !!! ?", "callback_url": HOOK}, "no terms left"),
+    ({"query": "x" * (limits.MAX_QUERY_CHARS + 1), "callback_url": HOOK}, "at most 512"),
+    (
+        {
+            "query": " ".join(f"word{i}" for i in range(limits.MAX_TERMS_PER_SUBSCRIPTION + 1)),
+            "callback_url": HOOK,
+        },
+        "the limit is 16",
+    ),
+    ({"query": "", "callback_url": HOOK}, "at least 1 character"),
+    ({"query": "white house", "callback_url": "ftp://example.com/x"}, "http' or 'https"),
+    ({"query": "white house", "callback_url": "not a url"}, "callback_url"),
+    ({"query": "white house"}, "callback_url"),
+    ({"query": "white house", "callback_url": HOOK, "extra": 1}, "extra"),
+    ({"query": 42, "callback_url": HOOK}, "query"),
+]
+
+
+@pytest.mark.parametrize(("body", "says"), BAD_SUBSCRIPTIONS)
+def test_bad_subscriptions_are_refused_and_store_nothing(
+    api: httpx.Client, cluster: RunningCluster, redis_url: str, body: dict[str, Any], says: str
+) -> None:
+    before = _redis_state(redis_url, cluster.namespace)
+    response = api.post("/subscriptions", json=body)
+    assert response.status_code == 422
+    assert says in response.text
+    assert _redis_state(redis_url, cluster.namespace) == before
+
+
+def test_malformed_json_is_a_clear_422(api: httpx.Client) -> None:
+    response = api.post(
+        "/subscriptions", content=b"{not json", headers={"content-type": "application/json"}
+    )
+    assert response.status_code == 422
+    assert "JSON" in response.text
+
+
+BAD_PUBLICATIONS = [
+    ({"text": "x " * (limits.MAX_TEXT_CHARS // 2 + 1)}, "at most 16384"),
+    ({"publications": [{"text": "ok"}] * (limits.MAX_BATCH_PUBLICATIONS + 1)}, "at most 1000"),
+    ({"publications": []}, "at least 1 item"),
+    ({"publications": [{"text": "fine"}, {"id": "", "text": "empty id"}]}, "at least 1 character"),
+    ({"publications": [{"id": "p1"}]}, "text"),
+    ({"txt": "typo"}, "publications"),
+    ([1, 2, 3], "valid dictionary"),
+]
+
+
+@pytest.mark.parametrize(("body", "says"), BAD_PUBLICATIONS)
+def test_bad_publications_are_refused_and_deliver_nothing(
+    api: httpx.Client, cluster: RunningCluster, receiver: Receiver, body: Any, says: str
+) -> None:
+    watcher = api.post("/subscriptions", json={"query": "fine ok", "callback_url": receiver.hook})
+    assert watcher.status_code == 201
+
+    def matched_so_far() -> list[int]:
+        return [httpx.get(f"{u}/stats").json()["publications"] for u in cluster.matcher_urls]
+
+    before = matched_so_far()
+    response = api.post("/publications", json=body)
+    assert response.status_code == 422, response.text
+    assert says in response.text
+    assert matched_so_far() == before
+    assert api.delete(f"/subscriptions/{watcher.json()['id']}").status_code == 204
+
+
+def test_unknown_subscription_is_404(api: httpx.Client) -> None:
+    for method in ("GET", "DELETE"):
+        response = api.request(method, "/subscriptions/0123456789abcdef")
+        assert response.status_code == 404
+        assert "no subscription" in response.json()["detail"]
+
+
+def test_a_valid_subscription_round_trips(api: httpx.Client) -> None:
+    created = api.post(
+        "/subscriptions", json={"query": "Running White-House", "callback_url": HOOK}
+    )
+    assert created.status_code == 201
+    body = created.json()
+    assert body["terms"] == ["hous", "run", "white"]
+    fetched = api.get(f"/subscriptions/{body['id']}")
+    assert fetched.status_code == 200 and fetched.json() == body
+    assert api.delete(f"/subscriptions/{body['id']}").status_code == 204
+
+
+def test_oversized_request_body_is_413(api: httpx.Client) -> None:
+    response = api.post(
+        "/publications",
+        content=b" " * (limits.MAX_REQUEST_BYTES + 1),
+        headers={"content-type": "application/json"},
+    )
+    assert response.status_code == 413
+    assert "larger than" in response.text
+
+
+def test_openapi_docs_are_served(api: httpx.Client) -> None:
+    schema = api.get("/openapi.json").json()
+    assert {"/subscriptions", "/publications", "/subscriptions/{sub_id}"} <= set(schema["paths"])
+    assert api.get("/docs").status_code == 200
+    assert "wordcast_router_publications" in api.get("/metrics").text
