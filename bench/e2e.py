@@ -24,7 +24,7 @@ from wordcast.cluster import Cluster, free_port
 from wordcast.trie import Trie
 from wordcast.workload import post_queries, sample_posts
 
-from .common import machine, median, write_json
+from .common import RESULTS, machine, median, write_json
 
 
 async def _publish_for(
@@ -83,6 +83,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     matches_per_post = [len(trie.match(analyze(text))) for _, text in pool]
 
     runs: list[dict[str, Any]] = []
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    log = (RESULTS / "e2e-cluster.log").open("w")
     for run_no in range(args.runs):
         with Cluster(
             matchers=args.matchers,
@@ -90,7 +92,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             receiver=True,
             receiver_quiet=True,
             log_level="warning",
-            out=lambda line: None,
+            out=lambda line: print(line, file=log, flush=True),
         ) as cluster:
             asyncio.run(_subscribe(cluster, queries))
             print(f"run {run_no + 1}/{args.runs}: publishing for {args.seconds:g}s…", flush=True)
@@ -141,7 +143,6 @@ def plot(result: dict[str, Any]) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from .common import RESULTS
 
     runs = result["runs"]
     fig, ax = plt.subplots(figsize=(6, 3.5))
