@@ -143,7 +143,6 @@ def plot(result: dict[str, Any]) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-
     runs = result["runs"]
     fig, ax = plt.subplots(figsize=(6, 3.5))
     xs = range(1, len(runs) + 1)

@@ -27,7 +27,7 @@ class BruteForce(Generic[SubId]):
             raise ValueError("a subscription needs at least one term")
         self._subs[sub_id] = tuple(sorted(unique, key=lambda t: (self._df.get(t, 0), t)))
 
-    def remove(self, sub_id: SubId) -> bool:
+    def remove(self, sub_id: SubId, terms: Iterable[str] = ()) -> bool:
         return self._subs.pop(sub_id, None) is not None
 
     def match(self, terms: Iterable[str]) -> list[SubId]:

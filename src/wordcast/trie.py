@@ -1,9 +1,10 @@
 """Trie index of conjunctive subscriptions (S³-TM §4.1; web-syndication thesis Alg. 5-6).
 
-Each subscription is a set of terms. Its terms are sorted (lexicographic order, as S³-TM does) and
-inserted as a path from the root; the subscription id is stored on the node at the end of that path.
-Subscriptions with common prefixes share nodes, which is why placing similar subscriptions together
-(LASP) makes matching cheaper.
+Each subscription is a set of terms. Its terms are sorted in a total order (lexicographic, as S³-TM
+does, unless a :class:`~wordcast.termstats.TermOrder` is given: the thesis' §2.3.4 compares orders by
+frequency too) and inserted as a path from the root; the subscription id is stored on the node at
+the end of that path. Subscriptions with common prefixes share nodes, which is why placing similar
+subscriptions together (LASP) makes matching cheaper.
 
 Matching a publication is a *scoped traversal*: a child is visited only when its term is in the
 publication, which we find by probing the child hash map with the publication's remaining terms.
@@ -16,6 +17,8 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Iterable, Iterator
 from typing import Generic, TypeVar
+
+from .termstats import TermOrder
 
 SubId = TypeVar("SubId", bound=Hashable)
 
@@ -34,7 +37,8 @@ class Trie(Generic[SubId]):
     Adding an id that is already present replaces its terms, so replaying an add is harmless.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, order: TermOrder | None = None) -> None:
+        self._order = order
         self._root = _Node()
         self._terms: dict[SubId, tuple[str, ...]] = {}
         self._nodes = 1
@@ -51,7 +55,11 @@ class Trie(Generic[SubId]):
         return self._nodes
 
     def add(self, sub_id: SubId, terms: Iterable[str]) -> None:
-        path = tuple(sorted(set(terms)))
+        if self._order is None:
+            path = tuple(sorted(set(terms)))
+        else:
+            rank = self._order.intern
+            path = tuple(sorted(set(terms), key=rank))
         if not path:
             raise ValueError("a subscription needs at least one term")
         if sub_id in self._terms:
@@ -66,8 +74,11 @@ class Trie(Generic[SubId]):
         node.subs.append(sub_id)
         self._terms[sub_id] = path
 
-    def remove(self, sub_id: SubId) -> bool:
-        """Remove a subscription; returns False when it was not present."""
+    def remove(self, sub_id: SubId, terms: Iterable[str] = ()) -> bool:
+        """Remove a subscription; returns False when it was not present.
+
+        ``terms`` is accepted for the engines' common interface; the trie remembers each path.
+        """
         path = self._terms.pop(sub_id, None)
         if path is None:
             return False
@@ -92,7 +103,11 @@ class Trie(Generic[SubId]):
 
     def match(self, terms: Iterable[str]) -> list[SubId]:
         """Ids of every subscription whose terms are all among ``terms``."""
-        post = sorted(set(terms))
+        if self._order is None:
+            post = sorted(set(terms))
+        else:
+            ranks = self._order.rank
+            post = sorted((t for t in set(terms) if t in ranks), key=ranks.__getitem__)
         found: list[SubId] = []
         stack: list[tuple[_Node, int]] = [(self._root, 0)]
         end = len(post)
@@ -108,3 +123,17 @@ class Trie(Generic[SubId]):
                 if child.children and j + 1 < end:
                     stack.append((child, j + 1))
         return found
+
+    def operations(self, terms: Iterable[str]) -> int:
+        """Child-map probes made to match ``terms``: the trie side of thesis Table 4.6."""
+        post = sorted(set(terms)) if self._order is None else self._order.sort(terms)
+        probes = 0
+        stack: list[tuple[_Node, int]] = [(self._root, 0)]
+        while stack:
+            node, start = stack.pop()
+            probes += len(post) - start
+            for j in range(start, len(post)):
+                child = node.children.get(post[j])
+                if child is not None and child.children:
+                    stack.append((child, j + 1))
+        return probes
