@@ -30,7 +30,16 @@ def _fail(message: str) -> int:
 def _serve(app: object, host: str, port: int, log_level: str) -> int:
     import uvicorn
 
-    uvicorn.run(app, host=host, port=port, log_level=log_level, access_log=False)  # type: ignore[arg-type]
+    # Keep idle connections open well past httpx's 5 s pool expiry: with equal timeouts a client can
+    # send on a connection the server is closing, and gets a reset instead of an answer.
+    uvicorn.run(
+        app,  # type: ignore[arg-type]
+        host=host,
+        port=port,
+        log_level=log_level,
+        access_log=False,
+        timeout_keep_alive=30,
+    )
     return 0
 
 

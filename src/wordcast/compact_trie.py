@@ -151,7 +151,12 @@ class CompactTrie(Generic[SubId]):
                 parent.children = None
             node = parent
         # Only the last node kept can have become a chain link: no subscriptions, one child.
-        if node is not self._root and node.subs is None and node.children and len(node.children) == 1:
+        if (
+            node is not self._root
+            and node.subs is None
+            and node.children
+            and len(node.children) == 1
+        ):
             self._merge_only_child(node)
 
     @staticmethod

@@ -7,6 +7,7 @@ posts): a few words of a random post, which keeps them realistic and gives them 
 
 from __future__ import annotations
 
+import itertools
 import random
 from dataclasses import dataclass
 
@@ -46,3 +47,43 @@ def post_queries(
         k = min(rng.choice(sizes), len(tokens))
         queries.append(" ".join(rng.sample(tokens, k)))
     return queries
+
+
+def analysed_posts(count: int, *, seed: int = 0, skip: int = 0) -> list[frozenset[str]]:
+    """Term sets of random non-empty corpus posts (tweet-based subscriptions, short items).
+
+    Drawn with replacement when ``count`` exceeds the corpus; ``skip`` discards the first draws so
+    two calls with the same seed can give disjoint samples.
+    """
+    analyzer = default_analyzer()
+    texts = [text for _name, _month, text in pypi_posts()]
+    rng = random.Random(seed)
+    order = rng.sample(range(len(texts)), len(texts))
+    out: list[frozenset[str]] = []
+    for index in itertools.chain(
+        order[skip:], (rng.randrange(len(texts)) for _ in itertools.count())
+    ):
+        terms = analyzer.terms(texts[index])
+        if terms:
+            out.append(terms)
+            if len(out) >= count:
+                return out
+    return out
+
+
+def package_name_queries(count: int, *, seed: int = 0) -> list[frozenset[str]]:
+    """Query-like subscriptions: package names split on ``-``, ``_`` and ``.``, analysed.
+
+    Names with fewer than two terms are skipped, as the Luwak thesis uses queries of 2+ terms;
+    drawn with replacement beyond the distinct names (the thesis allows duplicate queries).
+    """
+    analyzer = default_analyzer()
+    names = []
+    for name, _month, _text in pypi_posts():
+        terms = analyzer.terms(name.replace("-", " ").replace("_", " ").replace(".", " "))
+        if len(terms) >= 2:
+            names.append(terms)
+    rng = random.Random(seed)
+    if count <= len(names):
+        return rng.sample(names, count)
+    return names + [rng.choice(names) for _ in range(count - len(names))]

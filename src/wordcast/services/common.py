@@ -38,6 +38,8 @@ def configure_logging(level: str) -> None:
         level=level.upper(),
         format=f"%(asctime)s %(levelname)s [{os.getpid()}] %(name)s: %(message)s",
     )
+    # One line per internal request would drown everything else.
+    logging.getLogger("httpx").setLevel(max(logging.WARNING, logging.getLogger().level))
 
 
 class BodySizeLimit:

@@ -1,0 +1,20 @@
+"""Building the SparkSession the jobs use: ``local[*]`` unless spark-submit says otherwise."""
+
+from __future__ import annotations
+
+import os
+
+from pyspark.sql import SparkSession
+
+
+def spark_session(app: str, master: str | None = None) -> SparkSession:
+    builder = SparkSession.builder.appName(app)
+    # Under spark-submit the master comes from the command line; alone we run locally.
+    if master or "SPARK_MASTER" in os.environ or not os.environ.get("SPARK_SUBMIT"):
+        builder = builder.master(master or os.environ.get("SPARK_MASTER", "local[*]"))
+    return (
+        builder.config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", os.environ.get("WORDCAST_SPARK_PARTITIONS", "8"))
+        .config("spark.driver.memory", os.environ.get("WORDCAST_SPARK_DRIVER_MEMORY", "4g"))
+        .getOrCreate()
+    )
