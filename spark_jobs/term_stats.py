@@ -30,7 +30,8 @@ def _analyse(text: str | None) -> list[str]:
     return sorted(analyze(text)) if text else []
 
 
-analyse_udf = F.udf(_analyse, ArrayType(StringType()))
+# A lambda, so Spark does not try to read an evaluation type from _analyse's annotations.
+analyse_udf = F.udf(lambda text: _analyse(text), ArrayType(StringType()))
 
 
 # -- pure transforms ----------------------------------------------------------------------------
@@ -112,12 +113,14 @@ def main(argv: list[str] | None = None) -> int:
     from .session import spark_session
 
     started = time.perf_counter()
+    owned = SparkSession.getActiveSession() is None  # leave a caller's session running
     spark = spark_session("wordcast-term-stats", args.master)
     try:
         raw, column = read_corpus(spark, args.corpus, args.limit)
         stats = term_stats(analysed_documents(raw, column), args.min_pair_df)
     finally:
-        spark.stop()
+        if owned:
+            spark.stop()
     args.out.parent.mkdir(parents=True, exist_ok=True)
     stats.save(args.out)
     print(

@@ -12,6 +12,7 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator
+from typing import Any
 from dataclasses import dataclass, field
 
 import httpx
@@ -206,3 +207,13 @@ def cluster(redis_url: str) -> Iterator[RunningCluster]:
     running = start_cluster(redis_url, f"test-{uuid.uuid4().hex[:10]}")
     yield running
     stop_cluster(running)
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[Any]:
+    """One local SparkSession for every Spark test (starting a JVM takes seconds)."""
+    from spark_jobs.session import spark_session
+
+    session = spark_session("wordcast-tests", "local[2]")
+    yield session
+    session.stop()
