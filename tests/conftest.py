@@ -12,8 +12,8 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator
-from typing import Any
 from dataclasses import dataclass, field
+from typing import Any
 
 import httpx
 import pytest

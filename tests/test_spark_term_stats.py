@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from spark_jobs import term_stats
+
 from wordcast.analysis import analyze
 from wordcast.corpus import debian_documents
 from wordcast.termstats import TermOrder, TermStats
