@@ -105,12 +105,18 @@ class RunningCluster:
         )
 
 
-def start_cluster(redis_url: str, namespace: str, matchers: int = 2) -> RunningCluster:
-    env = os.environ | {
-        "REDIS_URL": redis_url,
-        "WORDCAST_NAMESPACE": namespace,
-        "PYTHONUNBUFFERED": "1",
-    }
+def start_cluster(
+    redis_url: str, namespace: str, matchers: int = 2, env: dict[str, str] | None = None
+) -> RunningCluster:
+    env = (
+        os.environ
+        | (env or {})
+        | {
+            "REDIS_URL": redis_url,
+            "WORDCAST_NAMESPACE": namespace,
+            "PYTHONUNBUFFERED": "1",
+        }
+    )
     process = subprocess.Popen(
         [
             sys.executable,

@@ -6,6 +6,7 @@ import asyncio
 import os
 import signal
 import time
+from pathlib import Path
 
 import httpx
 import pytest
@@ -13,9 +14,10 @@ import pytest
 from wordcast.analysis import analyze
 from wordcast.bruteforce import match_pairs
 from wordcast.client import RouterClient
+from wordcast.termstats import TermStats
 from wordcast.workload import Post, post_queries, sample_posts
 
-from .conftest import Receiver, RunningCluster
+from .conftest import Receiver, RunningCluster, start_cluster, stop_cluster
 
 pytestmark = pytest.mark.e2e
 
@@ -122,3 +124,27 @@ def test_deleted_subscription_stops_matching(cluster: RunningCluster, receiver: 
     assert response.json()["ids"] == ["zoo-1"]
     delivered = _delivered_after(cluster, receiver, offset, 1)
     assert delivered == [(kept_id, "zoo-1")]
+
+
+@pytest.mark.parametrize("engine", ["compact-trie", "querynote"])
+def test_every_matcher_engine_delivers_the_oracle_matches(
+    engine: str, redis_url: str, receiver: Receiver, tmp_path: Path
+) -> None:
+    posts = sample_posts(4_000, seed=77)
+    stats = TermStats.from_documents(analyze(p.text) for p in posts[:2_000])
+    stats_file = tmp_path / "stats.json"
+    stats.save(stats_file)
+    env = {"WORDCAST_MATCHER_ENGINE": engine, "WORDCAST_MATCHER_TERM_STATS": str(stats_file)}
+    cluster = start_cluster(redis_url, f"test-{engine}", env=env)
+    try:
+        engines = {httpx.get(f"{u}/stats").json()["engine"] for u in cluster.matcher_urls}
+        assert engines == {engine}
+        subscriptions = _subscribe(cluster, post_queries(posts, 400, seed=78), receiver.hook)
+        offset = len(receiver.pairs())
+        published = [Post(f"{engine}:{p.id}", p.text) for p in posts[2_000:]]
+        expected = match_pairs(subscriptions, {p.id: analyze(p.text) for p in published})
+        assert len(expected) > 500
+        _publish(cluster, published)
+        _check(_delivered_after(cluster, receiver, offset, len(expected)), expected)
+    finally:
+        stop_cluster(cluster)

@@ -219,27 +219,40 @@ class QueryNoteIndex(Generic[SubId]):
         out: list[tuple[SubId, int]] = []
         index = self._index
         for rep in postings.keys() & index.keys():  # first layer: PresearcherQuery
+            rep_bits = bitmap(rep)
             for query in index[rep].values():
                 terms, extra = query.terms, query.extra
-                if extra:  # second layer: AND the QueryNote's terms
-                    bits = bitmap(rep)
-                    for term in terms[1 : 1 + extra]:
+                docs_matched: Iterable[int]
+                if not extra:
+                    docs_matched = (
+                        postings[rep]
+                        if len(terms) == 1
+                        else _leapfrog([postings.get(t, []) for t in terms])
+                    )
+                elif extra == len(terms) - 1:  # every term indexed: the AND is the answer
+                    bits = rep_bits
+                    for term in terms[1:]:
                         bits = bits & bitmap(term)
                         if not bits:
                             break
-                    if not bits:
+                    docs_matched = bits
+                else:  # second layer: AND the QueryNote's terms, then the full check
+                    bits = rep_bits
+                    for term in terms[1:extra]:
+                        bits = bits & bitmap(term)
+                        if not bits:
+                            break
+                    # The last AND only has to say whether anything is left: no bitmap is built.
+                    if not bits or not bits.intersect(bitmap(terms[extra])):
                         continue
-                    if extra == len(terms) - 1:  # outputMatches: no full check needed
-                        docs_matched: Iterable[int] = bits
-                    else:
-                        docs_matched = _leapfrog([postings.get(t, []) for t in terms])
-                elif len(terms) == 1:
-                    docs_matched = postings[rep]
-                else:
                     docs_matched = _leapfrog([postings.get(t, []) for t in terms])
                 members = query.members
-                for doc in docs_matched:
-                    out.extend((member, doc) for member in members)  # type: ignore[misc]
+                if len(members) == 1:
+                    member = members[0]
+                    out.extend((member, doc) for doc in docs_matched)  # type: ignore[misc]
+                else:
+                    for doc in docs_matched:
+                        out.extend((member, doc) for member in members)  # type: ignore[misc]
         return out
 
     def match(self, terms: Iterable[str]) -> list[SubId]:

@@ -2,6 +2,8 @@ from __future__ import annotations
 
 import os
 import re
+from pathlib import Path
+from typing import Literal
 
 from pydantic import Field, model_validator
 from pydantic_settings import SettingsConfigDict
@@ -16,6 +18,16 @@ class MatcherSettings(ServiceSettings):
     ordinal: int = Field(
         default=-1,
         description="This matcher's index; taken from a StatefulSet host name (matcher-3) if unset.",
+    )
+    engine: Literal["trie", "compact-trie", "querynote"] = Field(
+        default="trie",
+        description="Index for conjunctive subscriptions; the default is the fastest one measured "
+        "by `make bench-matcher` on short posts (see BENCHMARKS.md).",
+    )
+    term_stats: Path | None = Field(
+        default=None,
+        description="TermStats JSON from spark_jobs.term_stats, for querynote's weights and the "
+        "compact trie's rare-first order.",
     )
     delivery_queue: int = Field(default=100_000, ge=1, description="Matches waiting for dispatch.")
     delivery_batch: int = Field(default=500, ge=1, description="Matches per webhook POST at most.")

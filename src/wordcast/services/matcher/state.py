@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 from prometheus_client import Counter, Gauge
 
+from ...compact_trie import CompactTrie
+from ...querynote import QueryNoteIndex
 from ...store import EventFollower, Subscription, SubscriptionEvent, SubscriptionStore
+from ...termstats import TermOrder, TermStats
 from ...trie import Trie
 from .dispatcher import Dispatcher, PendingMatch
 from .settings import MatcherSettings
@@ -19,13 +23,24 @@ MATCHES = Counter("wordcast_matcher_matches", "Matches found")
 SUBSCRIPTIONS = Gauge("wordcast_matcher_subscriptions", "Subscriptions held")
 
 
-class MatcherState:
-    engine = "trie"
+def make_engine(name: str, stats: TermStats | None) -> Any:
+    """A fresh index of the kind ``name``; every kind has add, remove and match."""
+    if name == "trie":
+        return Trie()
+    if name == "compact-trie":
+        return CompactTrie(TermOrder("rare-first", stats) if stats else TermOrder())
+    if name == "querynote":
+        return QueryNoteIndex(stats or TermStats(0, {}))
+    raise ValueError(f"unknown engine {name!r}")
 
+
+class MatcherState:
     def __init__(self, settings: MatcherSettings, store: SubscriptionStore) -> None:
         self.ordinal = settings.ordinal
         self.store = store
-        self.trie: Trie[str] = Trie()
+        self.engine = settings.engine
+        self._stats = TermStats.load(settings.term_stats) if settings.term_stats else None
+        self.index: Any = make_engine(self.engine, self._stats)
         self.subscriptions: dict[str, Subscription] = {}
         self.follower = EventFollower(store, self._load_snapshot, self._apply)
         self.dispatcher = Dispatcher(
@@ -43,13 +58,13 @@ class MatcherState:
         return self.follower.ready.is_set()
 
     async def _load_snapshot(self) -> None:
-        trie: Trie[str] = Trie()
+        index = make_engine(self.engine, self._stats)
         subscriptions: dict[str, Subscription] = {}
         async for page in self.store.placed_on(self.ordinal):
             for sub in page:
-                trie.add(sub.id, sub.terms)
+                index.add(sub.id, sub.terms)
                 subscriptions[sub.id] = sub
-        self.trie, self.subscriptions = trie, subscriptions
+        self.index, self.subscriptions = index, subscriptions
         SUBSCRIPTIONS.set(len(subscriptions))
         log.info("matcher %d loaded %d subscriptions from Redis", self.ordinal, len(subscriptions))
 
@@ -59,32 +74,36 @@ class MatcherState:
             if sub.matcher != self.ordinal:
                 continue
             if event.op == "add":
-                self.trie.add(sub.id, sub.terms)
+                if sub.id not in self.subscriptions:  # replays of an add are harmless
+                    self.index.add(sub.id, sub.terms)
                 self.subscriptions[sub.id] = sub
-            elif event.op == "del":
-                self.trie.remove(sub.id)
-                self.subscriptions.pop(sub.id, None)
+            elif event.op == "del" and self.subscriptions.pop(sub.id, None) is not None:
+                self.index.remove(sub.id, sub.terms)
         SUBSCRIPTIONS.set(len(self.subscriptions))
 
-    def match(self, publications: Iterable[tuple[str, str, Iterable[str]]]) -> list[PendingMatch]:
+    def match(self, publications: Sequence[tuple[str, str, Iterable[str]]]) -> list[PendingMatch]:
         """Match (id, text, terms) triples; returns the matches to deliver."""
+        index = self.index
+        if hasattr(index, "match_batch"):
+            pairs = index.match_batch([terms for _, _, terms in publications])
+        else:
+            pairs = [
+                (sub_id, position)
+                for position, (_, _, terms) in enumerate(publications)
+                for sub_id in index.match(terms)
+            ]
         found: list[PendingMatch] = []
-        count = 0
-        for pub_id, text, terms in publications:
-            count += 1
-            for sub_id in self.trie.match(terms):
-                sub = self.subscriptions[sub_id]
-                found.append(
-                    PendingMatch(
-                        sub.callback_url,
-                        {
-                            "subscription_id": sub_id,
-                            "query": sub.query,
-                            "publication_id": pub_id,
-                            "text": text,
-                        },
-                    )
-                )
+        for sub_id, position in pairs:
+            pub_id, text, _ = publications[position]
+            sub = self.subscriptions[sub_id]
+            body = {
+                "subscription_id": sub_id,
+                "query": sub.query,
+                "publication_id": pub_id,
+                "text": text,
+            }
+            found.append(PendingMatch(sub.callback_url, body))
+        count = len(publications)
         self.publications += count
         self.matches += len(found)
         PUBLICATIONS.inc(count)

@@ -30,7 +30,7 @@ async def stats(state: State) -> dict[str, Any]:
         "ready": state.ready,
         "engine": state.engine,
         "subscriptions": len(state.subscriptions),
-        "trie_nodes": state.trie.node_count,
+        "index_nodes": getattr(state.index, "node_count", None),
         "publications": state.publications,
         "matches": state.matches,
         "deliveries_pending": state.dispatcher.pending,
