@@ -292,6 +292,7 @@ class EventFollower:
         self._block_ms = block_ms
         self.position = "0-0"
         self.ready = asyncio.Event()
+        self._reading = asyncio.Lock()
 
     async def start(self) -> None:
         position = await self._store.last_event_id()
@@ -310,11 +311,14 @@ class EventFollower:
         """Apply every event after the current position (at least up to ``until``)."""
         if until is not None and event_order(until) <= event_order(self.position):
             return
-        while True:
-            events = await self._store.events_after(self.position)
-            self._take(events)
-            if len(events) < 1_000:
-                return
+        # Concurrent callers share one reader: whoever waited usually finds its event applied
+        # already, instead of every request rereading the same tail of the stream.
+        async with self._reading:
+            while until is None or event_order(until) > event_order(self.position):
+                events = await self._store.events_after(self.position)
+                self._take(events)
+                if len(events) < 1_000:
+                    return
 
     async def _gap(self) -> bool:
         """True when events after our position were trimmed away before we read them."""

@@ -20,7 +20,7 @@ class MatcherSettings(ServiceSettings):
         description="This matcher's index; taken from a StatefulSet host name (matcher-3) if unset.",
     )
     engine: Literal["trie", "compact-trie", "querynote"] = Field(
-        default="trie",
+        default="compact-trie",
         description="Index for conjunctive subscriptions; the default is the fastest one measured "
         "by `make bench-matcher` on short posts (see BENCHMARKS.md).",
     )
