@@ -357,6 +357,35 @@ def querynote(
     return out
 
 
+def long_streaming(count: int, batch: int = 600) -> list[dict[str, Any]]:
+    """The single-document engines on the QueryNote workload, for the matcher's choice of engine."""
+    test = long_documents()[15_000:]
+    out = []
+    for name in ("compact:lexicographic", "trie"):
+        engine = make_engine(name)
+        for i, q in enumerate(queries(count)):
+            engine.add(i, q)
+        times, matches = [], 0
+        for start in range(0, min(len(test), 10 * batch) - batch + 1, batch):
+            started = time.perf_counter()
+            matches += sum(len(engine.match(doc)) for doc in test[start : start + batch])
+            times.append(time.perf_counter() - started)
+        row = {
+            "engine": name,
+            "queries": count,
+            "batch": batch,
+            "seconds_per_batch": statistics.median(times),
+            "matches_per_batch": matches / len(times),
+        }
+        log(
+            f"  {name:22} {row['seconds_per_batch'] * 1000:7.1f} ms per batch of {batch} long documents"
+        )
+        out.append(row)
+        del engine
+        gc.collect()
+    return out
+
+
 # -- plots -------------------------------------------------------------------------------------------------
 def plot(result: dict[str, Any]) -> None:
     import matplotlib
@@ -447,7 +476,7 @@ def plot(result: dict[str, Any]) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--parts", default="streaming,operations,querynote")
+    parser.add_argument("--parts", default="streaming,operations,querynote,long")
     parser.add_argument("--quick", action="store_true", help="small sizes, for a smoke run")
     parser.add_argument("--seconds", type=float, default=8.0, help="time cap per throughput figure")
     args = parser.parse_args()
@@ -478,6 +507,9 @@ def main() -> None:
             50_000 if quick else 1_000_000,
             min_pair_df=50,
         )
+    if "long" in parts:
+        log("single-document engines on batches of long documents:")
+        result["long_streaming"] = long_streaming(50_000 if quick else 1_000_000)
     write_json("matcher", result)
     plot(result)
     log(f"results in {path}")
