@@ -61,8 +61,10 @@ class CostModel:
     ) -> CostModel:
         """Time the three operations on a real batch and real (weight-sorted) queries."""
         postings = _postings(batch)
-        usable = [q for q in queries if len(q) > 1 and all(t in postings for t in q[:2])]
-        usable = usable[:300] or [list(postings)[:2]]
+        # Time the operations on real candidates: queries whose representative term is in the batch.
+        usable = [q for q in queries if len(q) > 1 and q[0] in postings][:500]
+        usable = usable or [list(postings)[:2]]
+        empty = BitMap()
         bitmaps = {t: BitMap(p) for t, p in postings.items()}
 
         def best(run: object) -> float:
@@ -79,7 +81,7 @@ class CostModel:
 
         def ands() -> None:
             for q in usable:
-                _ = bitmaps[q[0]] & bitmaps[q[1]]
+                _ = bitmaps[q[0]] & bitmaps.get(q[1], empty)
 
         def outputs() -> None:
             for q in usable:
