@@ -18,7 +18,6 @@ The result is a set of terms. Terms never contain white space, which the storage
 from __future__ import annotations
 
 import unicodedata
-from collections.abc import Iterable
 
 import regex
 import Stemmer
@@ -66,9 +65,6 @@ class Analyzer:
     def terms(self, text: str) -> frozenset[str]:
         """The set of analysed terms of ``text``; empty when nothing meaningful is left."""
         return frozenset(self._stem_words(self.tokens(text)))
-
-    def terms_many(self, texts: Iterable[str]) -> list[frozenset[str]]:
-        return [self.terms(text) for text in texts]
 
 
 _default: Analyzer | None = None

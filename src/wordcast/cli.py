@@ -16,8 +16,12 @@ import os
 import signal
 import sys
 import time
+from collections.abc import Coroutine
 from pathlib import Path
 from types import FrameType
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 DEFAULT_ROUTER = os.environ.get("WORDCAST_URL", "http://127.0.0.1:8000")
 
@@ -135,8 +139,20 @@ async def _demo(cluster: object, subscriptions: int, rate: float) -> None:
             await asyncio.sleep(batch / rate)
 
 
+def _against_router(router: str, work: Coroutine[Any, Any, T]) -> tuple[T | None, str | None]:
+    """Run a client coroutine; API and connection failures become one clear message."""
+    from .client import ApiError
+
+    try:
+        return asyncio.run(work), None
+    except ApiError as exc:
+        return None, str(exc)
+    except OSError as exc:
+        return None, f"cannot reach the router at {router}: {exc}"
+
+
 def cmd_subscribe(args: argparse.Namespace) -> int:
-    from .client import ApiError, RouterClient
+    from .client import RouterClient
 
     async def run() -> list[dict[str, object]]:
         async with RouterClient(args.router) as client:
@@ -151,12 +167,10 @@ def cmd_subscribe(args: argparse.Namespace) -> int:
 
     if not args.query and not args.from_corpus:
         return _fail("give a QUERY or --from-corpus N")
-    try:
-        results = asyncio.run(run())
-    except ApiError as exc:
-        return _fail(str(exc))
-    except OSError as exc:
-        return _fail(f"cannot reach the router at {args.router}: {exc}")
+    results, error = _against_router(args.router, run())
+    if error:
+        return _fail(error)
+    assert results is not None
     if len(results) == 1:
         print(json.dumps(results[0], indent=2))
     else:
@@ -165,7 +179,7 @@ def cmd_subscribe(args: argparse.Namespace) -> int:
 
 
 def cmd_publish(args: argparse.Namespace) -> int:
-    from .client import ApiError, RouterClient
+    from .client import RouterClient
 
     if args.corpus:
         from .workload import sample_posts
@@ -182,12 +196,9 @@ def cmd_publish(args: argparse.Namespace) -> int:
         async with RouterClient(args.router) as client:
             return await client.publish_many(posts, batch=args.batch)
 
-    try:
-        count = asyncio.run(run())
-    except ApiError as exc:
-        return _fail(str(exc))
-    except OSError as exc:
-        return _fail(f"cannot reach the router at {args.router}: {exc}")
+    count, error = _against_router(args.router, run())
+    if error:
+        return _fail(error)
     print(f"{count} publications accepted")
     return 0
 

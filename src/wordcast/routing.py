@@ -36,9 +36,6 @@ class HashMapping:
             matcher = self._cache[word] = stable_hash(word) % self.matchers
         return matcher
 
-    def forget(self, word: str) -> None:
-        self._cache.pop(word, None)
-
 
 def eligible_matchers(terms: Iterable[str], mapping: HashMapping) -> set[int]:
     """B(S, M): the matchers a subscription may be placed on."""

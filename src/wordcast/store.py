@@ -245,10 +245,6 @@ class SubscriptionStore:
                 entries = reply[0][1] if reply else []
         return [_event(entry_id, fields) for entry_id, fields in entries]
 
-    async def ping(self) -> bool:
-        with _translated("pinging"):
-            return bool(await self.client.ping())
-
 
 def _subscription(sub_id: str, fields: dict[str, str]) -> Subscription:
     return Subscription(

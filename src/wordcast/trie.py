@@ -15,7 +15,7 @@ j-th smallest term need only be probed with the terms after j.
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterable, Iterator
+from collections.abc import Hashable, Iterable
 from typing import Generic, TypeVar
 
 from .termstats import TermOrder
@@ -94,12 +94,6 @@ class Trie(Generic[SubId]):
             del trail[depth - 1].children[path[depth - 1]]
             self._nodes -= 1
         return True
-
-    def terms_of(self, sub_id: SubId) -> tuple[str, ...]:
-        return self._terms[sub_id]
-
-    def ids(self) -> Iterator[SubId]:
-        return iter(self._terms)
 
     def match(self, terms: Iterable[str]) -> list[SubId]:
         """Ids of every subscription whose terms are all among ``terms``."""

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
+from collections.abc import AsyncIterator, Callable, Coroutine
+from contextlib import asynccontextmanager
+from typing import Any
 
-from fastapi import APIRouter, Response
+from fastapi import APIRouter, HTTPException, Request, Response
 from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import AliasChoices, Field
@@ -31,6 +35,17 @@ class ServiceSettings(BaseSettings):
         description="Prefix of every Redis key, so several clusters can share one Redis.",
     )
     log_level: str = "info"
+
+
+@asynccontextmanager
+async def in_background(work: Coroutine[Any, Any, None], name: str) -> AsyncIterator[None]:
+    """Run ``work`` as a task for the duration of the block, then cancel it and wait for it."""
+    task = asyncio.create_task(work, name=name)
+    try:
+        yield
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
 
 
 def configure_logging(level: str) -> None:
@@ -63,6 +78,23 @@ class BodySizeLimit:
                 await response(scope, receive, send)
                 return
         await self.app(scope, receive, send)
+
+
+def probes_router(is_ready: Callable[[Request], bool], loading: str) -> APIRouter:
+    """Liveness (the process answers) and readiness (its replica of Redis state is loaded)."""
+    router = APIRouter(tags=["operations"])
+
+    @router.get("/healthz")
+    async def healthz() -> dict[str, str]:
+        return {"status": "ok"}
+
+    @router.get("/readyz")
+    async def readyz(request: Request) -> dict[str, str]:
+        if not is_ready(request):
+            raise HTTPException(503, loading)
+        return {"status": "ready"}
+
+    return router
 
 
 def metrics_router() -> APIRouter:

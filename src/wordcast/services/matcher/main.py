@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -10,7 +9,7 @@ from fastapi import FastAPI
 
 from ... import __version__
 from ...store import SubscriptionStore, connect
-from ..common import configure_logging, metrics_router
+from ..common import configure_logging, in_background, metrics_router
 from .routes import health, internal
 from .settings import MatcherSettings
 from .state import MatcherState
@@ -26,12 +25,10 @@ def create_app(settings: MatcherSettings | None = None) -> FastAPI:
         state = MatcherState(settings, SubscriptionStore(client, settings.namespace))
         app.state.matcher = state
         state.dispatcher.start()
-        follower = asyncio.create_task(state.follower.run(), name="events")
         try:
-            yield
+            async with in_background(state.follower.run(), "events"):
+                yield
         finally:
-            follower.cancel()
-            await asyncio.gather(follower, return_exceptions=True)
             await state.dispatcher.close()
             await client.aclose()
 
@@ -42,5 +39,6 @@ def create_app(settings: MatcherSettings | None = None) -> FastAPI:
     )
     app.include_router(internal.router)
     app.include_router(health.router)
+    app.include_router(health.probes)
     app.include_router(metrics_router())
     return app

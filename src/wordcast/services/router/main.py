@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -10,7 +9,7 @@ from fastapi import FastAPI
 
 from ... import __version__, limits
 from ...store import SubscriptionStore, connect
-from ..common import BodySizeLimit, configure_logging, metrics_router
+from ..common import BodySizeLimit, configure_logging, in_background, metrics_router
 from .routes import health, publications, subscriptions
 from .settings import RouterSettings
 from .state import RouterState
@@ -25,12 +24,10 @@ def create_app(settings: RouterSettings | None = None) -> FastAPI:
         client = connect(settings.redis_url)
         state = RouterState(settings, SubscriptionStore(client, settings.namespace))
         app.state.router = state
-        follower = asyncio.create_task(state.follower.run(), name="events")
         try:
-            yield
+            async with in_background(state.follower.run(), "events"):
+                yield
         finally:
-            follower.cancel()
-            await asyncio.gather(follower, return_exceptions=True)
             await state.close()
             await client.aclose()
 
@@ -44,5 +41,6 @@ def create_app(settings: RouterSettings | None = None) -> FastAPI:
     app.include_router(subscriptions.router)
     app.include_router(publications.router)
     app.include_router(health.router)
+    app.include_router(health.probes)
     app.include_router(metrics_router())
     return app

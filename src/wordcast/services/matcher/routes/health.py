@@ -3,23 +3,13 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from fastapi import APIRouter, HTTPException
+from fastapi import APIRouter
 
-from ..deps import State
+from ...common import probes_router
+from ..deps import State, get_state
 
 router = APIRouter(tags=["operations"])
-
-
-@router.get("/healthz")
-async def healthz() -> dict[str, str]:
-    return {"status": "ok"}
-
-
-@router.get("/readyz")
-async def readyz(state: State) -> dict[str, str]:
-    if not state.ready:
-        raise HTTPException(503, "loading subscriptions")
-    return {"status": "ready"}
+probes = probes_router(lambda request: get_state(request).ready, "loading subscriptions")
 
 
 @router.get("/stats")
