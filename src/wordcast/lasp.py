@@ -1,0 +1,54 @@
+"""LASP, load-aware subscription placement (S³-TM §4.2, Alg. 2).
+
+A subscription S may go to any eligible matcher B(S, M) = {M(w) : w ∈ S}. For each, LASP computes
+the extra matching load ``f(|S \\ H(i)|)`` — the words S would add to matcher i's trie, through the
+linear cost model f the paper fits on trie operations against unique words (Fig. 4.1) — and the
+imbalance (coefficient of variation) of the loads ``f(|H(j)|)`` with S placed on i; the utility is
+``-extra × imbalance`` and the best eligible matcher wins. Grouping similar subscriptions keeps the
+tries small, and the imbalance term keeps them even.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Collection, Iterable, Sequence
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class LinearCost:
+    """f(x) = slope · x + intercept: matching cost against a trie of x unique words."""
+
+    slope: float = 1.0
+    intercept: float = 0.0
+
+    def __call__(self, unique_words: float) -> float:
+        return self.slope * unique_words + self.intercept
+
+
+def place(
+    terms: Iterable[str],
+    mapping: Callable[[str], int],
+    word_maps: Sequence[Collection[str]],
+    cost: Callable[[float], float] = LinearCost(),
+) -> int:
+    """The matcher LASP places a subscription on; ``word_maps[i]`` is H(i)."""
+    words = set(terms)
+    if not words:
+        raise ValueError("a subscription needs at least one term")
+    eligible = sorted({mapping(w) for w in words})
+    base = [cost(len(h)) for h in word_maps]
+    n = len(base)
+    total, squares = sum(base), sum(x * x for x in base)
+    best, best_utility = eligible[0], -math.inf
+    for i in eligible:
+        new_words = sum(1 for w in words if w not in word_maps[i])
+        extra = cost(new_words)
+        placed = cost(len(word_maps[i]) + new_words)
+        mean = (total - base[i] + placed) / n
+        variance = max((squares - base[i] ** 2 + placed**2) / n - mean**2, 0.0)
+        imbalance = math.sqrt(variance) / mean if mean > 0 else 0.0
+        utility = -extra * imbalance
+        if utility > best_utility:
+            best, best_utility = i, utility
+    return best

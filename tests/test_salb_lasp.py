@@ -1,0 +1,70 @@
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from wordcast.lasp import LinearCost, place
+from wordcast.routing import HashMapping
+from wordcast.salb import VERSION_SEPARATOR, learn, loads, salb, split_hot_words
+
+
+def _clustered_posts(seed: int = 0) -> list[list[str]]:
+    """Two topics whose words always co-occur, with equal traffic."""
+    rng = random.Random(seed)
+    topics = [["apple", "banana", "cherry"], ["xray", "yankee", "zulu"]]
+    return [rng.sample(topics[i % 2], 2) for i in range(400)]
+
+
+def test_salb_maps_every_word_and_keeps_co_occurring_words_together() -> None:
+    posts = _clustered_posts()
+    mapping = salb(posts, 2)
+    assert set(mapping) == {w for p in posts for w in p}
+    assert len({mapping[w] for w in ("apple", "banana", "cherry")}) == 1
+    assert len({mapping[w] for w in ("xray", "yankee", "zulu")}) == 1
+    assert sorted(loads(posts, mapping, 2)) == [200, 200]  # spread 1, perfect balance
+
+
+def test_salb_beats_hashing_on_spread_times_imbalance() -> None:
+    rng = random.Random(3)
+    vocab = [f"w{i}" for i in range(60)]
+    posts = [rng.sample(vocab[(i % 6) * 10 : (i % 6) * 10 + 10], 3) for i in range(3_000)]
+
+    def score(words: dict[str, int], n: int) -> float:
+        per = loads(posts, words, n)
+        spread = sum(per) / len(posts)
+        return spread * max(per) / (sum(per) / n)
+
+    hashing = HashMapping(4)
+    hashed = {w: hashing(w) for w in vocab}
+    assert score(salb(posts, 4), 4) < score(hashed, 4)
+
+
+def test_hot_words_are_split_into_versions_under_half_an_even_share() -> None:
+    posts = [["python", f"w{i % 50}"] for i in range(1_000)]
+    rewritten, versions = split_hot_words(posts, 8, seed=1)
+    limit = 0.5 * 2_000 / 8
+    assert versions == {"python": 8}  # 1,000 occurrences / 125 per version
+    counts: dict[str, int] = {}
+    for post in rewritten:
+        for word in post:
+            counts[word] = counts.get(word, 0) + 1
+    assert all(w.startswith("python" + VERSION_SEPARATOR) or c <= limit for w, c in counts.items())
+    assert sum(c for w, c in counts.items() if w.startswith("python#")) == 1_000
+    learned = learn(posts, 8, seed=1)
+    assert learned.versions == versions
+    assert {learned.version_name("python", v) for v in range(8)} <= set(learned.words)
+
+
+def test_lasp_groups_similar_subscriptions_and_respects_eligibility() -> None:
+    mapping = {"a": 0, "b": 1, "c": 2, "d": 2, "e": 2, "f": 2}.__getitem__
+    word_maps = [{"a", "x", "y"}, {"b"}, {"c", "d", "e", "f"}]
+    # {a, b}: matcher 0 already has a (one new word) but is busier than 1 (one new word too);
+    # the imbalance term prefers the lighter matcher 1.
+    assert place(["a", "b"], mapping, word_maps) == 1
+    # {a, c, d}: matcher 2 already holds c and d, so placing there adds one word, not two.
+    assert place(["c", "d", "a"], mapping, word_maps, LinearCost(1.0, 0.0)) == 2
+    for terms in (["a"], ["b", "c"], ["a", "c"]):
+        assert place(terms, mapping, word_maps) in {mapping(t) for t in terms}
+    with pytest.raises(ValueError):
+        place([], mapping, word_maps)
