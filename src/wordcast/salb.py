@@ -79,23 +79,24 @@ def salb(publications: Sequence[Iterable[str]], matchers: int) -> dict[str, int]
 
     reaches = np.zeros((n_posts, matchers), dtype=bool)  # publication already routed to matcher
     loads = np.zeros(matchers, dtype=np.float64)
-    spread = 0.0
+    load_sum = load_squares = spread = 0.0  # running sums: the variance needs no pass over loads
     mapping: dict[str, int] = {}
     n = float(matchers)
+    per_post = 1.0 / max(n_posts, 1)
     for word in order:
-        rows = np.asarray(neighbours[word], dtype=np.int64)
+        rows = np.fromiter(neighbours[word], dtype=np.int64)
         extra = len(rows) - reaches[rows].sum(axis=0)  # l for every candidate matcher
-        total = loads.sum() + extra
-        squares = (loads**2).sum() - loads**2 + (loads + extra) ** 2
-        mean = total / n
-        variance = np.maximum(squares / n - mean**2, 0.0)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            imbalance = np.where(mean > 0, np.sqrt(variance) / mean, 0.0)
-        utility = -(spread + extra / max(n_posts, 1)) * imbalance
+        mean = (load_sum + extra) / n
+        squares = load_squares + extra * (2.0 * loads + extra)
+        imbalance = np.sqrt(np.maximum(squares / n - mean * mean, 0.0)) / mean
+        utility = -(spread + extra * per_post) * imbalance
         best = int(np.argmax(utility))  # first of equals: deterministic
+        added = float(extra[best])
         mapping[word] = best
-        loads[best] += extra[best]
-        spread += extra[best] / max(n_posts, 1)
+        load_squares += added * (2.0 * loads[best] + added)
+        load_sum += added
+        loads[best] += added
+        spread += added * per_post
         reaches[rows, best] = True
     return mapping
 
