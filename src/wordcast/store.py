@@ -7,6 +7,8 @@ Keys (all under a namespace, ``wordcast`` by default, so several clusters can sh
 ``{ns}:matcher:{i}:words``  hash word -> count: the subscription word map H(i) of S³-TM §4.2
 ``{ns}:words``              hash word -> count: the subscribed words s(W) routers route on (Eq. 3.1)
 ``{ns}:events``             stream of subscription changes, in commit order
+``{ns}:publications``       bounded stream of sampled analysed publications (time, terms) that the
+                            routing learner reads (S³-TM §3: the mapping is learned from traffic)
 
 Every change is one Lua script, so the record, both word maps and the event that announces it are
 written atomically: concurrent routers cannot corrupt the counts, and a reader that loads a snapshot
@@ -22,7 +24,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -138,6 +140,32 @@ class SubscriptionStore:
     @property
     def events_key(self) -> str:
         return f"{self.ns}:events"
+
+    @property
+    def publications_key(self) -> str:
+        return f"{self.ns}:publications"
+
+    # -- publication log -----------------------------------------------------------------------
+    async def log_publications(
+        self, samples: Sequence[tuple[float, Iterable[str]]], max_length: int
+    ) -> None:
+        """Append sampled (time, terms) to the bounded log: one round trip for the whole batch."""
+        if not samples:
+            return
+        pipe = self.client.pipeline(transaction=False)
+        for at, terms in samples:
+            fields = {"at": repr(at), "terms": " ".join(sorted(terms))}
+            pipe.xadd(self.publications_key, fields, maxlen=max_length, approximate=True)
+        with _translated("logging publications"):
+            await pipe.execute()
+
+    async def publication_log(
+        self, count: int | None = None
+    ) -> list[tuple[float, tuple[str, ...]]]:
+        """The logged publications, oldest first."""
+        with _translated("reading the publication log"):
+            entries = await self.client.xrange(self.publications_key, count=count)
+        return [(float(f["at"]), tuple(f["terms"].split())) for _, f in entries]
 
     # -- writes -------------------------------------------------------------------------------
     async def add(self, sub: Subscription) -> str:

@@ -17,6 +17,15 @@ class RouterSettings(ServiceSettings):
         description="Base URL of every matcher, in ordinal order (comma-separated in the env).",
     )
     matcher_timeout_s: float = 30.0
+    publication_log_rate: float = Field(
+        default=0.01,
+        ge=0.0,
+        le=1.0,
+        description="Fraction of publications whose terms go to the log the routing learner reads.",
+    )
+    publication_log_max: int = Field(
+        default=1_000_000, ge=1, description="The log keeps about this many newest entries."
+    )
     sync_timeout_s: float = 5.0
 
     @field_validator("matcher_urls", mode="before")

@@ -20,7 +20,7 @@ from prometheus_client import Counter, Histogram
 
 from ... import limits
 from ...analysis import Analyzer
-from ...errors import EmptyQuery, InvalidInput, MatcherUnavailable
+from ...errors import EmptyQuery, InvalidInput, MatcherUnavailable, StoreUnavailable
 from ...routing import HashMapping, eligible_matchers
 from ...store import EventFollower, Subscription, SubscriptionEvent, SubscriptionStore
 from .settings import RouterSettings
@@ -29,6 +29,7 @@ log = logging.getLogger(__name__)
 
 PUBLICATIONS = Counter("wordcast_router_publications", "Publications accepted")
 ROUTED = Counter("wordcast_router_routed", "Publication copies sent to matchers")
+LOG_FAILURES = Counter("wordcast_router_log_failures", "Batches whose sample was not logged")
 BATCH_SECONDS = Histogram("wordcast_router_batch_seconds", "Time to analyse and route one batch")
 
 
@@ -127,21 +128,36 @@ class RouterState:
         subscribed = self.subscribed
         mapping = self.mapping
         terms_of = self.analyzer.terms
+        rate, draw = self.settings.publication_log_rate, self._random.random
+        sampled: list[tuple[float, frozenset[str]]] = []
+        now = time.time()
         for pub_id, text in publications:
             pub_id = pub_id or uuid.uuid4().hex
             ids.append(pub_id)
             terms = terms_of(text)
+            if rate and terms and draw() < rate:
+                sampled.append((now, terms))
             targets = {mapping(term) for term in terms if term in subscribed}
             if not targets:
                 continue
             routed: dict[str, object] = {"id": pub_id, "text": text, "terms": list(terms)}
             for matcher in targets:
                 per_matcher.setdefault(matcher, []).append(routed)
-        await asyncio.gather(*(self._send(m, batch) for m, batch in per_matcher.items()))
+        await asyncio.gather(
+            *(self._send(m, batch) for m, batch in per_matcher.items()), self._log(sampled)
+        )
         PUBLICATIONS.inc(len(ids))
         ROUTED.inc(sum(len(batch) for batch in per_matcher.values()))
         BATCH_SECONDS.observe(time.perf_counter() - started)
         return ids, len(per_matcher)
+
+    async def _log(self, sampled: list[tuple[float, frozenset[str]]]) -> None:
+        """The log is a sample for learning: losing some of it must not fail a publication."""
+        try:
+            await self.store.log_publications(sampled, self.settings.publication_log_max)
+        except StoreUnavailable as exc:
+            LOG_FAILURES.inc()
+            log.warning("publication log not written: %s", exc)
 
     async def _send(self, matcher: int, batch: list[dict[str, object]]) -> None:
         try:
