@@ -5,8 +5,9 @@ co-occurrence matrix of the Luwak thesis §6.2 (pairs of terms found together in
 ``--min-pair-df`` documents), and writes them as a :class:`wordcast.termstats.TermStats` JSON file
 that matchers and benchmarks load.
 
-Input is a corpus file of ``../shared/corpus`` (``pypi`` summaries or ``debian`` descriptions) or any
-tab-separated file with a header and a text column. Runs with ``local[*]``; unchanged under
+Input is a corpus file of ``../shared/corpus`` (``pypi`` summaries or ``debian`` descriptions), any
+tab-separated file with a header and a text column, or the routers' publication log in Redis
+(``--publication-log redis://…``: already analysed term sets). Runs with ``local[*]``; unchanged under
 ``spark-submit`` on a cluster.
 """
 
@@ -16,6 +17,7 @@ import argparse
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -85,6 +87,32 @@ def term_stats(docs: DataFrame, min_pair_df: int) -> TermStats:
     return TermStats(n, df, pairs)
 
 
+def logged_documents(spark: SparkSession, terms: list[tuple[str, ...]]) -> DataFrame:
+    """Already analysed term sets (the publication log) as the documents DataFrame."""
+    rows = [(sorted(set(t)),) for t in terms if t]
+    schema = "terms array<string>"
+    return spark.createDataFrame(rows, schema).withColumn("doc", F.monotonically_increasing_id())
+
+
+def read_publication_log(
+    redis_url: str, namespace: str, limit: int | None
+) -> list[tuple[str, ...]]:
+    """The sampled term sets routers logged (``{namespace}:publications``), oldest first."""
+    import redis
+
+    client: Any = redis.Redis.from_url(redis_url, decode_responses=True)  # str replies
+    key, start = f"{namespace}:publications", "-"
+    out: list[tuple[str, ...]] = []
+    while limit is None or len(out) < limit:
+        page = client.xrange(key, min=start, count=10_000)
+        if not page:
+            break
+        out.extend(tuple(fields["terms"].split()) for _, fields in page)
+        start = f"({page[-1][0]}"
+    client.close()
+    return out[:limit] if limit else out
+
+
 # -- entry point --------------------------------------------------------------------------------
 def read_corpus(spark: SparkSession, source: str, limit: int | None) -> tuple[DataFrame, str]:
     from wordcast.corpus import DEBIAN, PYPI, corpus_dir
@@ -104,6 +132,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--corpus", default="debian", help="pypi, debian, or a TSV path with 'text'"
     )
+    parser.add_argument(
+        "--publication-log", metavar="REDIS_URL", help="read the routers' log instead"
+    )
+    parser.add_argument("--namespace", default="wordcast", help="Redis key prefix of the log")
     parser.add_argument("--limit", type=int, help="use only the first N documents")
     parser.add_argument("--min-pair-df", type=int, default=50)
     parser.add_argument("--out", type=Path, required=True)
@@ -116,8 +148,13 @@ def main(argv: list[str] | None = None) -> int:
     owned = SparkSession.getActiveSession() is None  # leave a caller's session running
     spark = spark_session("wordcast-term-stats", args.master)
     try:
-        raw, column = read_corpus(spark, args.corpus, args.limit)
-        stats = term_stats(analysed_documents(raw, column), args.min_pair_df)
+        if args.publication_log:
+            logged = read_publication_log(args.publication_log, args.namespace, args.limit)
+            docs = logged_documents(spark, logged)
+        else:
+            raw, column = read_corpus(spark, args.corpus, args.limit)
+            docs = analysed_documents(raw, column)
+        stats = term_stats(docs, args.min_pair_df)
     finally:
         if owned:
             spark.stop()

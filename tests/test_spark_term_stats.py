@@ -52,3 +52,35 @@ def test_entry_point_writes_loadable_stats(tmp_path: Path) -> None:
     assert json.loads(out.read_text())["documents"] == 3
     order = TermOrder("rare-first", stats)
     assert order.sort(["run", "fast", "unseen"])[:2] == ["fast", "run"]
+
+
+def test_statistics_from_the_routers_publication_log(
+    spark: Any, redis_url: str, namespace: str, tmp_path: Path
+) -> None:
+    import redis
+
+    texts = [text for _, text in debian_documents(limit=200)]
+    client = redis.Redis.from_url(redis_url)
+    for text in texts:
+        client.xadd(
+            f"{namespace}:publications", {"at": "1.0", "terms": " ".join(sorted(analyze(text)))}
+        )
+    out = tmp_path / "log-stats.json"
+    args = [
+        "--publication-log",
+        redis_url,
+        "--namespace",
+        namespace,
+        "--min-pair-df",
+        "10",
+        "--out",
+        str(out),
+    ]
+    assert term_stats.main(args) == 0
+    expected = TermStats.from_documents([analyze(t) for t in texts if analyze(t)], min_pair_df=10)
+    got = TermStats.load(out)
+    assert (got.documents, got.df, got.pair_df) == (
+        expected.documents,
+        expected.df,
+        expected.pair_df,
+    )
