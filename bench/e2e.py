@@ -73,10 +73,9 @@ def _wait_delivered(cluster: Cluster, expected: int, timeout: float = 600) -> tu
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
     print(f"loading {args.pool:,} corpus posts…", flush=True)
-    pool = [(p.id, p.text) for p in sample_posts(args.pool, seed=7)]
-    queries = post_queries(
-        [p for p in sample_posts(args.pool, seed=7)], args.subscriptions, seed=8, sizes=(2, 2, 3)
-    )
+    posts = sample_posts(args.pool, seed=7)  # one pass over the corpus serves both
+    pool = [(p.id, p.text) for p in posts]
+    queries = post_queries(posts, args.subscriptions, seed=8, sizes=(2, 2, 3))
     trie: Trie[int] = Trie()
     for i, query in enumerate(queries):
         trie.add(i, analyze(query))

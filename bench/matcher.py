@@ -479,21 +479,18 @@ def plot(result: dict[str, Any]) -> None:
     if result.get("querynote"):
         qn = result["querynote"]
         fig, axes = plt.subplots(1, 2, figsize=(11, 4))
-        for mode in MODES:
-            rows = [r for r in qn["by_batch_size"] if r["mode"] == mode]
-            axes[0].plot(
-                [r["batch"] for r in rows],
-                [r["seconds_per_batch"] * 1000 for r in rows],
-                marker="o",
-                label=mode,
-            )
-            rows = [r for r in qn["by_queries"] if r["mode"] == mode]
-            axes[1].plot(
-                [r["queries"] for r in rows],
-                [r["seconds_per_batch"] * 1000 for r in rows],
-                marker="o",
-                label=mode,
-            )
+        for ax, rows_key, x_key in (
+            (axes[0], "by_batch_size", "batch"),
+            (axes[1], "by_queries", "queries"),
+        ):
+            for mode in MODES:
+                rows = [r for r in qn[rows_key] if r["mode"] == mode]
+                ax.plot(
+                    [r[x_key] for r in rows],
+                    [r["seconds_per_batch"] * 1000 for r in rows],
+                    marker="o",
+                    label=mode,
+                )
         axes[0].set_xlabel("batch size (documents)")
         axes[0].set_title("Fig. 11: time per batch")
         axes[1].set_xlabel("query-like subscriptions")

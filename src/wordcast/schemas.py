@@ -86,17 +86,3 @@ class MatchResponse(BaseModel):
 
 class SyncRequest(BaseModel):
     until: str = Field(description="Event id the matcher must have applied before answering.")
-
-
-class Match(BaseModel):
-    subscription_id: str
-    query: str
-    publication_id: str
-    text: str
-
-
-class MatchDelivery(BaseModel):
-    """The body POSTed to a callback URL: every match for that URL found in a short window."""
-
-    type: str = "matches"
-    matches: list[Match]

@@ -21,7 +21,7 @@ from prometheus_client import Counter, Histogram
 from ... import limits
 from ...analysis import Analyzer
 from ...errors import EmptyQuery, InvalidInput, MatcherUnavailable, StoreUnavailable
-from ...routing import HashMapping, eligible_matchers
+from ...routing import HashMapping, eligible_matchers, route
 from ...store import EventFollower, Subscription, SubscriptionEvent, SubscriptionStore
 from .settings import RouterSettings
 
@@ -137,7 +137,7 @@ class RouterState:
             terms = terms_of(text)
             if rate and terms and draw() < rate:
                 sampled.append((now, terms))
-            targets = {mapping(term) for term in terms if term in subscribed}
+            targets = route(terms, subscribed, mapping)
             if not targets:
                 continue
             routed: dict[str, object] = {"id": pub_id, "text": text, "terms": list(terms)}
