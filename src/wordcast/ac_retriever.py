@@ -1,0 +1,131 @@
+"""REtriever's recombination over an Aho–Corasick keyword stage (pyahocorasick).
+
+REtriever (see :mod:`wordcast.retriever`) restarts its DFA at every position of the publication;
+Aho–Corasick's failure links find every occurrence of every phrase in one left-to-right pass, in
+compiled code. Here each distinct phrase is a keyword of a pyahocorasick automaton; its value holds
+the phrase's accept and half-accept records, and occurrences feed the same recombination as
+REtriever's (occurrences arrive in increasing end order, which the recombination needs).
+
+pyahocorasick cannot add a keyword to a built automaton, so new phrases wait in a small pending set
+that is searched with ``str.find`` until there are enough of them to rebuild; removed phrases stay
+in the automaton with no records until the next rebuild. Adding and deleting therefore stay cheap,
+and matching never sees a stale result.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Iterator
+
+import ahocorasick
+
+from .patterns import Pattern
+from .retriever import Noted, Record, recombines
+
+
+class _Keyword:
+    __slots__ = ("accepts", "half_accepts", "length")
+
+    def __init__(self, length: int) -> None:
+        self.length = length
+        self.accepts: list[Record] = []
+        self.half_accepts: list[Record] = []
+
+    def __bool__(self) -> bool:
+        return bool(self.accepts or self.half_accepts)
+
+
+class AhoCorasickREtriever:
+    def __init__(self, rebuild_after: int = 256) -> None:
+        self._rebuild_after = rebuild_after
+        self._keywords: dict[str, _Keyword] = {}
+        self._pending: dict[str, _Keyword] = {}
+        self._automaton: ahocorasick.Automaton | None = None
+        self._built_size = 0
+        self._subs: dict[Hashable, tuple[tuple[str, Record], ...]] = {}
+
+    def __len__(self) -> int:
+        return len(self._subs)
+
+    def add(self, sub_id: Hashable, pattern: Pattern) -> None:
+        if sub_id in self._subs:
+            raise ValueError(f"pattern subscription {sub_id!r} is already indexed")
+        placed: list[tuple[str, Record]] = []
+        previous: Record | None = None
+        for gap, phrase in zip(pattern.gaps, pattern.phrases, strict=False):
+            record = Record(sub_id, None, len(phrase), previous, gap)
+            placed.append((phrase, record))
+            previous = record
+        placed[-1][1].trailing = pattern.trailing.questions
+        for phrase, record in placed:
+            keyword = self._keywords.get(phrase)
+            if keyword is None:
+                keyword = self._keywords[phrase] = self._pending[phrase] = _Keyword(len(phrase))
+            is_last = record is placed[-1][1]
+            (keyword.accepts if is_last else keyword.half_accepts).append(record)
+        self._subs[sub_id] = tuple(placed)
+
+    def remove(self, sub_id: Hashable) -> bool:
+        placed = self._subs.pop(sub_id, None)
+        if placed is None:
+            return False
+        last = placed[-1][1]
+        for phrase, record in placed:
+            keyword = self._keywords[phrase]
+            (keyword.accepts if record is last else keyword.half_accepts).remove(record)
+            if not keyword:
+                del self._keywords[phrase]
+                self._pending.pop(phrase, None)
+        return True
+
+    def _rebuild(self) -> None:
+        automaton = ahocorasick.Automaton()
+        for phrase, keyword in self._keywords.items():
+            automaton.add_word(phrase, keyword)
+        if self._keywords:
+            automaton.make_automaton()
+            self._automaton = automaton
+        else:
+            self._automaton = None
+        self._built_size = len(self._keywords)
+        self._pending.clear()
+
+    def _occurrences(self, text: str) -> Iterator[tuple[int, _Keyword]]:
+        """(end, keyword) for every occurrence of every phrase, in increasing end order."""
+        stale = self._built_size > 2 * len(self._keywords) + self._rebuild_after
+        if len(self._pending) > max(self._rebuild_after, len(self._keywords) // 100) or stale:
+            self._rebuild()
+        automaton = self._automaton
+        found = automaton.iter(text) if automaton is not None else iter(())
+        if not self._pending:
+            return found
+        extra = []
+        for phrase, keyword in self._pending.items():
+            at = text.find(phrase)
+            while at >= 0:
+                extra.append((at + keyword.length - 1, keyword))
+                at = text.find(phrase, at + 1)
+        return iter(sorted([*found, *extra], key=lambda hit: hit[0]))
+
+    def match(self, text: str) -> set[Hashable]:
+        """The ids of the patterns ``text`` (already normalised) matches."""
+        found: set[Hashable] = set()
+        noted: dict[Record, Noted] = {}
+        n = len(text)
+        for end, keyword in self._occurrences(text):
+            start = end - keyword.length + 1
+            for record in keyword.half_accepts:
+                if recombines(record, start, noted):
+                    entry = noted.get(record)
+                    if entry is None:
+                        noted[record] = Noted(end)
+                    else:
+                        entry.ends.add(end)
+            for record in keyword.accepts:
+                if (
+                    record.sub not in found
+                    and end + record.trailing < n
+                    and recombines(record, start, noted)
+                ):
+                    found.add(record.sub)
+        return found
+
