@@ -51,6 +51,14 @@ BAD_SUBSCRIPTIONS = [
     ({"query": "white house"}, "callback_url"),
     ({"query": "white house", "callback_url": HOOK, "extra": 1}, "extra"),
     ({"query": 42, "callback_url": HOOK}, "query"),
+    ({"query": "white house", "pattern": "white*house", "callback_url": HOOK}, "exactly one"),
+    ({"callback_url": HOOK}, "exactly one"),
+    ({"pattern": "ab?cd*ef", "callback_url": HOOK}, "at least 3 are needed"),
+    ({"pattern": "*?*", "callback_url": HOOK}, "no literal characters"),
+    ({"pattern": "abc\\", "callback_url": HOOK}, "lone backslash"),
+    ({"pattern": "abc\\d", "callback_url": HOOK}, "unknown escape"),
+    ({"pattern": "x" * (limits.MAX_PATTERN_CHARS + 1), "callback_url": HOOK}, "at most 256"),
+    ({"pattern": "", "callback_url": HOOK}, "at least 1 character"),
 ]
 
 

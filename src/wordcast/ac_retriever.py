@@ -128,4 +128,3 @@ class AhoCorasickREtriever:
                 ):
                     found.add(record.sub)
         return found
-

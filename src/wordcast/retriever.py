@@ -187,7 +187,9 @@ class REtriever:
         for gap, phrase in zip(pattern.gaps, pattern.phrases, strict=False):
             for position, word in enumerate(self.words(phrase)):
                 state = self._insert_word(word)
-                record = Record(sub_id, state, len(word), previous, gap if position == 0 else NO_GAP)
+                record = Record(
+                    sub_id, state, len(word), previous, gap if position == 0 else NO_GAP
+                )
                 state.half_accepts.append(record)
                 words.append(word)
                 records.append(record)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import AnyHttpUrl, BaseModel, ConfigDict, Field, UrlConstraints, model_validator
 
@@ -19,22 +19,45 @@ class _Strict(BaseModel):
 
 
 class SubscriptionIn(_Strict):
-    query: str = Field(
+    """Exactly one of ``query`` (keywords) and ``pattern`` (a wildcard string)."""
+
+    query: str | None = Field(
+        default=None,
         min_length=1,
         max_length=limits.MAX_QUERY_CHARS,
         description="Keywords that must all occur in a publication (after analysis).",
         examples=["white house"],
+    )
+    pattern: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=limits.MAX_PATTERN_CHARS,
+        description="A wildcard string: ? is one character, * any run of characters, \\?, "
+        "\\* and \\\\ are literal. Matches when a substring of the publication's case-folded, "
+        "white-space-collapsed text is an instance of it.",
+        examples=["pie*tea"],
     )
     callback_url: CallbackUrl = Field(
         description="http(s) URL that receives the matches as POST requests.",
         examples=["https://example.com/hooks/wordcast"],
     )
 
+    @model_validator(mode="after")
+    def _one_kind(self) -> SubscriptionIn:
+        if (self.query is None) == (self.pattern is None):
+            raise ValueError("give exactly one of 'query' (keywords) and 'pattern' (wildcards)")
+        return self
+
 
 class SubscriptionOut(BaseModel):
     id: str
-    query: str
-    terms: list[str] = Field(description="The analysed terms the subscription matches on.")
+    kind: Literal["keywords", "pattern"]
+    query: str | None = None
+    terms: list[str] = Field(description="The analysed terms a keyword subscription matches on.")
+    pattern: str | None = None
+    anchor: str | None = Field(
+        default=None, description="The literal run of a pattern that routes publications to it."
+    )
     callback_url: str
     matcher: int = Field(description="The matcher the subscription was placed on.")
 
@@ -74,6 +97,9 @@ class RoutedPublication(BaseModel):
     id: str
     text: str
     terms: list[str]
+    patterns: bool = Field(
+        default=False, description="Whether an anchor of this matcher's patterns occurs in it."
+    )
 
 
 class MatchRequest(BaseModel):

@@ -2,10 +2,13 @@
 
 Keys (all under a namespace, ``wordcast`` by default, so several clusters can share one Redis):
 
-``{ns}:sub:{id}``           hash: query, terms (space-separated, sorted), callback_url, matcher, created
+``{ns}:sub:{id}``           hash: query, terms (space-separated, sorted), callback_url, matcher, created;
+                            a pattern subscription has pattern and anchor instead of query and terms
 ``{ns}:matcher:{i}:subs``   set of the ids placed on matcher i
 ``{ns}:matcher:{i}:words``  hash word -> count: the subscription word map H(i) of S³-TM §4.2
 ``{ns}:words``              hash word -> count: the subscribed words s(W) routers route on (Eq. 3.1)
+``{ns}:matcher:{i}:anchors`` hash anchor -> count of the pattern subscriptions on matcher i
+``{ns}:pattern_load``       hash matcher -> number of pattern subscriptions placed on it
 ``{ns}:events``             stream of subscription changes, in commit order
 ``{ns}:publications``       bounded stream of sampled analysed publications (time, terms) that the
                             routing learner reads (S³-TM §3: the mapping is learned from traffic)
@@ -14,7 +17,9 @@ Every change is one Lua script, so the record, both word maps and the event that
 written atomically: concurrent routers cannot corrupt the counts, and a reader that loads a snapshot
 and then replays the events after its starting position always converges to the committed state.
 Events carry the words whose global count rose from zero (``born``) or fell to zero (``died``), so
-routers keep s(W) without rereading it.
+routers keep s(W) without rereading it; a pattern event carries its anchor in ``words`` when the
+anchor's count on its matcher rose from or fell to zero, so routers keep the anchor owners the same
+way.
 
 Redis errors are translated into :class:`~wordcast.errors.StoreUnavailable` here.
 """
@@ -70,19 +75,62 @@ return redis.call('XADD', KEYS[5], 'MAXLEN', '~', ARGV[3], '*', 'op', 'del', 'su
 """
 
 
+_ADD_PATTERN = """
+if redis.call('EXISTS', KEYS[1]) == 1 then return false end
+redis.call('HSET', KEYS[1], 'pattern', ARGV[3], 'anchor', ARGV[4], 'callback_url', ARGV[5],
+           'matcher', ARGV[2], 'created', ARGV[6], 'terms', '')
+redis.call('SADD', KEYS[2], ARGV[1])
+redis.call('HINCRBY', KEYS[4], ARGV[2], 1)
+local born = ''
+if redis.call('HINCRBY', KEYS[3], ARGV[4], 1) == 1 then born = ARGV[4] end
+return redis.call('XADD', KEYS[5], 'MAXLEN', '~', ARGV[7], '*', 'op', 'add', 'sub', ARGV[1],
+                  'matcher', ARGV[2], 'pattern', ARGV[3], 'anchor', ARGV[4], 'terms', '',
+                  'callback_url', ARGV[5], 'anchor_changed', born)
+"""
+
+_DELETE_PATTERN = """
+if redis.call('HGET', KEYS[1], 'matcher') ~= ARGV[2] then return false end
+local anchor = redis.call('HGET', KEYS[1], 'anchor')
+local pattern = redis.call('HGET', KEYS[1], 'pattern')
+redis.call('DEL', KEYS[1])
+redis.call('SREM', KEYS[2], ARGV[1])
+if redis.call('HINCRBY', KEYS[4], ARGV[2], -1) <= 0 then redis.call('HDEL', KEYS[4], ARGV[2]) end
+local died = ''
+if redis.call('HINCRBY', KEYS[3], anchor, -1) <= 0 then
+  redis.call('HDEL', KEYS[3], anchor)
+  died = anchor
+end
+return redis.call('XADD', KEYS[5], 'MAXLEN', '~', ARGV[3], '*', 'op', 'del', 'sub', ARGV[1],
+                  'matcher', ARGV[2], 'pattern', pattern, 'anchor', anchor, 'terms', '',
+                  'anchor_changed', died)
+"""
+
+
 @dataclass(frozen=True, slots=True)
 class Subscription:
+    """A keyword subscription (``query`` and its ``terms``) or a pattern subscription."""
+
     id: str
     query: str
     terms: tuple[str, ...]
     callback_url: str
     matcher: int
     created: float = 0.0
+    pattern: str = ""
+    anchor: str = ""
+
+    @property
+    def is_pattern(self) -> bool:
+        return bool(self.pattern)
 
 
 @dataclass(frozen=True, slots=True)
 class SubscriptionEvent:
-    """One committed change. ``words`` are the words born (add) or died (del) in s(W)."""
+    """One committed change.
+
+    ``words`` are the words born (add) or died (del) in s(W); for a pattern, its anchor if the
+    anchor's count on the pattern's matcher rose from (add) or fell to (del) zero.
+    """
 
     id: str
     op: str
@@ -122,6 +170,8 @@ class SubscriptionStore:
         self.ns = namespace
         self._add = client.register_script(_ADD)
         self._delete = client.register_script(_DELETE)
+        self._add_pattern = client.register_script(_ADD_PATTERN)
+        self._delete_pattern = client.register_script(_DELETE_PATTERN)
 
     # -- keys ---------------------------------------------------------------------------------
     def sub_key(self, sub_id: str) -> str:
@@ -132,6 +182,13 @@ class SubscriptionStore:
 
     def matcher_words_key(self, matcher: int) -> str:
         return f"{self.ns}:matcher:{matcher}:words"
+
+    def matcher_anchors_key(self, matcher: int) -> str:
+        return f"{self.ns}:matcher:{matcher}:anchors"
+
+    @property
+    def pattern_load_key(self) -> str:
+        return f"{self.ns}:pattern_load"
 
     @property
     def words_key(self) -> str:
@@ -168,19 +225,25 @@ class SubscriptionStore:
         return [(float(f["at"]), tuple(f["terms"].split())) for _, f in entries]
 
     # -- writes -------------------------------------------------------------------------------
+    def _keys(self, sub_id: str, matcher: int, pattern: bool) -> list[str]:
+        if pattern:
+            maps = [self.matcher_anchors_key(matcher), self.pattern_load_key]
+        else:
+            maps = [self.matcher_words_key(matcher), self.words_key]
+        return [self.sub_key(sub_id), self.matcher_subs_key(matcher), *maps, self.events_key]
+
     async def add(self, sub: Subscription) -> str:
         """Store a subscription and announce it; returns the event id. Raises on a duplicate id."""
-        keys = [
-            self.sub_key(sub.id),
-            self.matcher_subs_key(sub.matcher),
-            self.matcher_words_key(sub.matcher),
-            self.words_key,
-            self.events_key,
-        ]
-        args: list[str | int] = [sub.id, sub.matcher, sub.query, " ".join(sub.terms)]
+        keys = self._keys(sub.id, sub.matcher, sub.is_pattern)
+        if sub.is_pattern:
+            script = self._add_pattern
+            args: list[str | int] = [sub.id, sub.matcher, sub.pattern, sub.anchor]
+        else:
+            script = self._add
+            args = [sub.id, sub.matcher, sub.query, " ".join(sub.terms)]
         args += [sub.callback_url, repr(sub.created), EVENTS_MAXLEN]
         with _translated("storing a subscription"):
-            event_id = await self._add(keys=keys, args=args)
+            event_id = await script(keys=keys, args=args)
         if not event_id:
             raise ValueError(f"subscription id {sub.id} already exists")
         return str(event_id)
@@ -189,15 +252,10 @@ class SubscriptionStore:
         """Delete a subscription; returns it and the event id. Raises NotFound."""
         for _ in range(5):
             sub = await self.get(sub_id)
-            keys = [
-                self.sub_key(sub_id),
-                self.matcher_subs_key(sub.matcher),
-                self.matcher_words_key(sub.matcher),
-                self.words_key,
-                self.events_key,
-            ]
+            keys = self._keys(sub_id, sub.matcher, sub.is_pattern)
+            script = self._delete_pattern if sub.is_pattern else self._delete
             with _translated("deleting a subscription"):
-                event_id = await self._delete(keys=keys, args=[sub_id, sub.matcher, EVENTS_MAXLEN])
+                event_id = await script(keys=keys, args=[sub_id, sub.matcher, EVENTS_MAXLEN])
             if event_id:
                 return sub, str(event_id)
             # The record changed between the read and the script (deleted or moved): look again.
@@ -228,6 +286,18 @@ class SubscriptionStore:
         with _translated("reading a subscription word map"):
             raw = await self.client.hgetall(self.matcher_words_key(matcher))
         return {word: int(count) for word, count in raw.items()}
+
+    async def anchor_map(self, matcher: int) -> dict[str, int]:
+        """The anchors of the pattern subscriptions on a matcher, with counts."""
+        with _translated("reading an anchor map"):
+            raw = await self.client.hgetall(self.matcher_anchors_key(matcher))
+        return {anchor: int(count) for anchor, count in raw.items()}
+
+    async def pattern_loads(self) -> dict[int, int]:
+        """How many pattern subscriptions each matcher holds."""
+        with _translated("reading the pattern loads"):
+            raw = await self.client.hgetall(self.pattern_load_key)
+        return {int(matcher): int(count) for matcher, count in raw.items()}
 
     async def placed_on(self, matcher: int, page: int = 2_000) -> AsyncIterator[list[Subscription]]:
         """The subscriptions placed on a matcher, in pages, for rebuilding its index."""
@@ -278,19 +348,23 @@ def _subscription(sub_id: str, fields: dict[str, str]) -> Subscription:
     return Subscription(
         id=sub_id,
         query=fields.get("query", ""),
-        terms=tuple(fields["terms"].split()),
+        terms=tuple(fields.get("terms", "").split()),
         callback_url=fields.get("callback_url", ""),
         matcher=int(fields["matcher"]),
         created=float(fields.get("created", 0.0)),
+        pattern=fields.get("pattern", ""),
+        anchor=fields.get("anchor", ""),
     )
 
 
 def _event(event_id: str, fields: dict[str, str]) -> SubscriptionEvent:
+    if fields.get("pattern"):
+        changed = fields.get("anchor_changed", "")
+        words: tuple[str, ...] = (changed,) if changed else ()
+    else:
+        words = tuple(fields.get("words", "").split())
     return SubscriptionEvent(
-        id=event_id,
-        op=fields["op"],
-        subscription=_subscription(fields["sub"], fields),
-        words=tuple(fields.get("words", "").split()),
+        id=event_id, op=fields["op"], subscription=_subscription(fields["sub"], fields), words=words
     )
 
 

@@ -87,3 +87,42 @@ def package_name_queries(count: int, *, seed: int = 0) -> list[frozenset[str]]:
     if count <= len(names):
         return rng.sample(names, count)
     return names + [rng.choice(names) for _ in range(count - len(names))]
+
+
+def _escape(literal: str) -> str:
+    return "".join("\\" + ch if ch in "?*\\" else ch for ch in literal)
+
+
+def post_patterns(
+    posts: list[Post], count: int, *, seed: int = 0, min_length: int = 8, max_length: int = 24
+) -> list[str]:
+    """Wildcard patterns cut from the posts' normalised text (each matches at least its source).
+
+    A window of ``min_length``…``max_length`` characters is cut from a random post; then one
+    character may become ``?`` and an inner run of 1–6 characters may become ``*``, so patterns
+    have zero, one or two operators. Windows whose longest literal run would be under the routing
+    minimum are redrawn.
+    """
+    from .patterns import normalise, parse  # workload is imported by the CLI; keep that light
+
+    rng = random.Random(seed)
+    texts = [t for t in (normalise(p.text) for p in posts) if len(t) >= min_length]
+    out: list[str] = []
+    while len(out) < count:
+        text = rng.choice(texts)
+        length = rng.randint(min_length, min(max_length, len(text)))
+        start = rng.randint(0, len(text) - length)
+        # Literal characters are escaped now, so the operators placed below stay distinct.
+        pieces = [_escape(ch) for ch in text[start : start + length]]
+        if rng.random() < 0.5:
+            pieces[rng.randrange(1, length - 1)] = "?"
+        if rng.random() < 0.5 and length >= 10:
+            cut = rng.randrange(2, length - 7)
+            pieces[cut : cut + rng.randint(1, 6)] = ["*"]
+        source = "".join(pieces)
+        try:
+            parse(source)
+        except ValueError:
+            continue
+        out.append(source)
+    return out

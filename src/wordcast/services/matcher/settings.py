@@ -29,6 +29,18 @@ class MatcherSettings(ServiceSettings):
         description="TermStats JSON from spark_jobs.term_stats, for querynote's weights and the "
         "compact trie's rare-first order.",
     )
+    pattern_engine: Literal["retriever", "aho-corasick", "nfa", "naive"] = Field(
+        default="aho-corasick",
+        description="Index for wildcard pattern subscriptions; all give identical matches, the "
+        "default is the fastest one measured by `make bench-patterns` (see BENCHMARKS.md).",
+    )
+    pattern_split: Literal["none", "single", "multiple"] = Field(
+        default="none", description="REtriever's phrase splitting (§3.1); retriever engine only."
+    )
+    pattern_min_word_len: int = Field(default=2, ge=1, description="REtriever's MIN_WORD_LEN.")
+    pattern_min_split_score: int = Field(
+        default=2, ge=0, description="REtriever's MIN_SPLIT_SCORE."
+    )
     delivery_queue: int = Field(default=100_000, ge=1, description="Matches waiting for dispatch.")
     delivery_batch: int = Field(default=500, ge=1, description="Matches per webhook POST at most.")
     delivery_concurrency: int = Field(default=16, ge=1)

@@ -1,4 +1,9 @@
-"""The matcher's in-memory state: its trie, the subscriptions on it, and the dispatcher."""
+"""The matcher's in-memory state: its indexes, the subscriptions on them, and the dispatcher.
+
+Keyword subscriptions live in the term index (a trie by default), pattern subscriptions in the
+pattern index (REtriever or one of its peers); a routed publication is matched against the pattern
+index only when the router flagged it, that is when one of this matcher's anchors occurs in it.
+"""
 
 from __future__ import annotations
 
@@ -8,8 +13,13 @@ from typing import Any
 
 from prometheus_client import Counter, Gauge
 
+from ...ac_retriever import AhoCorasickREtriever
 from ...compact_trie import CompactTrie
+from ...naive_patterns import NaivePatterns
+from ...nfa import NFAMatcher
+from ...patterns import normalise, parse
 from ...querynote import QueryNoteIndex
+from ...retriever import REtriever
 from ...store import EventFollower, Subscription, SubscriptionEvent, SubscriptionStore
 from ...termstats import TermOrder, TermStats
 from ...trie import Trie
@@ -34,6 +44,22 @@ def make_engine(name: str, stats: TermStats | None) -> Any:
     raise ValueError(f"unknown engine {name!r}")
 
 
+def make_pattern_engine(settings: MatcherSettings) -> Any:
+    """A fresh pattern index of the configured kind; every kind has add, remove and match."""
+    name = settings.pattern_engine
+    if name == "retriever":
+        return REtriever(
+            settings.pattern_split, settings.pattern_min_word_len, settings.pattern_min_split_score
+        )
+    if name == "aho-corasick":
+        return AhoCorasickREtriever()
+    if name == "nfa":
+        return NFAMatcher()
+    if name == "naive":
+        return NaivePatterns()
+    raise ValueError(f"unknown pattern engine {name!r}")
+
+
 class MatcherState:
     def __init__(self, settings: MatcherSettings, store: SubscriptionStore) -> None:
         self.ordinal = settings.ordinal
@@ -41,6 +67,8 @@ class MatcherState:
         self.engine = settings.engine
         self._stats = TermStats.load(settings.term_stats) if settings.term_stats else None
         self.index: Any = make_engine(self.engine, self._stats)
+        self.settings = settings
+        self.patterns: Any = make_pattern_engine(settings)
         self.subscriptions: dict[str, Subscription] = {}
         self.follower = EventFollower(store, self._load_snapshot, self._apply)
         self.dispatcher = Dispatcher(
@@ -59,12 +87,13 @@ class MatcherState:
 
     async def _load_snapshot(self) -> None:
         index = make_engine(self.engine, self._stats)
+        patterns = make_pattern_engine(self.settings)
         subscriptions: dict[str, Subscription] = {}
         async for page in self.store.placed_on(self.ordinal):
             for sub in page:
-                index.add(sub.id, sub.terms)
+                _index(sub, index, patterns)
                 subscriptions[sub.id] = sub
-        self.index, self.subscriptions = index, subscriptions
+        self.index, self.patterns, self.subscriptions = index, patterns, subscriptions
         SUBSCRIPTIONS.set(len(subscriptions))
         log.info("matcher %d loaded %d subscriptions from Redis", self.ordinal, len(subscriptions))
 
@@ -75,33 +104,46 @@ class MatcherState:
                 continue
             if event.op == "add":
                 if sub.id not in self.subscriptions:  # replays of an add are harmless
-                    self.index.add(sub.id, sub.terms)
+                    _index(sub, self.index, self.patterns)
                 self.subscriptions[sub.id] = sub
             elif event.op == "del" and self.subscriptions.pop(sub.id, None) is not None:
-                self.index.remove(sub.id, sub.terms)
+                if sub.is_pattern:
+                    self.patterns.remove(sub.id)
+                else:
+                    self.index.remove(sub.id, sub.terms)
         SUBSCRIPTIONS.set(len(self.subscriptions))
 
-    def match(self, publications: Sequence[tuple[str, str, Iterable[str]]]) -> list[PendingMatch]:
-        """Match (id, text, terms) triples; returns the matches to deliver."""
+    def match(
+        self, publications: Sequence[tuple[str, str, Iterable[str], bool]]
+    ) -> list[PendingMatch]:
+        """Match (id, text, terms, has an anchor here) tuples; returns the matches to deliver."""
         index = self.index
         if hasattr(index, "match_batch"):
-            pairs = index.match_batch([terms for _, _, terms in publications])
+            pairs = index.match_batch([terms for _, _, terms, _ in publications])
         else:
             pairs = [
                 (sub_id, position)
-                for position, (_, _, terms) in enumerate(publications)
+                for position, (_, _, terms, _) in enumerate(publications)
                 for sub_id in index.match(terms)
+            ]
+        if len(self.patterns):
+            pairs += [
+                (sub_id, position)
+                for position, (_, text, _, flagged) in enumerate(publications)
+                if flagged
+                for sub_id in self.patterns.match(normalise(text))
             ]
         found: list[PendingMatch] = []
         for sub_id, position in pairs:
-            pub_id, text, _ = publications[position]
+            pub_id, text, _, _ = publications[position]
             sub = self.subscriptions[sub_id]
-            body = {
-                "subscription_id": sub_id,
-                "query": sub.query,
-                "publication_id": pub_id,
-                "text": text,
-            }
+            body = {"subscription_id": sub_id}
+            if sub.is_pattern:
+                body["pattern"] = sub.pattern
+            else:
+                body["query"] = sub.query
+            body["publication_id"] = pub_id
+            body["text"] = text
             found.append(PendingMatch(sub.callback_url, body))
         count = len(publications)
         self.publications += count
@@ -109,3 +151,10 @@ class MatcherState:
         PUBLICATIONS.inc(count)
         MATCHES.inc(len(found))
         return found
+
+
+def _index(sub: Subscription, index: Any, patterns: Any) -> None:
+    if sub.is_pattern:
+        patterns.add(sub.id, parse(sub.pattern, min_anchor=1))  # validated when stored
+    else:
+        index.add(sub.id, sub.terms)

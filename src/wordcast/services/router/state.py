@@ -2,7 +2,10 @@
 
 Placement is uniform at random among the eligible matchers B(S, M) for now (S³-TM ch. 2's default
 any-cast); routing sends each publication to K(P, M) (Eq. 3.1), one request per matcher per batch.
-The router keeps only state it can rebuild from Redis: the subscribed words s(W).
+Pattern subscriptions are routed by their anchors (:mod:`wordcast.anchors`): a publication also
+goes to the matchers owning an anchor that occurs in its normalised text, in the same request,
+flagged so that the matcher runs its pattern engine on it. The router keeps only state it can
+rebuild from Redis: the subscribed words s(W) and the owners of each anchor.
 """
 
 from __future__ import annotations
@@ -20,7 +23,9 @@ from prometheus_client import Counter, Histogram
 
 from ... import limits
 from ...analysis import Analyzer
+from ...anchors import AnchorIndex
 from ...errors import EmptyQuery, InvalidInput, MatcherUnavailable, StoreUnavailable
+from ...patterns import normalise, parse
 from ...routing import HashMapping, eligible_matchers, route
 from ...store import EventFollower, Subscription, SubscriptionEvent, SubscriptionStore
 from .settings import RouterSettings
@@ -41,6 +46,7 @@ class RouterState:
         self.matcher_urls = settings.matcher_urls
         self.mapping = HashMapping(len(self.matcher_urls))
         self.subscribed: set[str] = set()
+        self.anchors = AnchorIndex()
         self.follower = EventFollower(store, self._load_snapshot, self._apply)
         self.client = httpx.AsyncClient(
             timeout=settings.matcher_timeout_s,
@@ -57,11 +63,23 @@ class RouterState:
 
     # -- replica of s(W) ----------------------------------------------------------------------
     async def _load_snapshot(self) -> None:
-        self.subscribed = await self.store.subscribed_words()
+        subscribed = await self.store.subscribed_words()
+        anchors = AnchorIndex()
+        for matcher in range(len(self.matcher_urls)):
+            for anchor in await self.store.anchor_map(matcher):
+                anchors.add(anchor, matcher)
+        self.subscribed, self.anchors = subscribed, anchors
 
     def _apply(self, events: Iterable[SubscriptionEvent]) -> None:
         for event in events:
-            if event.op == "add":
+            sub = event.subscription
+            if sub.is_pattern:
+                for anchor in event.words:
+                    if event.op == "add":
+                        self.anchors.add(anchor, sub.matcher)
+                    else:
+                        self.anchors.discard(anchor, sub.matcher)
+            elif event.op == "add":
                 self.subscribed.update(event.words)
             elif event.op == "del":
                 self.subscribed.difference_update(event.words)
@@ -92,6 +110,39 @@ class RouterState:
         event_id = await self.store.add(sub)
         await self._announce(event_id, matcher)
         return sub
+
+    async def subscribe_pattern(self, source: str, callback_url: str) -> Subscription:
+        pattern = parse(source)
+        anchor = pattern.anchor
+        matcher = self._place_pattern(anchor, await self.store.pattern_loads())
+        sub = Subscription(
+            id=uuid.uuid4().hex,
+            query="",
+            terms=(),
+            callback_url=callback_url,
+            matcher=matcher,
+            created=time.time(),
+            pattern=source,
+            anchor=anchor,
+        )
+        event_id = await self.store.add(sub)
+        await self._announce(event_id, matcher)
+        return sub
+
+    def _place_pattern(self, anchor: str, loads: dict[int, int]) -> int:
+        """A matcher that already owns the anchor, unless that would unbalance the pattern load.
+
+        Joining an owner adds no routing traffic (the anchor's publications reach it already);
+        otherwise the least-loaded matcher takes the pattern, so pattern load stays even.
+        """
+        load = [loads.get(m, 0) for m in range(len(self.matcher_urls))]
+        least = min(load)
+        slack = max(8.0, 0.1 * sum(load) / len(load))
+        owners = [m for m in self.anchors.owners(anchor) if m < len(load)]
+        near_least = [m for m in owners if load[m] <= least + slack]
+        if near_least:
+            return min(near_least, key=load.__getitem__)
+        return self._random.choice([m for m, value in enumerate(load) if value == least])
 
     async def unsubscribe(self, sub_id: str) -> Subscription:
         sub, event_id = await self.store.delete(sub_id)
@@ -127,6 +178,7 @@ class RouterState:
         per_matcher: dict[int, list[dict[str, object]]] = {}
         subscribed = self.subscribed
         mapping = self.mapping
+        anchors = self.anchors
         terms_of = self.analyzer.terms
         rate, draw = self.settings.publication_log_rate, self._random.random
         sampled: list[tuple[float, frozenset[str]]] = []
@@ -138,11 +190,16 @@ class RouterState:
             if rate and terms and draw() < rate:
                 sampled.append((now, terms))
             targets = route(terms, subscribed, mapping)
-            if not targets:
+            pattern_targets = anchors.targets(normalise(text)) if len(anchors) else set()
+            if not targets and not pattern_targets:
                 continue
             routed: dict[str, object] = {"id": pub_id, "text": text, "terms": list(terms)}
-            for matcher in targets:
+            for matcher in targets - pattern_targets:
                 per_matcher.setdefault(matcher, []).append(routed)
+            if pattern_targets:
+                flagged = {**routed, "patterns": True}
+                for matcher in pattern_targets:
+                    per_matcher.setdefault(matcher, []).append(flagged)
         await asyncio.gather(
             *(self._send(m, batch) for m, batch in per_matcher.items()), self._log(sampled)
         )

@@ -13,7 +13,7 @@ router = APIRouter(prefix="/internal", tags=["internal"])
 
 @router.post("/match", response_model=MatchResponse)
 async def match(batch: MatchRequest, state: ReadyState) -> MatchResponse:
-    found = state.match([(p.id, p.text, p.terms) for p in batch.publications])
+    found = state.match([(p.id, p.text, p.terms, p.patterns) for p in batch.publications])
     await state.dispatcher.put_many(found)
     return MatchResponse(matches=len(found))
 

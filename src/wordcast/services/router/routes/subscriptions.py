@@ -15,8 +15,19 @@ SubscriptionId = Annotated[str, Path(min_length=1, max_length=64, pattern=r"^[A-
 
 
 def _out(sub: Subscription) -> SubscriptionOut:
+    if sub.is_pattern:
+        return SubscriptionOut(
+            id=sub.id,
+            kind="pattern",
+            pattern=sub.pattern,
+            anchor=sub.anchor,
+            terms=[],
+            callback_url=sub.callback_url,
+            matcher=sub.matcher,
+        )
     return SubscriptionOut(
         id=sub.id,
+        kind="keywords",
         query=sub.query,
         terms=list(sub.terms),
         callback_url=sub.callback_url,
@@ -28,7 +39,11 @@ def _out(sub: Subscription) -> SubscriptionOut:
 async def create_subscription(body: SubscriptionIn, state: ReadyState) -> SubscriptionOut:
     """Register a subscription; 201 means it is durably stored and in effect."""
     try:
-        sub = await state.subscribe(body.query, str(body.callback_url))
+        if body.pattern is not None:
+            sub = await state.subscribe_pattern(body.pattern, str(body.callback_url))
+        else:
+            assert body.query is not None  # the schema admits exactly one of the two
+            sub = await state.subscribe(body.query, str(body.callback_url))
     except InvalidInput as exc:
         raise HTTPException(422, str(exc)) from exc
     except StoreUnavailable as exc:
