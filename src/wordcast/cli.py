@@ -1,7 +1,8 @@
 """The ``wordcast`` command line.
 
 wordcast up [--matchers N] [--port P] [--no-demo]   start a local cluster in the foreground
-wordcast subscribe QUERY --callback URL             register a subscription
+wordcast subscribe QUERY --callback URL             register a keyword subscription
+wordcast subscribe --pattern 'pie*tea' --callback URL  register a wildcard pattern
 wordcast publish TEXT... | --corpus N               publish texts or corpus posts
 wordcast router | matcher | receiver                run one service (settings from the env)
 """
@@ -119,16 +120,19 @@ async def _demo(cluster: object, subscriptions: int, rate: float) -> None:
     """Register corpus-drawn subscriptions, then publish corpus posts at a readable pace forever."""
     from .client import RouterClient
     from .cluster import Cluster
-    from .workload import post_queries, sample_posts
+    from .workload import post_patterns, post_queries, sample_posts
 
     assert isinstance(cluster, Cluster)
     print("demo: loading posts from the pypi corpus…", flush=True)
     posts = sample_posts(20_000, seed=int(time.time()))
     queries = post_queries(posts, subscriptions, sizes=(2, 2, 3))
+    patterns = post_patterns(posts, max(1, subscriptions // 3), min_length=6, max_length=12)
     async with RouterClient(cluster.router_url) as client:
         await client.subscribe_many(queries, cluster.callback_url)
+        await client.subscribe_many(patterns, cluster.callback_url, kind="pattern")
         print(
-            f"demo: {len(queries)} subscriptions registered, e.g. {queries[:3]}; "
+            f"demo: {len(queries)} keyword subscriptions registered, e.g. {queries[:3]}, and "
+            f"{len(patterns)} wildcard patterns, e.g. {patterns[:3]}; "
             f"publishing {rate:g} posts/s (Ctrl-C stops)",
             flush=True,
         )
@@ -157,16 +161,22 @@ def cmd_subscribe(args: argparse.Namespace) -> int:
     async def run() -> list[dict[str, object]]:
         async with RouterClient(args.router) as client:
             if args.from_corpus:
-                from .workload import post_queries, sample_posts
+                from .workload import post_patterns, post_queries, sample_posts
 
-                queries = post_queries(
-                    sample_posts(20_000, seed=args.seed), args.from_corpus, seed=args.seed
-                )
+                posts = sample_posts(20_000, seed=args.seed)
+                if args.patterns:
+                    patterns = post_patterns(posts, args.from_corpus, seed=args.seed)
+                    return await client.subscribe_many(patterns, args.callback, kind="pattern")
+                queries = post_queries(posts, args.from_corpus, seed=args.seed)
                 return await client.subscribe_many(queries, args.callback)
+            if args.pattern is not None:
+                return [await client.subscribe(args.pattern, args.callback, kind="pattern")]
             return [await client.subscribe(" ".join(args.query), args.callback)]
 
-    if not args.query and not args.from_corpus:
-        return _fail("give a QUERY or --from-corpus N")
+    if sum(map(bool, (args.query, args.from_corpus, args.pattern is not None))) != 1:
+        return _fail("give one of QUERY, --pattern PATTERN or --from-corpus N")
+    if args.patterns and not args.from_corpus:
+        return _fail("--patterns goes with --from-corpus N")
     results, error = _against_router(args.router, run())
     if error:
         return _fail(error)
@@ -230,6 +240,12 @@ def build_parser() -> argparse.ArgumentParser:
         type=int,
         metavar="N",
         help="register N queries drawn from corpus posts instead",
+    )
+    subscribe.add_argument(
+        "--pattern", help="a wildcard pattern (? one character, * any run) instead of keywords"
+    )
+    subscribe.add_argument(
+        "--patterns", action="store_true", help="with --from-corpus: patterns cut from posts"
     )
     subscribe.add_argument("--seed", type=int, default=0)
     subscribe.add_argument("--router", default=DEFAULT_ROUTER)

@@ -53,10 +53,13 @@ class RouterClient:
     async def __aexit__(self, *exc: object) -> None:
         await self._http.aclose()
 
-    async def subscribe(self, query: str, callback_url: str) -> dict[str, Any]:
+    async def subscribe(
+        self, query: str, callback_url: str, *, kind: str = "query"
+    ) -> dict[str, Any]:
+        """Register a keyword subscription, or a wildcard pattern with ``kind="pattern"``."""
         async with self._limit:
             response = await self._http.post(
-                "/subscriptions", json={"query": query, "callback_url": callback_url}
+                "/subscriptions", json={kind: query, "callback_url": callback_url}
             )
         _raise_for_status(response)
         result: dict[str, Any] = response.json()
@@ -74,12 +77,17 @@ class RouterClient:
         return result
 
     async def subscribe_many(
-        self, queries: Sequence[str], callback_url: str, *, progress: bool = True
+        self,
+        queries: Sequence[str],
+        callback_url: str,
+        *,
+        kind: str = "query",
+        progress: bool = True,
     ) -> list[dict[str, Any]]:
         bar = Progress("subscribing", len(queries), enabled=progress)
 
         async def one(query: str) -> dict[str, Any]:
-            result = await self.subscribe(query, callback_url)
+            result = await self.subscribe(query, callback_url, kind=kind)
             bar.advance()
             return result
 

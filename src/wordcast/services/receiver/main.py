@@ -39,7 +39,8 @@ class Inbox:
             self.pairs.extend((m["subscription_id"], m["publication_id"]) for m in matches)
         if not self.quiet:
             lines = [
-                f"match  {m.get('query', '')!r:<32} <- {m.get('text', '')[:90]!r}" for m in matches
+                f"match  {m.get('query') or m.get('pattern', '')!r:<32} <- {m.get('text', '')[:90]!r}"
+                for m in matches
             ]
             sys.stdout.write("\n".join(lines) + "\n")
             sys.stdout.flush()
