@@ -19,6 +19,10 @@ from wordcast.retriever import REtriever
 
 ENGINES: dict[str, Callable[[], Any]] = {
     "retriever-none": lambda: REtriever("none"),
+    "retriever-none-paper": lambda: REtriever("none", recombination="paper"),
+    "retriever-multiple-paper-recombination": lambda: REtriever(
+        "multiple", min_word_len=1, min_split_score=0, recombination="paper"
+    ),
     "retriever-single": lambda: REtriever("single", min_word_len=1, min_split_score=0),
     "retriever-multiple": lambda: REtriever("multiple", min_word_len=1, min_split_score=0),
     "retriever-multiple-paper": lambda: REtriever("multiple", min_word_len=2, min_split_score=2),

@@ -60,6 +60,40 @@ def test_concurrent_adds_and_deletes_keep_word_counts_exact(redis_url: str, name
     asyncio.run(scenario())
 
 
+def test_concurrent_pattern_adds_and_deletes_keep_anchor_maps_exact(
+    redis_url: str, namespace: str
+) -> None:
+    async def scenario() -> None:
+        clients = [connect(redis_url) for _ in range(4)]
+        stores = [SubscriptionStore(c, namespace) for c in clients]
+        rng = random.Random(6)
+        anchors = [f"anchor {i}" for i in range(12)]  # anchors may hold spaces
+        subs = [
+            Subscription(f"p{i}", "", (), "http://x/hook", rng.randint(0, 2), 0.0, f"x?{a}*y", a)
+            for i, a in enumerate(rng.choice(anchors) for _ in range(300))
+        ]
+        await asyncio.gather(*(stores[i % 4].add(s) for i, s in enumerate(subs)))
+        deleted = subs[::4]
+        await asyncio.gather(*(stores[i % 4].delete(s.id) for i, s in enumerate(deleted)))
+        live = [s for s in subs if s not in deleted]
+        for m in range(3):
+            assert await stores[0].anchor_map(m) == dict(
+                Counter(s.anchor for s in live if s.matcher == m)
+            )
+        assert await stores[0].pattern_loads() == dict(Counter(s.matcher for s in live))
+        assert await stores[0].subscribed_words() == set()  # patterns leave s(W) alone
+        stored = await stores[0].get(live[0].id)
+        assert (stored.pattern, stored.anchor, stored.is_pattern) == (
+            live[0].pattern,
+            live[0].anchor,
+            True,
+        )
+        for client in clients:
+            await client.aclose()
+
+    asyncio.run(scenario())
+
+
 def test_duplicate_id_is_refused_and_changes_nothing(redis_url: str, namespace: str) -> None:
     async def scenario() -> None:
         client = connect(redis_url)

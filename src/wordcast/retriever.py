@@ -9,17 +9,26 @@ word and say what must separate the two: exactly ``numQuestion`` characters, or 
 when a ``*`` lies between them (``hasStar``).
 
 Matching (Alg. MATCH, §3.3.2) slides a window over the publication: from every start position the
-DFA is executed for as long as transitions exist; every half-accept record reached notes the
-position pair (matchStart, matchEnd) of its word, and every accept record reached recombines: the
-pattern matches if a chain of noted positions satisfies every gap back to the first word.
+DFA is executed for as long as transitions exist, noting the position pairs (matchStart, matchEnd)
+of the words it reaches, and patterns whose words' positions *recombine* (a chain of noted
+positions satisfies every gap) match. Two recombination strategies give identical results:
 
-We recombine incrementally instead of walking back at the accept state: a position pair is noted on
-a record only if it recombines with a pair already noted on the previous record. Windows are
-processed in increasing start order and a previous word always ends before the next one starts, so
-the noted pairs are exactly those the paper's backward walk would accept, and the accept state's
-check becomes one lookup instead of a search over every combination. Noted pairs live in a
-per-call table rather than in the records, so concurrent or successive matches share nothing and
-nothing has to be reset.
+``recombination="paper"``  Alg. MATCH as written: every half-accept record reached notes the pair,
+    every accept record reached recombines. We recombine incrementally instead of walking back at
+    the accept state: a pair is noted on a record only if it recombines with a pair already noted on
+    the previous record (windows are processed in increasing start order and a previous word always
+    ends before the next one starts, so the noted pairs are exactly those the backward walk would
+    accept). Its cost grows with the number of records in the states reached: on real text, where
+    short phrases like ``e`` or ``pa`` end thousands of patterns, that dominates (BENCHMARKS.md).
+
+``recombination="anchored"`` (default)  The same positions, noted once per state rather than once
+    per record (all records of a state belong to the same word, so their pairs are the same), and
+    recombination started only for patterns whose *trigger* word, their longest, was reached; the
+    chain is then checked forwards over the noted positions of each of the pattern's words. Work per
+    publication is then proportional to the words found plus the patterns whose longest word occurs.
+
+Noted positions live in a per-call table rather than in the records, so successive matches share
+nothing and nothing has to be reset.
 
 Deletion (Alg. DELETE, §3.3.3) walks bottom-up from each word's accept state, removing the
 pattern's records and decrementing share degrees, dropping states that reach zero; deleting what
@@ -31,19 +40,30 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable, Hashable, Iterator
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from .patterns import NO_GAP, Gap, Pattern
 
 Split = Literal["none", "single", "multiple"]
 SPLITS: tuple[Split, ...] = ("none", "single", "multiple")
+Recombination = Literal["paper", "anchored"]
 Score = Callable[[int, int], int]
 
 
 class State:
     """A DFA state (Table 1)."""
 
-    __slots__ = ("accepts", "half_accepts", "id", "key", "parent", "share_degree", "transitions")
+    __slots__ = (
+        "accepts",
+        "half_accepts",
+        "id",
+        "key",
+        "parent",
+        "share_degree",
+        "transitions",
+        "triggers",
+        "whole",
+    )
 
     def __init__(self, state_id: int, key: str, parent: State | None) -> None:
         self.id = state_id
@@ -53,6 +73,10 @@ class State:
         self.transitions: dict[str, State] = {}
         self.accepts: list[Record] = []
         self.half_accepts: list[Record] = []
+        # Records of the patterns whose longest word ends here, by where their next-longest word
+        # ends: only partners that occurred are looked at (see recombine_triggered).
+        self.triggers: dict[Any, list[Record]] = {}
+        self.whole: list[Hashable] = []  # patterns that are exactly this word: no check needed
 
 
 class Record:
@@ -60,16 +84,34 @@ class Record:
 
     ``questions``/``star`` describe the gap before this record's word; for the first word they say
     how many characters must precede it. ``trailing`` (accept records only) is how many characters
-    must follow the last word.
+    must follow the last word. ``where`` is what the word's occurrences are noted under: its DFA
+    state here, a keyword in :mod:`wordcast.ac_retriever` (or None there: a short word that is
+    looked up in the text only when a candidate needs it). ``chain`` is the pattern's records in
+    order, shared by all of them.
     """
 
-    __slots__ = ("length", "previous", "questions", "star", "state", "sub", "trailing")
+    __slots__ = (
+        "chain",
+        "length",
+        "others",
+        "previous",
+        "questions",
+        "star",
+        "sub",
+        "trailing",
+        "where",
+        "word",
+    )
 
     def __init__(
-        self, sub: Hashable, state: State | None, length: int, previous: Record | None, gap: Gap
+        self, sub: Hashable, where: Any, word: str, previous: Record | None, gap: Gap
     ) -> None:
         self.sub = sub
-        self.state = state
+        self.where = where
+        self.word = word
+        length = len(word)
+        self.chain: tuple[Record, ...] = ()
+        self.others: frozenset[Any] = frozenset()  # a trigger's other words' ``where``
         self.length = length
         self.previous = previous
         self.questions = gap.questions
@@ -87,11 +129,18 @@ class REtriever:
     """Pattern index: ``add``, ``remove`` and ``match`` (on normalised text) at any time."""
 
     def __init__(
-        self, split: Split = "none", min_word_len: int = 2, min_split_score: int = 2
+        self,
+        split: Split = "none",
+        min_word_len: int = 2,
+        min_split_score: int = 2,
+        recombination: Recombination = "anchored",
     ) -> None:
         if split not in SPLITS:
             raise ValueError(f"split must be one of {SPLITS}, not {split!r}")
+        if recombination not in ("paper", "anchored"):
+            raise ValueError(f"recombination must be 'paper' or 'anchored', not {recombination!r}")
         self.split = split
+        self.recombination = recombination
         self.min_word_len = min_word_len
         self.min_split_score = min_split_score
         self._ids = itertools.count(1)
@@ -187,9 +236,7 @@ class REtriever:
         for gap, phrase in zip(pattern.gaps, pattern.phrases, strict=False):
             for position, word in enumerate(self.words(phrase)):
                 state = self._insert_word(word)
-                record = Record(
-                    sub_id, state, len(word), previous, gap if position == 0 else NO_GAP
-                )
+                record = Record(sub_id, state, word, previous, gap if position == 0 else NO_GAP)
                 state.half_accepts.append(record)
                 words.append(word)
                 records.append(record)
@@ -199,7 +246,11 @@ class REtriever:
         accept_state.half_accepts.pop()
         accept_state.accepts.append(last)
         last.trailing = pattern.trailing.questions
-        self._subs[sub_id] = _Placed(tuple(words), tuple(records))
+        chain = tuple(records)
+        for record in chain:
+            record.chain = chain
+        add_trigger(chain)
+        self._subs[sub_id] = _Placed(tuple(words), chain)
 
     # -- delete (§3.3.3) --------------------------------------------------------------------------
     def remove(self, sub_id: Hashable) -> bool:
@@ -207,8 +258,9 @@ class REtriever:
         if placed is None:
             return False
         last = placed.records[-1]
+        remove_trigger(placed.records)
         for record in reversed(placed.records):  # bottom-up: the accept state first
-            state: State | None = record.state
+            state: State | None = record.where
             assert state is not None
             (state.accepts if record is last else state.half_accepts).remove(record)
             while state is not None and state is not self.root:
@@ -222,6 +274,31 @@ class REtriever:
     # -- match (§3.3.2) ---------------------------------------------------------------------------
     def match(self, text: str) -> set[Hashable]:
         """The ids of the patterns ``text`` (already normalised) matches."""
+        if self.recombination == "anchored":
+            return self._match_anchored(text)
+        return self._match_paper(text)
+
+    def _match_anchored(self, text: str) -> set[Hashable]:
+        hits: dict[State, list[int]] = {}
+        root_transitions = self.root.transitions
+        n = len(text)
+        for start in range(n):
+            state = root_transitions.get(text[start])
+            end = start
+            while state is not None:
+                if state.accepts or state.half_accepts:
+                    ends = hits.get(state)
+                    if ends is None:
+                        hits[state] = [end]
+                    else:
+                        ends.append(end)
+                end += 1
+                if end == n:
+                    break
+                state = state.transitions.get(text[end])
+        return recombine_triggered(hits, text)
+
+    def _match_paper(self, text: str) -> set[Hashable]:
         found: set[Hashable] = set()
         noted: dict[Record, Noted] = {}
         root_transitions = self.root.transitions
@@ -294,6 +371,111 @@ class Noted:
     def __init__(self, end: int) -> None:
         self.first = end
         self.ends = {end}
+
+
+def _trigger(chain: tuple[Record, ...]) -> tuple[Record, bool]:
+    """The record recombination starts from (the longest word) and whether it is the whole check."""
+    trigger = max(chain, key=lambda record: record.length)
+    whole = len(chain) == 1 and trigger.questions == 0 and trigger.trailing == 0
+    return trigger, whole
+
+
+def _partner(trigger: Record, chain: tuple[Record, ...]) -> Any:
+    """Where the next-longest noted word is (the trigger's own place when there is none)."""
+    others = [r for r in chain if r is not trigger and r.where is not None]
+    return max(others, key=lambda record: record.length).where if others else trigger.where
+
+
+def add_trigger(chain: tuple[Record, ...]) -> None:
+    trigger, whole = _trigger(chain)
+    if whole:
+        trigger.where.whole.append(trigger.sub)
+        return
+    partner = _partner(trigger, chain)
+    noted = {r.where for r in chain if r is not trigger and r.where is not None}
+    trigger.others = frozenset(noted - {partner})
+    trigger.where.triggers.setdefault(partner, []).append(trigger)
+
+
+def remove_trigger(chain: tuple[Record, ...]) -> None:
+    trigger, whole = _trigger(chain)
+    if whole:
+        trigger.where.whole.remove(trigger.sub)
+        return
+    partner = _partner(trigger, chain)
+    waiting = trigger.where.triggers[partner]
+    waiting.remove(trigger)
+    if not waiting:
+        del trigger.where.triggers[partner]
+
+
+def recombine_triggered(hits: dict[Any, list[int]], text: str) -> set[Hashable]:
+    """Patterns whose trigger word occurs and whose words' noted ends form a valid chain.
+
+    ``hits`` maps where a word is noted (a record's ``where``) to the ends of its occurrences in
+    increasing order. Every pattern has one trigger and every
+    ``where`` comes once, so each candidate is checked once. Candidates are reached through the
+    words that occurred (a C-level intersection of the trigger's partners with the words found),
+    so a pattern whose two longest words do not both occur costs nothing; the rest have any
+    further words checked for presence, then their positions.
+    """
+    found: set[Hashable] = set()
+    present = hits.keys()
+    for where in hits:
+        if where.whole:
+            found.update(where.whole)
+        triggers = where.triggers
+        if not triggers:
+            continue
+        for partner in triggers.keys() & present:
+            for trigger in triggers[partner]:
+                if (not trigger.others or present >= trigger.others) and _positions_hold(
+                    trigger.chain, hits, text
+                ):
+                    found.add(trigger.sub)
+    return found
+
+
+def _positions_hold(chain: tuple[Record, ...], hits: dict[Any, list[int]], text: str) -> bool:
+    """Whether the words' occurrences chain up with every gap satisfied (forward, over ends)."""
+    valid: list[int] = []
+    for record in chain:
+        length, questions = record.length, record.questions
+        if record.where is None:
+            valid = _find_after(record, valid, text)
+        elif record.previous is None:
+            ends = hits[record.where]
+            # start = end - length + 1 must leave room for the leading questions
+            valid = [end for end in ends if end - length + 1 >= questions] if questions else ends
+        elif record.star:
+            earliest = (
+                valid[0] + questions + length - 1
+            )  # ends after this start the word late enough
+            valid = [end for end in hits[record.where] if end > earliest]
+        else:
+            # the previous word must end exactly questions + 1 characters before this one starts
+            offset = length + questions
+            valid = [end for end in hits[record.where] if end - offset in valid]
+        if not valid:
+            return False
+    return valid[0] + chain[-1].trailing < len(text)
+
+
+def _find_after(record: Record, previous_ends: list[int], text: str) -> list[int]:
+    """Valid ends of a word that was not noted, found in the text where the gap allows."""
+    word, length, questions = record.word, record.length, record.questions
+    if record.previous is not None and not record.star:
+        return [
+            end + questions + length
+            for end in previous_ends
+            if text.startswith(word, end + questions + 1)
+        ]
+    at = text.find(word, questions if record.previous is None else previous_ends[0] + questions + 1)
+    ends = []
+    while at >= 0:
+        ends.append(at + length - 1)
+        at = text.find(word, at + 1)
+    return ends
 
 
 def recombines(record: Record, start: int, noted: dict[Record, Noted]) -> bool:
