@@ -88,21 +88,27 @@ class RunningCluster:
     def wait_ready(self, timeout: float = 60) -> None:
         deadline = time.monotonic() + timeout
         for url in [*self.matcher_urls, self.router_url]:
-            while True:
-                try:
-                    if httpx.get(f"{url}/readyz", timeout=1).status_code == 200:
-                        break
-                except httpx.HTTPError:
-                    pass
-                if time.monotonic() > deadline:
-                    raise TimeoutError(f"{url} not ready")
-                time.sleep(0.1)
+            wait_until_ready(url, deadline - time.monotonic())
 
     def pending_deliveries(self) -> int:
         return sum(
             httpx.get(f"{url}/stats", timeout=5).json()["deliveries_pending"]
             for url in self.matcher_urls
         )
+
+
+def wait_until_ready(url: str, timeout: float = 30) -> None:
+    """Poll a service's readiness probe until it answers 200."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            if httpx.get(f"{url}/readyz", timeout=1).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{url} not ready")
+        time.sleep(0.1)
 
 
 def start_cluster(

@@ -18,7 +18,7 @@ from wordcast.cluster import free_port
 from wordcast.patterns import normalise, parse
 from wordcast.workload import Post, post_patterns, post_queries, sample_posts
 
-from .conftest import Receiver, RunningCluster, start_cluster, stop_cluster
+from .conftest import Receiver, RunningCluster, start_cluster, stop_cluster, wait_until_ready
 from .test_e2e import _check, _delivered_after, _publish
 
 pytestmark = pytest.mark.e2e
@@ -123,15 +123,7 @@ def test_a_pattern_added_on_one_router_reaches_another_within_seconds(
     )
     other = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                if httpx.get(f"{other}/readyz", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert time.monotonic() < deadline, "the second router did not become ready"
-            time.sleep(0.1)
+        wait_until_ready(other)
 
         def routed_by_second(text: str) -> int:
             response = httpx.post(f"{other}/publications", json={"text": text})

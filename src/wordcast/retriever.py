@@ -278,8 +278,8 @@ class REtriever:
             return self._match_anchored(text)
         return self._match_paper(text)
 
-    def _match_anchored(self, text: str) -> set[Hashable]:
-        hits: dict[State, list[int]] = {}
+    def _reached(self, text: str) -> Iterator[tuple[int, int, State]]:
+        """(start, end, state) for every word the sliding window reaches, by increasing start."""
         root_transitions = self.root.transitions
         n = len(text)
         for start in range(n):
@@ -287,46 +287,41 @@ class REtriever:
             end = start
             while state is not None:
                 if state.accepts or state.half_accepts:
-                    ends = hits.get(state)
-                    if ends is None:
-                        hits[state] = [end]
-                    else:
-                        ends.append(end)
+                    yield start, end, state
                 end += 1
                 if end == n:
                     break
                 state = state.transitions.get(text[end])
+
+    def _match_anchored(self, text: str) -> set[Hashable]:
+        hits: dict[State, list[int]] = {}
+        for _, end, state in self._reached(text):
+            ends = hits.get(state)
+            if ends is None:
+                hits[state] = [end]
+            else:
+                ends.append(end)
         return recombine_triggered(hits, text)
 
     def _match_paper(self, text: str) -> set[Hashable]:
         found: set[Hashable] = set()
         noted: dict[Record, Noted] = {}
-        root_transitions = self.root.transitions
         n = len(text)
-        for start in range(n):
-            state = root_transitions.get(text[start])
-            end = start
-            while state is not None:
-                if state.half_accepts:
-                    for record in state.half_accepts:
-                        if recombines(record, start, noted):
-                            entry = noted.get(record)
-                            if entry is None:
-                                noted[record] = Noted(end)
-                            else:
-                                entry.ends.add(end)
-                if state.accepts:
-                    for record in state.accepts:
-                        if (
-                            record.sub not in found
-                            and end + record.trailing < n
-                            and recombines(record, start, noted)
-                        ):
-                            found.add(record.sub)
-                end += 1
-                if end == n:
-                    break
-                state = state.transitions.get(text[end])
+        for start, end, state in self._reached(text):
+            for record in state.half_accepts:
+                if recombines(record, start, noted):
+                    entry = noted.get(record)
+                    if entry is None:
+                        noted[record] = Noted(end)
+                    else:
+                        entry.ends.add(end)
+            for record in state.accepts:
+                if (
+                    record.sub not in found
+                    and end + record.trailing < n
+                    and recombines(record, start, noted)
+                ):
+                    found.add(record.sub)
         return found
 
     # -- inspection -------------------------------------------------------------------------------
