@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import json
 import statistics
 import sys
 import time
@@ -235,12 +236,16 @@ def plot(result: dict[str, Any]) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    palette = plt.get_cmap("tab10")
+    color = {name: palette(k) for k, name in enumerate(result["engines"])}
+
     def lines(ax: Any, rows: list[dict[str, Any]], key: str, skip: tuple[str, ...] = ()) -> None:
         for name in dict.fromkeys(r["engine"] for r in rows):
             if name in skip:
                 continue
             mine = [r for r in rows if r["engine"] == name]
-            ax.plot([r["x"] for r in mine], [r[key] for r in mine], marker="o", label=name)
+            xs, ys = [r["x"] for r in mine], [r[key] for r in mine]
+            ax.plot(xs, ys, marker="o", label=name, color=color[name])
 
     fig, axes = plt.subplots(2, 2, figsize=(13, 10))
     subs = result["subscriptions"]
@@ -272,6 +277,7 @@ def plot(result: dict[str, Any]) -> None:
                 [r["publications_per_s"] for r in mine],
                 marker="o",
                 label=name,
+                color=color[name],
             )
         ax.axhline(5_000, color="grey", linestyle="--", label="target at 100K")
         ax.set(
@@ -315,7 +321,11 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="small sizes, for a smoke run")
     parser.add_argument("--passes", type=int, default=3)
     parser.add_argument("--hyperscan-max", type=int, default=10_000)
+    parser.add_argument("--plot-only", action="store_true", help="redraw from patterns.json")
     args = parser.parse_args()
+    if args.plot_only:
+        plot(json.loads((RESULTS / "patterns.json").read_text()))
+        return
     engines = list(ENGINES)
     sizes = [100, 1_000, 10_000] if args.quick else [100, 1_000, 10_000, 100_000]
     mid = 2_000 if args.quick else 10_000
