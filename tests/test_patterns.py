@@ -12,9 +12,10 @@ from hypothesis import strategies as st
 
 from wordcast.ac_retriever import AhoCorasickREtriever
 from wordcast.anchors import AnchorIndex
+from wordcast.errors import InvalidPattern
 from wordcast.naive_patterns import NaivePatterns
 from wordcast.nfa import NFAMatcher
-from wordcast.patterns import Gap, InvalidPattern, normalise, parse
+from wordcast.patterns import Gap, normalise, parse
 from wordcast.retriever import REtriever
 
 ENGINES: dict[str, Callable[[], Any]] = {

@@ -129,7 +129,13 @@ class Cluster:
         else:
             self.redis_url = redis_url
 
-        common = {"REDIS_URL": self.redis_url, "WORDCAST_NAMESPACE": namespace}
+        common = {
+            "REDIS_URL": self.redis_url,
+            "WORDCAST_NAMESPACE": namespace,
+            # A local development cluster delivers to receivers on this machine; a deployment
+            # leaves the allow-list empty (see wordcast.netguard).
+            "WORDCAST_CALLBACK_ALLOW": os.environ.get("WORDCAST_CALLBACK_ALLOW", "127.0.0.0/8,::1"),
+        }
         self.matcher_urls: list[str] = []
         for ordinal in range(matchers):
             mport = free_port()

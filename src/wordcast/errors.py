@@ -2,7 +2,10 @@
 
     WordcastError
     ├── InvalidInput            bad user input; nothing was changed (HTTP 422 at the API)
-    │   └── EmptyQuery          a query with no terms left after analysis
+    │   ├── EmptyQuery          a query with no terms left after analysis
+    │   ├── InvalidPattern      a wildcard pattern that cannot be parsed or routed (patterns.py)
+    │   └── UnsafeCallback      a callback host that is or resolves to a forbidden address
+    │       └── UnresolvableCallback   a callback host that does not resolve (now)
     ├── NotFound                no such subscription (HTTP 404)
     ├── StoreUnavailable        Redis could not be reached or failed (HTTP 503)
     └── MatcherUnavailable      a matcher did not accept a routed batch (HTTP 503)
@@ -27,6 +30,18 @@ class EmptyQuery(InvalidInput):
             f"query {query!r} has no terms left after analysis "
             "(only stop words, punctuation, emoji or one-letter words)"
         )
+
+
+class InvalidPattern(InvalidInput):
+    """A pattern that cannot be parsed or cannot be routed selectively."""
+
+
+class UnsafeCallback(InvalidInput):
+    """A callback URL whose host is, or resolves to, an address wordcast must not call."""
+
+
+class UnresolvableCallback(UnsafeCallback):
+    """A callback host that does not resolve; at delivery time this may pass, so it is retried."""
 
 
 class NotFound(WordcastError, LookupError):

@@ -21,17 +21,13 @@ import re
 from dataclasses import dataclass
 
 from . import limits
-from .errors import InvalidInput
+from .errors import InvalidPattern
 
 _WHITESPACE = re.compile(r"\s+")
 
 # English letters from most to least frequent: an anchor made of rarer characters is more selective
 # than an equally long one made of common ones.
 _COMMON = "etaoinshrdlcumwfgypbvkjxqz"
-
-
-class InvalidPattern(InvalidInput):
-    """A pattern that cannot be parsed or cannot be routed selectively."""
 
 
 def normalise(text: str) -> str:

@@ -7,14 +7,16 @@ import logging
 import os
 from collections.abc import AsyncIterator, Callable, Coroutine
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Annotated, Any
 
 from fastapi import APIRouter, HTTPException, Request, Response
 from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
-from pydantic import AliasChoices, Field
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import AliasChoices, Field, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from starlette.types import ASGIApp, Receive, Scope, Send
+
+from ..netguard import AddressPolicy
 
 
 class ServiceSettings(BaseSettings):
@@ -35,6 +37,29 @@ class ServiceSettings(BaseSettings):
         description="Prefix of every Redis key, so several clusters can share one Redis.",
     )
     log_level: str = "info"
+    callback_allow: Annotated[list[str], NoDecode] = Field(
+        default=[],
+        validation_alias=AliasChoices("WORDCAST_CALLBACK_ALLOW"),
+        description="Networks (CIDR, comma-separated) callbacks may reach although they are "
+        "loopback, private or link-local; empty in production. `wordcast up` allows loopback.",
+    )
+
+    @field_validator("callback_allow", mode="before")
+    @classmethod
+    def _split_networks(cls, value: object) -> object:
+        if isinstance(value, str):
+            return [entry.strip() for entry in value.split(",") if entry.strip()]
+        return value
+
+    @field_validator("callback_allow")
+    @classmethod
+    def _networks(cls, value: list[str]) -> list[str]:
+        AddressPolicy.from_entries(value)  # refuses to start on an entry that is not a network
+        return value
+
+    @property
+    def address_policy(self) -> AddressPolicy:
+        return AddressPolicy.from_entries(self.callback_allow)
 
 
 @asynccontextmanager

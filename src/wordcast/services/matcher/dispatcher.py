@@ -2,6 +2,9 @@
 
 A bounded queue gives back-pressure: when subscribers are slower than matching, ``put`` waits, the
 matcher answers the router later, and the router's clients slow down instead of memory growing.
+Before every attempt the callback host is resolved and checked (:mod:`wordcast.netguard`) and the
+request goes to the checked address, so a host that now resolves to a private address is refused;
+redirects are never followed.
 """
 
 from __future__ import annotations
@@ -14,6 +17,9 @@ from dataclasses import dataclass
 import httpx
 import orjson
 from prometheus_client import Counter
+
+from ...errors import UnresolvableCallback, UnsafeCallback
+from ...netguard import AddressPolicy, resolve
 
 log = logging.getLogger(__name__)
 
@@ -37,7 +43,9 @@ class Dispatcher:
         concurrency: int,
         attempts: int,
         timeout_s: float,
+        address_policy: AddressPolicy,
     ) -> None:
+        self._policy = address_policy
         self._queue: asyncio.Queue[PendingMatch] = asyncio.Queue(maxsize=queue_size)
         self._batch = batch
         self._concurrency = concurrency
@@ -107,7 +115,15 @@ class Dispatcher:
         delay = 0.2
         for attempt in range(1, self._attempts + 1):
             try:
-                response = await self._client.post(url, content=payload, headers=headers)
+                target = await resolve(url, self._policy)
+                request_headers = headers | {"host": target.host_header}
+                extensions = {"sni_hostname": target.host} if target.url.scheme == "https" else {}
+                response = await self._client.post(
+                    target.connect_url,
+                    content=payload,
+                    headers=request_headers,
+                    extensions=extensions,
+                )
                 if response.is_success:
                     ATTEMPTS.labels("success").inc()
                     DELIVERED.inc(len(bodies))
@@ -115,6 +131,13 @@ class Dispatcher:
                     return
                 ATTEMPTS.labels(f"http_{response.status_code}").inc()
                 reason = f"HTTP {response.status_code}"
+            except UnresolvableCallback as exc:
+                ATTEMPTS.labels("unresolvable").inc()
+                reason = str(exc)
+            except UnsafeCallback as exc:
+                ATTEMPTS.labels("refused_address").inc()
+                reason = str(exc)
+                break  # the address will not become acceptable by asking again
             except httpx.HTTPError as exc:
                 ATTEMPTS.labels("network").inc()
                 reason = f"{type(exc).__name__}: {exc}"

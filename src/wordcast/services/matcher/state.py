@@ -77,6 +77,7 @@ class MatcherState:
             concurrency=settings.delivery_concurrency,
             attempts=settings.delivery_attempts,
             timeout_s=settings.delivery_timeout_s,
+            address_policy=settings.address_policy,
         )
         self.publications = 0
         self.matches = 0

@@ -25,6 +25,7 @@ from ... import limits
 from ...analysis import Analyzer
 from ...anchors import AnchorIndex
 from ...errors import EmptyQuery, InvalidInput, MatcherUnavailable, StoreUnavailable
+from ...netguard import resolve
 from ...patterns import normalise, parse
 from ...routing import HashMapping, eligible_matchers, route
 from ...store import EventFollower, Subscription, SubscriptionEvent, SubscriptionStore
@@ -53,6 +54,7 @@ class RouterState:
             limits=httpx.Limits(max_keepalive_connections=4 * len(self.matcher_urls)),
         )
         self._random = random.Random()
+        self.address_policy = settings.address_policy
 
     @property
     def ready(self) -> bool:
@@ -98,6 +100,7 @@ class RouterState:
 
     async def subscribe(self, query: str, callback_url: str) -> Subscription:
         terms = self.analyse_query(query)
+        await resolve(callback_url, self.address_policy)
         matcher = self._random.choice(sorted(eligible_matchers(terms, self.mapping)))
         sub = Subscription(
             id=uuid.uuid4().hex,
@@ -113,6 +116,7 @@ class RouterState:
 
     async def subscribe_pattern(self, source: str, callback_url: str) -> Subscription:
         pattern = parse(source)
+        await resolve(callback_url, self.address_policy)
         anchor = pattern.anchor
         matcher = self._place_pattern(anchor, await self.store.pattern_loads())
         sub = Subscription(

@@ -1,0 +1,135 @@
+"""The SSRF guard: forbidden callback addresses are refused at registration and at delivery."""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import time
+from collections.abc import Iterator
+
+import httpx
+import pytest
+import redis
+
+from wordcast.errors import UnresolvableCallback, UnsafeCallback
+from wordcast.netguard import AddressPolicy, resolve
+from wordcast.services.matcher.dispatcher import Dispatcher, PendingMatch
+
+from .conftest import Receiver, RunningCluster, start_cluster, stop_cluster
+
+LOOPBACK = AddressPolicy.from_entries(["127.0.0.0/8", "::1"])
+
+
+@pytest.mark.parametrize(
+    "address",
+    [
+        "127.0.0.1",
+        "10.0.0.1",
+        "172.16.5.4",
+        "192.168.1.1",
+        "169.254.169.254",
+        "0.0.0.0",
+        "224.0.0.1",
+        "240.0.0.1",
+        "100.64.0.1",
+        "::1",
+        "fe80::1",
+        "fc00::1",
+        "::ffff:127.0.0.1",
+        "::ffff:10.0.0.1",
+    ],
+)
+def test_forbidden_addresses(address: str) -> None:
+    assert not AddressPolicy().permits(ipaddress.ip_address(address))
+
+
+@pytest.mark.parametrize("address", ["93.184.216.34", "8.8.8.8", "2606:4700:4700::1111"])
+def test_public_addresses(address: str) -> None:
+    assert AddressPolicy().permits(ipaddress.ip_address(address))
+
+
+def test_allow_list_admits_exactly_its_networks() -> None:
+    assert LOOPBACK.permits(ipaddress.ip_address("127.0.0.1"))
+    assert LOOPBACK.permits(ipaddress.ip_address("::1"))
+    assert not LOOPBACK.permits(ipaddress.ip_address("10.0.0.1"))
+    with pytest.raises(ValueError, match="not a network"):
+        AddressPolicy.from_entries(["localhost"])
+
+
+def test_names_are_resolved_and_checked() -> None:
+    async def scenario() -> None:
+        with pytest.raises(UnsafeCallback, match=r"127\.0\.0\.1|::1"):
+            await resolve("http://localhost:8080/hook", AddressPolicy())
+        target = await resolve("http://localhost:8080/hook?x=1", LOOPBACK)
+        assert target.address in ("127.0.0.1", "::1")
+        assert target.connect_url.host == target.address
+        assert target.connect_url.path == "/hook" and target.host_header == "localhost:8080"
+        with pytest.raises(UnresolvableCallback):
+            await resolve("http://no-such-host.invalid/hook", LOOPBACK)
+
+    asyncio.run(scenario())
+
+
+@pytest.fixture(scope="module")
+def strict_cluster(redis_url: str) -> Iterator[RunningCluster]:
+    """A cluster with the production default: no callback network allowed."""
+    running = start_cluster(redis_url, "test-ssrf", env={"WORDCAST_CALLBACK_ALLOW": ""})
+    yield running
+    stop_cluster(running)
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize(
+    "callback",
+    [
+        "http://127.0.0.1:9/hook",
+        "http://10.0.0.1/hook",
+        "http://169.254.169.254/latest/meta-data/",
+        "http://localhost:9/hook",
+        "http://[::1]:9/hook",
+    ],
+)
+@pytest.mark.parametrize("kind", ["query", "pattern"])
+def test_registration_refuses_forbidden_callbacks(
+    strict_cluster: RunningCluster, redis_url: str, callback: str, kind: str
+) -> None:
+    client = redis.Redis.from_url(redis_url)
+    before = sorted(client.scan_iter(match="test-ssrf:*"))
+    body = {kind: "white house" if kind == "query" else "white*house", "callback_url": callback}
+    response = httpx.post(f"{strict_cluster.router_url}/subscriptions", json=body, timeout=30)
+    assert response.status_code == 422, response.text
+    assert "does not call" in response.text
+    assert sorted(client.scan_iter(match="test-ssrf:*")) == before
+
+
+@pytest.mark.e2e
+def test_delivery_checks_the_address_it_connects_to(receiver: Receiver) -> None:
+    """A host that resolves to a forbidden address at delivery time gets nothing sent."""
+    port = httpx.URL(receiver.url).port
+    by_name = f"http://localhost:{port}/hook"
+
+    async def deliver(policy: AddressPolicy, publication: str) -> Dispatcher:
+        dispatcher = Dispatcher(
+            queue_size=10,
+            batch=10,
+            concurrency=1,
+            attempts=3,
+            timeout_s=5,
+            address_policy=policy,
+        )
+        dispatcher.start()
+        body = {"subscription_id": "s-ssrf", "publication_id": publication, "text": "x"}
+        await dispatcher.put_many([PendingMatch(by_name, body)])
+        deadline = time.monotonic() + 10
+        while dispatcher.pending and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        await dispatcher.close()
+        return dispatcher
+
+    refused = asyncio.run(deliver(AddressPolicy(), "p-refused"))
+    assert (refused.delivered, refused.failed) == (0, 1)
+    allowed = asyncio.run(deliver(LOOPBACK, "p-allowed"))
+    assert (allowed.delivered, allowed.failed) == (1, 0)
+    pairs = receiver.pairs()
+    assert ("s-ssrf", "p-allowed") in pairs
+    assert ("s-ssrf", "p-refused") not in pairs
