@@ -20,6 +20,10 @@ import pytest
 import redis
 
 from wordcast.cluster import free_port, redis_server_binary
+from wordcast.services.router.settings import DEVELOPMENT_API_KEY
+
+# Requests as the development cluster's "dev" tenant.
+AUTH = {"authorization": f"Bearer {DEVELOPMENT_API_KEY}"}
 
 
 @pytest.fixture(scope="session")

@@ -11,14 +11,14 @@ import redis
 
 from wordcast import limits
 
-from .conftest import Receiver, RunningCluster
+from .conftest import AUTH, Receiver, RunningCluster
 
 pytestmark = pytest.mark.e2e
 
 
 @pytest.fixture(scope="module")
 def api(cluster: RunningCluster) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=cluster.router_url, timeout=30) as client:
+    with httpx.Client(base_url=cluster.router_url, timeout=30, headers=AUTH) as client:
         yield client
 
 

@@ -17,7 +17,7 @@ from wordcast.client import RouterClient
 from wordcast.termstats import TermStats
 from wordcast.workload import Post, post_queries, sample_posts
 
-from .conftest import Receiver, RunningCluster, start_cluster, stop_cluster
+from .conftest import AUTH, Receiver, RunningCluster, start_cluster, stop_cluster
 
 pytestmark = pytest.mark.e2e
 
@@ -102,7 +102,7 @@ def test_cluster_delivers_exactly_the_oracle_matches_and_survives_a_matcher_kill
 
 
 def test_deleted_subscription_stops_matching(cluster: RunningCluster, receiver: Receiver) -> None:
-    router = httpx.Client(base_url=cluster.router_url, timeout=30)
+    router = httpx.Client(base_url=cluster.router_url, timeout=30, headers=AUTH)
     kept = router.post(
         "/subscriptions", json={"query": "zebra quagga", "callback_url": receiver.hook}
     )

@@ -18,7 +18,14 @@ from wordcast.cluster import free_port
 from wordcast.patterns import normalise, parse
 from wordcast.workload import Post, post_patterns, post_queries, sample_posts
 
-from .conftest import Receiver, RunningCluster, start_cluster, stop_cluster, wait_until_ready
+from .conftest import (
+    AUTH,
+    Receiver,
+    RunningCluster,
+    start_cluster,
+    stop_cluster,
+    wait_until_ready,
+)
 from .test_e2e import _check, _delivered_after, _publish
 
 pytestmark = pytest.mark.e2e
@@ -37,7 +44,7 @@ def _pattern_oracle(patterns: dict[str, str], posts: list[Post]) -> set[tuple[st
 
 def _create(router_url: str, bodies: list[dict[str, str]]) -> list[dict[str, object]]:
     async def run() -> list[dict[str, object]]:
-        async with httpx.AsyncClient(base_url=router_url, timeout=60) as client:
+        async with httpx.AsyncClient(base_url=router_url, timeout=60, headers=AUTH) as client:
             semaphore = asyncio.Semaphore(16)
 
             async def one(body: dict[str, str]) -> dict[str, object]:
@@ -94,7 +101,7 @@ def test_patterns_and_keywords_deliver_exactly_the_oracle_matches(
     _check(_delivered_after(pattern_cluster, receiver, offset, len(expected)), expected)
 
     # Deleting half of the patterns stops exactly those from matching.
-    router = httpx.Client(base_url=pattern_cluster.router_url, timeout=30)
+    router = httpx.Client(base_url=pattern_cluster.router_url, timeout=30, headers=AUTH)
     gone = list(by_id)[::2]
     for sub_id in gone:
         assert router.delete(f"/subscriptions/{sub_id}").status_code == 204
@@ -117,6 +124,7 @@ def test_a_pattern_added_on_one_router_reaches_another_within_seconds(
         "WORDCAST_NAMESPACE": pattern_cluster.namespace,
         "WORDCAST_ROUTER_PORT": str(port),
         "WORDCAST_ROUTER_MATCHER_URLS": ",".join(pattern_cluster.matcher_urls),
+        "WORDCAST_ENVIRONMENT": "development",
     }
     second = subprocess.Popen(
         [sys.executable, "-m", "wordcast", "router"], env=env, stdout=subprocess.DEVNULL
@@ -126,7 +134,7 @@ def test_a_pattern_added_on_one_router_reaches_another_within_seconds(
         wait_until_ready(other)
 
         def routed_by_second(text: str) -> int:
-            response = httpx.post(f"{other}/publications", json={"text": text})
+            response = httpx.post(f"{other}/publications", json={"text": text}, headers=AUTH)
             assert response.status_code == 202
             routed: int = response.json()["routed"]
             return routed
@@ -134,7 +142,7 @@ def test_a_pattern_added_on_one_router_reaches_another_within_seconds(
         probe = "ZQAX JW*"  # no subscribed word, no other anchor: only this pattern routes it
         assert routed_by_second(probe) == 0
 
-        first = httpx.Client(base_url=pattern_cluster.router_url, timeout=30)
+        first = httpx.Client(base_url=pattern_cluster.router_url, timeout=30, headers=AUTH)
         created = first.post(
             "/subscriptions", json={"pattern": "zq?x*jw\\*", "callback_url": receiver.hook}
         )
@@ -148,7 +156,9 @@ def test_a_pattern_added_on_one_router_reaches_another_within_seconds(
             assert time.monotonic() - added < 5, "the second router never routed to the pattern"
             time.sleep(0.1)
         offset = len(receiver.pairs())
-        response = httpx.post(f"{other}/publications", json={"id": "late", "text": probe})
+        response = httpx.post(
+            f"{other}/publications", json={"id": "late", "text": probe}, headers=AUTH
+        )
         assert response.status_code == 202
         assert _delivered_after(pattern_cluster, receiver, offset, 1) == [(sub_id, "late")]
 

@@ -11,7 +11,7 @@ from wordcast.analysis import analyze
 from wordcast.store import SubscriptionStore, connect
 from wordcast.workload import sample_posts
 
-from .conftest import start_cluster, stop_cluster
+from .conftest import AUTH, start_cluster, stop_cluster
 
 pytestmark = pytest.mark.e2e
 
@@ -43,7 +43,7 @@ def test_sampled_publications_are_logged_with_their_terms(
         for start in range(0, 300, 100):
             chunk = [{"id": p.id, "text": p.text} for p in posts[start : start + 100]]
             response = httpx.post(
-                f"{cluster.router_url}/publications", json={"publications": chunk}
+                f"{cluster.router_url}/publications", json={"publications": chunk}, headers=AUTH
             )
             assert response.status_code == 202
     finally:

@@ -15,7 +15,7 @@ from wordcast.errors import UnresolvableCallback, UnsafeCallback
 from wordcast.netguard import AddressPolicy, resolve
 from wordcast.services.matcher.dispatcher import Dispatcher, PendingMatch
 
-from .conftest import Receiver, RunningCluster, start_cluster, stop_cluster
+from .conftest import AUTH, Receiver, RunningCluster, start_cluster, stop_cluster
 
 LOOPBACK = AddressPolicy.from_entries(["127.0.0.0/8", "::1"])
 
@@ -96,7 +96,9 @@ def test_registration_refuses_forbidden_callbacks(
     client = redis.Redis.from_url(redis_url)
     before = sorted(client.scan_iter(match="test-ssrf:*"))
     body = {kind: "white house" if kind == "query" else "white*house", "callback_url": callback}
-    response = httpx.post(f"{strict_cluster.router_url}/subscriptions", json=body, timeout=30)
+    response = httpx.post(
+        f"{strict_cluster.router_url}/subscriptions", json=body, timeout=30, headers=AUTH
+    )
     assert response.status_code == 422, response.text
     assert "does not call" in response.text
     assert sorted(client.scan_iter(match="test-ssrf:*")) == before

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
 import time
 from collections.abc import Iterable, Sequence
@@ -38,11 +39,23 @@ class Progress:
 
 
 class RouterClient:
-    def __init__(self, base_url: str, *, concurrency: int = 16, timeout: float = 60.0) -> None:
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        api_key: str | None = None,
+        concurrency: int = 16,
+        timeout: float = 60.0,
+    ) -> None:
+        """``api_key`` defaults to $WORDCAST_API_KEY, else a development cluster's key."""
+        from .services.router.settings import DEVELOPMENT_API_KEY
+
         self.base_url = base_url.rstrip("/")
         self._limit = asyncio.Semaphore(concurrency)
+        api_key = api_key or os.environ.get("WORDCAST_API_KEY") or DEVELOPMENT_API_KEY
         self._http = httpx.AsyncClient(
             base_url=self.base_url,
+            headers={"authorization": f"Bearer {api_key}"},
             timeout=timeout,
             limits=httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency),
         )

@@ -159,6 +159,8 @@ class Cluster:
             "WORDCAST_ROUTER_PORT": str(port),
             "WORDCAST_ROUTER_MATCHER_URLS": ",".join(self.matcher_urls),
             "WORDCAST_ROUTER_LOG_LEVEL": log_level,
+            # A local cluster is a development cluster: its "dev" tenant's well-known key works.
+            "WORDCAST_ENVIRONMENT": os.environ.get("WORDCAST_ENVIRONMENT", "development"),
         }
         self.services.append(
             Service(

@@ -4,8 +4,10 @@
     ├── InvalidInput            bad user input; nothing was changed (HTTP 422 at the API)
     │   ├── EmptyQuery          a query with no terms left after analysis
     │   ├── InvalidPattern      a wildcard pattern that cannot be parsed or routed (patterns.py)
-    │   └── UnsafeCallback      a callback host that is or resolves to a forbidden address
-    │       └── UnresolvableCallback   a callback host that does not resolve (now)
+    │   ├── UnsafeCallback      a callback host that is or resolves to a forbidden address
+    │   │   └── UnresolvableCallback   a callback host that does not resolve (now)
+    │   └── LimitExceeded       a per-tenant quota is used up
+    ├── Unauthenticated         no API key, or one wordcast does not know (HTTP 401)
     ├── NotFound                no such subscription (HTTP 404)
     ├── StoreUnavailable        Redis could not be reached or failed (HTTP 503)
     └── MatcherUnavailable      a matcher did not accept a routed batch (HTTP 503)
@@ -42,6 +44,14 @@ class UnsafeCallback(InvalidInput):
 
 class UnresolvableCallback(UnsafeCallback):
     """A callback host that does not resolve; at delivery time this may pass, so it is retried."""
+
+
+class LimitExceeded(InvalidInput):
+    """A tenant's quota (subscriptions held) is used up."""
+
+
+class Unauthenticated(WordcastError):
+    """A request without a valid API key (or admin token)."""
 
 
 class NotFound(WordcastError, LookupError):

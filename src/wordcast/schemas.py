@@ -62,6 +62,20 @@ class SubscriptionOut(BaseModel):
     matcher: int = Field(description="The matcher the subscription was placed on.")
 
 
+class SubscriptionPage(BaseModel):
+    subscriptions: list[SubscriptionOut]
+    next_cursor: int = Field(description="Pass as cursor for the next page; 0 when done.")
+
+
+class TenantIn(_Strict):
+    tenant: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.-]+$")
+
+
+class TenantKey(BaseModel):
+    tenant: str
+    api_key: str = Field(description="Send as Authorization: Bearer <api_key>; shown only once.")
+
+
 class PublicationIn(_Strict):
     id: str | None = Field(
         default=None,

@@ -9,6 +9,8 @@ Keys (all under a namespace, ``wordcast`` by default, so several clusters can sh
 ``{ns}:words``              hash word -> count: the subscribed words s(W) routers route on (Eq. 3.1)
 ``{ns}:matcher:{i}:anchors`` hash anchor -> count of the pattern subscriptions on matcher i
 ``{ns}:pattern_load``       hash matcher -> number of pattern subscriptions placed on it
+``{ns}:tenant:{t}:subs``    set of the ids of tenant t's subscriptions
+``{ns}:apikey:{sha256}``    the tenant an API key belongs to, under the key's SHA-256 (keys are not kept)
 ``{ns}:events``             stream of subscription changes, in commit order
 ``{ns}:publications``       bounded stream of sampled analysed publications (time, terms) that the
                             routing learner reads (S³-TM §3: the mapping is learned from traffic)
@@ -36,7 +38,7 @@ from typing import Any
 import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
-from .errors import NotFound, StoreUnavailable
+from .errors import LimitExceeded, NotFound, StoreUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -44,9 +46,11 @@ EVENTS_MAXLEN = 1_000_000
 
 _ADD = """
 if redis.call('EXISTS', KEYS[1]) == 1 then return false end
+if redis.call('SCARD', KEYS[6]) >= tonumber(ARGV[9]) then return 0 end
 redis.call('HSET', KEYS[1], 'query', ARGV[3], 'terms', ARGV[4], 'callback_url', ARGV[5],
-           'matcher', ARGV[2], 'created', ARGV[6])
+           'matcher', ARGV[2], 'created', ARGV[6], 'tenant', ARGV[8])
 redis.call('SADD', KEYS[2], ARGV[1])
+redis.call('SADD', KEYS[6], ARGV[1])
 local born = {}
 for term in string.gmatch(ARGV[4], '%S+') do
   redis.call('HINCRBY', KEYS[3], term, 1)
@@ -62,6 +66,7 @@ if redis.call('HGET', KEYS[1], 'matcher') ~= ARGV[2] then return false end
 local terms = redis.call('HGET', KEYS[1], 'terms')
 redis.call('DEL', KEYS[1])
 redis.call('SREM', KEYS[2], ARGV[1])
+redis.call('SREM', KEYS[6], ARGV[1])
 local died = {}
 for term in string.gmatch(terms, '%S+') do
   if redis.call('HINCRBY', KEYS[3], term, -1) <= 0 then redis.call('HDEL', KEYS[3], term) end
@@ -77,9 +82,11 @@ return redis.call('XADD', KEYS[5], 'MAXLEN', '~', ARGV[3], '*', 'op', 'del', 'su
 
 _ADD_PATTERN = """
 if redis.call('EXISTS', KEYS[1]) == 1 then return false end
+if redis.call('SCARD', KEYS[6]) >= tonumber(ARGV[9]) then return 0 end
 redis.call('HSET', KEYS[1], 'pattern', ARGV[3], 'anchor', ARGV[4], 'callback_url', ARGV[5],
-           'matcher', ARGV[2], 'created', ARGV[6], 'terms', '')
+           'matcher', ARGV[2], 'created', ARGV[6], 'terms', '', 'tenant', ARGV[8])
 redis.call('SADD', KEYS[2], ARGV[1])
+redis.call('SADD', KEYS[6], ARGV[1])
 redis.call('HINCRBY', KEYS[4], ARGV[2], 1)
 local born = ''
 if redis.call('HINCRBY', KEYS[3], ARGV[4], 1) == 1 then born = ARGV[4] end
@@ -94,6 +101,7 @@ local anchor = redis.call('HGET', KEYS[1], 'anchor')
 local pattern = redis.call('HGET', KEYS[1], 'pattern')
 redis.call('DEL', KEYS[1])
 redis.call('SREM', KEYS[2], ARGV[1])
+redis.call('SREM', KEYS[6], ARGV[1])
 if redis.call('HINCRBY', KEYS[4], ARGV[2], -1) <= 0 then redis.call('HDEL', KEYS[4], ARGV[2]) end
 local died = ''
 if redis.call('HINCRBY', KEYS[3], anchor, -1) <= 0 then
@@ -118,6 +126,7 @@ class Subscription:
     created: float = 0.0
     pattern: str = ""
     anchor: str = ""
+    tenant: str = ""
 
     @property
     def is_pattern(self) -> bool:
@@ -225,25 +234,68 @@ class SubscriptionStore:
         return [(float(f["at"]), tuple(f["terms"].split())) for _, f in entries]
 
     # -- writes -------------------------------------------------------------------------------
-    def _keys(self, sub_id: str, matcher: int, pattern: bool) -> list[str]:
-        if pattern:
+    def tenant_subs_key(self, tenant: str) -> str:
+        return f"{self.ns}:tenant:{tenant}:subs"
+
+    def api_key_key(self, key_hash: str) -> str:
+        return f"{self.ns}:apikey:{key_hash}"
+
+    def _keys(self, sub: Subscription) -> list[str]:
+        matcher = sub.matcher
+        if sub.is_pattern:
             maps = [self.matcher_anchors_key(matcher), self.pattern_load_key]
         else:
             maps = [self.matcher_words_key(matcher), self.words_key]
-        return [self.sub_key(sub_id), self.matcher_subs_key(matcher), *maps, self.events_key]
+        keys = [self.sub_key(sub.id), self.matcher_subs_key(matcher), *maps, self.events_key]
+        return [*keys, self.tenant_subs_key(sub.tenant)]
 
-    async def add(self, sub: Subscription) -> str:
-        """Store a subscription and announce it; returns the event id. Raises on a duplicate id."""
-        keys = self._keys(sub.id, sub.matcher, sub.is_pattern)
+    # -- tenants ------------------------------------------------------------------------------
+    async def add_api_key(self, key_hash: str, tenant: str) -> None:
+        """Register the hash of an API key for a tenant (the key itself is never stored)."""
+        with _translated("storing an API key"):
+            await self.client.set(self.api_key_key(key_hash), tenant)
+
+    async def tenant_for(self, key_hash: str) -> str | None:
+        with _translated("checking an API key"):
+            tenant = await self.client.get(self.api_key_key(key_hash))
+        return str(tenant) if tenant is not None else None
+
+    async def tenant_subscriptions(
+        self, tenant: str, cursor: int = 0, count: int = 100
+    ) -> tuple[int, list[Subscription]]:
+        """One page of a tenant's subscriptions and the cursor of the next (0 at the end)."""
+        with _translated("listing a tenant's subscriptions"):
+            cursor, ids = await self.client.sscan(
+                self.tenant_subs_key(tenant), cursor=cursor, count=count
+            )
+            pipe = self.client.pipeline(transaction=False)
+            for sub_id in ids:
+                pipe.hgetall(self.sub_key(sub_id))
+            records = await pipe.execute() if ids else []
+        subs = [_subscription(i, f) for i, f in zip(ids, records, strict=True) if f]
+        return int(cursor), subs
+
+    async def add(self, sub: Subscription, tenant_limit: int = 1_000_000) -> str:
+        """Store a subscription and announce it; returns the event id.
+
+        Raises ValueError on a duplicate id and LimitExceeded when the tenant holds
+        ``tenant_limit`` subscriptions already.
+        """
+        keys = self._keys(sub)
         if sub.is_pattern:
             script = self._add_pattern
             args: list[str | int] = [sub.id, sub.matcher, sub.pattern, sub.anchor]
         else:
             script = self._add
             args = [sub.id, sub.matcher, sub.query, " ".join(sub.terms)]
-        args += [sub.callback_url, repr(sub.created), EVENTS_MAXLEN]
+        args += [sub.callback_url, repr(sub.created), EVENTS_MAXLEN, sub.tenant, tenant_limit]
         with _translated("storing a subscription"):
             event_id = await script(keys=keys, args=args)
+        if event_id == 0:
+            raise LimitExceeded(
+                f"tenant {sub.tenant!r} holds {tenant_limit} subscriptions, the limit; "
+                "delete some first"
+            )
         if not event_id:
             raise ValueError(f"subscription id {sub.id} already exists")
         return str(event_id)
@@ -252,7 +304,7 @@ class SubscriptionStore:
         """Delete a subscription; returns it and the event id. Raises NotFound."""
         for _ in range(5):
             sub = await self.get(sub_id)
-            keys = self._keys(sub_id, sub.matcher, sub.is_pattern)
+            keys = self._keys(sub)
             script = self._delete_pattern if sub.is_pattern else self._delete
             with _translated("deleting a subscription"):
                 event_id = await script(keys=keys, args=[sub_id, sub.matcher, EVENTS_MAXLEN])
@@ -354,6 +406,7 @@ def _subscription(sub_id: str, fields: dict[str, str]) -> Subscription:
         created=float(fields.get("created", 0.0)),
         pattern=fields.get("pattern", ""),
         anchor=fields.get("anchor", ""),
+        tenant=fields.get("tenant", ""),
     )
 
 

@@ -1,15 +1,22 @@
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import NoDecode, SettingsConfigDict
 
 from ..common import ServiceSettings
 
+DEFAULT_ADMIN_TOKEN = "wordcast-development-admin-token"
+# The key of the "dev" tenant a development cluster creates for itself, so that `wordcast up`, the
+# CLI and the demo work without set-up; a production router never registers it.
+DEVELOPMENT_API_KEY = "wck_development_only"
+
 
 class RouterSettings(ServiceSettings):
-    model_config = SettingsConfigDict(env_prefix="WORDCAST_ROUTER_", extra="ignore")
+    model_config = SettingsConfigDict(
+        env_prefix="WORDCAST_ROUTER_", extra="ignore", populate_by_name=True
+    )
 
     port: int = 8000
     matcher_urls: Annotated[list[str], NoDecode] = Field(
@@ -27,6 +34,17 @@ class RouterSettings(ServiceSettings):
         default=1_000_000, ge=1, description="The log keeps about this many newest entries."
     )
     sync_timeout_s: float = 5.0
+    environment: Literal["development", "production"] = Field(
+        default="production",
+        validation_alias="WORDCAST_ENVIRONMENT",
+        description="development registers the well-known development API key and accepts the "
+        "default admin token; production refuses to start with a default secret.",
+    )
+    admin_token: SecretStr = Field(
+        default=SecretStr(DEFAULT_ADMIN_TOKEN),
+        description="Bearer token of the admin operations (creating tenants' API keys).",
+    )
+    max_subscriptions_per_tenant: int = Field(default=100_000, ge=1)
 
     @field_validator("matcher_urls", mode="before")
     @classmethod
@@ -34,6 +52,18 @@ class RouterSettings(ServiceSettings):
         if isinstance(value, str):
             return [url.strip() for url in value.split(",") if url.strip()]
         return value
+
+    @model_validator(mode="after")
+    def _no_default_secrets_in_production(self) -> RouterSettings:
+        if (
+            self.environment != "development"
+            and self.admin_token.get_secret_value() == DEFAULT_ADMIN_TOKEN
+        ):
+            raise ValueError(
+                "refusing to start in production with the default admin token: set "
+                "WORDCAST_ROUTER_ADMIN_TOKEN (or WORDCAST_ENVIRONMENT=development)"
+            )
+        return self
 
     @field_validator("matcher_urls")
     @classmethod

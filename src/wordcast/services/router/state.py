@@ -11,8 +11,11 @@ rebuild from Redis: the subscribed words s(W) and the owners of each anchor.
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import hmac
 import logging
 import random
+import secrets
 import time
 import uuid
 from collections.abc import Iterable, Sequence
@@ -24,17 +27,26 @@ from prometheus_client import Counter, Histogram
 from ... import limits
 from ...analysis import Analyzer
 from ...anchors import AnchorIndex
-from ...errors import EmptyQuery, InvalidInput, MatcherUnavailable, StoreUnavailable
+from ...errors import (
+    EmptyQuery,
+    InvalidInput,
+    MatcherUnavailable,
+    NotFound,
+    StoreUnavailable,
+    Unauthenticated,
+)
 from ...netguard import resolve
 from ...patterns import normalise, parse
 from ...routing import HashMapping, eligible_matchers, route
 from ...store import EventFollower, Subscription, SubscriptionEvent, SubscriptionStore
-from .settings import RouterSettings
+from .settings import DEVELOPMENT_API_KEY, RouterSettings
 
 log = logging.getLogger(__name__)
 
 PUBLICATIONS = Counter("wordcast_router_publications", "Publications accepted")
 ROUTED = Counter("wordcast_router_routed", "Publication copies sent to matchers")
+KEY_CACHE_SECONDS = 30.0
+
 LOG_FAILURES = Counter("wordcast_router_log_failures", "Batches whose sample was not logged")
 BATCH_SECONDS = Histogram("wordcast_router_batch_seconds", "Time to analyse and route one batch")
 
@@ -55,6 +67,7 @@ class RouterState:
         )
         self._random = random.Random()
         self.address_policy = settings.address_policy
+        self._known_keys: dict[str, tuple[str, float]] = {}  # key hash -> (tenant, checked at)
 
     @property
     def ready(self) -> bool:
@@ -86,6 +99,41 @@ class RouterState:
             elif event.op == "del":
                 self.subscribed.difference_update(event.words)
 
+    # -- tenants ------------------------------------------------------------------------------
+    async def authenticate(self, api_key: str | None) -> str:
+        """The tenant an API key belongs to; raises Unauthenticated."""
+        if not api_key:
+            raise Unauthenticated("no API key: send Authorization: Bearer <key>")
+        if self.settings.environment == "development" and api_key == DEVELOPMENT_API_KEY:
+            return "dev"
+        key_hash = hashlib.sha256(api_key.encode()).hexdigest()
+        known = self._known_keys.get(key_hash)
+        if known is not None and time.monotonic() - known[1] < KEY_CACHE_SECONDS:
+            return known[0]
+        tenant = await self.store.tenant_for(key_hash)
+        if tenant is None:
+            raise Unauthenticated("unknown API key")
+        self._known_keys[key_hash] = (tenant, time.monotonic())
+        return tenant
+
+    def check_admin(self, token: str | None) -> None:
+        expected = self.settings.admin_token.get_secret_value().encode()
+        if not token or not hmac.compare_digest(token.encode(), expected):
+            raise Unauthenticated("admin operations need the admin token as a Bearer token")
+
+    async def create_api_key(self, tenant: str) -> str:
+        """A new API key for a tenant; only its hash is stored, so it is shown once."""
+        api_key = "wck_" + secrets.token_urlsafe(32)
+        await self.store.add_api_key(hashlib.sha256(api_key.encode()).hexdigest(), tenant)
+        return api_key
+
+    async def owned(self, sub_id: str, tenant: str) -> Subscription:
+        """A tenant's subscription; another tenant's is NotFound, like one that does not exist."""
+        sub = await self.store.get(sub_id)
+        if sub.tenant != tenant:
+            raise NotFound(f"no subscription with id {sub_id!r}")
+        return sub
+
     # -- subscriptions ------------------------------------------------------------------------
     def analyse_query(self, query: str) -> tuple[str, ...]:
         terms = self.analyzer.terms(query)
@@ -98,7 +146,7 @@ class RouterState:
             )
         return tuple(sorted(terms))
 
-    async def subscribe(self, query: str, callback_url: str) -> Subscription:
+    async def subscribe(self, query: str, callback_url: str, tenant: str) -> Subscription:
         terms = self.analyse_query(query)
         await resolve(callback_url, self.address_policy)
         matcher = self._random.choice(sorted(eligible_matchers(terms, self.mapping)))
@@ -109,12 +157,13 @@ class RouterState:
             callback_url=callback_url,
             matcher=matcher,
             created=time.time(),
+            tenant=tenant,
         )
-        event_id = await self.store.add(sub)
+        event_id = await self.store.add(sub, self.settings.max_subscriptions_per_tenant)
         await self._announce(event_id, matcher)
         return sub
 
-    async def subscribe_pattern(self, source: str, callback_url: str) -> Subscription:
+    async def subscribe_pattern(self, source: str, callback_url: str, tenant: str) -> Subscription:
         pattern = parse(source)
         await resolve(callback_url, self.address_policy)
         anchor = pattern.anchor
@@ -128,8 +177,9 @@ class RouterState:
             created=time.time(),
             pattern=source,
             anchor=anchor,
+            tenant=tenant,
         )
-        event_id = await self.store.add(sub)
+        event_id = await self.store.add(sub, self.settings.max_subscriptions_per_tenant)
         await self._announce(event_id, matcher)
         return sub
 
@@ -148,7 +198,8 @@ class RouterState:
             return min(near_least, key=load.__getitem__)
         return self._random.choice([m for m, value in enumerate(load) if value == least])
 
-    async def unsubscribe(self, sub_id: str) -> Subscription:
+    async def unsubscribe(self, sub_id: str, tenant: str) -> Subscription:
+        await self.owned(sub_id, tenant)
         sub, event_id = await self.store.delete(sub_id)
         await self._announce(event_id, sub.matcher)
         return sub

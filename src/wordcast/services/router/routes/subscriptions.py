@@ -2,12 +2,12 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, HTTPException, Path
+from fastapi import APIRouter, HTTPException, Path, Query
 
 from ....errors import InvalidInput, NotFound, StoreUnavailable
-from ....schemas import SubscriptionIn, SubscriptionOut
+from ....schemas import SubscriptionIn, SubscriptionOut, SubscriptionPage
 from ....store import Subscription
-from ..deps import ReadyState
+from ..deps import ReadyState, Tenant
 
 router = APIRouter(prefix="/subscriptions", tags=["subscriptions"])
 
@@ -36,14 +36,16 @@ def _out(sub: Subscription) -> SubscriptionOut:
 
 
 @router.post("", status_code=201, response_model=SubscriptionOut)
-async def create_subscription(body: SubscriptionIn, state: ReadyState) -> SubscriptionOut:
+async def create_subscription(
+    body: SubscriptionIn, state: ReadyState, tenant: Tenant
+) -> SubscriptionOut:
     """Register a subscription; 201 means it is durably stored and in effect."""
     try:
         if body.pattern is not None:
-            sub = await state.subscribe_pattern(body.pattern, str(body.callback_url))
+            sub = await state.subscribe_pattern(body.pattern, str(body.callback_url), tenant)
         else:
             assert body.query is not None  # the schema admits exactly one of the two
-            sub = await state.subscribe(body.query, str(body.callback_url))
+            sub = await state.subscribe(body.query, str(body.callback_url), tenant)
     except InvalidInput as exc:
         raise HTTPException(422, str(exc)) from exc
     except StoreUnavailable as exc:
@@ -51,10 +53,27 @@ async def create_subscription(body: SubscriptionIn, state: ReadyState) -> Subscr
     return _out(sub)
 
 
-@router.get("/{sub_id}", response_model=SubscriptionOut)
-async def get_subscription(sub_id: SubscriptionId, state: ReadyState) -> SubscriptionOut:
+@router.get("", response_model=SubscriptionPage)
+async def list_subscriptions(
+    state: ReadyState,
+    tenant: Tenant,
+    cursor: Annotated[int, Query(ge=0, description="From the previous page; 0 to start.")] = 0,
+    limit: Annotated[int, Query(ge=1, le=1_000)] = 100,
+) -> SubscriptionPage:
+    """Your subscriptions, a page at a time (about ``limit`` each; next_cursor 0 at the end)."""
     try:
-        return _out(await state.store.get(sub_id))
+        next_cursor, subs = await state.store.tenant_subscriptions(tenant, cursor, limit)
+    except StoreUnavailable as exc:
+        raise HTTPException(503, str(exc)) from exc
+    return SubscriptionPage(subscriptions=[_out(s) for s in subs], next_cursor=next_cursor)
+
+
+@router.get("/{sub_id}", response_model=SubscriptionOut)
+async def get_subscription(
+    sub_id: SubscriptionId, state: ReadyState, tenant: Tenant
+) -> SubscriptionOut:
+    try:
+        return _out(await state.owned(sub_id, tenant))
     except NotFound as exc:
         raise HTTPException(404, str(exc)) from exc
     except StoreUnavailable as exc:
@@ -62,9 +81,9 @@ async def get_subscription(sub_id: SubscriptionId, state: ReadyState) -> Subscri
 
 
 @router.delete("/{sub_id}", status_code=204)
-async def delete_subscription(sub_id: SubscriptionId, state: ReadyState) -> None:
+async def delete_subscription(sub_id: SubscriptionId, state: ReadyState, tenant: Tenant) -> None:
     try:
-        await state.unsubscribe(sub_id)
+        await state.unsubscribe(sub_id, tenant)
     except NotFound as exc:
         raise HTTPException(404, str(exc)) from exc
     except StoreUnavailable as exc:

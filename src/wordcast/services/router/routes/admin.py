@@ -1,0 +1,21 @@
+"""Admin operations: they need the admin token, not a tenant's API key."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, HTTPException
+
+from ....errors import StoreUnavailable
+from ....schemas import TenantIn, TenantKey
+from ..deps import Admin, ReadyState
+
+router = APIRouter(prefix="/admin", tags=["admin"], dependencies=[Admin])
+
+
+@router.post("/tenants", status_code=201, response_model=TenantKey)
+async def create_tenant_key(body: TenantIn, state: ReadyState) -> TenantKey:
+    """A new API key for a tenant (created if new). The key is shown only in this answer."""
+    try:
+        api_key = await state.create_api_key(body.tenant)
+    except StoreUnavailable as exc:
+        raise HTTPException(503, str(exc)) from exc
+    return TenantKey(tenant=body.tenant, api_key=api_key)

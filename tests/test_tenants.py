@@ -1,0 +1,132 @@
+"""Tenants and API keys: every request needs a key, and a tenant sees only its own subscriptions."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+
+import httpx
+import pydantic
+import pytest
+import redis
+
+from wordcast.errors import LimitExceeded
+from wordcast.services.router.settings import DEFAULT_ADMIN_TOKEN, RouterSettings
+from wordcast.store import Subscription, SubscriptionStore, connect
+
+from .conftest import RunningCluster
+
+HOOK = "http://127.0.0.1:9/hook"
+
+
+def _key_for(cluster: RunningCluster, tenant: str) -> str:
+    response = httpx.post(
+        f"{cluster.router_url}/admin/tenants",
+        json={"tenant": tenant},
+        headers={"authorization": f"Bearer {DEFAULT_ADMIN_TOKEN}"},
+        timeout=30,
+    )
+    assert response.status_code == 201, response.text
+    key: str = response.json()["api_key"]
+    return key
+
+
+def _as(key: str) -> dict[str, str]:
+    return {"authorization": f"Bearer {key}"}
+
+
+@pytest.mark.e2e
+def test_requests_without_a_valid_key_get_401(cluster: RunningCluster) -> None:
+    router = httpx.Client(base_url=cluster.router_url, timeout=30)
+    for headers in ({}, _as("wck_not-a-key"), {"authorization": "Basic Zm9vOmJhcg=="}):
+        for method, path, body in [
+            ("POST", "/subscriptions", {"query": "white house", "callback_url": HOOK}),
+            ("GET", "/subscriptions", None),
+            ("GET", "/subscriptions/0123456789abcdef", None),
+            ("DELETE", "/subscriptions/0123456789abcdef", None),
+            ("POST", "/publications", {"text": "the white house"}),
+        ]:
+            response = router.request(method, path, json=body, headers=headers)
+            assert response.status_code == 401, (method, path, headers, response.text)
+            assert response.headers["www-authenticate"] == "Bearer"
+
+
+@pytest.mark.e2e
+def test_tenants_see_and_delete_only_their_own(cluster: RunningCluster, redis_url: str) -> None:
+    alice, bob = _key_for(cluster, "alice"), _key_for(cluster, "bob")
+    router = httpx.Client(base_url=cluster.router_url, timeout=30)
+    created = router.post(
+        "/subscriptions",
+        json={"query": "tenant isolation", "callback_url": HOOK},
+        headers=_as(alice),
+    )
+    assert created.status_code == 201
+    sub_id = created.json()["id"]
+
+    assert router.get(f"/subscriptions/{sub_id}", headers=_as(alice)).status_code == 200
+    assert router.get(f"/subscriptions/{sub_id}", headers=_as(bob)).status_code == 404
+    assert router.delete(f"/subscriptions/{sub_id}", headers=_as(bob)).status_code == 404
+    assert router.get(f"/subscriptions/{sub_id}", headers=_as(alice)).status_code == 200
+
+    def listed(key: str) -> set[str]:
+        ids, cursor = set(), 0
+        while True:
+            page = router.get("/subscriptions", params={"cursor": cursor}, headers=_as(key))
+            assert page.status_code == 200
+            ids |= {s["id"] for s in page.json()["subscriptions"]}
+            cursor = page.json()["next_cursor"]
+            if cursor == 0:
+                return ids
+
+    assert sub_id in listed(alice) and sub_id not in listed(bob)
+    assert router.delete(f"/subscriptions/{sub_id}", headers=_as(alice)).status_code == 204
+    assert sub_id not in listed(alice)
+
+    # Only hashes of the keys are stored.
+    client = redis.Redis.from_url(redis_url, decode_responses=True)
+    stored = {k: client.get(k) for k in client.scan_iter(match=f"{cluster.namespace}:apikey:*")}
+    assert f"{cluster.namespace}:apikey:{hashlib.sha256(alice.encode()).hexdigest()}" in stored
+    assert all(alice not in k and alice != v for k, v in stored.items())
+
+
+@pytest.mark.e2e
+def test_admin_operations_need_the_admin_token(cluster: RunningCluster) -> None:
+    body = {"tenant": "mallory"}
+    url = f"{cluster.router_url}/admin/tenants"
+    assert httpx.post(url, json=body).status_code == 401
+    assert httpx.post(url, json=body, headers=_as(_key_for(cluster, "carol"))).status_code == 401
+    assert (
+        httpx.post(url, json={"tenant": "no spaces"}, headers=_as(DEFAULT_ADMIN_TOKEN)).status_code
+        == 422
+    )
+
+
+def test_production_refuses_the_default_admin_token() -> None:
+    with pytest.raises(pydantic.ValidationError, match="default admin token"):
+        RouterSettings(environment="production")
+    assert (
+        RouterSettings(environment="production", admin_token="s3cret").environment == "production"
+    )
+    assert RouterSettings(environment="development").admin_token.get_secret_value()
+
+
+def test_subscriptions_per_tenant_are_limited(redis_url: str, namespace: str) -> None:
+    async def scenario() -> None:
+        client = connect(redis_url)
+        store = SubscriptionStore(client, namespace)
+
+        def sub(n: int, tenant: str) -> Subscription:
+            return Subscription(f"q{n}", "x y", ("x", "y"), HOOK, 0, tenant=tenant)
+
+        await store.add(sub(1, "t1"), tenant_limit=2)
+        await store.add(sub(2, "t1"), tenant_limit=2)
+        before = await store.last_event_id()
+        with pytest.raises(LimitExceeded, match="holds 2 subscriptions"):
+            await store.add(sub(3, "t1"), tenant_limit=2)
+        assert await store.last_event_id() == before  # nothing stored, nothing announced
+        await store.add(sub(4, "t2"), tenant_limit=2)  # another tenant has its own quota
+        await store.delete("q1")
+        await store.add(sub(3, "t1"), tenant_limit=2)
+        await client.aclose()
+
+    asyncio.run(scenario())
