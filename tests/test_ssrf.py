@@ -8,12 +8,15 @@ import time
 from collections.abc import Iterator
 
 import httpx
+import orjson
 import pytest
 import redis
 
 from wordcast.errors import UnresolvableCallback, UnsafeCallback
 from wordcast.netguard import AddressPolicy, resolve
-from wordcast.services.matcher.dispatcher import Dispatcher, PendingMatch
+from wordcast.outbox import Message, Outbox, webhook_id
+from wordcast.services.matcher.dispatcher import Dispatcher
+from wordcast.store import Subscription, SubscriptionStore, connect
 
 from .conftest import AUTH, Receiver, RunningCluster, start_cluster, stop_cluster
 
@@ -105,27 +108,48 @@ def test_registration_refuses_forbidden_callbacks(
 
 
 @pytest.mark.e2e
-def test_delivery_checks_the_address_it_connects_to(receiver: Receiver) -> None:
+def test_delivery_checks_the_address_it_connects_to(
+    receiver: Receiver, redis_url: str, namespace: str
+) -> None:
     """A host that resolves to a forbidden address at delivery time gets nothing sent."""
     port = httpx.URL(receiver.url).port
     by_name = f"http://localhost:{port}/hook"
 
     async def deliver(policy: AddressPolicy, publication: str) -> Dispatcher:
+        client = connect(redis_url)
+        store = SubscriptionStore(client, namespace)
+        sub = Subscription(f"s-{publication}", "x", ("x",), by_name, 0, secret="whsec_" + "A" * 32)
+        await store.add(sub)
+        outbox = Outbox(client, namespace, 0)
+        body = {"subscription_id": sub.id, "publication_id": publication, "text": "x"}
+        message = Message(
+            sub.id,
+            "",
+            by_name,
+            webhook_id(sub.id, [publication]),
+            orjson.dumps({"type": "matches", "matches": [body]}).decode(),
+            1,
+            time.time(),
+        )
+        await outbox.put([message])
         dispatcher = Dispatcher(
-            queue_size=10,
-            batch=10,
-            concurrency=1,
+            outbox,
+            store,
+            concurrency=2,
             attempts=3,
             timeout_s=5,
+            backoff_s=0.01,
+            max_backoff_s=0.05,
             address_policy=policy,
         )
-        dispatcher.start()
-        body = {"subscription_id": "s-ssrf", "publication_id": publication, "text": "x"}
-        await dispatcher.put_many([PendingMatch(by_name, body)])
+        runner = asyncio.create_task(dispatcher.run())
         deadline = time.monotonic() + 10
-        while dispatcher.pending and time.monotonic() < deadline:
+        while (dispatcher.delivered + dispatcher.failed) == 0 and time.monotonic() < deadline:
             await asyncio.sleep(0.05)
+        runner.cancel()
+        await asyncio.gather(runner, return_exceptions=True)
         await dispatcher.close()
+        await client.aclose()
         return dispatcher
 
     refused = asyncio.run(deliver(AddressPolicy(), "p-refused"))
@@ -133,5 +157,5 @@ def test_delivery_checks_the_address_it_connects_to(receiver: Receiver) -> None:
     allowed = asyncio.run(deliver(LOOPBACK, "p-allowed"))
     assert (allowed.delivered, allowed.failed) == (1, 0)
     pairs = receiver.pairs()
-    assert ("s-ssrf", "p-allowed") in pairs
-    assert ("s-ssrf", "p-refused") not in pairs
+    assert ("s-p-allowed", "p-allowed") in pairs
+    assert ("s-p-refused", "p-refused") not in pairs

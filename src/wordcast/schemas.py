@@ -60,6 +60,33 @@ class SubscriptionOut(BaseModel):
     )
     callback_url: str
     matcher: int = Field(description="The matcher the subscription was placed on.")
+    secret: str | None = Field(
+        default=None,
+        description="The Standard Webhooks signing secret (whsec_…); only in the creation answer.",
+    )
+
+
+class SecretOut(BaseModel):
+    secret: str = Field(
+        description="The new signing secret; the previous one stays valid for a "
+        "grace period (WORDCAST_ROUTER_SECRET_GRACE_S)."
+    )
+
+
+class DeadLetterOut(BaseModel):
+    id: str
+    subscription_id: str
+    webhook_id: str
+    callback_url: str
+    reason: str
+    attempts: int
+    failed_at: float
+    payload: dict[str, Any] = Field(description="The message as it would have been delivered.")
+
+
+class DeadLetterPage(BaseModel):
+    dead_letters: list[DeadLetterOut]
+    next_after: str | None = Field(description="Pass as after for the next page; null when done.")
 
 
 class SubscriptionPage(BaseModel):

@@ -31,8 +31,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import redis.asyncio as aioredis
@@ -48,7 +49,7 @@ _ADD = """
 if redis.call('EXISTS', KEYS[1]) == 1 then return false end
 if redis.call('SCARD', KEYS[6]) >= tonumber(ARGV[9]) then return 0 end
 redis.call('HSET', KEYS[1], 'query', ARGV[3], 'terms', ARGV[4], 'callback_url', ARGV[5],
-           'matcher', ARGV[2], 'created', ARGV[6], 'tenant', ARGV[8])
+           'matcher', ARGV[2], 'created', ARGV[6], 'tenant', ARGV[8], 'secret', ARGV[10])
 redis.call('SADD', KEYS[2], ARGV[1])
 redis.call('SADD', KEYS[6], ARGV[1])
 local born = {}
@@ -58,7 +59,7 @@ for term in string.gmatch(ARGV[4], '%S+') do
 end
 return redis.call('XADD', KEYS[5], 'MAXLEN', '~', ARGV[7], '*', 'op', 'add', 'sub', ARGV[1],
                   'matcher', ARGV[2], 'terms', ARGV[4], 'callback_url', ARGV[5], 'query', ARGV[3],
-                  'words', table.concat(born, ' '))
+                  'words', table.concat(born, ' '), 'tenant', ARGV[8])
 """
 
 _DELETE = """
@@ -84,7 +85,8 @@ _ADD_PATTERN = """
 if redis.call('EXISTS', KEYS[1]) == 1 then return false end
 if redis.call('SCARD', KEYS[6]) >= tonumber(ARGV[9]) then return 0 end
 redis.call('HSET', KEYS[1], 'pattern', ARGV[3], 'anchor', ARGV[4], 'callback_url', ARGV[5],
-           'matcher', ARGV[2], 'created', ARGV[6], 'terms', '', 'tenant', ARGV[8])
+           'matcher', ARGV[2], 'created', ARGV[6], 'terms', '', 'tenant', ARGV[8],
+           'secret', ARGV[10])
 redis.call('SADD', KEYS[2], ARGV[1])
 redis.call('SADD', KEYS[6], ARGV[1])
 redis.call('HINCRBY', KEYS[4], ARGV[2], 1)
@@ -92,7 +94,7 @@ local born = ''
 if redis.call('HINCRBY', KEYS[3], ARGV[4], 1) == 1 then born = ARGV[4] end
 return redis.call('XADD', KEYS[5], 'MAXLEN', '~', ARGV[7], '*', 'op', 'add', 'sub', ARGV[1],
                   'matcher', ARGV[2], 'pattern', ARGV[3], 'anchor', ARGV[4], 'terms', '',
-                  'callback_url', ARGV[5], 'anchor_changed', born)
+                  'callback_url', ARGV[5], 'anchor_changed', born, 'tenant', ARGV[8])
 """
 
 _DELETE_PATTERN = """
@@ -114,6 +116,14 @@ return redis.call('XADD', KEYS[5], 'MAXLEN', '~', ARGV[3], '*', 'op', 'del', 'su
 """
 
 
+_ROTATE = """
+local old = redis.call('HGET', KEYS[1], 'secret')
+if not old then return false end
+redis.call('HSET', KEYS[1], 'secret', ARGV[1], 'previous_secret', old, 'previous_until', ARGV[2])
+return 1
+"""
+
+
 @dataclass(frozen=True, slots=True)
 class Subscription:
     """A keyword subscription (``query`` and its ``terms``) or a pattern subscription."""
@@ -127,6 +137,7 @@ class Subscription:
     pattern: str = ""
     anchor: str = ""
     tenant: str = ""
+    secret: str = field(default="", repr=False)
 
     @property
     def is_pattern(self) -> bool:
@@ -153,7 +164,7 @@ def event_order(event_id: str) -> tuple[int, int]:
 
 
 @contextlib.contextmanager
-def _translated(action: str) -> Any:
+def translated(action: str) -> Any:
     try:
         yield
     except RedisError as exc:
@@ -180,6 +191,7 @@ class SubscriptionStore:
         self._add = client.register_script(_ADD)
         self._delete = client.register_script(_DELETE)
         self._add_pattern = client.register_script(_ADD_PATTERN)
+        self._rotate = client.register_script(_ROTATE)
         self._delete_pattern = client.register_script(_DELETE_PATTERN)
 
     # -- keys ---------------------------------------------------------------------------------
@@ -222,14 +234,14 @@ class SubscriptionStore:
         for at, terms in samples:
             fields = {"at": repr(at), "terms": " ".join(sorted(terms))}
             pipe.xadd(self.publications_key, fields, maxlen=max_length, approximate=True)
-        with _translated("logging publications"):
+        with translated("logging publications"):
             await pipe.execute()
 
     async def publication_log(
         self, count: int | None = None
     ) -> list[tuple[float, tuple[str, ...]]]:
         """The logged publications, oldest first."""
-        with _translated("reading the publication log"):
+        with translated("reading the publication log"):
             entries = await self.client.xrange(self.publications_key, count=count)
         return [(float(f["at"]), tuple(f["terms"].split())) for _, f in entries]
 
@@ -252,11 +264,11 @@ class SubscriptionStore:
     # -- tenants ------------------------------------------------------------------------------
     async def add_api_key(self, key_hash: str, tenant: str) -> None:
         """Register the hash of an API key for a tenant (the key itself is never stored)."""
-        with _translated("storing an API key"):
+        with translated("storing an API key"):
             await self.client.set(self.api_key_key(key_hash), tenant)
 
     async def tenant_for(self, key_hash: str) -> str | None:
-        with _translated("checking an API key"):
+        with translated("checking an API key"):
             tenant = await self.client.get(self.api_key_key(key_hash))
         return str(tenant) if tenant is not None else None
 
@@ -264,7 +276,7 @@ class SubscriptionStore:
         self, tenant: str, cursor: int = 0, count: int = 100
     ) -> tuple[int, list[Subscription]]:
         """One page of a tenant's subscriptions and the cursor of the next (0 at the end)."""
-        with _translated("listing a tenant's subscriptions"):
+        with translated("listing a tenant's subscriptions"):
             cursor, ids = await self.client.sscan(
                 self.tenant_subs_key(tenant), cursor=cursor, count=count
             )
@@ -289,7 +301,8 @@ class SubscriptionStore:
             script = self._add
             args = [sub.id, sub.matcher, sub.query, " ".join(sub.terms)]
         args += [sub.callback_url, repr(sub.created), EVENTS_MAXLEN, sub.tenant, tenant_limit]
-        with _translated("storing a subscription"):
+        args.append(sub.secret)
+        with translated("storing a subscription"):
             event_id = await script(keys=keys, args=args)
         if event_id == 0:
             raise LimitExceeded(
@@ -306,16 +319,36 @@ class SubscriptionStore:
             sub = await self.get(sub_id)
             keys = self._keys(sub)
             script = self._delete_pattern if sub.is_pattern else self._delete
-            with _translated("deleting a subscription"):
+            with translated("deleting a subscription"):
                 event_id = await script(keys=keys, args=[sub_id, sub.matcher, EVENTS_MAXLEN])
             if event_id:
                 return sub, str(event_id)
             # The record changed between the read and the script (deleted or moved): look again.
         raise StoreUnavailable(f"subscription {sub_id} kept changing while being deleted")
 
+    async def rotate_secret(self, sub_id: str, secret: str, previous_until: float) -> None:
+        """Make ``secret`` the signing secret; the old one stays valid until ``previous_until``."""
+        with translated("rotating a signing secret"):
+            done = await self._rotate(keys=[self.sub_key(sub_id)], args=[secret, previous_until])
+        if not done:
+            raise NotFound(f"no subscription with id {sub_id!r}")
+
+    async def signing_secrets(self, sub_id: str) -> list[str] | None:
+        """The secrets to sign a subscription's messages with now (None: it no longer exists)."""
+        with translated("reading signing secrets"):
+            secret, previous, until = await self.client.hmget(
+                self.sub_key(sub_id), ["secret", "previous_secret", "previous_until"]
+            )
+        if secret is None:
+            return None
+        secrets = [secret] if secret else []
+        if previous and until and float(until) > time.time():
+            secrets.append(previous)
+        return secrets
+
     # -- reads --------------------------------------------------------------------------------
     async def get(self, sub_id: str) -> Subscription:
-        with _translated("reading a subscription"):
+        with translated("reading a subscription"):
             fields = await self.client.hgetall(self.sub_key(sub_id))
         if not fields:
             raise NotFound(f"no subscription with id {sub_id!r}")
@@ -324,36 +357,36 @@ class SubscriptionStore:
     async def count(self) -> int:
         """How many subscriptions are stored, over every matcher."""
         total = 0
-        with _translated("counting subscriptions"):
+        with translated("counting subscriptions"):
             async for key in self.client.scan_iter(match=f"{self.ns}:matcher:*:subs", count=1000):
                 total += await self.client.scard(key)
         return total
 
     async def subscribed_words(self) -> set[str]:
-        with _translated("reading the subscribed words"):
+        with translated("reading the subscribed words"):
             return set(await self.client.hkeys(self.words_key))
 
     async def word_map(self, matcher: int) -> dict[str, int]:
         """H(i) with counts."""
-        with _translated("reading a subscription word map"):
+        with translated("reading a subscription word map"):
             raw = await self.client.hgetall(self.matcher_words_key(matcher))
         return {word: int(count) for word, count in raw.items()}
 
     async def anchor_map(self, matcher: int) -> dict[str, int]:
         """The anchors of the pattern subscriptions on a matcher, with counts."""
-        with _translated("reading an anchor map"):
+        with translated("reading an anchor map"):
             raw = await self.client.hgetall(self.matcher_anchors_key(matcher))
         return {anchor: int(count) for anchor, count in raw.items()}
 
     async def pattern_loads(self) -> dict[int, int]:
         """How many pattern subscriptions each matcher holds."""
-        with _translated("reading the pattern loads"):
+        with translated("reading the pattern loads"):
             raw = await self.client.hgetall(self.pattern_load_key)
         return {int(matcher): int(count) for matcher, count in raw.items()}
 
     async def placed_on(self, matcher: int, page: int = 2_000) -> AsyncIterator[list[Subscription]]:
         """The subscriptions placed on a matcher, in pages, for rebuilding its index."""
-        with _translated("listing a matcher's subscriptions"):
+        with translated("listing a matcher's subscriptions"):
             cursor = 0
             while True:
                 cursor, ids = await self.client.sscan(
@@ -373,19 +406,19 @@ class SubscriptionStore:
                     return
 
     async def last_event_id(self) -> str:
-        with _translated("reading the event stream"):
+        with translated("reading the event stream"):
             last = await self.client.xrevrange(self.events_key, count=1)
         return str(last[0][0]) if last else "0-0"
 
     async def first_event_id(self) -> str | None:
-        with _translated("reading the event stream"):
+        with translated("reading the event stream"):
             first = await self.client.xrange(self.events_key, count=1)
         return str(first[0][0]) if first else None
 
     async def events_after(
         self, event_id: str, count: int = 1_000, block_ms: int | None = None
     ) -> list[SubscriptionEvent]:
-        with _translated("reading the event stream"):
+        with translated("reading the event stream"):
             if block_ms is None:
                 entries = await self.client.xrange(self.events_key, min=f"({event_id}", count=count)
             else:

@@ -1,155 +1,238 @@
-"""Delivers matches to webhooks: batched per callback URL, keep-alive connections, bounded queue.
+"""Delivers the outbox's messages to webhooks: signed, retried, dead-lettered, never lost.
 
-A bounded queue gives back-pressure: when subscribers are slower than matching, ``put`` waits, the
-matcher answers the router later, and the router's clients slow down instead of memory growing.
-Before every attempt the callback host is resolved and checked (:mod:`wordcast.netguard`) and the
-request goes to the checked address, so a host that now resolves to a private address is refused;
-redirects are never followed.
+The matcher records every message in its Redis outbox (:mod:`wordcast.outbox`) before it answers
+the router; this dispatcher reads the outbox through a consumer group, its own pending entries
+first (those a crashed predecessor did not finish), and acknowledges an entry only after a 2xx.
+
+Each message is signed as the Standard Webhooks specification says (``webhook-id``,
+``webhook-timestamp``, ``webhook-signature``: HMAC-SHA256 over ``id.timestamp.body``) with the
+subscription's secret, and with its previous secret too during a rotation's grace period. Failed
+attempts are retried with exponential backoff and full jitter, honouring ``Retry-After``; a 410
+deletes the subscription (the receiver said it is gone for good); a forbidden callback address
+(:mod:`wordcast.netguard`) is not retried; after the last attempt the message goes to its tenant's
+dead letters. The outbox bounds memory: at most ``concurrency`` messages are in this process at once.
 """
 
 from __future__ import annotations
 
 import asyncio
+import email.utils
 import logging
-from collections import defaultdict
-from dataclasses import dataclass
+import random
+import time
+from datetime import UTC, datetime
+from functools import partial
 
 import httpx
-import orjson
-from prometheus_client import Counter
+from prometheus_client import Counter, Gauge, Histogram
+from standardwebhooks import Webhook
 
-from ...errors import UnresolvableCallback, UnsafeCallback
+from ...errors import NotFound, StoreUnavailable, UnresolvableCallback, UnsafeCallback
 from ...netguard import AddressPolicy, resolve
+from ...outbox import Message, Outbox
+from ...store import SubscriptionStore
 
 log = logging.getLogger(__name__)
 
 DELIVERED = Counter("wordcast_matches_delivered", "Matches a webhook acknowledged with a 2xx")
-FAILED = Counter("wordcast_matches_failed", "Matches given up on after the last attempt")
+FAILED = Counter("wordcast_deliveries_failed", "Messages given up on", ["reason"])
 ATTEMPTS = Counter("wordcast_delivery_attempts", "Webhook POSTs made", ["outcome"])
-
-
-@dataclass(frozen=True, slots=True)
-class PendingMatch:
-    callback_url: str
-    body: dict[str, str]
+OUTBOX_DEPTH = Gauge("wordcast_outbox_depth", "Messages recorded and not yet acknowledged")
+LAG = Histogram(
+    "wordcast_delivery_lag_seconds",
+    "From a match being recorded to its 2xx",
+    buckets=(0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 1800),
+)
+SECRET_CACHE_SECONDS = 5.0
 
 
 class Dispatcher:
     def __init__(
         self,
+        outbox: Outbox,
+        store: SubscriptionStore,
         *,
-        queue_size: int,
-        batch: int,
         concurrency: int,
         attempts: int,
         timeout_s: float,
+        backoff_s: float,
+        max_backoff_s: float,
         address_policy: AddressPolicy,
     ) -> None:
-        self._policy = address_policy
-        self._queue: asyncio.Queue[PendingMatch] = asyncio.Queue(maxsize=queue_size)
-        self._batch = batch
+        self._outbox = outbox
+        self._store = store
         self._concurrency = concurrency
         self._attempts = attempts
+        self._backoff_s = backoff_s
+        self._max_backoff_s = max_backoff_s
+        self._policy = address_policy
         self._client = httpx.AsyncClient(
             timeout=timeout_s,
             follow_redirects=False,
-            limits=httpx.Limits(
-                max_connections=concurrency * 2, max_keepalive_connections=concurrency
-            ),
+            limits=httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency),
         )
-        self._workers: list[asyncio.Task[None]] = []
-        self._in_flight = 0
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._active: set[str] = set()  # entry ids being delivered by a task of ours
+        self._secrets: dict[str, tuple[list[str] | None, float]] = {}
         self.delivered = 0
         self.failed = 0
+        self.depth = 0
 
     @property
-    def pending(self) -> int:
-        """Matches found but not yet acknowledged or given up on."""
-        return self._queue.qsize() + self._in_flight
-
-    async def put_many(self, matches: list[PendingMatch]) -> None:
-        for match in matches:
-            try:
-                self._queue.put_nowait(match)
-            except asyncio.QueueFull:
-                await self._queue.put(match)
-
-    def start(self) -> None:
-        self._workers = [
-            asyncio.create_task(self._work(), name=f"dispatch-{n}")
-            for n in range(self._concurrency)
-        ]
+    def in_flight(self) -> int:
+        return len(self._tasks)
 
     async def close(self) -> None:
-        for worker in self._workers:
-            worker.cancel()
-        await asyncio.gather(*self._workers, return_exceptions=True)
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
         await self._client.aclose()
 
-    def _take_batch(self, first: PendingMatch) -> list[PendingMatch]:
-        taken = [first]
-        while len(taken) < self._batch * 4:
-            try:
-                taken.append(self._queue.get_nowait())
-            except asyncio.QueueEmpty:
-                break
-        return taken
-
-    async def _work(self) -> None:
+    async def run(self) -> None:
+        """Read and deliver until cancelled; survives Redis outages by waiting and retrying."""
+        delay = 0.1
+        after = "0"  # our own pending entries first: a predecessor's unfinished work
         while True:
-            taken = self._take_batch(await self._queue.get())
-            self._in_flight += len(taken)
             try:
-                by_url: dict[str, list[dict[str, str]]] = defaultdict(list)
-                for match in taken:
-                    by_url[match.callback_url].append(match.body)
-                for url, bodies in by_url.items():
-                    for start in range(0, len(bodies), self._batch):
-                        await self._deliver(url, bodies[start : start + self._batch])
-            finally:
-                self._in_flight -= len(taken)
-
-    async def _deliver(self, url: str, bodies: list[dict[str, str]]) -> None:
-        payload = orjson.dumps({"type": "matches", "matches": bodies})
-        headers = {"content-type": "application/json"}
-        delay = 0.2
-        for attempt in range(1, self._attempts + 1):
-            try:
-                target = await resolve(url, self._policy)
-                request_headers = headers | {"host": target.host_header}
-                extensions = {"sni_hostname": target.host} if target.url.scheme == "https" else {}
-                response = await self._client.post(
-                    target.connect_url,
-                    content=payload,
-                    headers=request_headers,
-                    extensions=extensions,
-                )
-                if response.is_success:
-                    ATTEMPTS.labels("success").inc()
-                    DELIVERED.inc(len(bodies))
-                    self.delivered += len(bodies)
-                    return
-                ATTEMPTS.labels(f"http_{response.status_code}").inc()
-                reason = f"HTTP {response.status_code}"
-            except UnresolvableCallback as exc:
-                ATTEMPTS.labels("unresolvable").inc()
-                reason = str(exc)
-            except UnsafeCallback as exc:
-                ATTEMPTS.labels("refused_address").inc()
-                reason = str(exc)
-                break  # the address will not become acceptable by asking again
-            except httpx.HTTPError as exc:
-                ATTEMPTS.labels("network").inc()
-                reason = f"{type(exc).__name__}: {exc}"
-            if attempt < self._attempts:
+                await self._outbox.ensure_group()
+                while True:
+                    if len(self._tasks) >= self._concurrency:
+                        await asyncio.wait(self._tasks, return_when=asyncio.FIRST_COMPLETED)
+                        continue
+                    free = self._concurrency - len(self._tasks)
+                    block = 1_000 if after == ">" else None
+                    entries = await self._outbox.read(after, free, block)
+                    if after != ">":
+                        after = entries[-1][0] if entries else ">"
+                    for entry_id, message in entries:
+                        if entry_id in self._active:
+                            continue
+                        self._active.add(entry_id)
+                        task = asyncio.create_task(self._deliver(entry_id, message))
+                        self._tasks.add(task)
+                        task.add_done_callback(self._tasks.discard)
+                        task.add_done_callback(partial(_forget, self._active, entry_id))
+                    self.depth = await self._outbox.depth()
+                    OUTBOX_DEPTH.set(self.depth)
+                    delay = 0.1
+            except StoreUnavailable as exc:
+                log.warning("outbox unavailable, retrying in %.1fs: %s", delay, exc)
                 await asyncio.sleep(delay)
-                delay = min(delay * 2, 10.0)
-        log.error(
-            "giving up on %d matches for %s after %d attempts: %s",
-            len(bodies),
-            url,
-            self._attempts,
-            reason,
+                delay = min(delay * 2, 5.0)
+                after = "0"  # whatever we read and did not finish is still pending
+
+    async def _signing_secrets(self, sub_id: str) -> list[str] | None:
+        cached = self._secrets.get(sub_id)
+        if cached is not None and time.monotonic() - cached[1] < SECRET_CACHE_SECONDS:
+            return cached[0]
+        secrets = await self._store.signing_secrets(sub_id)
+        self._secrets[sub_id] = (secrets, time.monotonic())
+        return secrets
+
+    async def _deliver(self, entry_id: str, message: Message) -> None:
+        attempt = 0
+        reason = ""
+        while True:
+            attempt += 1
+            try:
+                outcome, reason, wait = await self._attempt(message)
+            except StoreUnavailable as exc:
+                outcome, reason, wait = "retry", str(exc), None
+            try:
+                if outcome == "delivered":
+                    await self._outbox.ack(entry_id)
+                    DELIVERED.inc(message.matches)
+                    LAG.observe(max(0.0, time.time() - message.created))
+                    self.delivered += message.matches
+                    return
+                if outcome in ("gone", "deleted"):
+                    await self._outbox.ack(entry_id)
+                    FAILED.labels(outcome).inc()
+                    return
+                if outcome == "refused" or attempt >= self._attempts:
+                    await self._outbox.dead_letter(entry_id, message, reason, attempt)
+                    FAILED.labels("dead_letter").inc()
+                    self.failed += message.matches
+                    log.warning("dead-lettered %s after %d attempts: %s", entry_id, attempt, reason)
+                    return
+            except StoreUnavailable as exc:
+                # Not acknowledged: the entry stays pending and is delivered again later.
+                log.warning("could not record the outcome of %s: %s", entry_id, exc)
+                return
+            backoff = min(self._max_backoff_s, self._backoff_s * 2 ** (attempt - 1))
+            pause = random.uniform(0, backoff)  # full jitter
+            if wait is not None:
+                pause = max(pause, min(wait, self._max_backoff_s))
+            await asyncio.sleep(pause)
+
+    async def _attempt(self, message: Message) -> tuple[str, str, float | None]:
+        """One POST: (outcome, reason, seconds the receiver asked us to wait)."""
+        secrets = await self._signing_secrets(message.subscription_id)
+        if secrets is None:
+            ATTEMPTS.labels("subscription_deleted").inc()
+            return "deleted", "the subscription was deleted", None
+        try:
+            target = await resolve(message.callback_url, self._policy)
+        except UnresolvableCallback as exc:
+            ATTEMPTS.labels("unresolvable").inc()
+            return "retry", str(exc), None
+        except UnsafeCallback as exc:
+            ATTEMPTS.labels("refused_address").inc()
+            return "refused", str(exc), None
+        now = datetime.now(tz=UTC)
+        signatures = " ".join(
+            Webhook(secret).sign(message.webhook_id, now, message.body) for secret in secrets
         )
-        FAILED.inc(len(bodies))
-        self.failed += len(bodies)
+        headers = {
+            "content-type": "application/json",
+            "host": target.host_header,
+            "webhook-id": message.webhook_id,
+            "webhook-timestamp": str(int(now.timestamp())),
+            "webhook-signature": signatures,
+        }
+        extensions = {"sni_hostname": target.host} if target.url.scheme == "https" else {}
+        try:
+            response = await self._client.post(
+                target.connect_url,
+                content=message.body.encode(),
+                headers=headers,
+                extensions=extensions,
+            )
+        except httpx.HTTPError as exc:
+            ATTEMPTS.labels("network").inc()
+            return "retry", f"{type(exc).__name__}: {exc}", None
+        status = response.status_code
+        ATTEMPTS.labels("success" if response.is_success else f"http_{status}").inc()
+        if response.is_success:
+            return "delivered", "", None
+        if status == 410:
+            await self._disable(message.subscription_id)
+            return "gone", "HTTP 410", None
+        return "retry", f"HTTP {status}", _retry_after(response.headers.get("retry-after"))
+
+    async def _disable(self, sub_id: str) -> None:
+        """A 410 means the receiver is gone for good: delete the subscription."""
+        try:
+            await self._store.delete(sub_id)
+            log.warning("subscription %s deleted: its webhook answered 410 Gone", sub_id)
+        except NotFound:
+            pass
+
+
+def _forget(active: set[str], entry_id: str, _: object) -> None:
+    active.discard(entry_id)
+
+
+def _retry_after(value: str | None) -> float | None:
+    """Seconds from a Retry-After header (delta-seconds or an HTTP date)."""
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())

@@ -24,9 +24,11 @@ def create_app(settings: MatcherSettings | None = None) -> FastAPI:
         client = connect(settings.redis_url)
         state = MatcherState(settings, SubscriptionStore(client, settings.namespace))
         app.state.matcher = state
-        state.dispatcher.start()
         try:
-            async with in_background(state.follower.run(), "events"):
+            async with (
+                in_background(state.follower.run(), "events"),
+                in_background(state.dispatcher.run(), "dispatch"),
+            ):
                 yield
         finally:
             await state.dispatcher.close()

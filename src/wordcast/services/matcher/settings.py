@@ -41,11 +41,19 @@ class MatcherSettings(ServiceSettings):
     pattern_min_split_score: int = Field(
         default=2, ge=0, description="REtriever's MIN_SPLIT_SCORE."
     )
-    delivery_queue: int = Field(default=100_000, ge=1, description="Matches waiting for dispatch.")
+    outbox_max: int = Field(
+        default=1_000_000,
+        ge=1,
+        description="Messages the outbox may hold; beyond it routed batches get 503 (back-pressure).",
+    )
     delivery_batch: int = Field(default=500, ge=1, description="Matches per webhook POST at most.")
-    delivery_concurrency: int = Field(default=16, ge=1)
+    delivery_concurrency: int = Field(default=64, ge=1, description="Messages in flight at once.")
     delivery_timeout_s: float = 10.0
-    delivery_attempts: int = Field(default=5, ge=1)
+    delivery_attempts: int = Field(default=8, ge=1)
+    delivery_backoff_s: float = Field(
+        default=0.5, gt=0, description="First retry's backoff ceiling; doubles per attempt."
+    )
+    delivery_max_backoff_s: float = Field(default=60.0, gt=0)
 
     @model_validator(mode="after")
     def _ordinal_from_hostname(self) -> MatcherSettings:

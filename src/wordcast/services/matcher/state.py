@@ -8,22 +8,25 @@ index only when the router flagged it, that is when one of this matcher's anchor
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+import orjson
 from prometheus_client import Counter, Gauge
 
 from ...ac_retriever import AhoCorasickREtriever
 from ...compact_trie import CompactTrie
 from ...naive_patterns import NaivePatterns
 from ...nfa import NFAMatcher
+from ...outbox import Message, Outbox, webhook_id
 from ...patterns import normalise, parse
 from ...querynote import QueryNoteIndex
 from ...retriever import REtriever
 from ...store import EventFollower, Subscription, SubscriptionEvent, SubscriptionStore
 from ...termstats import TermOrder, TermStats
 from ...trie import Trie
-from .dispatcher import Dispatcher, PendingMatch
+from .dispatcher import Dispatcher
 from .settings import MatcherSettings
 
 log = logging.getLogger(__name__)
@@ -71,12 +74,15 @@ class MatcherState:
         self.patterns: Any = make_pattern_engine(settings)
         self.subscriptions: dict[str, Subscription] = {}
         self.follower = EventFollower(store, self._load_snapshot, self._apply)
+        self.outbox = Outbox(store.client, store.ns, settings.ordinal)
         self.dispatcher = Dispatcher(
-            queue_size=settings.delivery_queue,
-            batch=settings.delivery_batch,
+            self.outbox,
+            store,
             concurrency=settings.delivery_concurrency,
             attempts=settings.delivery_attempts,
             timeout_s=settings.delivery_timeout_s,
+            backoff_s=settings.delivery_backoff_s,
+            max_backoff_s=settings.delivery_max_backoff_s,
             address_policy=settings.address_policy,
         )
         self.publications = 0
@@ -114,10 +120,13 @@ class MatcherState:
                     self.index.remove(sub.id, sub.terms)
         SUBSCRIPTIONS.set(len(self.subscriptions))
 
-    def match(
-        self, publications: Sequence[tuple[str, str, Iterable[str], bool]]
-    ) -> list[PendingMatch]:
-        """Match (id, text, terms, has an anchor here) tuples; returns the matches to deliver."""
+    def match(self, publications: Sequence[tuple[str, str, Iterable[str], bool]]) -> list[Message]:
+        """Match (id, text, terms, has an anchor here) tuples; returns the messages to deliver.
+
+        A message holds one subscription's matches in this batch (at most delivery_batch), so
+        it can be signed with that subscription's secret; its webhook-id is derived from the
+        subscription and publication ids, the same on every attempt and redelivery.
+        """
         index = self.index
         if hasattr(index, "match_batch"):
             pairs = index.match_batch([terms for _, _, terms, _ in publications])
@@ -134,24 +143,44 @@ class MatcherState:
                 if flagged
                 for sub_id in self.patterns.match(normalise(text))
             ]
-        found: list[PendingMatch] = []
+        per_subscription: dict[str, list[int]] = {}
         for sub_id, position in pairs:
-            pub_id, text, _, _ = publications[position]
+            per_subscription.setdefault(sub_id, []).append(position)
+        messages: list[Message] = []
+        now = time.time()
+        size = self.settings.delivery_batch
+        for sub_id, positions in per_subscription.items():
             sub = self.subscriptions[sub_id]
-            body = {"subscription_id": sub_id}
-            if sub.is_pattern:
-                body["pattern"] = sub.pattern
-            else:
-                body["query"] = sub.query
-            body["publication_id"] = pub_id
-            body["text"] = text
-            found.append(PendingMatch(sub.callback_url, body))
+            field, value = ("pattern", sub.pattern) if sub.is_pattern else ("query", sub.query)
+            for start in range(0, len(positions), size):
+                chunk = [publications[p] for p in positions[start : start + size]]
+                matches = [
+                    {
+                        "subscription_id": sub_id,
+                        field: value,
+                        "publication_id": pub_id,
+                        "text": text,
+                    }
+                    for pub_id, text, _, _ in chunk
+                ]
+                body = orjson.dumps({"type": "matches", "matches": matches}).decode()
+                messages.append(
+                    Message(
+                        subscription_id=sub_id,
+                        tenant=sub.tenant,
+                        callback_url=sub.callback_url,
+                        webhook_id=webhook_id(sub_id, [pub_id for pub_id, _, _, _ in chunk]),
+                        body=body,
+                        matches=len(chunk),
+                        created=now,
+                    )
+                )
         count = len(publications)
         self.publications += count
-        self.matches += len(found)
+        self.matches += len(pairs)
         PUBLICATIONS.inc(count)
-        MATCHES.inc(len(found))
-        return found
+        MATCHES.inc(len(pairs))
+        return messages
 
 
 def _index(sub: Subscription, index: Any, patterns: Any) -> None:

@@ -1,16 +1,21 @@
 """The demo webhook receiver: ``wordcast receiver``. Prints matches and keeps them for inspection.
 
 ``GET /deliveries`` returns every (subscription id, publication id) pair received, which the
-end-to-end tests and the benchmark compare against the oracle.
+end-to-end tests and the benchmark compare against the oracle, with the ``webhook-id`` each came
+under; ``GET /deliveries/raw`` the last requests as received (headers and body, for checking
+signatures). ``POST /control`` makes it slow or failing, for the delivery tests.
 """
 
 from __future__ import annotations
 
+import asyncio
 import sys
+from collections import deque
 from typing import Any
 
 import orjson
-from fastapi import APIRouter, FastAPI, HTTPException, Query, Request
+from fastapi import APIRouter, FastAPI, HTTPException, Query, Request, Response
+from pydantic import BaseModel, Field
 from pydantic_settings import SettingsConfigDict
 
 from ..common import ServiceSettings
@@ -29,14 +34,18 @@ class Inbox:
         self.quiet = settings.quiet
         self.record = settings.record
         self.pairs: list[tuple[str, str]] = []
+        self.webhook_ids: list[str] = []  # parallel to pairs
+        self.raw: deque[dict[str, Any]] = deque(maxlen=100)
+        self.behaviour = Behaviour()
         self.requests = 0
         self.matches = 0
 
-    def take(self, matches: list[dict[str, Any]]) -> None:
+    def take(self, matches: list[dict[str, Any]], webhook_id: str) -> None:
         self.requests += 1
         self.matches += len(matches)
         if self.record:
             self.pairs.extend((m["subscription_id"], m["publication_id"]) for m in matches)
+            self.webhook_ids.extend(webhook_id for _ in matches)
         if not self.quiet:
             lines = [
                 f"match  {m.get('query') or m.get('pattern', '')!r:<32} <- {m.get('text', '')[:90]!r}"
@@ -46,25 +55,60 @@ class Inbox:
             sys.stdout.flush()
 
 
+class Behaviour(BaseModel):
+    """How the receiver answers: a status other than 2xx records nothing."""
+
+    status: int = Field(default=204, ge=200, le=599)
+    delay_s: float = Field(default=0.0, ge=0, le=60)
+    retry_after: str | None = None
+
+
 router = APIRouter()
 
 
 @router.post("/hook", status_code=204)
-async def hook(request: Request) -> None:
+async def hook(request: Request) -> Response:
+    inbox: Inbox = request.app.state.inbox
+    behaviour = inbox.behaviour
+    if behaviour.delay_s:
+        await asyncio.sleep(behaviour.delay_s)
+    if behaviour.status >= 300:
+        headers = {"retry-after": behaviour.retry_after} if behaviour.retry_after else {}
+        return Response(status_code=behaviour.status, headers=headers)
+    raw = await request.body()
     try:
-        body = orjson.loads(await request.body())
+        body = orjson.loads(raw)
         matches = body["matches"]
         if not isinstance(matches, list):
             raise TypeError("matches must be a list")
     except (orjson.JSONDecodeError, KeyError, TypeError) as exc:
         raise HTTPException(400, f"not a match delivery: {exc}") from exc
-    request.app.state.inbox.take(matches)
+    webhook_headers = {k: v for k, v in request.headers.items() if k.startswith("webhook-")}
+    inbox.raw.append({"headers": webhook_headers, "body": raw.decode()})
+    inbox.take(matches, webhook_headers.get("webhook-id", ""))
+    return Response(status_code=behaviour.status)
+
+
+@router.post("/control")
+async def control(behaviour: Behaviour, request: Request) -> Behaviour:
+    request.app.state.inbox.behaviour = behaviour
+    return behaviour
 
 
 @router.get("/deliveries")
 async def deliveries(request: Request, offset: int = Query(0, ge=0)) -> dict[str, Any]:
     inbox: Inbox = request.app.state.inbox
-    return {"total": len(inbox.pairs), "pairs": inbox.pairs[offset:]}
+    return {
+        "total": len(inbox.pairs),
+        "pairs": inbox.pairs[offset:],
+        "webhook_ids": inbox.webhook_ids[offset:],
+    }
+
+
+@router.get("/deliveries/raw")
+async def raw_deliveries(request: Request) -> list[dict[str, Any]]:
+    inbox: Inbox = request.app.state.inbox
+    return list(inbox.raw)
 
 
 @router.get("/stats")

@@ -10,7 +10,7 @@ from fastapi import FastAPI
 from ... import __version__, limits
 from ...store import SubscriptionStore, connect
 from ..common import BodySizeLimit, configure_logging, in_background, metrics_router
-from .routes import admin, health, publications, subscriptions
+from .routes import admin, deadletters, health, publications, subscriptions
 from .settings import RouterSettings
 from .state import RouterState
 
@@ -40,7 +40,9 @@ def create_app(settings: RouterSettings | None = None) -> FastAPI:
     app.add_middleware(BodySizeLimit, max_bytes=limits.MAX_REQUEST_BYTES)
     app.include_router(subscriptions.router)
     app.include_router(publications.router)
+    app.include_router(deadletters.router)
     app.include_router(admin.router)
+    app.include_router(deadletters.admin)
     app.include_router(health.router)
     app.include_router(health.probes)
     app.include_router(metrics_router())

@@ -45,6 +45,11 @@ class RouterSettings(ServiceSettings):
         description="Bearer token of the admin operations (creating tenants' API keys).",
     )
     max_subscriptions_per_tenant: int = Field(default=100_000, ge=1)
+    secret_grace_s: float = Field(
+        default=24 * 3600.0,
+        ge=0,
+        description="How long a rotated-out signing secret still signs deliveries.",
+    )
 
     @field_validator("matcher_urls", mode="before")
     @classmethod

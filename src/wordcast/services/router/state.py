@@ -11,6 +11,7 @@ rebuild from Redis: the subscribed words s(W) and the owners of each anchor.
 from __future__ import annotations
 
 import asyncio
+import base64
 import hashlib
 import hmac
 import logging
@@ -36,6 +37,7 @@ from ...errors import (
     Unauthenticated,
 )
 from ...netguard import resolve
+from ...outbox import DeadLetters, Message
 from ...patterns import normalise, parse
 from ...routing import HashMapping, eligible_matchers, route
 from ...store import EventFollower, Subscription, SubscriptionEvent, SubscriptionStore
@@ -68,6 +70,7 @@ class RouterState:
         self._random = random.Random()
         self.address_policy = settings.address_policy
         self._known_keys: dict[str, tuple[str, float]] = {}  # key hash -> (tenant, checked at)
+        self.dead_letters = DeadLetters(store.client, store.ns)
 
     @property
     def ready(self) -> bool:
@@ -127,6 +130,14 @@ class RouterState:
         await self.store.add_api_key(hashlib.sha256(api_key.encode()).hexdigest(), tenant)
         return api_key
 
+    async def replay(self, tenant: str, dead_id: str) -> Message:
+        """Send a dead letter again: back into the outbox of its subscription's matcher."""
+        letters = await self.dead_letters.list(tenant, after=_before(dead_id), count=1)
+        if not letters or letters[0].id != dead_id:
+            raise NotFound(f"no dead letter with id {dead_id!r}")
+        sub = await self.owned(letters[0].message.subscription_id, tenant)
+        return await self.dead_letters.replay(tenant, dead_id, sub.matcher)
+
     async def owned(self, sub_id: str, tenant: str) -> Subscription:
         """A tenant's subscription; another tenant's is NotFound, like one that does not exist."""
         sub = await self.store.get(sub_id)
@@ -146,6 +157,19 @@ class RouterState:
             )
         return tuple(sorted(terms))
 
+    @staticmethod
+    def new_secret() -> str:
+        """A Standard Webhooks signing secret: whsec_ and 24 random bytes in base64."""
+        return "whsec_" + base64.b64encode(secrets.token_bytes(24)).decode()
+
+    async def rotate_secret(self, sub_id: str, tenant: str) -> str:
+        """A new signing secret; the old one keeps working for the grace period."""
+        await self.owned(sub_id, tenant)
+        secret = self.new_secret()
+        grace_until = time.time() + self.settings.secret_grace_s
+        await self.store.rotate_secret(sub_id, secret, grace_until)
+        return secret
+
     async def subscribe(self, query: str, callback_url: str, tenant: str) -> Subscription:
         terms = self.analyse_query(query)
         await resolve(callback_url, self.address_policy)
@@ -158,6 +182,7 @@ class RouterState:
             matcher=matcher,
             created=time.time(),
             tenant=tenant,
+            secret=self.new_secret(),
         )
         event_id = await self.store.add(sub, self.settings.max_subscriptions_per_tenant)
         await self._announce(event_id, matcher)
@@ -178,6 +203,7 @@ class RouterState:
             pattern=source,
             anchor=anchor,
             tenant=tenant,
+            secret=self.new_secret(),
         )
         event_id = await self.store.add(sub, self.settings.max_subscriptions_per_tenant)
         await self._announce(event_id, matcher)
@@ -282,3 +308,11 @@ class RouterState:
             raise MatcherUnavailable(matcher, f"{type(exc).__name__}: {exc}") from exc
         if not response.is_success:
             raise MatcherUnavailable(matcher, f"HTTP {response.status_code}: {response.text[:200]}")
+
+
+def _before(entry_id: str) -> str:
+    """The stream id just before ``entry_id``, so an exclusive range starts at it."""
+    millis, _, seq = entry_id.partition("-")
+    if seq and int(seq) > 0:
+        return f"{millis}-{int(seq) - 1}"
+    return f"{int(millis) - 1}-18446744073709551615"

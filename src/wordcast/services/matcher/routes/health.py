@@ -5,6 +5,7 @@ from typing import Any
 
 from fastapi import APIRouter
 
+from ....errors import StoreUnavailable
 from ...common import probes_router
 from ..deps import State, get_state
 
@@ -25,8 +26,17 @@ async def stats(state: State) -> dict[str, Any]:
         "index_nodes": getattr(state.index, "node_count", None),
         "publications": state.publications,
         "matches": state.matches,
-        "deliveries_pending": state.dispatcher.pending,
+        "deliveries_pending": await _outbox_depth(state),
+        "deliveries_in_flight": state.dispatcher.in_flight,
         "delivered": state.dispatcher.delivered,
         "delivery_failures": state.dispatcher.failed,
         "event_position": state.follower.position,
     }
+
+
+async def _outbox_depth(state: Any) -> int | None:
+    try:
+        depth: int = await state.outbox.depth()
+    except StoreUnavailable:
+        return None
+    return depth

@@ -13,9 +13,15 @@ router = APIRouter(prefix="/internal", tags=["internal"])
 
 @router.post("/match", response_model=MatchResponse)
 async def match(batch: MatchRequest, state: ReadyState) -> MatchResponse:
-    found = state.match([(p.id, p.text, p.terms, p.patterns) for p in batch.publications])
-    await state.dispatcher.put_many(found)
-    return MatchResponse(matches=len(found))
+    """Match a routed batch; 200 means its matches are recorded in the outbox (durable)."""
+    if state.dispatcher.depth >= state.settings.outbox_max:
+        raise HTTPException(503, "the outbox is full: webhooks are slower than matching")
+    messages = state.match([(p.id, p.text, p.terms, p.patterns) for p in batch.publications])
+    try:
+        await state.outbox.put(messages)
+    except StoreUnavailable as exc:
+        raise HTTPException(503, str(exc)) from exc
+    return MatchResponse(matches=sum(m.matches for m in messages))
 
 
 @router.post("/sync", status_code=204)

@@ -5,7 +5,7 @@ from typing import Annotated
 from fastapi import APIRouter, HTTPException, Path, Query
 
 from ....errors import InvalidInput, NotFound, StoreUnavailable
-from ....schemas import SubscriptionIn, SubscriptionOut, SubscriptionPage
+from ....schemas import SecretOut, SubscriptionIn, SubscriptionOut, SubscriptionPage
 from ....store import Subscription
 from ..deps import ReadyState, Tenant
 
@@ -50,7 +50,7 @@ async def create_subscription(
         raise HTTPException(422, str(exc)) from exc
     except StoreUnavailable as exc:
         raise HTTPException(503, str(exc)) from exc
-    return _out(sub)
+    return _out(sub).model_copy(update={"secret": sub.secret})
 
 
 @router.get("", response_model=SubscriptionPage)
@@ -84,6 +84,17 @@ async def get_subscription(
 async def delete_subscription(sub_id: SubscriptionId, state: ReadyState, tenant: Tenant) -> None:
     try:
         await state.unsubscribe(sub_id, tenant)
+    except NotFound as exc:
+        raise HTTPException(404, str(exc)) from exc
+    except StoreUnavailable as exc:
+        raise HTTPException(503, str(exc)) from exc
+
+
+@router.post("/{sub_id}/secret", response_model=SecretOut)
+async def rotate_secret(sub_id: SubscriptionId, state: ReadyState, tenant: Tenant) -> SecretOut:
+    """Replace the signing secret; deliveries carry both signatures during the grace period."""
+    try:
+        return SecretOut(secret=await state.rotate_secret(sub_id, tenant))
     except NotFound as exc:
         raise HTTPException(404, str(exc)) from exc
     except StoreUnavailable as exc:

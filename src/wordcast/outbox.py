@@ -1,0 +1,196 @@
+"""The durable outbox: matches are recorded in Redis before anyone is told they exist.
+
+Keys (under the namespace):
+
+``{ns}:outbox:{i}``     stream of the messages matcher i found, read through the consumer group
+                        ``dispatch`` by the consumer ``matcher-{i}``. An entry is acknowledged and
+                        deleted only after a 2xx (or once it is dead-lettered), so a matcher that
+                        crashes leaves its unacknowledged entries pending for the consumer of the
+                        same name, its successor, which delivers them first.
+``{ns}:dead:{tenant}``  stream of the messages given up on, for the owner to read and replay.
+
+A message is one subscription's matches from one routed batch: it is signed with that
+subscription's secret and keeps its ``webhook-id`` for every attempt and redelivery.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import redis.asyncio as aioredis
+from redis.exceptions import ResponseError
+
+from .errors import NotFound
+from .store import translated
+
+GROUP = "dispatch"
+DEAD_LETTERS_MAX = 100_000
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    subscription_id: str
+    tenant: str
+    callback_url: str
+    webhook_id: str
+    body: str  # the JSON payload, exactly as signed and sent
+    matches: int
+    created: float
+
+    def fields(self) -> dict[str, str]:
+        return {
+            "sub": self.subscription_id,
+            "tenant": self.tenant,
+            "url": self.callback_url,
+            "id": self.webhook_id,
+            "body": self.body,
+            "matches": str(self.matches),
+            "created": repr(self.created),
+        }
+
+    @classmethod
+    def from_fields(cls, fields: dict[str, str]) -> Message:
+        return cls(
+            subscription_id=fields["sub"],
+            tenant=fields.get("tenant", ""),
+            callback_url=fields["url"],
+            webhook_id=fields["id"],
+            body=fields["body"],
+            matches=int(fields.get("matches", "1")),
+            created=float(fields.get("created", "0")),
+        )
+
+
+def webhook_id(subscription_id: str, publication_ids: Iterable[str]) -> str:
+    """Stable for a subscription's matches of given publications, whoever computes it."""
+    digest = hashlib.sha256(subscription_id.encode())
+    for publication_id in publication_ids:
+        digest.update(b"\0" + publication_id.encode())
+    return "msg_" + digest.hexdigest()[:32]
+
+
+@dataclass(frozen=True, slots=True)
+class DeadLetter:
+    id: str
+    message: Message
+    reason: str
+    attempts: int
+    failed_at: float
+
+
+class Outbox:
+    def __init__(self, client: aioredis.Redis, namespace: str, matcher: int) -> None:
+        self.client: Any = client
+        self.ns = namespace
+        self.key = f"{namespace}:outbox:{matcher}"
+        self.consumer = f"matcher-{matcher}"
+
+    @staticmethod
+    def key_for(namespace: str, matcher: int) -> str:
+        return f"{namespace}:outbox:{matcher}"
+
+    def dead_key(self, tenant: str) -> str:
+        return f"{self.ns}:dead:{tenant}"
+
+    async def ensure_group(self) -> None:
+        with translated("creating the outbox consumer group"):
+            try:
+                await self.client.xgroup_create(self.key, GROUP, id="0", mkstream=True)
+            except ResponseError as exc:
+                if "BUSYGROUP" not in str(exc):
+                    raise
+
+    async def put(self, messages: list[Message]) -> None:
+        """Record messages durably, in one round trip."""
+        if not messages:
+            return
+        pipe = self.client.pipeline(transaction=False)
+        for message in messages:
+            pipe.xadd(self.key, message.fields())
+        with translated("recording matches in the outbox"):
+            await pipe.execute()
+
+    async def depth(self) -> int:
+        """Messages recorded and not yet acknowledged or dead-lettered."""
+        with translated("measuring the outbox"):
+            return int(await self.client.xlen(self.key))
+
+    async def read(self, after: str, count: int, block_ms: int | None) -> list[tuple[str, Message]]:
+        """Our pending entries after ``after`` (an id), or new ones (``after`` = ">")."""
+        with translated("reading the outbox"):
+            reply = await self.client.xreadgroup(
+                GROUP, self.consumer, {self.key: after}, count=count, block=block_ms
+            )
+        if not reply:
+            return []
+        return [
+            (entry_id, Message.from_fields(fields)) for entry_id, fields in reply[0][1] if fields
+        ]
+
+    async def ack(self, entry_id: str) -> None:
+        pipe = self.client.pipeline(transaction=True)
+        pipe.xack(self.key, GROUP, entry_id)
+        pipe.xdel(self.key, entry_id)
+        with translated("acknowledging a delivery"):
+            await pipe.execute()
+
+    async def dead_letter(
+        self, entry_id: str, message: Message, reason: str, attempts: int
+    ) -> None:
+        """Move a message to its tenant's dead letters, atomically with acknowledging it."""
+        fields = message.fields() | {
+            "reason": reason[:500],
+            "attempts": str(attempts),
+            "failed_at": repr(time.time()),
+        }
+        pipe = self.client.pipeline(transaction=True)
+        pipe.xadd(self.dead_key(message.tenant), fields, maxlen=DEAD_LETTERS_MAX, approximate=True)
+        pipe.xack(self.key, GROUP, entry_id)
+        pipe.xdel(self.key, entry_id)
+        with translated("dead-lettering a delivery"):
+            await pipe.execute()
+
+
+class DeadLetters:
+    """The owner's side of the dead letters: list them, replay them into a matcher's outbox."""
+
+    def __init__(self, client: aioredis.Redis, namespace: str) -> None:
+        self.client: Any = client
+        self.ns = namespace
+
+    def key(self, tenant: str) -> str:
+        return f"{self.ns}:dead:{tenant}"
+
+    async def list(self, tenant: str, after: str = "-", count: int = 100) -> list[DeadLetter]:
+        start = after if after == "-" else f"({after}"
+        with translated("reading dead letters"):
+            entries = await self.client.xrange(self.key(tenant), min=start, count=count)
+        return [_dead(entry_id, fields) for entry_id, fields in entries]
+
+    async def replay(self, tenant: str, dead_id: str, matcher: int) -> Message:
+        """Put a dead letter back in a matcher's outbox (same message, same webhook-id)."""
+        key = self.key(tenant)
+        with translated("replaying a dead letter"):
+            entries = await self.client.xrange(key, min=dead_id, max=dead_id)
+            if not entries:
+                raise NotFound(f"no dead letter with id {dead_id!r}")
+            message = Message.from_fields(entries[0][1])
+            pipe = self.client.pipeline(transaction=True)
+            pipe.xadd(Outbox.key_for(self.ns, matcher), message.fields())
+            pipe.xdel(key, dead_id)
+            await pipe.execute()
+        return message
+
+
+def _dead(entry_id: str, fields: dict[str, str]) -> DeadLetter:
+    return DeadLetter(
+        id=entry_id,
+        message=Message.from_fields(fields),
+        reason=fields.get("reason", ""),
+        attempts=int(fields.get("attempts", "0")),
+        failed_at=float(fields.get("failed_at", "0")),
+    )

@@ -1,0 +1,76 @@
+"""Dead letters: messages given up on after the last attempt, for their owner to read and replay."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import orjson
+from fastapi import APIRouter, HTTPException, Path, Query
+
+from ....errors import NotFound, StoreUnavailable
+from ....outbox import DeadLetter
+from ....schemas import DeadLetterOut, DeadLetterPage
+from ..deps import Admin, ReadyState, Tenant
+
+router = APIRouter(prefix="/deadletters", tags=["dead letters"])
+admin = APIRouter(prefix="/admin/deadletters", tags=["admin"], dependencies=[Admin])
+
+StreamId = Annotated[str, Path(pattern=r"^\d{1,20}-\d{1,20}$")]
+After = Annotated[str | None, Query(pattern=r"^\d{1,20}-\d{1,20}$")]
+Limit = Annotated[int, Query(ge=1, le=1_000)]
+
+
+def _out(letter: DeadLetter) -> DeadLetterOut:
+    message = letter.message
+    return DeadLetterOut(
+        id=letter.id,
+        subscription_id=message.subscription_id,
+        webhook_id=message.webhook_id,
+        callback_url=message.callback_url,
+        reason=letter.reason,
+        attempts=letter.attempts,
+        failed_at=letter.failed_at,
+        payload=orjson.loads(message.body),
+    )
+
+
+async def _page(state: ReadyState, tenant: str, after: str | None, limit: int) -> DeadLetterPage:
+    try:
+        letters = await state.dead_letters.list(tenant, after or "-", limit)
+    except StoreUnavailable as exc:
+        raise HTTPException(503, str(exc)) from exc
+    next_after = letters[-1].id if len(letters) == limit else None
+    return DeadLetterPage(dead_letters=[_out(d) for d in letters], next_after=next_after)
+
+
+@router.get("", response_model=DeadLetterPage)
+async def list_dead_letters(
+    state: ReadyState, tenant: Tenant, after: After = None, limit: Limit = 100
+) -> DeadLetterPage:
+    """Your messages that were given up on, oldest first."""
+    return await _page(state, tenant, after, limit)
+
+
+@router.post("/{dead_id}/replay", status_code=202)
+async def replay_dead_letter(
+    dead_id: StreamId, state: ReadyState, tenant: Tenant
+) -> dict[str, str]:
+    """Deliver a dead letter again (same body, same webhook-id), from the start of its retries."""
+    try:
+        message = await state.replay(tenant, dead_id)
+    except NotFound as exc:
+        raise HTTPException(404, str(exc)) from exc
+    except StoreUnavailable as exc:
+        raise HTTPException(503, str(exc)) from exc
+    return {"replayed": dead_id, "webhook_id": message.webhook_id}
+
+
+@admin.get("", response_model=DeadLetterPage)
+async def list_any_dead_letters(
+    state: ReadyState,
+    tenant: Annotated[str, Query(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.-]+$")],
+    after: After = None,
+    limit: Limit = 100,
+) -> DeadLetterPage:
+    """Any tenant's dead letters (admin token)."""
+    return await _page(state, tenant, after, limit)

@@ -1,0 +1,205 @@
+"""Reliable, signed delivery through real processes: outbox, retries, dead letters, crashes."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections import defaultdict
+from collections.abc import Iterator
+
+import httpx
+import pytest
+from standardwebhooks import Webhook
+
+from wordcast.analysis import analyze
+from wordcast.bruteforce import match_pairs
+from wordcast.workload import Post, post_queries, sample_posts
+
+from .conftest import AUTH, Receiver, RunningCluster, start_cluster, stop_cluster
+from .test_e2e import _publish
+
+pytestmark = pytest.mark.e2e
+
+FAST_RETRIES = {
+    "WORDCAST_MATCHER_DELIVERY_ATTEMPTS": "4",
+    "WORDCAST_MATCHER_DELIVERY_BACKOFF_S": "0.05",
+    "WORDCAST_MATCHER_DELIVERY_MAX_BACKOFF_S": "0.3",
+}
+
+
+@pytest.fixture(scope="module")
+def delivery_cluster(redis_url: str) -> Iterator[RunningCluster]:
+    running = start_cluster(redis_url, f"test-delivery-{os.getpid()}", env=FAST_RETRIES)
+    yield running
+    stop_cluster(running)
+
+
+@pytest.fixture
+def api(delivery_cluster: RunningCluster) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=delivery_cluster.router_url, timeout=30, headers=AUTH) as client:
+        yield client
+
+
+def _behave(receiver: Receiver, **behaviour: object) -> None:
+    httpx.post(f"{receiver.url}/control", json=behaviour, timeout=10).raise_for_status()
+
+
+def _wait(condition: object, timeout: float = 30, what: str = "condition") -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():  # type: ignore[operator]
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.1)
+
+
+def _raw(receiver: Receiver) -> list[dict[str, object]]:
+    raw: list[dict[str, object]] = httpx.get(f"{receiver.url}/deliveries/raw", timeout=10).json()
+    return raw
+
+
+def test_deliveries_are_signed_and_rotation_keeps_both_secrets_valid(
+    api: httpx.Client, receiver: Receiver
+) -> None:
+    _behave(receiver)
+    created = api.post("/subscriptions", json={"query": "quokka", "callback_url": receiver.hook})
+    assert created.status_code == 201
+    sub_id, secret = created.json()["id"], created.json()["secret"]
+    assert secret.startswith("whsec_")
+    assert "secret" not in api.get(f"/subscriptions/{sub_id}").json() or (
+        api.get(f"/subscriptions/{sub_id}").json()["secret"] is None
+    )
+
+    def delivered_for(publication: str) -> dict[str, object]:
+        _wait(
+            lambda: any(publication in str(r["body"]) for r in _raw(receiver)),
+            what=f"delivery of {publication}",
+        )
+        return next(r for r in _raw(receiver) if publication in str(r["body"]))
+
+    api.post("/publications", json={"id": "q-1", "text": "A quokka smiles"}).raise_for_status()
+    first = delivered_for("q-1")
+    headers, body = dict(first["headers"]), str(first["body"])  # type: ignore[call-overload]
+    payload = Webhook(secret).verify(body, headers)
+    assert payload["matches"][0]["subscription_id"] == sub_id
+    with pytest.raises(Exception, match="signature"):
+        Webhook("whsec_" + "B" * 32).verify(body, headers)
+
+    rotated = api.post(f"/subscriptions/{sub_id}/secret")
+    assert rotated.status_code == 200
+    new_secret = rotated.json()["secret"]
+    assert new_secret != secret
+    time.sleep(5.5)  # the dispatcher caches secrets for 5 s
+    api.post("/publications", json={"id": "q-2", "text": "Quokkas again"}).raise_for_status()
+    second = delivered_for("q-2")
+    headers, body = dict(second["headers"]), str(second["body"])  # type: ignore[call-overload]
+    assert len(str(headers["webhook-signature"]).split(" ")) == 2
+    Webhook(new_secret).verify(body, headers)
+    Webhook(secret).verify(body, headers)  # still valid during the grace period
+    assert api.post("/subscriptions/0123456789abcdef/secret").status_code == 404
+
+
+def test_failing_receiver_is_retried_then_dead_lettered_then_replayed(
+    api: httpx.Client, receiver: Receiver, delivery_cluster: RunningCluster
+) -> None:
+    created = api.post("/subscriptions", json={"query": "wombat", "callback_url": receiver.hook})
+    sub_id = created.json()["id"]
+    offset = len(receiver.pairs())
+
+    # Down for a while (503 asking for 1 s between attempts, which the dispatcher honours over its
+    # shorter backoff), then back: the delivery resumes by itself.
+    _behave(receiver, status=503, retry_after="1")
+    api.post("/publications", json={"id": "w-1", "text": "a wombat digs"}).raise_for_status()
+    time.sleep(0.5)
+    assert (sub_id, "w-1") not in receiver.pairs()[offset:]
+    _behave(receiver)
+    _wait(lambda: (sub_id, "w-1") in receiver.pairs()[offset:], what="the resumed delivery")
+
+    # Never back within the attempts: the message ends in the tenant's dead letters.
+    _behave(receiver, status=500)
+    api.post("/publications", json={"id": "w-2", "text": "wombat tunnels"}).raise_for_status()
+
+    def dead() -> list[dict[str, object]]:
+        letters: list[dict[str, object]] = api.get("/deadletters").json()["dead_letters"]
+        return [d for d in letters if d["subscription_id"] == sub_id]
+
+    _wait(lambda: len(dead()) == 1, what="a dead letter")
+    letter = dead()[0]
+    assert letter["attempts"] == 4 and letter["reason"] == "HTTP 500"
+    assert letter["payload"]["matches"][0]["publication_id"] == "w-2"  # type: ignore[index]
+    stats = [httpx.get(f"{u}/stats").json() for u in delivery_cluster.matcher_urls]
+    assert sum(s["deliveries_pending"] for s in stats) == 0  # nothing left behind in the outbox
+
+    # Admin sees it too; another tenant does not.
+    admin = {"authorization": "Bearer wordcast-development-admin-token"}
+    everyone = api.get("/admin/deadletters", params={"tenant": "dev"}, headers=admin).json()
+    assert letter["id"] in {d["id"] for d in everyone["dead_letters"]}
+
+    # Replayed once the receiver is fine: delivered, with the same webhook-id.
+    _behave(receiver)
+    replayed = api.post(f"/deadletters/{letter['id']}/replay")
+    assert replayed.status_code == 202
+    assert replayed.json()["webhook_id"] == letter["webhook_id"]
+    _wait(lambda: (sub_id, "w-2") in receiver.pairs()[offset:], what="the replayed delivery")
+    deliveries = httpx.get(f"{receiver.url}/deliveries").json()
+    got = dict(zip(map(tuple, deliveries["pairs"]), deliveries["webhook_ids"], strict=True))
+    assert got[(sub_id, "w-2")] == letter["webhook_id"]
+    assert not dead()
+    assert api.post(f"/deadletters/{letter['id']}/replay").status_code == 404
+
+
+def test_gone_receiver_disables_the_subscription(api: httpx.Client, receiver: Receiver) -> None:
+    created = api.post("/subscriptions", json={"query": "numbat", "callback_url": receiver.hook})
+    sub_id = created.json()["id"]
+    _behave(receiver, status=410)
+    api.post("/publications", json={"text": "a numbat"}).raise_for_status()
+    _wait(lambda: api.get(f"/subscriptions/{sub_id}").status_code == 404, what="the 410 to bite")
+    _behave(receiver)
+
+
+def test_a_killed_matcher_hands_its_pending_deliveries_to_its_successor(
+    redis_url: str, receiver: Receiver
+) -> None:
+    """kill -9 while a slow subscriber has deliveries pending: all arrive, duplicates share ids."""
+    cluster = start_cluster(redis_url, f"test-crash-{os.getpid()}", matchers=1, env=FAST_RETRIES)
+    try:
+        _behave(receiver, delay_s=0.02)
+        posts = sample_posts(3_000, seed=606)
+        queries = post_queries(posts, 150, seed=607)
+        with httpx.Client(base_url=cluster.router_url, timeout=60, headers=AUTH) as api:
+            subs = {}
+            for query in queries:
+                created = api.post(
+                    "/subscriptions", json={"query": query, "callback_url": receiver.hook}
+                )
+                subs[created.json()["id"]] = analyze(query)
+        published = [Post(f"crash:{p.id}", p.text) for p in posts]
+        expected = match_pairs(subs, {p.id: analyze(p.text) for p in published})
+        assert len(expected) > 500
+        offset = len(receiver.pairs())
+        _publish(cluster, published)
+        stats = httpx.get(f"{cluster.matcher_urls[0]}/stats").json()
+        assert stats["deliveries_pending"] > 0, "the subscriber should still be behind"
+        os.kill(stats["pid"], signal.SIGKILL)
+        _behave(receiver)
+        cluster.wait_ready()
+        _wait(
+            lambda: httpx.get(f"{cluster.matcher_urls[0]}/stats").json()["pid"] != stats["pid"],
+            what="the restart",
+        )
+        _wait(
+            lambda: httpx.get(f"{cluster.matcher_urls[0]}/stats").json()["deliveries_pending"] == 0,
+            timeout=120,
+            what="the successor to drain the outbox",
+        )
+        deliveries = httpx.get(f"{receiver.url}/deliveries", params={"offset": offset}).json()
+        pairs = [tuple(p) for p in deliveries["pairs"]]
+        missing = expected - set(pairs)
+        assert not missing, f"{len(missing)} matches never delivered"
+        assert set(pairs) <= expected
+        ids = defaultdict(set)
+        for pair, webhook in zip(pairs, deliveries["webhook_ids"], strict=True):
+            ids[pair].add(webhook)
+        assert all(len(found) == 1 for found in ids.values()), "a redelivery changed its id"
+    finally:
+        _behave(receiver)
+        stop_cluster(cluster)
