@@ -28,9 +28,16 @@ FAST_RETRIES = {
 }
 
 
+RATE_LIMITED = {
+    "WORDCAST_ROUTER_PUBLICATIONS_PER_SECOND": "20",
+    "WORDCAST_ROUTER_PUBLICATION_BURST": "1000",
+}
+
+
 @pytest.fixture(scope="module")
 def delivery_cluster(redis_url: str) -> Iterator[RunningCluster]:
-    running = start_cluster(redis_url, f"test-delivery-{os.getpid()}", env=FAST_RETRIES)
+    env = FAST_RETRIES | RATE_LIMITED
+    running = start_cluster(redis_url, f"test-delivery-{os.getpid()}", env=env)
     yield running
     stop_cluster(running)
 
@@ -154,6 +161,29 @@ def test_gone_receiver_disables_the_subscription(api: httpx.Client, receiver: Re
     api.post("/publications", json={"text": "a numbat"}).raise_for_status()
     _wait(lambda: api.get(f"/subscriptions/{sub_id}").status_code == 404, what="the 410 to bite")
     _behave(receiver)
+
+
+def test_publications_over_the_tenant_rate_are_429(
+    api: httpx.Client, delivery_cluster: RunningCluster
+) -> None:
+    time.sleep(1.0)  # let earlier tests' few publications refill
+    batch = {"publications": [{"text": f"rate {n}"} for n in range(990)]}
+    assert api.post("/publications", json=batch).status_code == 202  # the burst
+    over = api.post("/publications", json={"publications": [{"text": "x"}] * 100})
+    assert over.status_code == 429
+    assert "rate limit of 20 publications/s" in over.text
+    assert int(over.headers["retry-after"]) >= 4  # 100 tokens at 20/s, give or take the refill
+    key = httpx.post(
+        f"{delivery_cluster.router_url}/admin/tenants",
+        json={"tenant": "other"},
+        headers={"authorization": "Bearer wordcast-development-admin-token"},
+    ).json()["api_key"]
+    other = httpx.post(
+        f"{delivery_cluster.router_url}/publications",
+        json={"text": "another tenant is not slowed down"},
+        headers={"authorization": f"Bearer {key}"},
+    )
+    assert other.status_code == 202
 
 
 def test_a_killed_matcher_hands_its_pending_deliveries_to_its_successor(

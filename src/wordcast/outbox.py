@@ -155,6 +155,20 @@ class Outbox:
             await pipe.execute()
 
 
+MAX_STREAM_PART = 2**64 - 1
+
+
+def is_stream_id(value: str) -> bool:
+    """Whether Redis accepts ``value`` as a stream entry id (two 64-bit parts)."""
+    millis, _, seq = value.partition("-")
+    return (
+        millis.isdigit()
+        and seq.isdigit()
+        and int(millis) <= MAX_STREAM_PART
+        and int(seq) <= MAX_STREAM_PART
+    )
+
+
 class DeadLetters:
     """The owner's side of the dead letters: list them, replay them into a matcher's outbox."""
 
@@ -171,14 +185,20 @@ class DeadLetters:
             entries = await self.client.xrange(self.key(tenant), min=start, count=count)
         return [_dead(entry_id, fields) for entry_id, fields in entries]
 
+    async def get(self, tenant: str, dead_id: str) -> DeadLetter:
+        if not is_stream_id(dead_id):
+            raise NotFound(f"no dead letter with id {dead_id!r}")
+        with translated("reading a dead letter"):
+            entries = await self.client.xrange(self.key(tenant), min=dead_id, max=dead_id)
+        if not entries:
+            raise NotFound(f"no dead letter with id {dead_id!r}")
+        return _dead(entries[0][0], entries[0][1])
+
     async def replay(self, tenant: str, dead_id: str, matcher: int) -> Message:
         """Put a dead letter back in a matcher's outbox (same message, same webhook-id)."""
         key = self.key(tenant)
+        message = (await self.get(tenant, dead_id)).message
         with translated("replaying a dead letter"):
-            entries = await self.client.xrange(key, min=dead_id, max=dead_id)
-            if not entries:
-                raise NotFound(f"no dead letter with id {dead_id!r}")
-            message = Message.from_fields(entries[0][1])
             pipe = self.client.pipeline(transaction=True)
             pipe.xadd(Outbox.key_for(self.ns, matcher), message.fields())
             pipe.xdel(key, dead_id)

@@ -152,4 +152,26 @@ class MatchResponse(BaseModel):
 
 
 class SyncRequest(BaseModel):
-    until: str = Field(description="Event id the matcher must have applied before answering.")
+    until: str = Field(
+        pattern=r"^\d{1,20}-\d{1,20}$",
+        description="Event id the matcher must have applied before answering.",
+    )
+
+
+class ErrorOut(BaseModel):
+    """Every error answer: a message naming the problem (a list of them for invalid fields)."""
+
+    detail: str | list[dict[str, Any]]
+
+
+ERRORS: dict[int | str, dict[str, Any]] = {
+    code: {"model": ErrorOut, "description": description}
+    for code, description in {
+        401: "No API key, or an unknown one",
+        404: "No such resource (or another tenant's)",
+        413: "Request body too large",
+        422: "Invalid input; nothing was changed",
+        429: "Over the tenant's rate limit; see Retry-After",
+        503: "Redis or a matcher is unavailable; retry",
+    }.items()
+}

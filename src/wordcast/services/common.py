@@ -22,7 +22,7 @@ from ..netguard import AddressPolicy
 class ServiceSettings(BaseSettings):
     """Settings every service reads; each service subclasses it with its own env prefix."""
 
-    model_config = SettingsConfigDict(extra="ignore")
+    model_config = SettingsConfigDict(extra="ignore", populate_by_name=True)
 
     host: str = "127.0.0.1"
     port: int = 8000

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import asyncio
 from typing import Annotated
 
 from fastapi import Depends, HTTPException, Request
@@ -12,15 +13,24 @@ _bearer = HTTPBearer(auto_error=False, description="The tenant's API key (or the
 Credentials = Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]
 
 
+READY_WAIT_S = 5.0
+
+
 def get_state(request: Request) -> RouterState:
     state: RouterState = request.app.state.router
     return state
 
 
-def get_ready_state(request: Request) -> RouterState:
+async def get_ready_state(request: Request) -> RouterState:
+    """The state once loaded; a request that arrives while it loads waits a little first."""
     state = get_state(request)
     if not state.ready:
-        raise HTTPException(503, "router is still loading the subscribed words from Redis")
+        try:
+            await asyncio.wait_for(state.follower.ready.wait(), READY_WAIT_S)
+        except TimeoutError:
+            raise HTTPException(
+                503, "router is still loading the subscribed words from Redis"
+            ) from None
     return state
 
 

@@ -45,6 +45,14 @@ class RouterSettings(ServiceSettings):
         description="Bearer token of the admin operations (creating tenants' API keys).",
     )
     max_subscriptions_per_tenant: int = Field(default=100_000, ge=1)
+    publications_per_second: float = Field(
+        default=50_000.0, gt=0, description="Each tenant's sustained publication rate limit."
+    )
+    publication_burst: float = Field(
+        default=100_000.0,
+        ge=1_000,
+        description="Publications a tenant may send at once above the rate (at least one batch).",
+    )
     secret_grace_s: float = Field(
         default=24 * 3600.0,
         ge=0,

@@ -39,6 +39,7 @@ from ...errors import (
 from ...netguard import resolve
 from ...outbox import DeadLetters, Message
 from ...patterns import normalise, parse
+from ...ratelimit import RateLimiter
 from ...routing import HashMapping, eligible_matchers, route
 from ...store import EventFollower, Subscription, SubscriptionEvent, SubscriptionStore
 from .settings import DEVELOPMENT_API_KEY, RouterSettings
@@ -71,6 +72,9 @@ class RouterState:
         self.address_policy = settings.address_policy
         self._known_keys: dict[str, tuple[str, float]] = {}  # key hash -> (tenant, checked at)
         self.dead_letters = DeadLetters(store.client, store.ns)
+        self.rate_limiter = RateLimiter(
+            store.client, store.ns, settings.publications_per_second, settings.publication_burst
+        )
 
     @property
     def ready(self) -> bool:
@@ -132,10 +136,8 @@ class RouterState:
 
     async def replay(self, tenant: str, dead_id: str) -> Message:
         """Send a dead letter again: back into the outbox of its subscription's matcher."""
-        letters = await self.dead_letters.list(tenant, after=_before(dead_id), count=1)
-        if not letters or letters[0].id != dead_id:
-            raise NotFound(f"no dead letter with id {dead_id!r}")
-        sub = await self.owned(letters[0].message.subscription_id, tenant)
+        letter = await self.dead_letters.get(tenant, dead_id)
+        sub = await self.owned(letter.message.subscription_id, tenant)
         return await self.dead_letters.replay(tenant, dead_id, sub.matcher)
 
     async def owned(self, sub_id: str, tenant: str) -> Subscription:
@@ -308,11 +310,3 @@ class RouterState:
             raise MatcherUnavailable(matcher, f"{type(exc).__name__}: {exc}") from exc
         if not response.is_success:
             raise MatcherUnavailable(matcher, f"HTTP {response.status_code}: {response.text[:200]}")
-
-
-def _before(entry_id: str) -> str:
-    """The stream id just before ``entry_id``, so an exclusive range starts at it."""
-    millis, _, seq = entry_id.partition("-")
-    if seq and int(seq) > 0:
-        return f"{millis}-{int(seq) - 1}"
-    return f"{int(millis) - 1}-18446744073709551615"

@@ -5,10 +5,10 @@ from __future__ import annotations
 from fastapi import APIRouter, HTTPException
 
 from ....errors import StoreUnavailable
-from ....schemas import MatchRequest, MatchResponse, SyncRequest
+from ....schemas import ERRORS, MatchRequest, MatchResponse, SyncRequest
 from ..deps import ReadyState
 
-router = APIRouter(prefix="/internal", tags=["internal"])
+router = APIRouter(prefix="/internal", tags=["internal"], responses=ERRORS)
 
 
 @router.post("/match", response_model=MatchResponse)

@@ -5,10 +5,10 @@ from __future__ import annotations
 from fastapi import APIRouter, HTTPException
 
 from ....errors import StoreUnavailable
-from ....schemas import TenantIn, TenantKey
+from ....schemas import ERRORS, TenantIn, TenantKey
 from ..deps import Admin, ReadyState
 
-router = APIRouter(prefix="/admin", tags=["admin"], dependencies=[Admin])
+router = APIRouter(prefix="/admin", tags=["admin"], dependencies=[Admin], responses=ERRORS)
 
 
 @router.post("/tenants", status_code=201, response_model=TenantKey)

@@ -8,12 +8,14 @@ import orjson
 from fastapi import APIRouter, HTTPException, Path, Query
 
 from ....errors import NotFound, StoreUnavailable
-from ....outbox import DeadLetter
-from ....schemas import DeadLetterOut, DeadLetterPage
+from ....outbox import DeadLetter, is_stream_id
+from ....schemas import ERRORS, DeadLetterOut, DeadLetterPage
 from ..deps import Admin, ReadyState, Tenant
 
-router = APIRouter(prefix="/deadletters", tags=["dead letters"])
-admin = APIRouter(prefix="/admin/deadletters", tags=["admin"], dependencies=[Admin])
+router = APIRouter(prefix="/deadletters", tags=["dead letters"], responses=ERRORS)
+admin = APIRouter(
+    prefix="/admin/deadletters", tags=["admin"], dependencies=[Admin], responses=ERRORS
+)
 
 StreamId = Annotated[str, Path(pattern=r"^\d{1,20}-\d{1,20}$")]
 After = Annotated[str | None, Query(pattern=r"^\d{1,20}-\d{1,20}$")]
@@ -35,6 +37,8 @@ def _out(letter: DeadLetter) -> DeadLetterOut:
 
 
 async def _page(state: ReadyState, tenant: str, after: str | None, limit: int) -> DeadLetterPage:
+    if after is not None and not is_stream_id(after):
+        raise HTTPException(422, f"after={after!r} is not a dead letter id")
     try:
         letters = await state.dead_letters.list(tenant, after or "-", limit)
     except StoreUnavailable as exc:

@@ -5,11 +5,11 @@ from typing import Annotated
 from fastapi import APIRouter, HTTPException, Path, Query
 
 from ....errors import InvalidInput, NotFound, StoreUnavailable
-from ....schemas import SecretOut, SubscriptionIn, SubscriptionOut, SubscriptionPage
+from ....schemas import ERRORS, SecretOut, SubscriptionIn, SubscriptionOut, SubscriptionPage
 from ....store import Subscription
 from ..deps import ReadyState, Tenant
 
-router = APIRouter(prefix="/subscriptions", tags=["subscriptions"])
+router = APIRouter(prefix="/subscriptions", tags=["subscriptions"], responses=ERRORS)
 
 SubscriptionId = Annotated[str, Path(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_-]+$")]
 

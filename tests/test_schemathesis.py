@@ -1,0 +1,94 @@
+"""Property-based API tests from each service's own OpenAPI schema (Schemathesis, in-process ASGI).
+
+Every operation is called with generated valid and invalid requests; no answer may be a 5xx, and
+every answer must match the schema's response for its status code. The router runs in-process next
+to a real cluster (same Redis, same matchers), so publications really are routed and matched.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+import schemathesis
+from hypothesis import HealthCheck, settings
+from schemathesis.checks import not_a_server_error
+from schemathesis.python import asgi as st_asgi
+from schemathesis.specs.openapi.checks import response_schema_conformance
+
+from wordcast.services.matcher.main import create_app as matcher_app
+from wordcast.services.matcher.settings import MatcherSettings
+from wordcast.services.receiver.main import create_app as receiver_app
+from wordcast.services.router.main import create_app as router_app
+from wordcast.services.router.settings import RouterSettings
+
+from .conftest import AUTH, RunningCluster
+
+pytestmark = pytest.mark.e2e
+
+CHECKS = [not_a_server_error, response_schema_conformance]
+EXAMPLES = settings(
+    max_examples=30,
+    deadline=None,
+    suppress_health_check=list(HealthCheck),
+)
+
+
+# The schemas come from apps that are never started (only their OpenAPI documents are read); the
+# calls go to apps configured by the fixtures below, which Schemathesis starts (lifespan included).
+ROUTER = schemathesis.openapi.from_dict(
+    router_app(RouterSettings(environment="development")).openapi()
+)
+MATCHER = schemathesis.openapi.from_dict(matcher_app(MatcherSettings(ordinal=0)).openapi())
+RECEIVER = schemathesis.openapi.from_dict(receiver_app().openapi())
+
+
+def _ready(app: Any) -> Any:
+    """Start the app (Schemathesis keeps it running) and wait until it has loaded from Redis."""
+    deadline = time.monotonic() + 30
+    with st_asgi.get_client(app) as client:
+        while client.get("http://testserver/readyz").status_code != 200:
+            assert time.monotonic() < deadline, "the service did not become ready"
+            time.sleep(0.1)
+    return app
+
+
+@pytest.fixture(scope="module")
+def router_asgi(cluster: RunningCluster, redis_url: str) -> Any:
+    settings_ = RouterSettings(
+        redis_url=redis_url,
+        namespace=cluster.namespace,
+        matcher_urls=cluster.matcher_urls,
+        environment="development",
+    )
+    return _ready(router_app(settings_))
+
+
+@pytest.fixture(scope="module")
+def matcher_asgi(redis_url: str) -> Any:
+    settings_ = MatcherSettings(redis_url=redis_url, namespace="test-schemathesis-m", ordinal=0)
+    return _ready(matcher_app(settings_))
+
+
+@pytest.fixture(scope="module")
+def receiver_asgi() -> Any:
+    return _ready(receiver_app())
+
+
+@ROUTER.parametrize()
+@EXAMPLES
+def test_router(case: Any, router_asgi: Any) -> None:
+    case.call_and_validate(app=router_asgi, headers=AUTH, checks=CHECKS)
+
+
+@MATCHER.parametrize()
+@EXAMPLES
+def test_matcher(case: Any, matcher_asgi: Any) -> None:
+    case.call_and_validate(app=matcher_asgi, checks=CHECKS)
+
+
+@RECEIVER.parametrize()
+@EXAMPLES
+def test_receiver(case: Any, receiver_asgi: Any) -> None:
+    case.call_and_validate(app=receiver_asgi, checks=CHECKS)
