@@ -73,6 +73,19 @@ async def in_background(work: Coroutine[Any, Any, None], name: str) -> AsyncIter
         await asyncio.gather(task, return_exceptions=True)
 
 
+READY_WAIT_S = 5.0
+
+
+async def wait_ready(ready: asyncio.Event, loading: str) -> None:
+    """Let a request that arrives while the service loads wait a little, then answer 503."""
+    if ready.is_set():
+        return
+    try:
+        await asyncio.wait_for(ready.wait(), READY_WAIT_S)
+    except TimeoutError:
+        raise HTTPException(503, f"still {loading}") from None
+
+
 def configure_logging(level: str) -> None:
     logging.basicConfig(
         level=level.upper(),

@@ -1,19 +1,16 @@
 from __future__ import annotations
 
-import asyncio
 from typing import Annotated
 
 from fastapi import Depends, HTTPException, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from ...errors import StoreUnavailable, Unauthenticated
+from ..common import wait_ready
 from .state import RouterState
 
 _bearer = HTTPBearer(auto_error=False, description="The tenant's API key (or the admin token).")
 Credentials = Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]
-
-
-READY_WAIT_S = 5.0
 
 
 def get_state(request: Request) -> RouterState:
@@ -22,15 +19,8 @@ def get_state(request: Request) -> RouterState:
 
 
 async def get_ready_state(request: Request) -> RouterState:
-    """The state once loaded; a request that arrives while it loads waits a little first."""
     state = get_state(request)
-    if not state.ready:
-        try:
-            await asyncio.wait_for(state.follower.ready.wait(), READY_WAIT_S)
-        except TimeoutError:
-            raise HTTPException(
-                503, "router is still loading the subscribed words from Redis"
-            ) from None
+    await wait_ready(state.follower.ready, "loading the subscribed words from Redis")
     return state
 
 
