@@ -124,8 +124,9 @@ def test_a_valid_subscription_round_trips(api: httpx.Client) -> None:
     assert created.status_code == 201
     body = created.json()
     assert body["terms"] == ["hous", "run", "white"]
+    assert body["secret"].startswith("whsec_")  # shown once, at creation
     fetched = api.get(f"/subscriptions/{body['id']}")
-    assert fetched.status_code == 200 and fetched.json() == body
+    assert fetched.status_code == 200 and fetched.json() == body | {"secret": None}
     assert api.delete(f"/subscriptions/{body['id']}").status_code == 204
 
 

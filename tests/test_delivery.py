@@ -14,6 +14,7 @@ from standardwebhooks import Webhook
 
 from wordcast.analysis import analyze
 from wordcast.bruteforce import match_pairs
+from wordcast.cluster import free_port
 from wordcast.workload import Post, post_queries, sample_posts
 
 from .conftest import AUTH, Receiver, RunningCluster, start_cluster, stop_cluster
@@ -72,9 +73,7 @@ def test_deliveries_are_signed_and_rotation_keeps_both_secrets_valid(
     assert created.status_code == 201
     sub_id, secret = created.json()["id"], created.json()["secret"]
     assert secret.startswith("whsec_")
-    assert "secret" not in api.get(f"/subscriptions/{sub_id}").json() or (
-        api.get(f"/subscriptions/{sub_id}").json()["secret"] is None
-    )
+    assert api.get(f"/subscriptions/{sub_id}").json()["secret"] is None  # never shown again
 
     def delivered_for(publication: str) -> dict[str, object]:
         _wait(
@@ -152,6 +151,30 @@ def test_failing_receiver_is_retried_then_dead_lettered_then_replayed(
     assert got[(sub_id, "w-2")] == letter["webhook_id"]
     assert not dead()
     assert api.post(f"/deadletters/{letter['id']}/replay").status_code == 404
+
+
+def test_refused_connections_end_in_dead_letters_and_memory_stays_bounded(
+    api: httpx.Client, delivery_cluster: RunningCluster
+) -> None:
+    nobody = f"http://127.0.0.1:{free_port()}/hook"  # nothing listens there
+    created = api.post("/subscriptions", json={"query": "bilby", "callback_url": nobody})
+    sub_id = created.json()["id"]
+    batch = {"publications": [{"id": f"b-{n}", "text": f"bilby {n}"} for n in range(300)]}
+    api.post("/publications", json=batch).raise_for_status()
+    peak = 0
+    deadline = time.monotonic() + 30
+    while True:
+        stats = [httpx.get(f"{u}/stats").json() for u in delivery_cluster.matcher_urls]
+        peak = max(peak, *(s["deliveries_in_flight"] for s in stats))
+        letters = api.get("/deadletters", params={"limit": 1000}).json()["dead_letters"]
+        mine = [d for d in letters if d["subscription_id"] == sub_id]
+        if mine and sum(s["deliveries_pending"] for s in stats) == 0:
+            break
+        assert time.monotonic() < deadline, "the refused deliveries never reached the dead letters"
+        time.sleep(0.1)
+    assert peak <= 64  # WORDCAST_MATCHER_DELIVERY_CONCURRENCY: the rest waits in Redis
+    assert all("ConnectError" in str(d["reason"]) and d["attempts"] == 4 for d in mine)
+    assert sum(len(d["payload"]["matches"]) for d in mine) == 300  # every match accounted for
 
 
 def test_gone_receiver_disables_the_subscription(api: httpx.Client, receiver: Receiver) -> None:
