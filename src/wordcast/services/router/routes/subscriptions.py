@@ -57,7 +57,9 @@ async def create_subscription(
 async def list_subscriptions(
     state: ReadyState,
     tenant: Tenant,
-    cursor: Annotated[int, Query(ge=0, description="From the previous page; 0 to start.")] = 0,
+    cursor: Annotated[
+        int, Query(ge=0, le=2**64 - 1, description="From the previous page; 0 to start.")
+    ] = 0,
     limit: Annotated[int, Query(ge=1, le=1_000)] = 100,
 ) -> SubscriptionPage:
     """Your subscriptions, a page at a time (about ``limit`` each; next_cursor 0 at the end)."""
