@@ -8,6 +8,7 @@ to a real cluster (same Redis, same matchers), so publications really are routed
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -42,6 +43,13 @@ ROUTER = schemathesis.openapi.from_dict(
 )
 MATCHER = schemathesis.openapi.from_dict(matcher_app(MatcherSettings(ordinal=0)).openapi())
 RECEIVER = schemathesis.openapi.from_dict(receiver_app().openapi())
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _stop_apps() -> Iterator[None]:
+    """Schemathesis keeps the apps it started running; stop them before Redis goes away."""
+    yield
+    st_asgi.shutdown_lifespans()
 
 
 def _ready(app: Any) -> Any:
