@@ -123,10 +123,10 @@ def test_delivery_checks_the_address_it_connects_to(
         outbox = Outbox(client, namespace, 0)
         body = {"subscription_id": sub.id, "publication_id": publication, "text": "x"}
         message = Message(
-            sub.id,
+            (sub.id,),
             "",
             by_name,
-            webhook_id(sub.id, [publication]),
+            webhook_id([(sub.id, publication)]),
             orjson.dumps({"type": "matches", "matches": [body]}).decode(),
             1,
             time.time(),

@@ -9,8 +9,9 @@ Keys (under the namespace):
                         same name, its successor, which delivers them first.
 ``{ns}:dead:{tenant}``  stream of the messages given up on, for the owner to read and replay.
 
-A message is one subscription's matches from one routed batch: it is signed with that
-subscription's secret and keeps its ``webhook-id`` for every attempt and redelivery.
+A message holds the matches of one routed batch for one callback URL of one tenant, from at most
+``MAX_SIGNERS`` subscriptions: it is signed with each of their secrets (a receiver holding any one
+of them can verify it) and keeps its ``webhook-id`` for every attempt and redelivery.
 """
 
 from __future__ import annotations
@@ -28,12 +29,13 @@ from .errors import NotFound
 from .store import translated
 
 GROUP = "dispatch"
+MAX_SIGNERS = 32  # subscriptions per message, so the signature header stays small
 DEAD_LETTERS_MAX = 100_000
 
 
 @dataclass(frozen=True, slots=True)
 class Message:
-    subscription_id: str
+    subscription_ids: tuple[str, ...]
     tenant: str
     callback_url: str
     webhook_id: str
@@ -43,7 +45,7 @@ class Message:
 
     def fields(self) -> dict[str, str]:
         return {
-            "sub": self.subscription_id,
+            "sub": " ".join(self.subscription_ids),
             "tenant": self.tenant,
             "url": self.callback_url,
             "id": self.webhook_id,
@@ -55,7 +57,7 @@ class Message:
     @classmethod
     def from_fields(cls, fields: dict[str, str]) -> Message:
         return cls(
-            subscription_id=fields["sub"],
+            subscription_ids=tuple(fields["sub"].split()),
             tenant=fields.get("tenant", ""),
             callback_url=fields["url"],
             webhook_id=fields["id"],
@@ -65,11 +67,11 @@ class Message:
         )
 
 
-def webhook_id(subscription_id: str, publication_ids: Iterable[str]) -> str:
-    """Stable for a subscription's matches of given publications, whoever computes it."""
-    digest = hashlib.sha256(subscription_id.encode())
-    for publication_id in publication_ids:
-        digest.update(b"\0" + publication_id.encode())
+def webhook_id(pairs: Iterable[tuple[str, str]]) -> str:
+    """Stable for a set of (subscription, publication) matches, whoever computes it."""
+    digest = hashlib.sha256()
+    for subscription_id, publication_id in sorted(pairs):
+        digest.update(subscription_id.encode() + b"\0" + publication_id.encode() + b"\n")
     return "msg_" + digest.hexdigest()[:32]
 
 

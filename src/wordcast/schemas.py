@@ -75,7 +75,7 @@ class SecretOut(BaseModel):
 
 class DeadLetterOut(BaseModel):
     id: str
-    subscription_id: str
+    subscription_ids: list[str]
     webhook_id: str
     callback_url: str
     reason: str

@@ -6,7 +6,8 @@ first (those a crashed predecessor did not finish), and acknowledges an entry on
 
 Each message is signed as the Standard Webhooks specification says (``webhook-id``,
 ``webhook-timestamp``, ``webhook-signature``: HMAC-SHA256 over ``id.timestamp.body``) with the
-subscription's secret, and with its previous secret too during a rotation's grace period. Failed
+secret of every subscription it carries matches for (and a previous secret too during a
+rotation's grace period); any one of them verifies it. Failed
 attempts are retried with exponential backoff and full jitter, honouring ``Retry-After``; a 410
 deletes the subscription (the receiver said it is gone for good); a forbidden callback address
 (:mod:`wordcast.netguard`) is not retried; after the last attempt the message goes to its tenant's
@@ -167,8 +168,12 @@ class Dispatcher:
 
     async def _attempt(self, message: Message) -> tuple[str, str, float | None]:
         """One POST: (outcome, reason, seconds the receiver asked us to wait)."""
-        secrets = await self._signing_secrets(message.subscription_id)
-        if secrets is None:
+        secrets = [
+            secret
+            for sub_id in message.subscription_ids
+            for secret in (await self._signing_secrets(sub_id)) or []
+        ]
+        if not secrets:
             ATTEMPTS.labels("subscription_deleted").inc()
             return "deleted", "the subscription was deleted", None
         try:
@@ -206,12 +211,13 @@ class Dispatcher:
         if response.is_success:
             return "delivered", "", None
         if status == 410:
-            await self._disable(message.subscription_id)
+            for sub_id in message.subscription_ids:
+                await self._disable(sub_id)
             return "gone", "HTTP 410", None
         return "retry", f"HTTP {status}", _retry_after(response.headers.get("retry-after"))
 
     async def _disable(self, sub_id: str) -> None:
-        """A 410 means the receiver is gone for good: delete the subscription."""
+        """A 410 means the receiver is gone for good: delete its subscriptions."""
         try:
             await self._store.delete(sub_id)
             log.warning("subscription %s deleted: its webhook answered 410 Gone", sub_id)

@@ -19,7 +19,7 @@ from ...ac_retriever import AhoCorasickREtriever
 from ...compact_trie import CompactTrie
 from ...naive_patterns import NaivePatterns
 from ...nfa import NFAMatcher
-from ...outbox import Message, Outbox, webhook_id
+from ...outbox import MAX_SIGNERS, Message, Outbox, webhook_id
 from ...patterns import normalise, parse
 from ...querynote import QueryNoteIndex
 from ...retriever import REtriever
@@ -120,12 +120,34 @@ class MatcherState:
                     self.index.remove(sub.id, sub.terms)
         SUBSCRIPTIONS.set(len(self.subscriptions))
 
+    def _message(
+        self,
+        tenant: str,
+        url: str,
+        chunk: list[tuple[str, int]],
+        publications: Sequence[tuple[str, str, Iterable[str], bool]],
+        now: float,
+    ) -> Message:
+        matches = []
+        for sub_id, position in chunk:
+            sub = self.subscriptions[sub_id]
+            field, value = ("pattern", sub.pattern) if sub.is_pattern else ("query", sub.query)
+            pub_id, text = publications[position][0], publications[position][1]
+            matches.append(
+                {"subscription_id": sub_id, field: value, "publication_id": pub_id, "text": text}
+            )
+        signers = tuple(dict.fromkeys(sub_id for sub_id, _ in chunk))
+        found = [(m["subscription_id"], m["publication_id"]) for m in matches]
+        body = orjson.dumps({"type": "matches", "matches": matches}).decode()
+        return Message(signers, tenant, url, webhook_id(found), body, len(found), now)
+
     def match(self, publications: Sequence[tuple[str, str, Iterable[str], bool]]) -> list[Message]:
         """Match (id, text, terms, has an anchor here) tuples; returns the messages to deliver.
 
-        A message holds one subscription's matches in this batch (at most delivery_batch), so
-        it can be signed with that subscription's secret; its webhook-id is derived from the
-        subscription and publication ids, the same on every attempt and redelivery.
+        A message holds this batch's matches for one callback URL of one tenant (at most
+        delivery_batch matches from at most MAX_SIGNERS subscriptions), signed later with each of
+        those subscriptions' secrets; its webhook-id is derived from the (subscription,
+        publication) pairs it holds, the same on every attempt and redelivery.
         """
         index = self.index
         if hasattr(index, "match_batch"):
@@ -146,35 +168,25 @@ class MatcherState:
         per_subscription: dict[str, list[int]] = {}
         for sub_id, position in pairs:
             per_subscription.setdefault(sub_id, []).append(position)
+        per_endpoint: dict[tuple[str, str], list[str]] = {}
+        for sub_id in per_subscription:
+            sub = self.subscriptions[sub_id]
+            per_endpoint.setdefault((sub.tenant, sub.callback_url), []).append(sub_id)
         messages: list[Message] = []
         now = time.time()
-        size = self.settings.delivery_batch
-        for sub_id, positions in per_subscription.items():
-            sub = self.subscriptions[sub_id]
-            field, value = ("pattern", sub.pattern) if sub.is_pattern else ("query", sub.query)
-            for start in range(0, len(positions), size):
-                chunk = [publications[p] for p in positions[start : start + size]]
-                matches = [
-                    {
-                        "subscription_id": sub_id,
-                        field: value,
-                        "publication_id": pub_id,
-                        "text": text,
-                    }
-                    for pub_id, text, _, _ in chunk
-                ]
-                body = orjson.dumps({"type": "matches", "matches": matches}).decode()
-                messages.append(
-                    Message(
-                        subscription_id=sub_id,
-                        tenant=sub.tenant,
-                        callback_url=sub.callback_url,
-                        webhook_id=webhook_id(sub_id, [pub_id for pub_id, _, _, _ in chunk]),
-                        body=body,
-                        matches=len(chunk),
-                        created=now,
-                    )
-                )
+        for (tenant, url), sub_ids in per_endpoint.items():
+            chunk: list[tuple[str, int]] = []
+            signers: set[str] = set()
+            for sub_id in sub_ids:
+                for position in per_subscription[sub_id]:
+                    full = len(chunk) >= self.settings.delivery_batch
+                    if full or (sub_id not in signers and len(signers) >= MAX_SIGNERS):
+                        messages.append(self._message(tenant, url, chunk, publications, now))
+                        chunk, signers = [], set()
+                    chunk.append((sub_id, position))
+                    signers.add(sub_id)
+            if chunk:
+                messages.append(self._message(tenant, url, chunk, publications, now))
         count = len(publications)
         self.publications += count
         self.matches += len(pairs)

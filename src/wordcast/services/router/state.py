@@ -137,8 +137,13 @@ class RouterState:
     async def replay(self, tenant: str, dead_id: str) -> Message:
         """Send a dead letter again: back into the outbox of its subscription's matcher."""
         letter = await self.dead_letters.get(tenant, dead_id)
-        sub = await self.owned(letter.message.subscription_id, tenant)
-        return await self.dead_letters.replay(tenant, dead_id, sub.matcher)
+        for sub_id in letter.message.subscription_ids:
+            try:
+                sub = await self.owned(sub_id, tenant)
+            except NotFound:
+                continue
+            return await self.dead_letters.replay(tenant, dead_id, sub.matcher)
+        raise NotFound(f"the subscriptions of dead letter {dead_id!r} were deleted")
 
     async def owned(self, sub_id: str, tenant: str) -> Subscription:
         """A tenant's subscription; another tenant's is NotFound, like one that does not exist."""

@@ -26,7 +26,7 @@ def _out(letter: DeadLetter) -> DeadLetterOut:
     message = letter.message
     return DeadLetterOut(
         id=letter.id,
-        subscription_id=message.subscription_id,
+        subscription_ids=list(message.subscription_ids),
         webhook_id=message.webhook_id,
         callback_url=message.callback_url,
         reason=letter.reason,
