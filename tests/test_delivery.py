@@ -221,7 +221,7 @@ def test_a_killed_matcher_hands_its_pending_deliveries_to_its_successor(
     """kill -9 while a slow subscriber has deliveries pending: all arrive, duplicates share ids."""
     cluster = start_cluster(redis_url, f"test-crash-{os.getpid()}", matchers=1, env=FAST_RETRIES)
     try:
-        _behave(receiver, delay_s=0.02)
+        _behave(receiver, delay_s=2.0)  # every message is still in flight when we kill
         posts = sample_posts(3_000, seed=606)
         queries = post_queries(posts, 150, seed=607)
         with httpx.Client(base_url=cluster.router_url, timeout=60, headers=AUTH) as api:
