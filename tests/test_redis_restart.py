@@ -11,14 +11,13 @@ from pathlib import Path
 
 import httpx
 import pytest
-import redis
 
 from wordcast.analysis import analyze
 from wordcast.bruteforce import match_pairs
-from wordcast.cluster import free_port, redis_server_binary
+from wordcast.cluster import free_port
 from wordcast.workload import Post, post_queries, sample_posts
 
-from .conftest import AUTH, Receiver, start_cluster, stop_cluster
+from .conftest import AUTH, Receiver, start_cluster, start_redis_server, stop_cluster
 from .test_e2e import _check, _delivered_after, _publish
 
 pytestmark = pytest.mark.e2e
@@ -34,19 +33,7 @@ class RestartableRedis:
         self.process: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:
-        argv = [redis_server_binary(), "--port", str(self.port), "--bind", "127.0.0.1"]
-        argv += ["--dir", str(self.directory), "--appendonly", "yes", "--appendfsync", "always"]
-        argv += ["--save", "", "--daemonize", "no", "--loglevel", "warning"]
-        self.process = subprocess.Popen(argv, stdout=subprocess.DEVNULL)
-        client = redis.Redis.from_url(self.url)
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                client.ping()
-                return
-            except redis.ConnectionError:
-                assert time.monotonic() < deadline, "redis-server did not start"
-                time.sleep(0.05)
+        self.process = start_redis_server(self.port, str(self.directory), append_only=True)
 
     def stop(self) -> None:
         assert self.process is not None

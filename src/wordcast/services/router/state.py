@@ -20,6 +20,7 @@ import secrets
 import time
 import uuid
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 import httpx
 import orjson
@@ -181,39 +182,32 @@ class RouterState:
         terms = self.analyse_query(query)
         await resolve(callback_url, self.address_policy)
         matcher = self._random.choice(sorted(eligible_matchers(terms, self.mapping)))
-        sub = Subscription(
-            id=uuid.uuid4().hex,
-            query=query,
-            terms=terms,
-            callback_url=callback_url,
-            matcher=matcher,
-            created=time.time(),
-            tenant=tenant,
-            secret=self.new_secret(),
+        return await self._store(
+            query=query, terms=terms, callback_url=callback_url, matcher=matcher, tenant=tenant
         )
-        event_id = await self.store.add(sub, self.settings.max_subscriptions_per_tenant)
-        await self._announce(event_id, matcher)
-        return sub
 
     async def subscribe_pattern(self, source: str, callback_url: str, tenant: str) -> Subscription:
         pattern = parse(source)
         await resolve(callback_url, self.address_policy)
         anchor = pattern.anchor
         matcher = self._place_pattern(anchor, await self.store.pattern_loads())
-        sub = Subscription(
-            id=uuid.uuid4().hex,
+        return await self._store(
             query="",
             terms=(),
             callback_url=callback_url,
             matcher=matcher,
-            created=time.time(),
+            tenant=tenant,
             pattern=source,
             anchor=anchor,
-            tenant=tenant,
-            secret=self.new_secret(),
+        )
+
+    async def _store(self, **fields: Any) -> Subscription:
+        """Store a validated, placed subscription under a fresh id and secret; announce it."""
+        sub = Subscription(
+            id=uuid.uuid4().hex, created=time.time(), secret=self.new_secret(), **fields
         )
         event_id = await self.store.add(sub, self.settings.max_subscriptions_per_tenant)
-        await self._announce(event_id, matcher)
+        await self._announce(event_id, sub.matcher)
         return sub
 
     def _place_pattern(self, anchor: str, loads: dict[int, int]) -> int:
