@@ -10,6 +10,10 @@
     ├── Unauthenticated         no API key, or one wordcast does not know (HTTP 401)
     ├── NotFound                no such subscription (HTTP 404)
     ├── StoreUnavailable        Redis could not be reached or failed (HTTP 503)
+    ├── StaleMapping            a placement was planned for mapping versions no longer in use
+    │                           (the router plans again; never reaches a client)
+    ├── MappingError            a mapping version that cannot be used (wrong number of matchers,
+    │                           unknown version); the CLI and the Spark job report it
     └── MatcherUnavailable      a matcher did not accept a routed batch (HTTP 503)
 
 Routes turn these into HTTP errors; nothing below the routes knows about HTTP.
@@ -60,6 +64,14 @@ class NotFound(WordcastError, LookupError):
 
 class StoreUnavailable(WordcastError):
     """The system of record (Redis) failed; the operation may be retried."""
+
+
+class StaleMapping(WordcastError):
+    """The mapping window moved between planning a placement and storing it."""
+
+
+class MappingError(WordcastError, ValueError):
+    """A mapping version that does not exist or does not fit the cluster."""
 
 
 class MatcherUnavailable(WordcastError):

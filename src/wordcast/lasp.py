@@ -11,7 +11,7 @@ tries small, and the imbalance term keeps them even.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 
@@ -26,29 +26,48 @@ class LinearCost:
         return self.slope * unique_words + self.intercept
 
 
+UNIT_COST = LinearCost()
+
+
 def place(
     terms: Iterable[str],
     mapping: Callable[[str], int],
     word_maps: Sequence[Collection[str]],
-    cost: Callable[[float], float] = LinearCost(),
+    cost: Callable[[float], float] = UNIT_COST,
 ) -> int:
     """The matcher LASP places a subscription on; ``word_maps[i]`` is H(i)."""
     words = set(terms)
     if not words:
         raise ValueError("a subscription needs at least one term")
     eligible = sorted({mapping(w) for w in words})
-    base = [cost(len(h)) for h in word_maps]
+    sizes = [len(h) for h in word_maps]
+    known = {i: sum(1 for w in words if w in word_maps[i]) for i in eligible}
+    return place_among(len(words), eligible, sizes, known, cost)
+
+
+def place_among(
+    words: int,
+    eligible: Iterable[int],
+    sizes: Sequence[int],
+    known: Mapping[int, int],
+    cost: Callable[[float], float] = UNIT_COST,
+) -> int:
+    """Alg. 2's loop: a subscription of ``words`` unique words, ``known[i]`` of them in H(i) already,
+    ``sizes[i]`` = |H(i)|; the best of the ``eligible`` matchers (the first of equals)."""
+    base = [cost(size) for size in sizes]
     n = len(base)
     total, squares = sum(base), sum(x * x for x in base)
-    best, best_utility = eligible[0], -math.inf
-    for i in eligible:
-        new_words = sum(1 for w in words if w not in word_maps[i])
+    best, best_utility = -1, -math.inf
+    for i in sorted(eligible):
+        new_words = words - known.get(i, 0)
         extra = cost(new_words)
-        placed = cost(len(word_maps[i]) + new_words)
+        placed = cost(sizes[i] + new_words)
         mean = (total - base[i] + placed) / n
         variance = max((squares - base[i] ** 2 + placed**2) / n - mean**2, 0.0)
         imbalance = math.sqrt(variance) / mean if mean > 0 else 0.0
         utility = -extra * imbalance
         if utility > best_utility:
             best, best_utility = i, utility
+    if best < 0:
+        raise ValueError("no eligible matcher")
     return best

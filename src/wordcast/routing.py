@@ -5,29 +5,46 @@ K(P, M) = {M(w) : w ∈ P ∩ s(W)}, the matchers of its *subscribed* words. A s
 placed on any eligible matcher B(S, M) = {M(w) : w ∈ S}: whichever it is, every publication that
 contains all of S contains the word that made the matcher eligible, so it reaches that matcher.
 
-The default mapping hashes words with a stable hash (CRC-32 of the UTF-8 bytes), never Python's
-randomised ``hash()``, so every process computes the same M.
+Mappings are versioned. Version 0 is the default: words hashed with a stable hash (CRC-32 of the
+UTF-8 bytes), never Python's randomised ``hash()``, so every process computes the same M. A learned
+mapping (:class:`LearnedMapping`, from SALB or a baseline) maps the words it saw and falls back to
+the same stable hash for any word it did not (§3.1: "we fallback to the default policy").
+
+Hot words (§5.1) are split into k copies ``word#0 … word#k-1``, each mapped on its own; a
+publication carrying a hot word goes to the matcher of one random copy, and the router tells the
+matchers which copy it drew (:func:`route` returns the draws). A hot word therefore makes no
+matcher eligible: a subscription is placed through its other words, and a subscription made only
+of hot words is multicast to the matchers of every copy of its least frequent hot word
+(:func:`hot_multicast`).
 """
 
 from __future__ import annotations
 
 import zlib
-from collections.abc import Collection, Iterable
+from collections.abc import Callable, Collection, Iterable, Mapping
+
+COPY_SEPARATOR = "#"
 
 
 def stable_hash(word: str) -> int:
     return zlib.crc32(word.encode("utf-8"))
 
 
+def copy_name(word: str, copy: int) -> str:
+    return f"{word}{COPY_SEPARATOR}{copy}"
+
+
 class HashMapping:
     """M(w) = stable_hash(w) mod N, memoised because the router asks for the same words constantly."""
 
-    __slots__ = ("_cache", "matchers")
+    __slots__ = ("_cache", "matchers", "splits", "version")
 
-    def __init__(self, matchers: int) -> None:
+    def __init__(self, matchers: int, version: int = 0) -> None:
         if matchers < 1:
             raise ValueError("at least one matcher is needed")
         self.matchers = matchers
+        self.version = version
+        self.splits: Mapping[str, int] = {}  # no hot words: hashing does not learn frequencies
         self._cache: dict[str, int] = {}
 
     def __call__(self, word: str) -> int:
@@ -36,12 +53,83 @@ class HashMapping:
             matcher = self._cache[word] = stable_hash(word) % self.matchers
         return matcher
 
+    def frequency(self, word: str) -> int:
+        return 0
+
+
+class LearnedMapping(HashMapping):
+    """A learned M: the words it maps, the hot words' copy counts, and the hashing fallback."""
+
+    __slots__ = ("_frequencies", "words")
+
+    def __init__(
+        self,
+        version: int,
+        matchers: int,
+        words: Mapping[str, int],
+        splits: Mapping[str, int] | None = None,
+        frequencies: Mapping[str, int] | None = None,
+    ) -> None:
+        super().__init__(matchers, version)
+        bad = [w for w, m in words.items() if not 0 <= m < matchers]
+        if bad:
+            raise ValueError(f"words mapped outside 0..{matchers - 1}: {bad[:5]}")
+        self.words = dict(words)
+        self.splits = dict(splits or {})
+        self._frequencies = dict(frequencies or {})
+        self._cache.update(self.words)
+
+    def frequency(self, word: str) -> int:
+        """How many learning publications carried a hot word (for choosing the least frequent)."""
+        return self._frequencies.get(word, 0)
+
 
 def eligible_matchers(terms: Iterable[str], mapping: HashMapping) -> set[int]:
-    """B(S, M): the matchers a subscription may be placed on."""
-    return {mapping(term) for term in terms}
+    """B(S, M): the matchers a subscription may be placed on (hot words make none eligible)."""
+    splits = mapping.splits
+    return {mapping(term) for term in terms if term not in splits}
 
 
-def route(terms: Iterable[str], subscribed: Collection[str], mapping: HashMapping) -> set[int]:
-    """K(P, M): the matchers a publication must reach (Eq. 3.1)."""
-    return {mapping(term) for term in terms if term in subscribed}
+def hot_multicast(
+    terms: Iterable[str], mapping: HashMapping
+) -> tuple[str, dict[int, frozenset[int]]]:
+    """§5.1 for a subscription made only of hot words: its least frequent hot word, and for each
+    matcher holding one of that word's copies, which copies (a publication drew exactly one)."""
+    word = min(terms, key=lambda t: (mapping.frequency(t), t))
+    copies: dict[int, set[int]] = {}
+    for copy in range(mapping.splits[word]):
+        copies.setdefault(mapping(copy_name(word, copy)), set()).add(copy)
+    return word, {matcher: frozenset(c) for matcher, c in copies.items()}
+
+
+def route(
+    terms: Iterable[str],
+    subscribed: Collection[str],
+    mapping: HashMapping,
+    draw: Callable[[int], int] | None = None,
+) -> tuple[set[int], dict[str, int]]:
+    """K(P, M) (Eq. 3.1), and the copy drawn for each subscribed hot word of the publication.
+
+    ``draw(k)`` picks one of k copies (``random.randrange`` in the router); only a mapping with
+    hot words calls it.
+    """
+    splits = mapping.splits
+    targets: set[int] = set()
+    if not splits:
+        for term in terms:
+            if term in subscribed:
+                targets.add(mapping(term))
+        return targets, {}
+    if draw is None:
+        raise ValueError("a mapping with hot words needs a draw")
+    drawn: dict[str, int] = {}
+    for term in terms:
+        if term not in subscribed:
+            continue
+        copies = splits.get(term)
+        if copies:
+            copy = drawn[term] = draw(copies)
+            targets.add(mapping(copy_name(term, copy)))
+        else:
+            targets.add(mapping(term))
+    return targets, drawn

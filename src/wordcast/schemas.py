@@ -141,9 +141,13 @@ class RoutedPublication(BaseModel):
     patterns: bool = Field(
         default=False, description="Whether an anchor of this matcher's patterns occurs in it."
     )
+    hot: dict[str, int] = Field(
+        default_factory=dict, description="The copy the router drew for each hot word in it."
+    )
 
 
 class MatchRequest(BaseModel):
+    version: int = Field(default=0, ge=0, description="The mapping version that routed the batch.")
     publications: list[RoutedPublication]
 
 

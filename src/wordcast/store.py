@@ -2,18 +2,25 @@
 
 Keys (all under a namespace, ``wordcast`` by default, so several clusters can share one Redis):
 
-``{ns}:sub:{id}``           hash: query, terms (space-separated, sorted), callback_url, matcher, created;
-                            a pattern subscription has pattern and anchor instead of query and terms
-``{ns}:matcher:{i}:subs``   set of the ids placed on matcher i
+``{ns}:sub:{id}``           hash: query, terms (space-separated, sorted), callback_url, matcher, created,
+                            placements (JSON, :mod:`wordcast.placement`: which matchers hold it for
+                            which mapping versions); a pattern subscription has pattern and anchor
+                            instead of query, terms and placements, and lives on ``matcher`` only
+``{ns}:matcher:{i}:subs``   set of the ids placed on matcher i (for any mapping version)
 ``{ns}:matcher:{i}:words``  hash word -> count: the subscription word map H(i) of S³-TM §4.2
+``{ns}:mapping:window``     "low high": the mapping versions routers may be routing with; a keyword
+                            subscription is stored only with placements planned for this window
 ``{ns}:words``              hash word -> count: the subscribed words s(W) routers route on (Eq. 3.1)
 ``{ns}:matcher:{i}:anchors`` hash anchor -> count of the pattern subscriptions on matcher i
 ``{ns}:pattern_load``       hash matcher -> number of pattern subscriptions placed on it
 ``{ns}:tenant:{t}:subs``    set of the ids of tenant t's subscriptions
 ``{ns}:apikey:{sha256}``    the tenant an API key belongs to, under the key's SHA-256 (keys are not kept)
-``{ns}:events``             stream of subscription changes, in commit order
+``{ns}:events``             stream of subscription changes (add, del, and move when a mapping change
+                            re-places a subscription), in commit order
 ``{ns}:publications``       bounded stream of sampled analysed publications (time, terms) that the
                             routing learner reads (S³-TM §3: the mapping is learned from traffic)
+
+Mapping versions themselves are kept by :mod:`wordcast.mapping_store`.
 
 Every change is one Lua script, so the record, both word maps and the event that announces it are
 written atomically: concurrent routers cannot corrupt the counts, and a reader that loads a snapshot
@@ -33,51 +40,89 @@ import contextlib
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
-from .errors import LimitExceeded, NotFound, StoreUnavailable
+from .errors import LimitExceeded, NotFound, StaleMapping, StoreUnavailable
+from .placement import Placement, decode, encode, matchers_of
 
 log = logging.getLogger(__name__)
 
 EVENTS_MAXLEN = 1_000_000
 
+# Keyword scripts. KEYS: 1 record, 2 s(W), 3 events, 4 tenant's set, 5 mapping window, then for each
+# matcher of the placements its subscription set and its word map H(i).
 _ADD = """
 if redis.call('EXISTS', KEYS[1]) == 1 then return false end
-if redis.call('SCARD', KEYS[6]) >= tonumber(ARGV[9]) then return 0 end
+if (redis.call('GET', KEYS[5]) or '0 0') ~= ARGV[12] then return -1 end
+if redis.call('SCARD', KEYS[4]) >= tonumber(ARGV[9]) then return 0 end
 redis.call('HSET', KEYS[1], 'query', ARGV[3], 'terms', ARGV[4], 'callback_url', ARGV[5],
-           'matcher', ARGV[2], 'created', ARGV[6], 'tenant', ARGV[8], 'secret', ARGV[10])
-redis.call('SADD', KEYS[2], ARGV[1])
-redis.call('SADD', KEYS[6], ARGV[1])
+           'matcher', ARGV[2], 'created', ARGV[6], 'tenant', ARGV[8], 'secret', ARGV[10],
+           'placements', ARGV[11])
+redis.call('SADD', KEYS[4], ARGV[1])
+for k = 6, #KEYS, 2 do
+  redis.call('SADD', KEYS[k], ARGV[1])
+  for term in string.gmatch(ARGV[4], '%S+') do redis.call('HINCRBY', KEYS[k + 1], term, 1) end
+end
 local born = {}
 for term in string.gmatch(ARGV[4], '%S+') do
-  redis.call('HINCRBY', KEYS[3], term, 1)
-  if redis.call('HINCRBY', KEYS[4], term, 1) == 1 then born[#born + 1] = term end
+  if redis.call('HINCRBY', KEYS[2], term, 1) == 1 then born[#born + 1] = term end
 end
-return redis.call('XADD', KEYS[5], 'MAXLEN', '~', ARGV[7], '*', 'op', 'add', 'sub', ARGV[1],
+return redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[7], '*', 'op', 'add', 'sub', ARGV[1],
                   'matcher', ARGV[2], 'terms', ARGV[4], 'callback_url', ARGV[5], 'query', ARGV[3],
-                  'words', table.concat(born, ' '), 'tenant', ARGV[8])
+                  'words', table.concat(born, ' '), 'tenant', ARGV[8], 'placements', ARGV[11])
 """
 
 _DELETE = """
-if redis.call('HGET', KEYS[1], 'matcher') ~= ARGV[2] then return false end
+if redis.call('HGET', KEYS[1], 'placements') ~= ARGV[2] then return false end
 local terms = redis.call('HGET', KEYS[1], 'terms')
+local matcher = redis.call('HGET', KEYS[1], 'matcher')
 redis.call('DEL', KEYS[1])
-redis.call('SREM', KEYS[2], ARGV[1])
-redis.call('SREM', KEYS[6], ARGV[1])
+redis.call('SREM', KEYS[4], ARGV[1])
+for k = 6, #KEYS, 2 do
+  redis.call('SREM', KEYS[k], ARGV[1])
+  for term in string.gmatch(terms, '%S+') do
+    if redis.call('HINCRBY', KEYS[k + 1], term, -1) <= 0 then redis.call('HDEL', KEYS[k + 1], term) end
+  end
+end
 local died = {}
 for term in string.gmatch(terms, '%S+') do
-  if redis.call('HINCRBY', KEYS[3], term, -1) <= 0 then redis.call('HDEL', KEYS[3], term) end
-  if redis.call('HINCRBY', KEYS[4], term, -1) <= 0 then
-    redis.call('HDEL', KEYS[4], term)
+  if redis.call('HINCRBY', KEYS[2], term, -1) <= 0 then
+    redis.call('HDEL', KEYS[2], term)
     died[#died + 1] = term
   end
 end
-return redis.call('XADD', KEYS[5], 'MAXLEN', '~', ARGV[3], '*', 'op', 'del', 'sub', ARGV[1],
-                  'matcher', ARGV[2], 'terms', terms, 'words', table.concat(died, ' '))
+return redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[3], '*', 'op', 'del', 'sub', ARGV[1],
+                  'matcher', matcher, 'terms', terms, 'words', table.concat(died, ' '),
+                  'placements', ARGV[2])
+"""
+
+# Re-placement (a mapping change). KEYS: 1 record, 2 events, then pairs (subscription set, H(i)):
+# first ARGV[5] pairs of matchers the subscription leaves, then those it joins.
+_MOVE = """
+if redis.call('HGET', KEYS[1], 'placements') ~= ARGV[2] then return false end
+local terms = redis.call('HGET', KEYS[1], 'terms')
+local leaving = tonumber(ARGV[5])
+for k = 3, #KEYS, 2 do
+  local step = 1
+  if (k - 3) / 2 < leaving then
+    redis.call('SREM', KEYS[k], ARGV[1])
+    step = -1
+  else
+    redis.call('SADD', KEYS[k], ARGV[1])
+  end
+  for term in string.gmatch(terms, '%S+') do
+    if redis.call('HINCRBY', KEYS[k + 1], term, step) <= 0 then redis.call('HDEL', KEYS[k + 1], term) end
+  end
+end
+redis.call('HSET', KEYS[1], 'placements', ARGV[3], 'matcher', ARGV[4])
+local f = redis.call('HMGET', KEYS[1], 'query', 'callback_url', 'tenant')
+return redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[6], '*', 'op', 'move', 'sub', ARGV[1],
+                  'matcher', ARGV[4], 'terms', terms, 'query', f[1], 'callback_url', f[2],
+                  'tenant', f[3], 'placements', ARGV[3], 'words', '')
 """
 
 
@@ -138,10 +183,16 @@ class Subscription:
     anchor: str = ""
     tenant: str = ""
     secret: str = field(default="", repr=False)
+    placements: tuple[Placement, ...] = ()
 
     @property
     def is_pattern(self) -> bool:
         return bool(self.pattern)
+
+    @property
+    def matchers(self) -> list[int]:
+        """Every matcher that holds the subscription (a pattern lives on one, always)."""
+        return matchers_of(self.placements) if self.placements else [self.matcher]
 
 
 @dataclass(frozen=True, slots=True)
@@ -193,6 +244,7 @@ class SubscriptionStore:
         self._add_pattern = client.register_script(_ADD_PATTERN)
         self._rotate = client.register_script(_ROTATE)
         self._delete_pattern = client.register_script(_DELETE_PATTERN)
+        self._move = client.register_script(_MOVE)
 
     # -- keys ---------------------------------------------------------------------------------
     def sub_key(self, sub_id: str) -> str:
@@ -252,14 +304,31 @@ class SubscriptionStore:
     def api_key_key(self, key_hash: str) -> str:
         return f"{self.ns}:apikey:{key_hash}"
 
+    @property
+    def window_key(self) -> str:
+        """ "low high": the oldest and newest mapping versions routers may be routing with."""
+        return f"{self.ns}:mapping:window"
+
+    def _matcher_keys(self, matchers: Iterable[int]) -> list[str]:
+        keys: list[str] = []
+        for matcher in matchers:
+            keys += [self.matcher_subs_key(matcher), self.matcher_words_key(matcher)]
+        return keys
+
     def _keys(self, sub: Subscription) -> list[str]:
-        matcher = sub.matcher
         if sub.is_pattern:
-            maps = [self.matcher_anchors_key(matcher), self.pattern_load_key]
-        else:
-            maps = [self.matcher_words_key(matcher), self.words_key]
-        keys = [self.sub_key(sub.id), self.matcher_subs_key(matcher), *maps, self.events_key]
-        return [*keys, self.tenant_subs_key(sub.tenant)]
+            matcher = sub.matcher
+            return [
+                self.sub_key(sub.id),
+                self.matcher_subs_key(matcher),
+                self.matcher_anchors_key(matcher),
+                self.pattern_load_key,
+                self.events_key,
+                self.tenant_subs_key(sub.tenant),
+            ]
+        fixed = [self.sub_key(sub.id), self.words_key, self.events_key]
+        fixed += [self.tenant_subs_key(sub.tenant), self.window_key]
+        return fixed + self._matcher_keys(sub.matchers)
 
     # -- tenants ------------------------------------------------------------------------------
     async def add_api_key(self, key_hash: str, tenant: str) -> None:
@@ -287,12 +356,18 @@ class SubscriptionStore:
         subs = [_subscription(i, f) for i, f in zip(ids, records, strict=True) if f]
         return int(cursor), subs
 
-    async def add(self, sub: Subscription, tenant_limit: int = 1_000_000) -> str:
+    async def add(
+        self, sub: Subscription, tenant_limit: int = 1_000_000, window: str = "0 0"
+    ) -> str:
         """Store a subscription and announce it; returns the event id.
 
-        Raises ValueError on a duplicate id and LimitExceeded when the tenant holds
-        ``tenant_limit`` subscriptions already.
+        A keyword subscription's placements were planned for the mapping ``window``; if the window
+        moved meanwhile, nothing is stored and StaleMapping is raised (plan again). Raises
+        ValueError on a duplicate id and LimitExceeded when the tenant holds ``tenant_limit``
+        subscriptions already.
         """
+        if not sub.is_pattern and not sub.placements:
+            sub = replace(sub, placements=(Placement(sub.matcher, 0),))
         keys = self._keys(sub)
         if sub.is_pattern:
             script = self._add_pattern
@@ -302,8 +377,12 @@ class SubscriptionStore:
             args = [sub.id, sub.matcher, sub.query, " ".join(sub.terms)]
         args += [sub.callback_url, repr(sub.created), EVENTS_MAXLEN, sub.tenant, tenant_limit]
         args.append(sub.secret)
+        if not sub.is_pattern:
+            args += [encode(sub.placements), window]
         with translated("storing a subscription"):
             event_id = await script(keys=keys, args=args)
+        if event_id == -1:
+            raise StaleMapping(f"the mapping window is no longer {window!r}")
         if event_id == 0:
             raise LimitExceeded(
                 f"tenant {sub.tenant!r} holds {tenant_limit} subscriptions, the limit; "
@@ -318,13 +397,29 @@ class SubscriptionStore:
         for _ in range(5):
             sub = await self.get(sub_id)
             keys = self._keys(sub)
-            script = self._delete_pattern if sub.is_pattern else self._delete
+            if sub.is_pattern:
+                script, expected = self._delete_pattern, str(sub.matcher)
+            else:
+                script, expected = self._delete, encode(sub.placements)
             with translated("deleting a subscription"):
-                event_id = await script(keys=keys, args=[sub_id, sub.matcher, EVENTS_MAXLEN])
+                event_id = await script(keys=keys, args=[sub_id, expected, EVENTS_MAXLEN])
             if event_id:
                 return sub, str(event_id)
             # The record changed between the read and the script (deleted or moved): look again.
         raise StoreUnavailable(f"subscription {sub_id} kept changing while being deleted")
+
+    async def move(self, sub: Subscription, placements: Sequence[Placement]) -> str | None:
+        """Re-place a keyword subscription; the event id, or None if it changed meanwhile."""
+        before, after = set(sub.matchers), set(matchers_of(placements))
+        leaving, joining = sorted(before - after), sorted(after - before)
+        open_ = [p.matcher for p in placements if p.is_open] or [placements[-1].matcher]
+        keys = [self.sub_key(sub.id), self.events_key, *self._matcher_keys(leaving)]
+        keys += self._matcher_keys(joining)
+        args: list[str | int] = [sub.id, encode(sub.placements), encode(placements)]
+        args += [open_[0], len(leaving), EVENTS_MAXLEN]
+        with translated("moving a subscription"):
+            event_id = await self._move(keys=keys, args=args)
+        return str(event_id) if event_id else None
 
     async def rotate_secret(self, sub_id: str, secret: str, previous_until: float) -> None:
         """Make ``secret`` the signing secret; the old one stays valid until ``previous_until``."""
@@ -371,6 +466,26 @@ class SubscriptionStore:
         with translated("reading a subscription word map"):
             raw = await self.client.hgetall(self.matcher_words_key(matcher))
         return {word: int(count) for word, count in raw.items()}
+
+    async def word_map_view(
+        self, matchers: int, candidates: Iterable[int], terms: Sequence[str]
+    ) -> tuple[list[int], dict[int, int]]:
+        """LASP's view of H: |H(i)| for every matcher, and how many of ``terms`` each candidate's
+        H(i) holds already; one round trip."""
+        wanted = sorted(candidates)
+        pipe = self.client.pipeline(transaction=False)
+        for matcher in range(matchers):
+            pipe.hlen(self.matcher_words_key(matcher))
+        for matcher in wanted:
+            pipe.hmget(self.matcher_words_key(matcher), list(terms))
+        with translated("reading the subscription word maps"):
+            replies = await pipe.execute()
+        sizes = [int(size) for size in replies[:matchers]]
+        known = {
+            matcher: sum(1 for count in counts if count is not None)
+            for matcher, counts in zip(wanted, replies[matchers:], strict=True)
+        }
+        return sizes, known
 
     async def anchor_map(self, matcher: int) -> dict[str, int]:
         """The anchors of the pattern subscriptions on a matcher, with counts."""
@@ -440,6 +555,7 @@ def _subscription(sub_id: str, fields: dict[str, str]) -> Subscription:
         pattern=fields.get("pattern", ""),
         anchor=fields.get("anchor", ""),
         tenant=fields.get("tenant", ""),
+        placements=decode(fields["placements"]) if fields.get("placements") else (),
     )
 
 

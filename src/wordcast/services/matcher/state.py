@@ -3,6 +3,11 @@
 Keyword subscriptions live in the term index (a trie by default), pattern subscriptions in the
 pattern index (REtriever or one of its peers); a routed publication is matched against the pattern
 index only when the router flagged it, that is when one of this matcher's anchors occurs in it.
+
+A keyword subscription's placements (:mod:`wordcast.placement`) say for which mapping versions —
+and, for a multicast of hot words, which drawn copies — this matcher evaluates it; a match found
+for a batch that another placement serves is dropped here, so each publication is evaluated
+against each subscription exactly once while routers switch mapping versions.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from ...naive_patterns import NaivePatterns
 from ...nfa import NFAMatcher
 from ...outbox import MAX_SIGNERS, Message, Outbox, webhook_id
 from ...patterns import normalise, parse
+from ...placement import Placement
 from ...querynote import QueryNoteIndex
 from ...retriever import REtriever
 from ...store import EventFollower, Subscription, SubscriptionEvent, SubscriptionStore
@@ -73,6 +79,8 @@ class MatcherState:
         self.settings = settings
         self.patterns: Any = make_pattern_engine(settings)
         self.subscriptions: dict[str, Subscription] = {}
+        # Placements here of the subscriptions that do not serve every version from 0 on.
+        self.restricted: dict[str, tuple[Placement, ...]] = {}
         self.follower = EventFollower(store, self._load_snapshot, self._apply)
         self.outbox = Outbox(store.client, store.ns, settings.ordinal)
         self.dispatcher = Dispatcher(
@@ -96,28 +104,40 @@ class MatcherState:
         index = make_engine(self.engine, self._stats)
         patterns = make_pattern_engine(self.settings)
         subscriptions: dict[str, Subscription] = {}
+        restricted: dict[str, tuple[Placement, ...]] = {}
         async for page in self.store.placed_on(self.ordinal):
             for sub in page:
                 _index(sub, index, patterns)
                 subscriptions[sub.id] = sub
+                self._restrict(sub, restricted)
         self.index, self.patterns, self.subscriptions = index, patterns, subscriptions
+        self.restricted = restricted
         SUBSCRIPTIONS.set(len(subscriptions))
         log.info("matcher %d loaded %d subscriptions from Redis", self.ordinal, len(subscriptions))
+
+    def _restrict(self, sub: Subscription, restricted: dict[str, tuple[Placement, ...]]) -> None:
+        here = tuple(p for p in sub.placements if p.matcher == self.ordinal)
+        if len(here) == 1 and here[0].first == 0 and here[0].is_open and not here[0].hot:
+            restricted.pop(sub.id, None)  # serves every batch: no check needed
+        elif here:
+            restricted[sub.id] = here
 
     def _apply(self, events: Iterable[SubscriptionEvent]) -> None:
         for event in events:
             sub = event.subscription
-            if sub.matcher != self.ordinal:
-                continue
-            if event.op == "add":
-                if sub.id not in self.subscriptions:  # replays of an add are harmless
+            held = self.subscriptions.get(sub.id)
+            if event.op != "del" and self.ordinal in sub.matchers:
+                if held is None:  # replays of an add are harmless
                     _index(sub, self.index, self.patterns)
                 self.subscriptions[sub.id] = sub
-            elif event.op == "del" and self.subscriptions.pop(sub.id, None) is not None:
-                if sub.is_pattern:
+                self._restrict(sub, self.restricted)
+            elif held is not None:  # deleted, or moved away from this matcher
+                del self.subscriptions[sub.id]
+                self.restricted.pop(sub.id, None)
+                if held.is_pattern:
                     self.patterns.remove(sub.id)
                 else:
-                    self.index.remove(sub.id, sub.terms)
+                    self.index.remove(sub.id, held.terms)
         SUBSCRIPTIONS.set(len(self.subscriptions))
 
     def _message(
@@ -141,8 +161,15 @@ class MatcherState:
         body = orjson.dumps({"type": "matches", "matches": matches}).decode()
         return Message(signers, tenant, url, webhook_id(found), body, len(found), now)
 
-    def match(self, publications: Sequence[tuple[str, str, Iterable[str], bool]]) -> list[Message]:
-        """Match (id, text, terms, has an anchor here) tuples; returns the messages to deliver.
+    def match(
+        self,
+        publications: Sequence[tuple[str, str, Iterable[str], bool]],
+        version: int = 0,
+        drawn: Sequence[dict[str, int]] | None = None,
+    ) -> list[Message]:
+        """Match (id, text, terms, has an anchor here) tuples routed with mapping ``version``
+        (``drawn[k]``: the hot-word copies drawn for publication k); returns the messages to
+        deliver.
 
         A message holds this batch's matches for one callback URL of one tenant (at most
         delivery_batch matches from at most MAX_SIGNERS subscriptions), signed later with each of
@@ -157,6 +184,18 @@ class MatcherState:
                 (sub_id, position)
                 for position, (_, _, terms, _) in enumerate(publications)
                 for sub_id in index.match(terms)
+            ]
+        restricted = self.restricted
+        if restricted:
+            none: dict[str, int] = {}
+            pairs = [
+                (sub_id, position)
+                for sub_id, position in pairs
+                if sub_id not in restricted
+                or any(
+                    p.serves(version, drawn[position] if drawn else none)
+                    for p in restricted[sub_id]
+                )
             ]
         if len(self.patterns):
             pairs += [

@@ -25,7 +25,10 @@ def create_app(settings: RouterSettings | None = None) -> FastAPI:
         state = RouterState(settings, SubscriptionStore(client, settings.namespace))
         app.state.router = state
         try:
-            async with in_background(state.follower.run(), "events"):
+            async with (
+                in_background(state.follower.run(), "events"),
+                in_background(state.watch_mappings(), "mappings"),
+            ):
                 yield
         finally:
             await state.close()

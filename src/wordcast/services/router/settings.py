@@ -34,6 +34,20 @@ class RouterSettings(ServiceSettings):
         default=1_000_000, ge=1, description="The log keeps about this many newest entries."
     )
     sync_timeout_s: float = 5.0
+    mapping_poll_s: float = Field(
+        default=2.0,
+        gt=0,
+        description="How often the router checks for a new mapping version even without an "
+        "announcement, and refreshes the report of the versions it still uses.",
+    )
+    mapping_lock_ttl_s: float = Field(
+        default=60.0, gt=0, description="A migrating router that stops renewing loses the lock."
+    )
+    # LASP's f(x) = slope·x + intercept, the matching cost against a trie of x unique words,
+    # fitted on this machine by `make bench-routing` (S³-TM Fig. 4.1; see BENCHMARKS.md). Only
+    # the ratio matters to LASP's choice.
+    lasp_cost_slope: float = Field(default=1.0, gt=0)
+    lasp_cost_intercept: float = Field(default=0.0, ge=0)
     environment: Literal["development", "production"] = Field(
         default="production",
         validation_alias="WORDCAST_ENVIRONMENT",

@@ -1,11 +1,16 @@
 """The router's logic: analyse, place subscriptions (any-cast), route publications (multicast).
 
-Placement is uniform at random among the eligible matchers B(S, M) for now (S³-TM ch. 2's default
-any-cast); routing sends each publication to K(P, M) (Eq. 3.1), one request per matcher per batch.
+Keyword subscriptions are placed with LASP (S³-TM Alg. 2) among the eligible matchers B(S, M) of
+every mapping version in use (:mod:`wordcast.placement`); routing sends each publication to
+K(P, M) (Eq. 3.1) under the active mapping version, one request per matcher per batch, tagged with
+that version and the hot-word copies drawn (§5.1). A background task follows the mapping versions
+(announcements, plus a periodic check), reports which version this router still uses, and, when a
+new version appears, moves the subscriptions to it (:mod:`wordcast.migration`) if no other router
+is doing so.
 Pattern subscriptions are routed by their anchors (:mod:`wordcast.anchors`): a publication also
 goes to the matchers owning an anchor that occurs in its normalised text, in the same request,
 flagged so that the matcher runs its pattern engine on it. The router keeps only state it can
-rebuild from Redis: the subscribed words s(W) and the owners of each anchor.
+rebuild from Redis: the subscribed words s(W), the owners of each anchor, and the mapping versions.
 """
 
 from __future__ import annotations
@@ -19,12 +24,15 @@ import random
 import secrets
 import time
 import uuid
+from collections import Counter as Tally
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import httpx
 import orjson
-from prometheus_client import Counter, Histogram
+from prometheus_client import Counter, Gauge, Histogram
+from redis.exceptions import RedisError
 
 from ... import limits
 from ...analysis import Analyzer
@@ -32,16 +40,22 @@ from ...anchors import AnchorIndex
 from ...errors import (
     EmptyQuery,
     InvalidInput,
+    MappingError,
     MatcherUnavailable,
     NotFound,
+    StaleMapping,
     StoreUnavailable,
     Unauthenticated,
 )
+from ...lasp import LinearCost
+from ...mapping_store import MappingStore
+from ...migration import move_to, retire
 from ...netguard import resolve
 from ...outbox import DeadLetters, Message
 from ...patterns import normalise, parse
+from ...placement import candidates, plan
 from ...ratelimit import RateLimiter
-from ...routing import HashMapping, eligible_matchers, route
+from ...routing import HashMapping, route
 from ...store import EventFollower, Subscription, SubscriptionEvent, SubscriptionStore
 from .settings import DEVELOPMENT_API_KEY, RouterSettings
 
@@ -53,6 +67,21 @@ KEY_CACHE_SECONDS = 30.0
 
 LOG_FAILURES = Counter("wordcast_router_log_failures", "Batches whose sample was not logged")
 BATCH_SECONDS = Histogram("wordcast_router_batch_seconds", "Time to analyse and route one batch")
+MAPPING_VERSION = Gauge("wordcast_router_mapping_version", "Mapping version new batches use")
+MIGRATIONS = Counter("wordcast_router_migrations", "Mapping migrations run here", ["step"])
+
+
+@dataclass(frozen=True)
+class MappingView:
+    """The mapping versions as this router last read them: one immutable snapshot per batch."""
+
+    active: HashMapping
+    window: tuple[int, int]
+    planning: tuple[HashMapping, ...]  # the window's versions: placements must serve each
+
+    @property
+    def window_text(self) -> str:
+        return f"{self.window[0]} {self.window[1]}"
 
 
 class RouterState:
@@ -61,7 +90,14 @@ class RouterState:
         self.store = store
         self.analyzer = Analyzer()
         self.matcher_urls = settings.matcher_urls
-        self.mapping = HashMapping(len(self.matcher_urls))
+        hashing = HashMapping(len(self.matcher_urls))
+        self.view = MappingView(hashing, (0, 0), (hashing,))
+        self.mappings = MappingStore(store.client, store.ns)
+        self._mapping_cache: dict[int, HashMapping] = {0: hashing}
+        self.latest = 0
+        self.router_id = uuid.uuid4().hex
+        self._in_flight: Tally[int] = Tally()
+        self.cost = LinearCost(settings.lasp_cost_slope, settings.lasp_cost_intercept)
         self.subscribed: set[str] = set()
         self.anchors = AnchorIndex()
         self.follower = EventFollower(store, self._load_snapshot, self._apply)
@@ -86,6 +122,7 @@ class RouterState:
 
     # -- replica of s(W) ----------------------------------------------------------------------
     async def _load_snapshot(self) -> None:
+        await self.refresh_mappings()
         subscribed = await self.store.subscribed_words()
         anchors = AnchorIndex()
         for matcher in range(len(self.matcher_urls)):
@@ -181,10 +218,29 @@ class RouterState:
     async def subscribe(self, query: str, callback_url: str, tenant: str) -> Subscription:
         terms = self.analyse_query(query)
         await resolve(callback_url, self.address_policy)
-        matcher = self._random.choice(sorted(eligible_matchers(terms, self.mapping)))
-        return await self._store(
-            query=query, terms=terms, callback_url=callback_url, matcher=matcher, tenant=tenant
-        )
+        for _ in range(5):
+            view = self.view
+            placements = await self._plan(terms, view)
+            opened = [p.matcher for p in placements if p.is_open]
+            try:
+                return await self._store(
+                    query=query,
+                    terms=terms,
+                    callback_url=callback_url,
+                    matcher=opened[0],
+                    tenant=tenant,
+                    placements=placements,
+                    window=view.window_text,
+                )
+            except StaleMapping:
+                await self.refresh_mappings()  # the window moved: plan for the new one
+        raise StoreUnavailable("the mapping window kept moving while placing a subscription")
+
+    async def _plan(self, terms: Sequence[str], view: MappingView) -> Any:
+        """LASP over every version in the window, with H(i) as Redis holds it now."""
+        wanted = candidates(terms, view.planning)
+        sizes, known = await self.store.word_map_view(len(self.matcher_urls), wanted, terms)
+        return plan(terms, view.planning, sizes, known, self.cost)
 
     async def subscribe_pattern(self, source: str, callback_url: str, tenant: str) -> Subscription:
         pattern = parse(source)
@@ -201,13 +257,13 @@ class RouterState:
             anchor=anchor,
         )
 
-    async def _store(self, **fields: Any) -> Subscription:
+    async def _store(self, window: str = "0 0", **fields: Any) -> Subscription:
         """Store a validated, placed subscription under a fresh id and secret; announce it."""
         sub = Subscription(
             id=uuid.uuid4().hex, created=time.time(), secret=self.new_secret(), **fields
         )
-        event_id = await self.store.add(sub, self.settings.max_subscriptions_per_tenant)
-        await self._announce(event_id, sub.matcher)
+        event_id = await self.store.add(sub, self.settings.max_subscriptions_per_tenant, window)
+        await self._announce(event_id, sub.matchers)
         return sub
 
     def _place_pattern(self, anchor: str, loads: dict[int, int]) -> int:
@@ -228,27 +284,123 @@ class RouterState:
     async def unsubscribe(self, sub_id: str, tenant: str) -> Subscription:
         await self.owned(sub_id, tenant)
         sub, event_id = await self.store.delete(sub_id)
-        await self._announce(event_id, sub.matcher)
+        await self._announce(event_id, sub.matchers)
         return sub
 
-    async def _announce(self, event_id: str, matcher: int) -> None:
-        """Make the change effective here and on its matcher before answering the client.
+    async def _announce(self, event_id: str, matchers: Iterable[int]) -> None:
+        """Make the change effective here and on its matchers before answering the client.
 
-        The change is already durable; if the matcher cannot be told now, it reads the event
+        The change is already durable; if a matcher cannot be told now, it reads the event
         from the stream on its own, so a failure here only delays the change.
         """
         await self.follower.catch_up(until=event_id)
+        results = await asyncio.gather(
+            *(self._sync(m, event_id) for m in matchers), return_exceptions=True
+        )
+        for matcher, result in zip(matchers, results, strict=False):
+            if isinstance(result, Exception):
+                log.warning(
+                    "matcher %d not told of event %s now (%s); it will catch up",
+                    matcher,
+                    event_id,
+                    result,
+                )
+
+    async def _sync(self, matcher: int, event_id: str) -> None:
+        response = await self.client.post(
+            f"{self.matcher_urls[matcher]}/internal/sync",
+            json={"until": event_id},
+            timeout=self.settings.sync_timeout_s,
+        )
+        response.raise_for_status()
+
+    async def _sync_all(self, event_id: str) -> None:
+        """Every matcher has applied every event up to ``event_id`` (raises if one cannot)."""
         try:
-            response = await self.client.post(
-                f"{self.matcher_urls[matcher]}/internal/sync",
-                json={"until": event_id},
-                timeout=self.settings.sync_timeout_s,
-            )
-            response.raise_for_status()
+            await asyncio.gather(*(self._sync(m, event_id) for m in range(len(self.matcher_urls))))
         except httpx.HTTPError as exc:
-            log.warning(
-                "matcher %d not told of event %s now (%s); it will catch up", matcher, event_id, exc
-            )
+            raise MatcherUnavailable(-1, f"a matcher could not catch up: {exc}") from exc
+
+    # -- mapping versions ---------------------------------------------------------------------
+    async def _mapping(self, version: int) -> HashMapping:
+        mapping = self._mapping_cache.get(version)
+        if mapping is None:
+            mapping = await self.mappings.load(version, len(self.matcher_urls))
+            self._mapping_cache[version] = mapping
+        return mapping
+
+    async def refresh_mappings(self) -> None:
+        """Read the active version and the window from Redis and switch to them."""
+        latest, active, (low, high) = await self.mappings.state()
+        planning = tuple([await self._mapping(low)] + ([await self._mapping(high)] * (high != low)))
+        self.view = MappingView(await self._mapping(active), (low, high), planning)
+        self.latest = latest
+        MAPPING_VERSION.set(active)
+
+    def oldest_in_use(self) -> int:
+        """The oldest version this router may still route a batch with (in flight included)."""
+        in_flight = [version for version, count in self._in_flight.items() if count > 0]
+        return min([self.view.active.version, *in_flight])
+
+    async def watch_mappings(self) -> None:
+        """Follow announcements (and check every few seconds, in case one was missed)."""
+        poll = self.settings.mapping_poll_s
+        while True:
+            try:
+                pubsub = self.store.client.pubsub()
+                await pubsub.subscribe(self.mappings.channel)
+                try:
+                    while True:
+                        await self._mapping_step()
+                        await pubsub.get_message(ignore_subscribe_messages=True, timeout=poll)
+                finally:
+                    await pubsub.aclose()
+            except (StoreUnavailable, RedisError) as exc:  # pub/sub errors come untranslated
+                log.warning("mapping watch interrupted (%s); retrying", exc)
+            await asyncio.sleep(poll)
+
+    async def _mapping_step(self) -> None:
+        try:
+            await self.refresh_mappings()
+        except MappingError as exc:
+            log.error("mapping not usable: %s", exc)
+        ttl = 5 * self.settings.mapping_poll_s
+        await self.mappings.heartbeat(self.router_id, self.oldest_in_use(), ttl)
+        latest, (low, _) = self.latest, self.view.window
+        active = self.view.active.version
+        if latest > active:
+            await self._locked(self._move_to, latest, low)
+        elif low < active:
+            oldest = await self.mappings.oldest_in_use()
+            if oldest is not None and oldest >= active:
+                await self._locked(self._retire, active)
+
+    async def _locked(self, work: Any, *args: Any) -> None:
+        ttl_ms = int(self.settings.mapping_lock_ttl_s * 1000)
+        if not await self.mappings.acquire(self.router_id, ttl_ms):
+            return  # another router is at it
+
+        async def keep_alive() -> None:
+            await self.mappings.renew(self.router_id, ttl_ms)
+
+        try:
+            await work(*args, keep_alive)
+        except (MappingError, MatcherUnavailable) as exc:
+            log.error("mapping change stopped, will retry: %s", exc)
+        finally:
+            await self.mappings.release(self.router_id)
+        await self.refresh_mappings()
+
+    async def _move_to(self, version: int, low: int, keep_alive: Any) -> None:
+        target = await self._mapping(version)
+        await move_to(self.store, self.mappings, target, low, self._sync_all, keep_alive, self.cost)
+        MIGRATIONS.labels("activate").inc()
+
+    async def _retire(self, active: int, keep_alive: Any) -> None:
+        await retire(
+            self.store, self.mappings, active, len(self.matcher_urls), self._sync_all, keep_alive
+        )
+        MIGRATIONS.labels("retire").inc()
 
     # -- publications -------------------------------------------------------------------------
     async def publish(
@@ -259,7 +411,9 @@ class RouterState:
         ids: list[str] = []
         per_matcher: dict[int, list[dict[str, object]]] = {}
         subscribed = self.subscribed
-        mapping = self.mapping
+        mapping = self.view.active
+        version = mapping.version
+        randrange = self._random.randrange
         anchors = self.anchors
         terms_of = self.analyzer.terms
         rate, draw = self.settings.publication_log_rate, self._random.random
@@ -271,20 +425,27 @@ class RouterState:
             terms = terms_of(text)
             if rate and terms and draw() < rate:
                 sampled.append((now, terms))
-            targets = route(terms, subscribed, mapping)
+            targets, drawn = route(terms, subscribed, mapping, randrange)
             pattern_targets = anchors.targets(normalise(text)) if len(anchors) else set()
             if not targets and not pattern_targets:
                 continue
             routed: dict[str, object] = {"id": pub_id, "text": text, "terms": list(terms)}
+            if drawn:
+                routed["hot"] = drawn
             for matcher in targets - pattern_targets:
                 per_matcher.setdefault(matcher, []).append(routed)
             if pattern_targets:
                 flagged = {**routed, "patterns": True}
                 for matcher in pattern_targets:
                     per_matcher.setdefault(matcher, []).append(flagged)
-        await asyncio.gather(
-            *(self._send(m, batch) for m, batch in per_matcher.items()), self._log(sampled)
-        )
+        self._in_flight[version] += 1
+        try:
+            await asyncio.gather(
+                *(self._send(m, version, batch) for m, batch in per_matcher.items()),
+                self._log(sampled),
+            )
+        finally:
+            self._in_flight[version] -= 1
         PUBLICATIONS.inc(len(ids))
         ROUTED.inc(sum(len(batch) for batch in per_matcher.values()))
         BATCH_SECONDS.observe(time.perf_counter() - started)
@@ -298,11 +459,11 @@ class RouterState:
             LOG_FAILURES.inc()
             log.warning("publication log not written: %s", exc)
 
-    async def _send(self, matcher: int, batch: list[dict[str, object]]) -> None:
+    async def _send(self, matcher: int, version: int, batch: list[dict[str, object]]) -> None:
         try:
             response = await self.client.post(
                 f"{self.matcher_urls[matcher]}/internal/match",
-                content=orjson.dumps({"publications": batch}),
+                content=orjson.dumps({"version": version, "publications": batch}),
                 headers={"content-type": "application/json"},
             )
         except httpx.HTTPError as exc:

@@ -16,7 +16,12 @@ async def match(batch: MatchRequest, state: ReadyState) -> MatchResponse:
     """Match a routed batch; 200 means its matches are recorded in the outbox (durable)."""
     if state.dispatcher.depth >= state.settings.outbox_max:
         raise HTTPException(503, "the outbox is full: webhooks are slower than matching")
-    messages = state.match([(p.id, p.text, p.terms, p.patterns) for p in batch.publications])
+    publications = batch.publications
+    messages = state.match(
+        [(p.id, p.text, p.terms, p.patterns) for p in publications],
+        batch.version,
+        [p.hot for p in publications],
+    )
     try:
         await state.outbox.put(messages)
     except StoreUnavailable as exc:

@@ -1,0 +1,144 @@
+"""Moving subscriptions to a new mapping version without losing or duplicating a match.
+
+Routers switch mapping versions at slightly different moments, so for a while publications are
+routed with two versions. The window ``low high`` (:mod:`wordcast.mapping_store`) names the versions
+that may be in use, and every keyword subscription holds placements serving each of them
+(:mod:`wordcast.placement`). Moving to version v takes four steps, run by whichever router holds the
+migration lock; each step is safe to repeat, so a router that dies midway leaves work another
+finishes:
+
+1. widen the window to ``low v``: from now on a subscription is stored only with placements for
+   both (the store refuses placements planned for an older window);
+2. re-place, with LASP under v, every subscription whose placement does not serve v: its old
+   placement is closed at v and the new one opened at v, in one atomic move;
+3. wait until every matcher has applied every move, then make v the active version: routers
+   switch, tagging their batches with v;
+4. once every live router reports that nothing older than v is in use (in flight included), narrow
+   the window to ``v v`` and drop the placements that served only older versions.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from .errors import NotFound
+from .lasp import UNIT_COST
+from .mapping_store import MappingStore
+from .placement import Placement, candidates, prune, reopen, still_valid
+from .routing import HashMapping
+from .store import Subscription, SubscriptionStore
+
+log = logging.getLogger(__name__)
+
+Sync = Callable[[str], Awaitable[None]]
+KeepAlive = Callable[[], Awaitable[None]]
+
+
+@dataclass
+class Report:
+    scanned: int = 0
+    moved: int = 0
+
+
+async def _each_keyword_subscription(store: SubscriptionStore, matchers: int) -> list[Subscription]:
+    seen: dict[str, Subscription] = {}
+    for matcher in range(matchers):
+        async for page in store.placed_on(matcher):
+            for sub in page:
+                if not sub.is_pattern:
+                    seen.setdefault(sub.id, sub)
+    return list(seen.values())
+
+
+async def _replace(
+    store: SubscriptionStore,
+    sub: Subscription,
+    change: Callable[[Subscription], tuple[Placement, ...] | None],
+) -> bool:
+    """Apply ``change`` to a subscription's placements, again if it changed meanwhile."""
+    for _ in range(5):
+        placements = change(sub)
+        if placements is None:
+            return False
+        if await store.move(sub, placements) is not None:
+            return True
+        try:
+            sub = await store.get(sub.id)
+        except NotFound:  # deleted meanwhile: nothing to move
+            return False
+    raise RuntimeError(f"subscription {sub.id} kept changing during the migration")
+
+
+async def move_to(
+    store: SubscriptionStore,
+    mappings: MappingStore,
+    target: HashMapping,
+    low: int,
+    sync: Sync,
+    keep_alive: KeepAlive,
+    cost: Callable[[float], float] = UNIT_COST,
+) -> Report:
+    """Steps 1-3: every subscription placed for ``target``, which then becomes active."""
+    await mappings.set_window(low, target.version)
+    report = Report()
+    word_maps = [set(await store.word_map(i)) for i in range(target.matchers)]
+
+    def change(sub: Subscription) -> tuple[Placement, ...] | None:
+        if still_valid(sub.placements, sub.terms, target):
+            return None
+        sizes = [len(h) for h in word_maps]
+        known = {
+            i: sum(1 for t in sub.terms if t in word_maps[i])
+            for i in candidates(sub.terms, [target])
+        }
+        return reopen(sub.placements, sub.terms, target, sizes, known, cost)
+
+    subs = await _each_keyword_subscription(store, target.matchers)
+    for sub in subs:
+        report.scanned += 1
+        if await _replace(store, sub, change):
+            report.moved += 1
+            fresh = await store.get(sub.id)
+            for placement in fresh.placements:
+                word_maps[placement.matcher].update(sub.terms)
+        if report.scanned % 1_000 == 0:
+            await keep_alive()
+            log.info("mapping v%d: %d scanned, %d moved", target.version, *vars(report).values())
+    await sync(await store.last_event_id())
+    await mappings.activate(target.version)
+    log.info(
+        "mapping v%d active: %d subscriptions, %d moved",
+        target.version,
+        report.scanned,
+        report.moved,
+    )
+    return report
+
+
+async def retire(
+    store: SubscriptionStore,
+    mappings: MappingStore,
+    active: int,
+    matchers: int,
+    sync: Sync,
+    keep_alive: KeepAlive,
+) -> Report:
+    """Step 4 (call only when no router uses a version older than ``active``)."""
+    await mappings.set_window(active, active)
+    report = Report()
+
+    def change(sub: Subscription) -> tuple[Placement, ...] | None:
+        kept = prune(sub.placements, active)
+        return kept if len(kept) < len(sub.placements) else None
+
+    for sub in await _each_keyword_subscription(store, matchers):
+        report.scanned += 1
+        if await _replace(store, sub, change):
+            report.moved += 1
+        if report.scanned % 1_000 == 0:
+            await keep_alive()
+    await sync(await store.last_event_id())
+    log.info("mapping window narrowed to v%d: %d placements dropped", active, report.moved)
+    return report

@@ -1,0 +1,108 @@
+"""Placements serve every publication exactly once, whichever mapping version routed it."""
+
+from __future__ import annotations
+
+import random
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from wordcast.placement import (
+    Placement,
+    decode,
+    encode,
+    plan,
+    prune,
+    reopen,
+    still_valid,
+)
+from wordcast.routing import HashMapping, LearnedMapping, copy_name, hot_multicast, route
+
+WORDS = [f"w{i}" for i in range(12)]
+
+
+@st.composite
+def mappings(draw: st.DrawFn, version: int, matchers: int) -> LearnedMapping:
+    hot = draw(st.sets(st.sampled_from(WORDS), max_size=4))
+    splits = {w: draw(st.integers(1, 4)) for w in hot}
+    words = {w: draw(st.integers(0, matchers - 1)) for w in WORDS if w not in hot}
+    for w, k in splits.items():
+        for c in range(k):
+            words[copy_name(w, c)] = draw(st.integers(0, matchers - 1))
+    frequencies = {w: draw(st.integers(1, 100)) for w in hot}
+    return LearnedMapping(version, matchers, words, splits, frequencies)
+
+
+def serving(
+    placements: tuple[Placement, ...], version: int, drawn: dict[str, int]
+) -> list[Placement]:
+    return [p for p in placements if p.serves(version, drawn)]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.data(),
+    st.integers(1, 5),
+    st.frozensets(st.sampled_from(WORDS), min_size=1, max_size=4),
+    st.frozensets(st.sampled_from(WORDS), max_size=6),
+    st.integers(0, 2**32),
+)
+def test_each_version_in_the_window_is_served_once_and_reached(
+    data: st.DataObject,
+    matchers: int,
+    sub: frozenset[str],
+    extra: frozenset[str],
+    seed: int,
+) -> None:
+    old = data.draw(st.one_of(st.just(HashMapping(matchers)), mappings(1, matchers)))
+    new = data.draw(mappings(old.version + 1, matchers))
+    terms = sorted(sub)
+    sizes = [random.Random(seed + i).randrange(50) for i in range(matchers)]
+    rng = random.Random(seed)
+    post = sub | extra  # a publication that matches the subscription
+    # A new subscription while both versions may be in use; and an old one re-placed.
+    placed_new = plan(terms, [old, new], sizes, {})
+    placed_old = plan(terms, [old], sizes, {})
+    moved = (
+        placed_old
+        if still_valid(placed_old, terms, new)
+        else reopen(placed_old, terms, new, sizes, {})
+    )
+    for placements in (placed_new, moved):
+        assert decode(encode(placements)) == placements
+        for mapping in (old, new):
+            targets, drawn = route(post, sub, mapping, rng.randrange)
+            serve = serving(placements, mapping.version, drawn)
+            assert len(serve) == 1, (placements, mapping.version, drawn)
+            assert serve[0].matcher in targets
+        # After the old version retires, the new one is still served exactly once.
+        kept = prune(placements, new.version)
+        targets, drawn = route(post, sub, new, rng.randrange)
+        assert len(serving(kept, new.version, drawn)) == 1
+        assert all(p.until is None or p.until > new.version for p in kept)
+
+
+def test_a_subscription_of_hot_words_is_multicast_to_its_rarest_hot_words_copies() -> None:
+    words = {copy_name("python", c): c for c in range(4)} | {copy_name("data", c): 0 for c in range(2)}
+    mapping = LearnedMapping(3, 4, words, {"python": 4, "data": 2}, {"python": 900, "data": 300})
+    word, copies = hot_multicast(["data", "python"], mapping)
+    assert word == "data" and copies == {0: frozenset({0, 1})}
+    placements = plan(["data", "python"], [mapping], [0, 0, 0, 0], {})
+    assert placements == (Placement(0, 3, None, "data", frozenset({0, 1})),)
+    # With a regular word, the subscription is any-cast through it and the hot words are ignored.
+    with_regular = plan(["data", "python", "flask"], [mapping], [0, 0, 0, 0], {})
+    assert [p.hot for p in with_regular] == [""]
+    assert with_regular[0].matcher == mapping("flask")
+
+
+def test_a_placement_valid_under_the_new_mapping_is_not_moved() -> None:
+    old = HashMapping(3)
+    terms = ["alpha", "beta"]
+    placements = plan(terms, [old], [0, 0, 0], {})
+    new = LearnedMapping(1, 3, {"alpha": placements[0].matcher, "beta": 2})
+    assert still_valid(placements, terms, new)
+    elsewhere = LearnedMapping(2, 3, {t: (placements[0].matcher + 1) % 3 for t in terms})
+    assert not still_valid(placements, terms, elsewhere)
+    moved = reopen(placements, terms, elsewhere, [0, 0, 0], {})
+    assert moved[0] == Placement(placements[0].matcher, 0, 2)
+    assert moved[1] == Placement((placements[0].matcher + 1) % 3, 2, None)
