@@ -83,7 +83,9 @@ def test_each_version_in_the_window_is_served_once_and_reached(
 
 
 def test_a_subscription_of_hot_words_is_multicast_to_its_rarest_hot_words_copies() -> None:
-    words = {copy_name("python", c): c for c in range(4)} | {copy_name("data", c): 0 for c in range(2)}
+    words = {copy_name("python", c): c for c in range(4)} | {
+        copy_name("data", c): 0 for c in range(2)
+    }
     mapping = LearnedMapping(3, 4, words, {"python": 4, "data": 2}, {"python": 900, "data": 300})
     word, copies = hot_multicast(["data", "python"], mapping)
     assert word == "data" and copies == {0: frozenset({0, 1})}
