@@ -68,3 +68,19 @@ def test_lasp_groups_similar_subscriptions_and_respects_eligibility() -> None:
         assert place(terms, mapping, word_maps) in {mapping(t) for t in terms}
     with pytest.raises(ValueError):
         place([], mapping, word_maps)
+
+
+def test_graph_partitionings_keep_co_occurring_words_together_and_respect_their_weights() -> None:
+    from wordcast.partitioning import VARIANTS, partition, word_network
+
+    posts = [*_clustered_posts(), ["apple", "xray"]]  # one weak link between the topics
+    frequencies, pairs = word_network(posts)
+    assert pairs[("apple", "xray")] == 1 and pairs[("apple", "banana")] > 50
+    for variant in VARIANTS:
+        mapping = partition(variant, frequencies, pairs, 2)
+        assert set(mapping) == set(frequencies)
+        assert len({mapping[w] for w in ("apple", "banana", "cherry")}) == 1, variant
+        assert len({mapping[w] for w in ("xray", "yankee", "zulu")}) == 1, variant
+        assert mapping["apple"] != mapping["xray"], variant
+    with pytest.raises(ValueError, match="unknown partitioning"):
+        partition("gX", frequencies, pairs, 2)
