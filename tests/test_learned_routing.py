@@ -162,6 +162,16 @@ def test_two_live_mapping_swaps_lose_and_duplicate_nothing(
         for url in (swap_cluster.router_url, slow_url):
             metrics = httpx.get(f"{url}/metrics", timeout=10).text
             assert "wordcast_router_mapping_version 2.0" in metrics
+            assert "wordcast_router_spread" in metrics and "wordcast_router_imbalance_cv" in metrics
+        status = subprocess.run(
+            [sys.executable, "-m", "wordcast", "status", "--router", swap_cluster.router_url],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+        assert status.returncode == 0, status.stderr
+        assert "mapping version 2 (latest 2, versions in use 2..2)" in status.stdout
+        assert status.stdout.count("matcher-") == MATCHERS
         early = {sid: t for sid, t in subscriptions.items() if sid not in late}
         placed = _run(
             redis_url,

@@ -213,6 +213,48 @@ def cmd_publish(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_status(args: argparse.Namespace) -> int:
+    """The router's view of routing: mapping version in use, spread, imbalance, loads."""
+    import httpx
+
+    try:
+        stats = httpx.get(f"{args.router}/stats", timeout=10).json()
+    except (httpx.HTTPError, ValueError) as exc:
+        return _fail(f"cannot read {args.router}/stats: {exc}")
+    mapping = stats["mapping"]
+    print(
+        f"router {args.router}: {stats['matchers']} matchers, {stats['subscribed_words']:,} "
+        f"subscribed words\n"
+        f"mapping version {mapping['active']} (latest {mapping['latest']}, versions in use "
+        f"{mapping['window'][0]}..{mapping['window'][1]})\n"
+        f"since this version: {mapping['publications']:,} publications, spread "
+        f"{mapping['spread']:.2f}, imbalance {mapping['imbalance']:.2f} (max/avg), "
+        f"CV {mapping['cv']:.2f}"
+    )
+    for matcher, load in enumerate(mapping["loads"]):
+        print(f"  matcher-{matcher}: {load:,} publications")
+    return 0
+
+
+def cmd_learn(args: argparse.Namespace) -> int:
+    """Run the Spark mapping learner on the routers' publication log and publish the result."""
+    try:
+        from spark_jobs import learn_mapping
+    except ImportError as exc:
+        return _fail(f"the Spark jobs need the spark extra (pip install 'wordcast[spark]'): {exc}")
+    redis_url = args.redis_url or os.environ.get("REDIS_URL")
+    if not redis_url:
+        return _fail(
+            "give --redis-url or set REDIS_URL: the log is read from and the mapping "
+            "written to that Redis"
+        )
+    namespace = os.environ.get("WORDCAST_NAMESPACE", "wordcast")
+    argv = ["--matchers", str(args.matchers), "--algorithm", args.algorithm]
+    argv += ["--namespace", namespace, "--publish", redis_url]
+    argv += ["--corpus", args.corpus] if args.corpus else ["--publication-log", redis_url]
+    return learn_mapping.main(argv)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="wordcast", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -258,6 +300,21 @@ def build_parser() -> argparse.ArgumentParser:
     publish.add_argument("--seed", type=int, default=0)
     publish.add_argument("--router", default=DEFAULT_ROUTER)
     publish.set_defaults(func=cmd_publish)
+
+    status = sub.add_parser("status", help="mapping version, spread, imbalance, matcher loads")
+    status.add_argument("--router", default=DEFAULT_ROUTER)
+    status.set_defaults(func=cmd_status)
+
+    learn = sub.add_parser(
+        "learn", help="learn a routing mapping with Spark and publish it as a new version"
+    )
+    learn.add_argument("--matchers", type=int, required=True, help="the cluster's matchers")
+    learn.add_argument(
+        "--algorithm", default="salb", choices=("salb", "hash", "gC", "gFC", "gFCL", "gNFCL")
+    )
+    learn.add_argument("--corpus", help="learn from a corpus (pypi or a TSV) instead of the log")
+    learn.add_argument("--redis-url", help="default: $REDIS_URL")
+    learn.set_defaults(func=cmd_learn)
 
     for name, func in (("router", cmd_router), ("matcher", cmd_matcher)):
         service = sub.add_parser(name, help=f"run one {name} (configured by environment)")

@@ -71,3 +71,40 @@ def place_among(
     if best < 0:
         raise ValueError("no eligible matcher")
     return best
+
+
+class Placer:
+    """Alg. 2 for a stream of subscriptions: keeps H(i) and the running sums of f(|H(i)|), so each
+    placement costs O(|S| · |B(S, M)|) instead of a pass over every matcher."""
+
+    def __init__(self, matchers: int, cost: Callable[[float], float] = UNIT_COST) -> None:
+        self.word_maps: list[set[str]] = [set() for _ in range(matchers)]
+        self.cost = cost
+        base = cost(0)
+        self._loads = [base] * matchers
+        self._total, self._squares = base * matchers, base * base * matchers
+
+    def place(self, words: Collection[str], eligible: Iterable[int]) -> int:
+        n = len(self._loads)
+        best, best_utility = -1, -math.inf
+        for i in sorted(eligible):
+            h = self.word_maps[i]
+            new_words = sum(1 for w in words if w not in h)
+            placed = self.cost(len(h) + new_words)
+            old = self._loads[i]
+            mean = (self._total - old + placed) / n
+            variance = max((self._squares - old * old + placed * placed) / n - mean * mean, 0.0)
+            imbalance = math.sqrt(variance) / mean if mean > 0 else 0.0
+            utility = -self.cost(new_words) * imbalance
+            if utility > best_utility:
+                best, best_utility = i, utility
+        if best < 0:
+            raise ValueError("no eligible matcher")
+        return best
+
+    def add(self, matcher: int, words: Iterable[str]) -> None:
+        self.word_maps[matcher].update(words)
+        old, new = self._loads[matcher], self.cost(len(self.word_maps[matcher]))
+        self._loads[matcher] = new
+        self._total += new - old
+        self._squares += new * new - old * old

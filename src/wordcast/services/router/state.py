@@ -69,6 +69,46 @@ LOG_FAILURES = Counter("wordcast_router_log_failures", "Batches whose sample was
 BATCH_SECONDS = Histogram("wordcast_router_batch_seconds", "Time to analyse and route one batch")
 MAPPING_VERSION = Gauge("wordcast_router_mapping_version", "Mapping version new batches use")
 MIGRATIONS = Counter("wordcast_router_migrations", "Mapping migrations run here", ["step"])
+# S³-TM §3.1's measures of the traffic this router routed under the active mapping version.
+SPREAD = Gauge("wordcast_router_spread", "Mean matchers per publication (Eq. 3.2)")
+IMBALANCE = Gauge("wordcast_router_imbalance", "Max over mean matcher load (Eq. 3.4)")
+IMBALANCE_CV = Gauge("wordcast_router_imbalance_cv", "Coefficient of variation of matcher loads")
+MATCHER_LOAD = Gauge(
+    "wordcast_router_matcher_load", "Publications routed to each matcher", ["matcher"]
+)
+
+
+class RoutingStats:
+    """Spread and imbalance of the publications routed under one mapping version."""
+
+    def __init__(self, matchers: int, version: int) -> None:
+        self.version = version
+        self.publications = 0
+        self.loads = [0] * matchers
+
+    def record(self, publications: int, per_matcher: dict[int, int]) -> None:
+        self.publications += publications
+        for matcher, count in per_matcher.items():
+            self.loads[matcher] += count
+        figures = self.figures()
+        SPREAD.set(figures["spread"])
+        IMBALANCE.set(figures["imbalance"])
+        IMBALANCE_CV.set(figures["cv"])
+        for matcher, load in enumerate(self.loads):
+            MATCHER_LOAD.labels(str(matcher)).set(load)
+
+    def figures(self) -> dict[str, Any]:
+        total, n = sum(self.loads), len(self.loads)
+        mean = total / n
+        variance = sum((load - mean) ** 2 for load in self.loads) / n
+        return {
+            "version": self.version,
+            "publications": self.publications,
+            "spread": total / self.publications if self.publications else 0.0,
+            "imbalance": max(self.loads) / mean if mean else 0.0,
+            "cv": variance**0.5 / mean if mean else 0.0,
+            "loads": list(self.loads),
+        }
 
 
 @dataclass(frozen=True)
@@ -98,6 +138,7 @@ class RouterState:
         self.router_id = uuid.uuid4().hex
         self._in_flight: Tally[int] = Tally()
         self.cost = LinearCost(settings.lasp_cost_slope, settings.lasp_cost_intercept)
+        self.routing_stats = RoutingStats(len(self.matcher_urls), 0)
         self.subscribed: set[str] = set()
         self.anchors = AnchorIndex()
         self.follower = EventFollower(store, self._load_snapshot, self._apply)
@@ -335,6 +376,8 @@ class RouterState:
         planning = tuple([await self._mapping(low)] + ([await self._mapping(high)] * (high != low)))
         self.view = MappingView(await self._mapping(active), (low, high), planning)
         self.latest = latest
+        if self.routing_stats.version != active:
+            self.routing_stats = RoutingStats(len(self.matcher_urls), active)
         MAPPING_VERSION.set(active)
 
     def oldest_in_use(self) -> int:
@@ -448,6 +491,8 @@ class RouterState:
             self._in_flight[version] -= 1
         PUBLICATIONS.inc(len(ids))
         ROUTED.inc(sum(len(batch) for batch in per_matcher.values()))
+        if self.routing_stats.version == version:
+            self.routing_stats.record(len(ids), {m: len(b) for m, b in per_matcher.items()})
         BATCH_SECONDS.observe(time.perf_counter() - started)
         return ids, len(per_matcher)
 

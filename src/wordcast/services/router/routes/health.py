@@ -18,7 +18,12 @@ async def stats(state: State) -> dict[str, Any]:
         "pid": os.getpid(),
         "ready": state.ready,
         "matchers": len(state.matcher_urls),
-        "mapping": "hash",
+        "mapping": {
+            **state.routing_stats.figures(),
+            "latest": state.latest,
+            "window": list(state.view.window),
+            "active": state.view.active.version,
+        },
         "subscribed_words": len(state.subscribed),
         "event_position": state.follower.position,
     }

@@ -1,0 +1,370 @@
+"""Learned routing (S³-TM ch. 6): ``make bench-routing`` / ``python -m bench.routing``.
+
+Reproduces, on pypi summaries, Figs. 6.2-6.9 (against the number of matchers N, 100K
+subscriptions), 6.10-6.17 (against the number of subscriptions, N = 16), 6.18-6.21 (concept drift:
+learned on older months, evaluated on newer ones), 6.24 (SALB learning time against the number of
+posts) and Fig. 4.1 (matching cost against unique trie words: LASP's f, fitted here).
+
+For every mapping (hash, SALB with hot-word splitting, gC, gFC, gFCL, gNFCL) the subscriptions are
+placed with LASP, every matcher's trie is built, the evaluation posts are routed (Eq. 3.1, hot words
+to a random copy), and each matcher's share is matched on its own trie and timed. Throughput is
+Eq. 3.6 with those measured costs: the cluster sustains |P| / max_i(time_i) posts/s when every
+matcher has a core of its own. Spread is the mean multicast size, imbalance max/avg of the loads.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import random
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from wordcast.analysis import analyze
+from wordcast.corpus import pypi_posts
+from wordcast.lasp import LinearCost, Placer
+from wordcast.partitioning import partition, word_network
+from wordcast.routing import (
+    HashMapping,
+    LearnedMapping,
+    eligible_matchers,
+    hot_multicast,
+    route,
+)
+from wordcast.salb import Graph, learn_graph
+from wordcast.trie import Trie
+
+from .common import RESULTS, machine, write_json
+
+ALGORITHMS = ("hash", "salb", "gC", "gFC", "gFCL", "gNFCL")
+Post = frozenset[str]
+
+
+def corpus() -> list[tuple[str, Post]]:
+    """(month, terms) of every non-empty pypi summary, oldest month first."""
+    rows = [(month, analyze(text)) for _name, month, text in pypi_posts()]
+    return sorted(((m, t) for m, t in rows if t and m), key=lambda row: row[0])
+
+
+def topics_from_spark(texts: Sequence[str], topics: int = 100) -> list[list[str]]:
+    from spark_jobs.session import spark_session
+    from spark_jobs.term_stats import analysed_documents
+    from spark_jobs.topics import lda_topics
+
+    spark = spark_session("wordcast-bench-topics")
+    try:
+        raw = spark.createDataFrame([(t,) for t in texts], ["summary"])
+        return lda_topics(analysed_documents(raw, "summary").cache(), topics, 5)
+    finally:
+        spark.stop()
+
+
+def zipf_length(rng: random.Random, skew: float = 0.5, longest: int = 5) -> int:
+    weights = [1 / k**skew for k in range(1, longest + 1)]
+    return rng.choices(range(1, longest + 1), weights)[0]
+
+
+def topic_subscriptions(topics: list[list[str]], count: int, seed: int) -> list[Post]:
+    rng = random.Random(seed)
+    subs = []
+    for _ in range(count):
+        topic = rng.choice(topics)
+        subs.append(frozenset(rng.sample(topic, min(zipf_length(rng), len(topic)))))
+    return subs
+
+
+def tweet_subscriptions(posts: Sequence[Post], count: int, seed: int) -> list[Post]:
+    rng = random.Random(seed)
+    return [rng.choice(posts) for _ in range(count)]
+
+
+def learn(algorithm: str, training: Sequence[Post], matchers: int, network: Any) -> HashMapping:
+    if algorithm == "hash":
+        return HashMapping(matchers)
+    if algorithm == "salb":
+        learned = learn_graph(Graph.from_publications(training), matchers)
+        return LearnedMapping(1, matchers, learned.words, learned.versions, learned.frequencies)
+    frequencies, pairs = network
+    return LearnedMapping(1, matchers, partition(algorithm, frequencies, pairs, matchers))
+
+
+def evaluate(
+    mapping: HashMapping, subs: Sequence[Post], posts: Sequence[Post], cost: LinearCost, seed: int
+) -> dict[str, Any]:
+    n = mapping.matchers
+    placer = Placer(n, cost)
+    tries = [Trie() for _ in range(n)]
+    for k, terms in enumerate(subs):
+        eligible = eligible_matchers(terms, mapping)
+        # Only hot words: multicast to the copies of the least frequent one (§5.1).
+        targets = (
+            [placer.place(terms, eligible)]
+            if eligible
+            else sorted(hot_multicast(terms, mapping)[1])
+        )
+        for matcher in targets:
+            placer.add(matcher, terms)
+            tries[matcher].add(str(k), terms)
+    subscribed = set().union(*subs)
+    draw = random.Random(seed).randrange
+    routed: list[list[Post]] = [[] for _ in range(n)]
+    for terms in posts:
+        for matcher in route(terms, subscribed, mapping, draw)[0]:
+            routed[matcher].append(terms)
+    seconds = []
+    matches = 0
+    gc.disable()  # a collection inside one matcher's timing would pass for its matching cost
+    try:
+        for trie, share in zip(tries, routed, strict=True):
+            started = time.perf_counter()
+            for terms in share:
+                matches += len(trie.match(terms))
+            seconds.append(time.perf_counter() - started)
+    finally:
+        gc.enable()
+    loads = np.array([len(share) for share in routed], dtype=float)
+    mean = loads.mean()
+    return {
+        "spread": float(loads.sum() / len(posts)),
+        "imbalance": float(loads.max() / mean) if mean else 0.0,
+        "cv": float(loads.std() / mean) if mean else 0.0,
+        "throughput": len(posts) / max(max(seconds), 1e-9),
+        "loads": loads.astype(int).tolist(),
+        "unique_words": [len(h) for h in placer.word_maps],
+        "matches": matches,
+    }
+
+
+def fit_cost(subs: Sequence[Post], posts: Sequence[Post]) -> dict[str, Any]:
+    """Fig. 4.1: trie lookups per publication against the trie's unique words; a line fitted."""
+    points = []
+    for size in (1_000, 3_000, 10_000, 30_000, 100_000):
+        trie = Trie()
+        words: set[str] = set()
+        for k, terms in enumerate(subs[:size]):
+            trie.add(str(k), terms)
+            words |= terms
+        started = time.perf_counter()
+        for terms in posts:
+            trie.match(terms)
+        points.append((len(words), (time.perf_counter() - started) / len(posts) * 1e6))
+    x, y = np.array(points).T
+    slope, intercept = np.polyfit(x, y, 1)
+    return {"points": points, "slope_us": float(slope), "intercept_us": float(intercept)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--train", type=int, default=100_000, help="posts the mappings learn on")
+    parser.add_argument("--eval", type=int, default=30_000, help="posts routed and matched")
+    parser.add_argument("--subs", type=int, default=100_000)
+    parser.add_argument("--nodes", default="2,4,8,16,32,64,128,256")
+    parser.add_argument("--sub-counts", default="100,1000,10000,100000,1000000")
+    parser.add_argument("--learn-posts", default="10000,100000,300000,1000000")
+    parser.add_argument("--quick", action="store_true", help="small sizes, for a smoke run")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.train, args.eval, args.subs = 5_000, 2_000, 2_000
+        args.nodes, args.sub_counts, args.learn_posts = "2,8", "100,1000", "10000"
+    started = time.perf_counter()
+    rows = corpus()
+    rng = random.Random(7)
+    cut = int(len(rows) * 0.6)  # the older 60% is "history", the newer 40% drift evaluation
+    history = [terms for _, terms in rows[:cut]]
+    rng.shuffle(history)
+    training, evaluation = history[: args.train], history[args.train : args.train + args.eval]
+    print(
+        f"corpus analysed: {len(rows):,} posts ({time.perf_counter() - started:.0f}s)", flush=True
+    )
+
+    texts = [text for _n, _m, text in pypi_posts()]
+    topics = topics_from_spark(random.Random(3).sample(texts, min(len(texts), 60_000)))
+    print(f"LDA: {len(topics)} topics ({time.perf_counter() - started:.0f}s)", flush=True)
+    workloads = {
+        "tweet": tweet_subscriptions(history[args.train + args.eval :], args.subs, 1),
+        "topic": topic_subscriptions(topics, args.subs, 2),
+    }
+    cost_fit = fit_cost(workloads["tweet"], evaluation[:5_000])
+    # A tiny sweep can fit a flat or falling line; LASP then falls back to counting words.
+    slope_ok = cost_fit["slope_us"] > 0
+    cost = LinearCost(
+        cost_fit["slope_us"] if slope_ok else 1.0,
+        max(cost_fit["intercept_us"], 0.0) if slope_ok else 0.0,
+    )
+    network = word_network(training)
+    results: dict[str, Any] = {"machine": machine(), "topics": topics, "lasp_cost": cost_fit}
+
+    def run(mapping: HashMapping, subs: Sequence[Post], posts: Sequence[Post]) -> dict[str, Any]:
+        return evaluate(mapping, subs, posts, cost, seed=11)
+
+    # Figs. 6.2-6.9: against N.
+    nodes: list[dict[str, Any]] = []
+    for n in [int(v) for v in args.nodes.split(",")]:
+        for algorithm in ALGORITHMS:
+            t0 = time.perf_counter()
+            mapping = learn(algorithm, training, n, network)
+            learned = time.perf_counter() - t0
+            for name, subs in workloads.items():
+                row = {"N": n, "algorithm": algorithm, "workload": name, "learn_s": learned}
+                nodes.append(row | run(mapping, subs, evaluation))
+            print(f"N={n} {algorithm} ({time.perf_counter() - started:.0f}s)", flush=True)
+    results["nodes"] = nodes
+
+    # Figs. 6.10-6.17: against the number of subscriptions, N = 16.
+    by_subs: list[dict[str, Any]] = []
+    mappings = {a: learn(a, training, 16, network) for a in ALGORITHMS}
+    for count in [int(v) for v in args.sub_counts.split(",")]:
+        more = {
+            "tweet": tweet_subscriptions(history[args.train + args.eval :], count, 1),
+            "topic": topic_subscriptions(topics, count, 2),
+        }
+        for algorithm, mapping in mappings.items():
+            for name, subs in more.items():
+                row = {"subscriptions": count, "algorithm": algorithm, "workload": name}
+                by_subs.append(row | run(mapping, subs, evaluation))
+        print(f"{count} subscriptions ({time.perf_counter() - started:.0f}s)", flush=True)
+    results["subscriptions"] = by_subs
+
+    # Figs. 6.18-6.21: concept drift, N = 16, topic-based subscriptions; learned on the history.
+    newer = rows[cut:]
+    periods = 5
+    drift: list[dict[str, Any]] = []
+    for period in range(periods):
+        chunk = newer[period * len(newer) // periods : (period + 1) * len(newer) // periods]
+        sample = [t for _, t in random.Random(period).sample(chunk, min(args.eval, len(chunk)))]
+        for algorithm in ("hash", "salb", "gFCL", "gNFCL"):
+            row = {"period": period, "from": chunk[0][0], "to": chunk[-1][0]}
+            row |= {"algorithm": algorithm}
+            drift.append(row | run(mappings[algorithm], workloads["topic"], sample))
+    results["drift"] = drift
+    print(f"drift ({time.perf_counter() - started:.0f}s)", flush=True)
+
+    # Fig. 6.24: SALB learning time (driver) against the number of posts, N = 256.
+    all_terms = [t for _, t in rows]
+    learning: list[dict[str, Any]] = []
+    for count in [int(v) for v in args.learn_posts.split(",")]:
+        # More posts than the corpus holds are drawn with replacement.
+        sample = random.Random(count).choices(all_terms, k=count)
+        graph = Graph.from_publications(sample)
+        t0 = time.perf_counter()
+        learned_mapping = learn_graph(graph, 256)
+        seconds = time.perf_counter() - t0
+        learning.append({"posts": count, "seconds": seconds, "hot": len(learned_mapping.versions)})
+        print(f"SALB learns {count:,} posts for N=256 in {seconds:.1f}s", flush=True)
+    results["learning"] = learning
+    results["seconds"] = time.perf_counter() - started
+    path = write_json("routing", results)
+    plot(results)
+    print(f"wrote {path} and routing-*.png ({results['seconds']:.0f}s)")
+    summary(results)
+    return 0
+
+
+def _series(rows: list[dict[str, Any]], x: str, workload: str, metric: str) -> dict[str, Any]:
+    out: dict[str, tuple[list[Any], list[float]]] = {}
+    for row in rows:
+        if row.get("workload", workload) == workload:
+            xs, ys = out.setdefault(row["algorithm"], ([], []))
+            xs.append(row[x])
+            ys.append(row[metric])
+    return out
+
+
+def relative(rows: list[dict[str, Any]], key: str) -> list[dict[str, Any]]:
+    """Each row's throughput relative to SALB's in the same configuration (SALB = 1)."""
+    salb = {
+        (row[key], row.get("workload")): row["throughput"]
+        for row in rows
+        if row["algorithm"] == "salb"
+    }
+    return [
+        row | {"relative": row["throughput"] / salb[(row[key], row.get("workload"))]}
+        for row in rows
+    ]
+
+
+def plot(results: dict[str, Any]) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    for name, key, rows, logx in (
+        ("nodes", "N", results["nodes"], True),
+        ("subscriptions", "subscriptions", results["subscriptions"], True),
+    ):
+        rows = relative(rows, key)
+        fig, axes = plt.subplots(2, 4, figsize=(20, 9))
+        for r, workload in enumerate(("tweet", "topic")):
+            for c, metric in enumerate(("relative", "throughput", "spread", "imbalance")):
+                ax = axes[r][c]
+                for algorithm, (xs, ys) in _series(rows, key, workload, metric).items():
+                    ax.plot(xs, ys, marker="o", label=algorithm)
+                ax.set_title(f"{metric}, {workload}-based")
+                ax.set_xlabel(key)
+                if logx:
+                    ax.set_xscale("log", base=2 if key == "N" else 10)
+                if metric == "throughput":
+                    ax.set_yscale("log")
+                    ax.set_ylabel("posts/s (Eq. 3.6, measured costs)")
+        axes[0][0].legend()
+        fig.tight_layout()
+        fig.savefig(RESULTS / f"routing-{name}.png", dpi=90)
+        plt.close(fig)
+    drift = relative(results["drift"], "period")
+    fig, axes = plt.subplots(1, 4, figsize=(20, 4.5))
+    for c, metric in enumerate(("relative", "throughput", "spread", "imbalance")):
+        for algorithm, (xs, ys) in _series(drift, "period", "topic", metric).items():
+            axes[c].plot(xs, ys, marker="o", label=algorithm)
+        axes[c].set_title(f"{metric} on newer months (topic-based)")
+        axes[c].set_xlabel("period after learning (5 equal slices of the newer 40%)")
+    axes[0].legend()
+    fig.tight_layout()
+    fig.savefig(RESULTS / "routing-drift.png", dpi=90)
+    plt.close(fig)
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.5))
+    learning = results["learning"]
+    axes[0].plot([r["posts"] for r in learning], [r["seconds"] for r in learning], marker="o")
+    axes[0].set_xscale("log")
+    axes[0].set_title("SALB learning time, N = 256 (Fig. 6.24)")
+    axes[0].set_xlabel("posts")
+    axes[0].set_ylabel("driver seconds")
+    xs, ys = zip(*results["lasp_cost"]["points"], strict=True)
+    axes[1].plot(xs, ys, marker="o", label="measured")
+    fit = results["lasp_cost"]
+    axes[1].plot(xs, [fit["slope_us"] * x + fit["intercept_us"] for x in xs], label="linear fit")
+    axes[1].set_title("trie matching cost vs unique words (Fig. 4.1)")
+    axes[1].set_xlabel("unique words in the trie")
+    axes[1].set_ylabel("µs per publication")
+    axes[1].legend()
+    fig.tight_layout()
+    fig.savefig(RESULTS / "routing-learning.png", dpi=90)
+    plt.close(fig)
+
+
+def summary(results: dict[str, Any]) -> None:
+    rows = relative(results["nodes"], "N")
+    for workload in ("tweet", "topic"):
+        print(f"\n{workload}-based, 100K-subscription sweep: throughput relative to SALB")
+        for n in sorted({r["N"] for r in rows}):
+            cells = {r["algorithm"]: r for r in rows if r["N"] == n and r["workload"] == workload}
+            print(
+                f"  N={n:>3}: "
+                + "  ".join(f"{a} {cells[a]['relative']:.2f}" for a in ALGORITHMS if a in cells)
+                + f"   (SALB spread {cells['salb']['spread']:.2f}, imbalance "
+                f"{cells['salb']['imbalance']:.2f}; hash {cells['hash']['spread']:.2f}, "
+                f"{cells['hash']['imbalance']:.2f})"
+            )
+    print(json.dumps(results["learning"]))
+    print(
+        "LASP cost fit (µs per publication):",
+        {k: results["lasp_cost"][k] for k in ("slope_us", "intercept_us")},
+    )
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
