@@ -85,22 +85,29 @@ def _hot_mapping(posts: list[Post]) -> tuple[dict[str, int], dict[str, int], dic
     return words, dict.fromkeys(hot, 3), {w: frequency[w] for w in hot}
 
 
-def _stream(urls: list[str], posts: list[Post], stop_after: threading.Event) -> threading.Thread:
-    """Publish ``posts`` in batches of 50, alternating routers, paced over the swaps."""
+class Stream:
+    """Publishes posts in batches of 50 alternating routers, paced; the last ten batches wait
+    until ``finish`` is set, so that the swaps always happen while publications flow."""
 
-    def run() -> None:
+    def __init__(self, urls: list[str], posts: list[Post]) -> None:
+        self.urls, self.posts = urls, posts
+        self.sent = 0
+        self.finish = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        batches = [self.posts[i : i + 50] for i in range(0, len(self.posts), 50)]
         with httpx.Client(timeout=60, headers=AUTH) as client:
-            for start in range(0, len(posts), 50):
-                url = urls[(start // 50) % len(urls)]
-                batch = [{"id": p.id, "text": p.text} for p in posts[start : start + 50]]
-                response = client.post(f"{url}/publications", json={"publications": batch})
+            for index, batch in enumerate(batches):
+                if index == len(batches) - 10:
+                    self.finish.wait(120)
+                url = self.urls[index % len(self.urls)]
+                body = {"publications": [{"id": p.id, "text": p.text} for p in batch]}
+                response = client.post(f"{url}/publications", json=body)
                 assert response.status_code == 202, response.text
-                time.sleep(0.05)
-        stop_after.set()
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    return thread
+                self.sent = index + 1
+                time.sleep(0.1)
 
 
 def _wait_for(redis_url: str, namespace: str, active: int, timeout: float = 60) -> None:
@@ -140,23 +147,25 @@ def test_two_live_mapping_swaps_lose_and_duplicate_nothing(
         subscriptions = _subscribe(swap_cluster, queries, receiver.hook)
 
         learned = learn([analyze(p.text) for p in learning], MATCHERS, seed=3)
-        done = threading.Event()
-        publisher = _stream([swap_cluster.router_url, slow_url], stream, done)
+        publisher = Stream([swap_cluster.router_url, slow_url], stream)
 
         time.sleep(2)
         first = _run(redis_url, namespace, "write", MATCHERS, learned.words, learned.versions)
         assert first == 1
         _wait_for(redis_url, namespace, 1)
-        assert not done.is_set(), "the first swap should happen under the stream"
+        at_first = publisher.sent
         # Subscriptions added between the swaps are placed for whatever versions are in use.
         late = _subscribe(swap_cluster, post_queries(learning, 100, seed=6), receiver.hook)
         subscriptions |= late
         second = _run(redis_url, namespace, "write", MATCHERS, words, splits, frequencies)
         assert second == 2
         _wait_for(redis_url, namespace, 2)
-        assert not done.is_set(), "the second swap should happen under the stream"
-        publisher.join(120)
-        assert done.is_set(), "the publication stream did not finish"
+        at_second = publisher.sent
+        publisher.finish.set()
+        publisher.thread.join(120)
+        assert 0 < at_first < at_second < publisher.sent == len(stream) // 50, (
+            "both swaps should happen while publications flow"
+        )
 
         # Every router now routes with version 2; hot words went to their copies' matchers.
         for url in (swap_cluster.router_url, slow_url):
