@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
@@ -173,6 +174,31 @@ def stop_cluster(cluster: RunningCluster) -> None:
     except subprocess.TimeoutExpired:
         cluster.process.kill()
         raise
+
+
+@contextlib.contextmanager
+def extra_router(cluster: RunningCluster, redis_url: str, **settings: str) -> Iterator[str]:
+    """Another router process on the cluster's Redis and matchers (``settings`` as
+    WORDCAST_ROUTER_* variables); yields its URL once it is ready."""
+    port = free_port()
+    env = os.environ | {
+        "REDIS_URL": redis_url,
+        "WORDCAST_NAMESPACE": cluster.namespace,
+        "WORDCAST_ROUTER_PORT": str(port),
+        "WORDCAST_ROUTER_MATCHER_URLS": ",".join(cluster.matcher_urls),
+        "WORDCAST_ENVIRONMENT": "development",
+    }
+    env |= {f"WORDCAST_ROUTER_{name.upper()}": value for name, value in settings.items()}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "wordcast", "router"], env=env, stdout=subprocess.DEVNULL
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_until_ready(url)
+        yield url
+    finally:
+        process.terminate()
+        process.wait(10)
 
 
 @dataclass

@@ -5,8 +5,6 @@ from __future__ import annotations
 import asyncio
 import os
 import re
-import subprocess
-import sys
 import time
 
 import httpx
@@ -14,7 +12,6 @@ import pytest
 
 from wordcast.analysis import analyze
 from wordcast.bruteforce import match_pairs
-from wordcast.cluster import free_port
 from wordcast.patterns import normalise, parse
 from wordcast.workload import Post, post_patterns, post_queries, sample_posts
 
@@ -22,9 +19,9 @@ from .conftest import (
     AUTH,
     Receiver,
     RunningCluster,
+    extra_router,
     start_cluster,
     stop_cluster,
-    wait_until_ready,
 )
 from .test_e2e import _check, _delivered_after, _publish
 
@@ -118,20 +115,7 @@ def test_patterns_and_keywords_deliver_exactly_the_oracle_matches(
 def test_a_pattern_added_on_one_router_reaches_another_within_seconds(
     pattern_cluster: RunningCluster, receiver: Receiver, redis_url: str
 ) -> None:
-    port = free_port()
-    env = os.environ | {
-        "REDIS_URL": redis_url,
-        "WORDCAST_NAMESPACE": pattern_cluster.namespace,
-        "WORDCAST_ROUTER_PORT": str(port),
-        "WORDCAST_ROUTER_MATCHER_URLS": ",".join(pattern_cluster.matcher_urls),
-        "WORDCAST_ENVIRONMENT": "development",
-    }
-    second = subprocess.Popen(
-        [sys.executable, "-m", "wordcast", "router"], env=env, stdout=subprocess.DEVNULL
-    )
-    other = f"http://127.0.0.1:{port}"
-    try:
-        wait_until_ready(other)
+    with extra_router(pattern_cluster, redis_url) as other:
 
         def routed_by_second(text: str) -> int:
             response = httpx.post(f"{other}/publications", json={"text": text}, headers=AUTH)
@@ -167,6 +151,3 @@ def test_a_pattern_added_on_one_router_reaches_another_within_seconds(
         while routed_by_second(probe) != 0:
             assert time.monotonic() - removed < 5, "the deletion never reached the second router"
             time.sleep(0.1)
-    finally:
-        second.terminate()
-        second.wait(10)

@@ -23,14 +23,13 @@ import redis.asyncio as aioredis
 
 from wordcast.analysis import analyze
 from wordcast.bruteforce import match_pairs
-from wordcast.cluster import free_port
 from wordcast.mapping_store import MappingStore
 from wordcast.routing import HashMapping, copy_name
 from wordcast.salb import learn
 from wordcast.store import SubscriptionStore
 from wordcast.workload import Post, post_queries, sample_posts
 
-from .conftest import AUTH, Receiver, RunningCluster, start_cluster, stop_cluster, wait_until_ready
+from .conftest import AUTH, Receiver, RunningCluster, extra_router, start_cluster, stop_cluster
 from .test_e2e import _check, _delivered_after, _subscribe
 
 pytestmark = pytest.mark.e2e
@@ -123,21 +122,7 @@ def test_two_live_mapping_swaps_lose_and_duplicate_nothing(
     swap_cluster: RunningCluster, receiver: Receiver, redis_url: str
 ) -> None:
     namespace = swap_cluster.namespace
-    port = free_port()
-    env = os.environ | {
-        "REDIS_URL": redis_url,
-        "WORDCAST_NAMESPACE": namespace,
-        "WORDCAST_ROUTER_PORT": str(port),
-        "WORDCAST_ROUTER_MATCHER_URLS": ",".join(swap_cluster.matcher_urls),
-        "WORDCAST_ENVIRONMENT": "development",
-        "WORDCAST_ROUTER_MAPPING_POLL_S": "3",
-    }
-    slow = subprocess.Popen(
-        [sys.executable, "-m", "wordcast", "router"], env=env, stdout=subprocess.DEVNULL
-    )
-    slow_url = f"http://127.0.0.1:{port}"
-    try:
-        wait_until_ready(slow_url)
+    with extra_router(swap_cluster, redis_url, mapping_poll_s="3") as slow_url:
         posts = sample_posts(9_000, seed=77)
         learning, stream = posts[:5_000], posts[5_000:]
         words, splits, frequencies = _hot_mapping(learning)
@@ -205,6 +190,3 @@ def test_two_live_mapping_swaps_lose_and_duplicate_nothing(
         assert len(expected) > 2_000, "the stream should produce plenty of matches"
         assert set(late_pairs) <= match_pairs(late, analysed)
         assert len(late_pairs) == len(set(late_pairs)), "a match was delivered twice"
-    finally:
-        slow.terminate()
-        slow.wait(10)

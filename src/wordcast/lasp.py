@@ -55,17 +55,29 @@ def place_among(
     """Alg. 2's loop: a subscription of ``words`` unique words, ``known[i]`` of them in H(i) already,
     ``sizes[i]`` = |H(i)|; the best of the ``eligible`` matchers (the first of equals)."""
     base = [cost(size) for size in sizes]
-    n = len(base)
-    total, squares = sum(base), sum(x * x for x in base)
+    options = ((i, sizes[i], words - known.get(i, 0), base[i]) for i in sorted(eligible))
+    return _best(options, sum(base), sum(x * x for x in base), len(base), cost)
+
+
+def _best(
+    options: Iterable[tuple[int, int, int, float]],
+    total: float,
+    squares: float,
+    n: int,
+    cost: Callable[[float], float],
+) -> int:
+    """Alg. 2's utility for each (matcher, |H(i)|, new words, f(|H(i)|)); the first best wins.
+
+    ``total`` and ``squares`` are the sum and the sum of squares of every matcher's f(|H(j)|), so
+    the imbalance with S placed on i needs no pass over the other matchers.
+    """
     best, best_utility = -1, -math.inf
-    for i in sorted(eligible):
-        new_words = words - known.get(i, 0)
-        extra = cost(new_words)
-        placed = cost(sizes[i] + new_words)
-        mean = (total - base[i] + placed) / n
-        variance = max((squares - base[i] ** 2 + placed**2) / n - mean**2, 0.0)
+    for i, size, new_words, old in options:
+        placed = cost(size + new_words)
+        mean = (total - old + placed) / n
+        variance = max((squares - old * old + placed * placed) / n - mean * mean, 0.0)
         imbalance = math.sqrt(variance) / mean if mean > 0 else 0.0
-        utility = -extra * imbalance
+        utility = -cost(new_words) * imbalance
         if utility > best_utility:
             best, best_utility = i, utility
     if best < 0:
@@ -85,22 +97,12 @@ class Placer:
         self._total, self._squares = base * matchers, base * base * matchers
 
     def place(self, words: Collection[str], eligible: Iterable[int]) -> int:
-        n = len(self._loads)
-        best, best_utility = -1, -math.inf
-        for i in sorted(eligible):
-            h = self.word_maps[i]
-            new_words = sum(1 for w in words if w not in h)
-            placed = self.cost(len(h) + new_words)
-            old = self._loads[i]
-            mean = (self._total - old + placed) / n
-            variance = max((self._squares - old * old + placed * placed) / n - mean * mean, 0.0)
-            imbalance = math.sqrt(variance) / mean if mean > 0 else 0.0
-            utility = -self.cost(new_words) * imbalance
-            if utility > best_utility:
-                best, best_utility = i, utility
-        if best < 0:
-            raise ValueError("no eligible matcher")
-        return best
+        maps, loads = self.word_maps, self._loads
+        options = (
+            (i, len(maps[i]), sum(1 for w in words if w not in maps[i]), loads[i])
+            for i in sorted(eligible)
+        )
+        return _best(options, self._total, self._squares, len(loads), self.cost)
 
     def add(self, matcher: int, words: Iterable[str]) -> None:
         self.word_maps[matcher].update(words)

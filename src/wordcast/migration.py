@@ -56,18 +56,19 @@ async def _replace(
     store: SubscriptionStore,
     sub: Subscription,
     change: Callable[[Subscription], tuple[Placement, ...] | None],
-) -> bool:
-    """Apply ``change`` to a subscription's placements, again if it changed meanwhile."""
+) -> tuple[Placement, ...] | None:
+    """Apply ``change`` to a subscription's placements, again if it changed meanwhile; returns
+    the placements stored, or None when nothing needed moving."""
     for _ in range(5):
         placements = change(sub)
         if placements is None:
-            return False
+            return None
         if await store.move(sub, placements) is not None:
-            return True
+            return placements
         try:
             sub = await store.get(sub.id)
         except NotFound:  # deleted meanwhile: nothing to move
-            return False
+            return None
     raise RuntimeError(f"subscription {sub.id} kept changing during the migration")
 
 
@@ -98,10 +99,10 @@ async def move_to(
     subs = await _each_keyword_subscription(store, target.matchers)
     for sub in subs:
         report.scanned += 1
-        if await _replace(store, sub, change):
+        moved = await _replace(store, sub, change)
+        if moved is not None:
             report.moved += 1
-            fresh = await store.get(sub.id)
-            for placement in fresh.placements:
+            for placement in moved:
                 word_maps[placement.matcher].update(sub.terms)
         if report.scanned % 1_000 == 0:
             await keep_alive()
@@ -135,7 +136,7 @@ async def retire(
 
     for sub in await _each_keyword_subscription(store, matchers):
         report.scanned += 1
-        if await _replace(store, sub, change):
+        if await _replace(store, sub, change) is not None:
             report.moved += 1
         if report.scanned % 1_000 == 0:
             await keep_alive()

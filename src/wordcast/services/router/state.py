@@ -85,17 +85,15 @@ class RoutingStats:
         self.version = version
         self.publications = 0
         self.loads = [0] * matchers
+        for matcher in range(matchers):
+            MATCHER_LOAD.labels(str(matcher)).set(0)
 
     def record(self, publications: int, per_matcher: dict[int, int]) -> None:
+        """Count a routed batch (cheap: the derived figures are computed when read)."""
         self.publications += publications
         for matcher, count in per_matcher.items():
             self.loads[matcher] += count
-        figures = self.figures()
-        SPREAD.set(figures["spread"])
-        IMBALANCE.set(figures["imbalance"])
-        IMBALANCE_CV.set(figures["cv"])
-        for matcher, load in enumerate(self.loads):
-            MATCHER_LOAD.labels(str(matcher)).set(load)
+            MATCHER_LOAD.labels(str(matcher)).inc(count)
 
     def figures(self) -> dict[str, Any]:
         total, n = sum(self.loads), len(self.loads)
@@ -139,6 +137,10 @@ class RouterState:
         self._in_flight: Tally[int] = Tally()
         self.cost = LinearCost(settings.lasp_cost_slope, settings.lasp_cost_intercept)
         self.routing_stats = RoutingStats(len(self.matcher_urls), 0)
+        # Derived at scrape time, not per batch.
+        SPREAD.set_function(lambda: self.routing_stats.figures()["spread"])
+        IMBALANCE.set_function(lambda: self.routing_stats.figures()["imbalance"])
+        IMBALANCE_CV.set_function(lambda: self.routing_stats.figures()["cv"])
         self.subscribed: set[str] = set()
         self.anchors = AnchorIndex()
         self.follower = EventFollower(store, self._load_snapshot, self._apply)
@@ -328,7 +330,7 @@ class RouterState:
         await self._announce(event_id, sub.matchers)
         return sub
 
-    async def _announce(self, event_id: str, matchers: Iterable[int]) -> None:
+    async def _announce(self, event_id: str, matchers: Sequence[int]) -> None:
         """Make the change effective here and on its matchers before answering the client.
 
         The change is already durable; if a matcher cannot be told now, it reads the event
@@ -338,7 +340,7 @@ class RouterState:
         results = await asyncio.gather(
             *(self._sync(m, event_id) for m in matchers), return_exceptions=True
         )
-        for matcher, result in zip(matchers, results, strict=False):
+        for matcher, result in zip(matchers, results, strict=True):
             if isinstance(result, Exception):
                 log.warning(
                     "matcher %d not told of event %s now (%s); it will catch up",
