@@ -64,6 +64,10 @@ def test_lasp_groups_similar_subscriptions_and_respects_eligibility() -> None:
     assert place(["a", "b"], mapping, word_maps) == 1
     # {a, c, d}: matcher 2 already holds c and d, so placing there adds one word, not two.
     assert place(["c", "d", "a"], mapping, word_maps, LinearCost(1.0, 0.0)) == 2
+    # A fitted f has an intercept; a matcher already holding every word of S adds no load, so it
+    # still wins over a lighter matcher that would have to grow.
+    fitted = LinearCost(0.0004, 14.0)
+    assert place(["a", "c"], mapping, [{"a", "c", "x", "y", "z"}, {"b"}, {"d"}], fitted) == 0
     for terms in (["a"], ["b", "c"], ["a", "c"]):
         assert place(terms, mapping, word_maps) in {mapping(t) for t in terms}
     with pytest.raises(ValueError):

@@ -1,11 +1,17 @@
 """LASP, load-aware subscription placement (S³-TM §4.2, Alg. 2).
 
 A subscription S may go to any eligible matcher B(S, M) = {M(w) : w ∈ S}. For each, LASP computes
-the extra matching load ``f(|S \\ H(i)|)`` — the words S would add to matcher i's trie, through the
-linear cost model f the paper fits on trie operations against unique words (Fig. 4.1) — and the
-imbalance (coefficient of variation) of the loads ``f(|H(j)|)`` with S placed on i; the utility is
-``-extra × imbalance`` and the best eligible matcher wins. Grouping similar subscriptions keeps the
-tries small, and the imbalance term keeps them even.
+the extra matching load S brings to matcher i — the |S \\ H(i)| words it would add to i's trie,
+through the linear cost model f the paper fits on trie operations against unique words (Fig. 4.1)
+— and the imbalance (coefficient of variation) of the loads ``f(|H(j)|)`` with S placed on i; the
+utility is ``-extra × imbalance`` and the best eligible matcher wins. Grouping similar
+subscriptions keeps the tries small, and the imbalance term keeps them even.
+
+Alg. 2 writes the extra load as ``f(|S \\ H(i)|)``, which is the increase
+``f(|H(i)| + |S \\ H(i)|) - f(|H(i)|)`` for an f through the origin. The fitted f has an intercept
+(a publication's probes at the trie root cost something even in an empty trie), and charging it
+to every placement would make a matcher that already holds all of S look as costly as one that
+must grow: LASP would stop grouping. So the extra load is the increase of f.
 """
 
 from __future__ import annotations
@@ -77,7 +83,7 @@ def _best(
         mean = (total - old + placed) / n
         variance = max((squares - old * old + placed * placed) / n - mean * mean, 0.0)
         imbalance = math.sqrt(variance) / mean if mean > 0 else 0.0
-        utility = -cost(new_words) * imbalance
+        utility = -(placed - old) * imbalance
         if utility > best_utility:
             best, best_utility = i, utility
     if best < 0:
