@@ -43,11 +43,11 @@ class RouterSettings(ServiceSettings):
     mapping_lock_ttl_s: float = Field(
         default=60.0, gt=0, description="A migrating router that stops renewing loses the lock."
     )
-    # LASP's f(x) = slope·x + intercept, the matching cost against a trie of x unique words,
-    # fitted on this machine by `make bench-routing` (S³-TM Fig. 4.1; see BENCHMARKS.md). Only
-    # the ratio matters to LASP's choice.
-    lasp_cost_slope: float = Field(default=1.0, gt=0)
-    lasp_cost_intercept: float = Field(default=0.0, ge=0)
+    # LASP's f(x) = slope·x + intercept: trie lookups per publication against a trie of x unique
+    # words, fitted by `make bench-routing` (S³-TM Fig. 4.1; BENCHMARKS.md) on tweet-based
+    # subscriptions over pypi summaries. The scale cancels out of LASP's choice; the ratio stays.
+    lasp_cost_slope: float = Field(default=0.00037, gt=0)
+    lasp_cost_intercept: float = Field(default=16.1, ge=0)
     environment: Literal["development", "production"] = Field(
         default="production",
         validation_alias="WORDCAST_ENVIRONMENT",
