@@ -8,6 +8,11 @@ A keyword subscription's placements (:mod:`wordcast.placement`) say for which ma
 and, for a multicast of hot words, which drawn copies — this matcher evaluates it; a match found
 for a batch that another placement serves is dropped here, so each publication is evaluated
 against each subscription exactly once while routers switch mapping versions.
+
+A subscription made only of hot words is multicast to the matchers holding copies of its least
+frequent hot word (S³-TM §5.1); each of them serves only the publications whose drawn copy it
+holds. Such subscriptions sit in an index of their own per hot word, consulted only for
+publications that drew a copy of that word, so the rest of the stream never visits them.
 """
 
 from __future__ import annotations
@@ -76,6 +81,7 @@ class MatcherState:
         self.engine = settings.engine
         self._stats = TermStats.load(settings.term_stats) if settings.term_stats else None
         self.index: Any = make_engine(self.engine, self._stats)
+        self.hot_indexes: dict[str, Any] = {}  # hot word -> its multicast subscriptions here
         self.settings = settings
         self.patterns: Any = make_pattern_engine(settings)
         self.subscriptions: dict[str, Subscription] = {}
@@ -102,16 +108,17 @@ class MatcherState:
 
     async def _load_snapshot(self) -> None:
         index = make_engine(self.engine, self._stats)
+        hot_indexes: dict[str, Any] = {}
         patterns = make_pattern_engine(self.settings)
         subscriptions: dict[str, Subscription] = {}
         restricted: dict[str, tuple[Placement, ...]] = {}
         async for page in self.store.placed_on(self.ordinal):
             for sub in page:
-                _index(sub, index, patterns)
+                self._index(sub, index, hot_indexes, patterns)
                 subscriptions[sub.id] = sub
                 self._restrict(sub, restricted)
         self.index, self.patterns, self.subscriptions = index, patterns, subscriptions
-        self.restricted = restricted
+        self.hot_indexes, self.restricted = hot_indexes, restricted
         SUBSCRIPTIONS.set(len(subscriptions))
         log.info("matcher %d loaded %d subscriptions from Redis", self.ordinal, len(subscriptions))
 
@@ -128,17 +135,45 @@ class MatcherState:
             held = self.subscriptions.get(sub.id)
             if event.op != "del" and self.ordinal in sub.matchers:
                 if held is None:  # replays of an add are harmless
-                    _index(sub, self.index, self.patterns)
+                    self._index(sub, self.index, self.hot_indexes, self.patterns)
+                elif self._hot_word(held) != self._hot_word(sub):  # moved between indexes
+                    self._unindex(held)
+                    self._index(sub, self.index, self.hot_indexes, self.patterns)
                 self.subscriptions[sub.id] = sub
                 self._restrict(sub, self.restricted)
             elif held is not None:  # deleted, or moved away from this matcher
                 del self.subscriptions[sub.id]
                 self.restricted.pop(sub.id, None)
-                if held.is_pattern:
-                    self.patterns.remove(sub.id)
-                else:
-                    self.index.remove(sub.id, held.terms)
+                self._unindex(held)
         SUBSCRIPTIONS.set(len(self.subscriptions))
+
+    def _hot_word(self, sub: Subscription) -> str:
+        """The hot word whose drawn copy decides every placement of ``sub`` here, else ''."""
+        words = {p.hot for p in sub.placements if p.matcher == self.ordinal}
+        return words.pop() if len(words) == 1 else ""
+
+    def _index(
+        self, sub: Subscription, index: Any, hot_indexes: dict[str, Any], patterns: Any
+    ) -> None:
+        if sub.is_pattern:
+            patterns.add(sub.id, parse(sub.pattern, min_anchor=1))  # validated when stored
+            return
+        word = self._hot_word(sub)
+        if word:
+            if word not in hot_indexes:
+                hot_indexes[word] = make_engine(self.engine, self._stats)
+            index = hot_indexes[word]
+        index.add(sub.id, sub.terms)
+
+    def _unindex(self, sub: Subscription) -> None:
+        if sub.is_pattern:
+            self.patterns.remove(sub.id)
+            return
+        word = self._hot_word(sub)
+        index = self.hot_indexes[word] if word else self.index
+        index.remove(sub.id, sub.terms)
+        if word and not len(index):
+            del self.hot_indexes[word]
 
     def _message(
         self,
@@ -185,6 +220,14 @@ class MatcherState:
                 for position, (_, _, terms, _) in enumerate(publications)
                 for sub_id in index.match(terms)
             ]
+        if self.hot_indexes and drawn:
+            hot_indexes = self.hot_indexes
+            for position, copies in enumerate(drawn):
+                for word in copies:
+                    hot_index = hot_indexes.get(word)
+                    if hot_index is not None:
+                        terms = publications[position][2]
+                        pairs.extend((sub_id, position) for sub_id in hot_index.match(terms))
         restricted = self.restricted
         if restricted:
             none: dict[str, int] = {}
@@ -232,10 +275,3 @@ class MatcherState:
         PUBLICATIONS.inc(count)
         MATCHES.inc(len(pairs))
         return messages
-
-
-def _index(sub: Subscription, index: Any, patterns: Any) -> None:
-    if sub.is_pattern:
-        patterns.add(sub.id, parse(sub.pattern, min_anchor=1))  # validated when stored
-    else:
-        index.add(sub.id, sub.terms)
