@@ -3,13 +3,15 @@
 Reproduces, on pypi summaries, Figs. 6.2-6.9 (against the number of matchers N, 100K
 subscriptions), 6.10-6.17 (against the number of subscriptions, N = 16), 6.18-6.21 (concept drift:
 learned on older months, evaluated on newer ones), 6.24 (SALB learning time against the number of
-posts) and Fig. 4.1 (matching cost against unique trie words: LASP's f, fitted here).
+posts) and Fig. 4.1 (trie lookups against unique trie words: LASP's f, fitted here), and times the
+whole Spark learning job on 1M posts.
 
 For every mapping (hash, SALB with hot-word splitting, gC, gFC, gFCL, gNFCL) the subscriptions are
 placed with LASP, every matcher's trie is built, the evaluation posts are routed (Eq. 3.1, hot words
 to a random copy), and each matcher's share is matched on its own trie and timed. Throughput is
 Eq. 3.6 with those measured costs: the cluster sustains |P| / max_i(time_i) posts/s when every
 matcher has a core of its own. Spread is the mean multicast size, imbalance max/avg of the loads.
+``bench.routing_runs`` takes the medians over several runs.
 """
 
 from __future__ import annotations
