@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import itertools
 import json
 import math
 import random
@@ -210,10 +211,9 @@ def time_spark_job(posts: int, matchers: int = 256) -> dict[str, Any]:
         with source.open("w", encoding="utf-8") as out:
             out.write("text\n")
             written = 0
-            rows = list(pypi_posts())
-            texts = [text for _n, _m, text in rows]
-            texts += [" ".join(re.split(r"[-_.]", name)) for name, _m, _t in rows]
-            for text in texts[:posts]:
+            summaries = (text for _n, _m, text in pypi_posts())
+            names = (" ".join(re.split(r"[-_.]", name)) for name, _m, _t in pypi_posts())
+            for text in itertools.islice(itertools.chain(summaries, names), posts):
                 out.write(text.replace("\t", " ").replace("\n", " ") + "\n")
                 written += 1
         command = [sys.executable, "-m", "spark_jobs.learn_mapping", "--matchers", str(matchers)]

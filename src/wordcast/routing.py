@@ -77,7 +77,12 @@ class LearnedMapping(HashMapping):
         self.words = dict(words)
         self.splits = dict(splits or {})
         self._frequencies = dict(frequencies or {})
-        self._cache.update(self.words)
+
+    def __call__(self, word: str) -> int:
+        # The learned words are looked up where they are; the hash cache holds only the fallbacks,
+        # so a large mapping is not kept twice.
+        matcher = self.words.get(word)
+        return matcher if matcher is not None else HashMapping.__call__(self, word)
 
     def frequency(self, word: str) -> int:
         """How many learning publications carried a hot word (for choosing the least frequent)."""
