@@ -10,6 +10,8 @@
     ├── Unauthenticated         no API key, or one wordcast does not know (HTTP 401)
     ├── NotFound                no such subscription (HTTP 404)
     ├── StoreUnavailable        Redis could not be reached or failed (HTTP 503)
+    │   └── MappingUnconfirmed  a router that could not report its mapping version lately
+    │                           stops routing until it can (HTTP 503)
     ├── StaleMapping            a placement was planned for mapping versions no longer in use
     │                           (the router plans again; never reaches a client)
     ├── MappingError            a mapping version that cannot be used (wrong number of matchers,
@@ -64,6 +66,10 @@ class NotFound(WordcastError, LookupError):
 
 class StoreUnavailable(WordcastError):
     """The system of record (Redis) failed; the operation may be retried."""
+
+
+class MappingUnconfirmed(StoreUnavailable):
+    """A router's report of the mapping versions it routes with is too old to route safely."""
 
 
 class StaleMapping(WordcastError):

@@ -32,6 +32,8 @@ from .store import Subscription, SubscriptionStore
 
 log = logging.getLogger(__name__)
 
+BATCH = 500  # moves per round trip to Redis
+
 Sync = Callable[[str], Awaitable[None]]
 KeepAlive = Callable[[], Awaitable[None]]
 
@@ -72,6 +74,39 @@ async def _replace(
     raise RuntimeError(f"subscription {sub.id} kept changing during the migration")
 
 
+async def _replace_all(
+    store: SubscriptionStore,
+    subs: list[Subscription],
+    change: Callable[[Subscription], tuple[Placement, ...] | None],
+    keep_alive: KeepAlive,
+    what: str,
+    batch: int = BATCH,
+) -> Report:
+    """:func:`_replace` over ``subs``, a batch of moves per round trip: a migration of 10^5
+    subscriptions must not wait on 10^5 round trips while routers hold two mapping versions.
+    ``change`` runs in order, so LASP sees every earlier decision; the few moves that lose a race
+    with a client's change are redone one by one on the fresh record."""
+    report = Report()
+    for start in range(0, len(subs), batch):
+        planned = [(sub, change(sub)) for sub in subs[start : start + batch]]
+        moves = [(sub, placements) for sub, placements in planned if placements is not None]
+        results = await store.move_many(moves)
+        report.scanned += len(planned)
+        for (sub, _placements), event_id in zip(moves, results, strict=True):
+            if event_id is not None:
+                report.moved += 1
+                continue
+            try:
+                fresh = await store.get(sub.id)
+            except NotFound:  # deleted meanwhile: nothing to move
+                continue
+            if await _replace(store, fresh, change) is not None:
+                report.moved += 1
+        await keep_alive()
+        log.info("%s: %d scanned, %d moved", what, report.scanned, report.moved)
+    return report
+
+
 async def move_to(
     store: SubscriptionStore,
     mappings: MappingStore,
@@ -83,7 +118,6 @@ async def move_to(
 ) -> Report:
     """Steps 1-3: every subscription placed for ``target``, which then becomes active."""
     await mappings.set_window(low, target.version)
-    report = Report()
     word_maps = [set(await store.word_map(i)) for i in range(target.matchers)]
 
     def change(sub: Subscription) -> tuple[Placement, ...] | None:
@@ -94,19 +128,14 @@ async def move_to(
             i: sum(1 for t in sub.terms if t in word_maps[i])
             for i in candidates(sub.terms, [target])
         }
-        return reopen(sub.placements, sub.terms, target, sizes, known, cost)
+        placements = reopen(sub.placements, sub.terms, target, sizes, known, cost)
+        # Counted as placed now: the next subscription's LASP decision must see this one.
+        for placement in placements:
+            word_maps[placement.matcher].update(sub.terms)
+        return placements
 
     subs = await _each_keyword_subscription(store, target.matchers)
-    for sub in subs:
-        report.scanned += 1
-        moved = await _replace(store, sub, change)
-        if moved is not None:
-            report.moved += 1
-            for placement in moved:
-                word_maps[placement.matcher].update(sub.terms)
-        if report.scanned % 1_000 == 0:
-            await keep_alive()
-            log.info("mapping v%d: %d scanned, %d moved", target.version, *vars(report).values())
+    report = await _replace_all(store, subs, change, keep_alive, f"mapping v{target.version}")
     await sync(await store.last_event_id())
     await mappings.activate(target.version)
     log.info(
@@ -128,18 +157,13 @@ async def retire(
 ) -> Report:
     """Step 4 (call only when no router uses a version older than ``active``)."""
     await mappings.set_window(active, active)
-    report = Report()
 
     def change(sub: Subscription) -> tuple[Placement, ...] | None:
         kept = prune(sub.placements, active)
         return kept if len(kept) < len(sub.placements) else None
 
-    for sub in await _each_keyword_subscription(store, matchers):
-        report.scanned += 1
-        if await _replace(store, sub, change) is not None:
-            report.moved += 1
-        if report.scanned % 1_000 == 0:
-            await keep_alive()
+    subs = await _each_keyword_subscription(store, matchers)
+    report = await _replace_all(store, subs, change, keep_alive, f"retiring versions < v{active}")
     await sync(await store.last_event_id())
     log.info("mapping window narrowed to v%d: %d placements dropped", active, report.moved)
     return report

@@ -408,8 +408,9 @@ class SubscriptionStore:
             # The record changed between the read and the script (deleted or moved): look again.
         raise StoreUnavailable(f"subscription {sub_id} kept changing while being deleted")
 
-    async def move(self, sub: Subscription, placements: Sequence[Placement]) -> str | None:
-        """Re-place a keyword subscription; the event id, or None if it changed meanwhile."""
+    def _move_call(
+        self, sub: Subscription, placements: Sequence[Placement]
+    ) -> tuple[list[str], list[str | int]]:
         before, after = set(sub.matchers), set(matchers_of(placements))
         leaving, joining = sorted(before - after), sorted(after - before)
         open_ = [p.matcher for p in placements if p.is_open] or [placements[-1].matcher]
@@ -417,9 +418,29 @@ class SubscriptionStore:
         keys += self._matcher_keys(joining)
         args: list[str | int] = [sub.id, encode(sub.placements), encode(placements)]
         args += [open_[0], len(leaving), EVENTS_MAXLEN]
+        return keys, args
+
+    async def move(self, sub: Subscription, placements: Sequence[Placement]) -> str | None:
+        """Re-place a keyword subscription; the event id, or None if it changed meanwhile."""
+        keys, args = self._move_call(sub, placements)
         with translated("moving a subscription"):
             event_id = await self._move(keys=keys, args=args)
         return str(event_id) if event_id else None
+
+    async def move_many(
+        self, moves: Sequence[tuple[Subscription, Sequence[Placement]]]
+    ) -> list[str | None]:
+        """:meth:`move` for many subscriptions in one round trip (each move stays atomic and
+        independent: one that changed meanwhile gets None and the others still happen)."""
+        if not moves:
+            return []
+        pipe = self.client.pipeline(transaction=False)
+        for sub, placements in moves:
+            keys, args = self._move_call(sub, placements)
+            await self._move(keys=keys, args=args, client=pipe)
+        with translated("moving subscriptions"):
+            results = await pipe.execute()
+        return [str(event_id) if event_id else None for event_id in results]
 
     async def rotate_secret(self, sub_id: str, secret: str, previous_until: float) -> None:
         """Make ``secret`` the signing secret; the old one stays valid until ``previous_until``."""

@@ -118,8 +118,11 @@ class BodySizeLimit:
         await self.app(scope, receive, send)
 
 
-def probes_router(is_ready: Callable[[Request], bool], loading: str) -> APIRouter:
-    """Liveness (the process answers) and readiness (its replica of Redis state is loaded)."""
+def probes_router(
+    is_ready: Callable[[Request], bool], not_ready: str | Callable[[Request], str]
+) -> APIRouter:
+    """Liveness (the process answers) and readiness (its replica of Redis state is loaded);
+    ``not_ready`` says why not, or works it out."""
     router = APIRouter(tags=["operations"])
 
     @router.get("/healthz")
@@ -129,7 +132,9 @@ def probes_router(is_ready: Callable[[Request], bool], loading: str) -> APIRoute
     @router.get("/readyz")
     async def readyz(request: Request) -> dict[str, str]:
         if not is_ready(request):
-            raise HTTPException(503, loading)
+            raise HTTPException(
+                503, not_ready if isinstance(not_ready, str) else not_ready(request)
+            )
         return {"status": "ready"}
 
     return router

@@ -28,6 +28,7 @@ def create_app(settings: RouterSettings | None = None) -> FastAPI:
             async with (
                 in_background(state.follower.run(), "events"),
                 in_background(state.watch_mappings(), "mappings"),
+                in_background(state.report_versions(), "version reports"),
             ):
                 yield
         finally:

@@ -4,9 +4,12 @@ Keyword subscriptions are placed with LASP (S³-TM Alg. 2) among the eligible ma
 every mapping version in use (:mod:`wordcast.placement`); routing sends each publication to
 K(P, M) (Eq. 3.1) under the active mapping version, one request per matcher per batch, tagged with
 that version and the hot-word copies drawn (§5.1). A background task follows the mapping versions
-(announcements, plus a periodic check), reports which version this router still uses, and, when a
-new version appears, moves the subscriptions to it (:mod:`wordcast.migration`) if no other router
-is doing so.
+(announcements, plus a periodic check) and, when a new version appears, moves the subscriptions to
+it (:mod:`wordcast.migration`) if no other router is doing so. Another reports, every few seconds,
+the oldest version this router may still route with; a migration retires a version only once no
+live report names it, so a router that cannot renew its report (cut off from Redis, or stalled)
+stops routing well before the report expires: it answers 503 and turns unready rather than route
+with a version that may already be retired.
 Pattern subscriptions are routed by their anchors (:mod:`wordcast.anchors`): a publication also
 goes to the matchers owning an anchor that occurs in its normalised text, in the same request,
 flagged so that the matcher runs its pattern engine on it. The router keeps only state it can
@@ -41,6 +44,7 @@ from ...errors import (
     EmptyQuery,
     InvalidInput,
     MappingError,
+    MappingUnconfirmed,
     MatcherUnavailable,
     NotFound,
     StaleMapping,
@@ -135,6 +139,12 @@ class RouterState:
         self.latest = 0
         self.router_id = uuid.uuid4().hex
         self._in_flight: Tally[int] = Tally()
+        # Routing stops once the last report is older than the fence; the report lives long enough
+        # for every batch sent before the fence to finish (a matcher answers within its timeout).
+        self._reported_at: float | None = None
+        self.report_fence_s = 3 * settings.mapping_poll_s
+        self.report_ttl_s = self.report_fence_s + 2 * settings.mapping_poll_s
+        self.report_ttl_s += settings.matcher_timeout_s
         self.cost = LinearCost(settings.lasp_cost_slope, settings.lasp_cost_intercept)
         self.routing_stats = RoutingStats(len(self.matcher_urls), 0)
         # Derived at scrape time, not per batch.
@@ -158,7 +168,13 @@ class RouterState:
 
     @property
     def ready(self) -> bool:
-        return self.follower.ready.is_set()
+        return self.follower.ready.is_set() and self.reported
+
+    @property
+    def reported(self) -> bool:
+        """Whether the versions this router uses were reported recently enough to route."""
+        last = self._reported_at
+        return last is not None and time.monotonic() - last <= self.report_fence_s
 
     async def close(self) -> None:
         await self.client.aclose()
@@ -409,8 +425,6 @@ class RouterState:
             await self.refresh_mappings()
         except MappingError as exc:
             log.error("mapping not usable: %s", exc)
-        ttl = 5 * self.settings.mapping_poll_s
-        await self.mappings.heartbeat(self.router_id, self.oldest_in_use(), ttl)
         latest, (low, _) = self.latest, self.view.window
         active = self.view.active.version
         if latest > active:
@@ -419,6 +433,20 @@ class RouterState:
             oldest = await self.mappings.oldest_in_use()
             if oldest is not None and oldest >= active:
                 await self._locked(self._retire, active)
+
+    async def report_versions(self) -> None:
+        """Report the oldest version in use every poll interval, apart from the mapping watch (a
+        migration it runs can take longer than the report lives)."""
+        while True:
+            started = time.monotonic()
+            try:
+                await self.mappings.heartbeat(
+                    self.router_id, self.oldest_in_use(), self.report_ttl_s
+                )
+                self._reported_at = started  # the value written was true at the start
+            except StoreUnavailable as exc:
+                log.warning("could not report the mapping versions in use: %s", exc)
+            await asyncio.sleep(self.settings.mapping_poll_s)
 
     async def _locked(self, work: Any, *args: Any) -> None:
         ttl_ms = int(self.settings.mapping_lock_ttl_s * 1000)
@@ -452,6 +480,12 @@ class RouterState:
         self, publications: Sequence[tuple[str | None, str]]
     ) -> tuple[list[str], int]:
         """Analyse and route a batch of (id or None, text); returns the ids and batches sent."""
+        if not self.reported:
+            raise MappingUnconfirmed(
+                "the router has not reported its mapping version to Redis for over "
+                f"{self.report_fence_s:g} s, so it stops routing: a migration may retire that "
+                "version meanwhile"
+            )
         started = time.perf_counter()
         ids: list[str] = []
         per_matcher: dict[int, list[dict[str, object]]] = {}

@@ -9,7 +9,14 @@ from ...common import probes_router
 from ..deps import State, get_state
 
 router = APIRouter(tags=["operations"])
-probes = probes_router(lambda request: get_state(request).ready, "loading subscribed words")
+probes = probes_router(
+    lambda request: get_state(request).ready,
+    lambda request: (
+        "loading subscribed words"
+        if not get_state(request).follower.ready.is_set()
+        else "cannot report its mapping version to Redis"
+    ),
+)
 
 
 @router.get("/stats")

@@ -27,6 +27,6 @@ async def publish(body: PublicationsIn, state: ReadyState, tenant: Tenant) -> Pu
         )
     try:
         ids, routed = await state.publish([(p.id, p.text) for p in body.publications])
-    except MatcherUnavailable as exc:
+    except (MatcherUnavailable, StoreUnavailable) as exc:
         raise HTTPException(503, f"{exc}; retry the batch (ids make retries safe)") from exc
     return PublicationsAccepted(accepted=len(ids), ids=ids, routed=routed)

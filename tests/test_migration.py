@@ -1,0 +1,163 @@
+"""Mapping migrations against a real Redis: moves in batches, and the routers' version reports."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections import Counter
+from dataclasses import replace
+
+import pytest
+
+from wordcast.analysis import analyze
+from wordcast.corpus import pypi_posts
+from wordcast.errors import MappingUnconfirmed
+from wordcast.mapping_store import MappingStore
+from wordcast.migration import BATCH, move_to, retire
+from wordcast.placement import Placement, matchers_of, still_valid
+from wordcast.routing import HashMapping, LearnedMapping, copy_name
+from wordcast.services.router.settings import RouterSettings
+from wordcast.services.router.state import RouterState
+from wordcast.store import Subscription, SubscriptionStore, connect
+
+MATCHERS = 6
+
+
+def _corpus_terms(count: int) -> list[tuple[str, ...]]:
+    found: list[tuple[str, ...]] = []
+    for _name, _month, text in pypi_posts():
+        terms = sorted(analyze(text))
+        if terms:
+            found.append(tuple(terms[:4]))
+        if len(found) == count:
+            return found
+    raise AssertionError("the corpus holds too few summaries")
+
+
+def _learned(version: int, vocabulary: set[str], rng: random.Random) -> LearnedMapping:
+    words = sorted(vocabulary)
+    hot = set(rng.sample(words, 5))
+    mapped = {w: rng.randrange(MATCHERS) for w in words if w not in hot}
+    for word in hot:
+        for copy in range(3):
+            mapped[copy_name(word, copy)] = rng.randrange(MATCHERS)
+    return LearnedMapping(version, MATCHERS, mapped, dict.fromkeys(hot, 3), dict.fromkeys(hot, 9))
+
+
+async def _expected_word_maps(store: SubscriptionStore, ids: list[str]) -> list[Counter[str]]:
+    expected = [Counter[str]() for _ in range(MATCHERS)]
+    for sub_id in ids:
+        sub = await store.get(sub_id)
+        for matcher in matchers_of(sub.placements):
+            expected[matcher].update(sub.terms)
+    return expected
+
+
+def test_a_migration_moves_every_subscription_in_batches_and_keeps_word_maps_exact(
+    redis_url: str, namespace: str
+) -> None:
+    async def scenario() -> None:
+        client = connect(redis_url)
+        store, mappings = SubscriptionStore(client, namespace), MappingStore(client, namespace)
+        terms = _corpus_terms(3 * BATCH)  # several batches
+        old = HashMapping(MATCHERS, 0)
+        for k, words in enumerate(terms):
+            matcher = old(words[0])
+            sub = Subscription(f"s{k}", " ".join(words), words, "http://x/hook", matcher)
+            await store.add(replace(sub, placements=(Placement(matcher, 0),)))
+        target = _learned(1, {t for words in terms for t in words}, random.Random(3))
+        ids = [f"s{k}" for k in range(len(terms))]
+        stale = [
+            sub_id
+            for sub_id, words in zip(ids, terms, strict=True)
+            if not still_valid((Placement(old(words[0]), 0),), words, target)
+        ]
+        assert len(stale) > BATCH  # the scenario exercises more than one batch of real moves
+
+        # Clients delete subscriptions while the migration runs: those moves must lose the race
+        # cleanly (nothing moved, nothing counted) and the rest must still be moved.
+        deleted = stale[BATCH // 2 :: 7]
+        beats = 0
+
+        async def keep_alive() -> None:
+            nonlocal beats
+            beats += 1
+            if beats == 1:
+                for sub_id in deleted:
+                    await store.delete(sub_id)
+
+        async def sync(_event_id: str) -> None:
+            return None
+
+        report = await move_to(store, mappings, target, 0, sync, keep_alive)
+        live = [i for i in ids if i not in set(deleted)]
+        assert report.scanned == len(ids)
+        assert len(stale) - len(deleted) <= report.moved <= len(stale)
+        assert beats >= len(ids) // BATCH
+        for sub_id in live:
+            sub = await store.get(sub_id)
+            assert still_valid(sub.placements, sub.terms, target), sub
+            assert any(p.until == 1 for p in sub.placements) == (sub_id in stale)
+        expected = await _expected_word_maps(store, live)
+        for matcher in range(MATCHERS):
+            assert Counter(await store.word_map(matcher)) == expected[matcher]
+        assert (await mappings.state())[1:] == (1, (0, 1))  # v1 active, v0 still served
+
+        retired = await retire(store, mappings, 1, MATCHERS, sync, keep_alive)
+        # Exactly the live subscriptions that were moved had a placement for v0 alone to drop.
+        assert retired.moved == len(set(live) & set(stale))
+        for sub_id in live:
+            sub = await store.get(sub_id)
+            assert all(p.is_open for p in sub.placements)
+            assert still_valid(sub.placements, sub.terms, target)
+        expected = await _expected_word_maps(store, live)
+        for matcher in range(MATCHERS):
+            assert Counter(await store.word_map(matcher)) == expected[matcher]
+        await client.aclose()
+
+    asyncio.run(scenario())
+
+
+def test_a_router_that_cannot_report_its_mapping_version_stops_routing(
+    redis_url: str, namespace: str
+) -> None:
+    """A migration retires a version once no live report names it; a router whose report may
+    have lapsed must therefore refuse to route rather than use a possibly retired version."""
+
+    async def scenario() -> None:
+        settings = RouterSettings(
+            redis_url=redis_url,
+            namespace=namespace,
+            environment="development",
+            mapping_poll_s=0.05,
+            matcher_timeout_s=0.5,
+        )
+        client = connect(redis_url)
+        state = RouterState(settings, SubscriptionStore(client, namespace))
+        batch = [(None, "fast json parser for python")]
+        try:
+            with pytest.raises(MappingUnconfirmed, match="has not reported its mapping version"):
+                await state.publish(batch)  # never reported yet
+
+            reporting = asyncio.create_task(state.report_versions())
+            await asyncio.sleep(0.12)
+            ids, _ = await state.publish(batch)  # no subscribed word: nothing is sent
+            assert len(ids) == 1
+            assert await state.mappings.oldest_in_use() == 0
+            key = f"{namespace}:router:{state.router_id}"
+            assert 0 < await client.pttl(key) <= state.report_ttl_s * 1000
+            # The report outlives the fence by a poll or two and a matcher's timeout: every batch
+            # sent before the fence has finished before a migration can see the report gone.
+            assert state.report_ttl_s >= state.report_fence_s + settings.matcher_timeout_s
+
+            reporting.cancel()  # as if Redis were out of reach from now on
+            await asyncio.gather(reporting, return_exceptions=True)
+            await asyncio.sleep(state.report_fence_s + 0.05)
+            assert not state.reported
+            with pytest.raises(MappingUnconfirmed):
+                await state.publish(batch)
+        finally:
+            await state.close()
+            await client.aclose()
+
+    asyncio.run(scenario())
