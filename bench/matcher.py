@@ -391,7 +391,7 @@ def headline(count: int, min_pair_df: int, batch: int = 600, rounds: int = 3) ->
             times[name].append((time.perf_counter() - started) / len(batches))
             matches[name] = found
     assert len(set(matches.values())) == 1, f"engines disagree: {matches}"
-    rows = {
+    rows: dict[str, dict[str, Any]] = {
         name: {
             "seconds_per_batch": statistics.median(t),
             "rounds": t,
@@ -459,17 +459,20 @@ def plot(result: dict[str, Any]) -> None:
         rows = result["operations"]
         fig, ax = plt.subplots(figsize=(8, 4))
         names = [f"{r['distribution']}\nV={r['vocabulary']:,}" for r in rows]
-        xs = range(len(rows))
+        positions = range(len(rows))
         ax.bar(
-            [x - 0.2 for x in xs], [r["trie_ops_per_item"] for r in rows], 0.4, label="trie probes"
+            [x - 0.2 for x in positions],
+            [r["trie_ops_per_item"] for r in rows],
+            0.4,
+            label="trie probes",
         )
         ax.bar(
-            [x + 0.2 for x in xs],
+            [x + 0.2 for x in positions],
             [r["counting_ops_per_item"] for r in rows],
             0.4,
             label="counting postings",
         )
-        ax.set_xticks(list(xs), names, fontsize=7)
+        ax.set_xticks(list(positions), names, fontsize=7)
         ax.set_yscale("log")
         ax.set_ylabel("operations per item")
         ax.set_title("Table 4.6: matching operations, trie vs inverted file")
