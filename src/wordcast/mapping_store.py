@@ -171,10 +171,9 @@ class MappingStore:
 
     async def oldest_in_use(self) -> int | None:
         """The oldest mapping version any live router may still route with (None: no router)."""
-        values: list[int] = []
         with translated("reading the routers' mapping versions"):
-            async for key in self.client.scan_iter(match=f"{self.ns}:router:*", count=1000):
-                value = await self.client.get(key)
-                if value is not None:
-                    values.append(int(value))
+            keys = [k async for k in self.client.scan_iter(match=f"{self.ns}:router:*", count=1000)]
+            found = await self.client.mget(keys) if keys else []
+        # A report that expired between the scan and the read is simply gone.
+        values = [int(value) for value in found if value is not None]
         return min(values) if values else None
