@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 SPEC := pyproject.toml
 
-.PHONY: run test lint bench bench-e2e bench-matcher bench-patterns bench-routing env java clean
+.PHONY: run test lint bench bench-e2e bench-matcher bench-patterns bench-routing bench-migration env java clean
 
 # PySpark needs a Java runtime (17 or newer); it cannot come from PyPI, so say so clearly.
 java:
@@ -32,7 +32,7 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check src tests bench spark_jobs
 	$(BIN)/mypy
 
-bench: bench-e2e bench-matcher bench-patterns bench-routing
+bench: bench-e2e bench-matcher bench-patterns bench-routing bench-migration
 
 bench-e2e: $(STAMP)
 	$(BIN)/python -m bench.e2e
@@ -46,6 +46,9 @@ bench-patterns: $(STAMP)
 
 bench-routing: $(STAMP) java
 	$(BIN)/python -m bench.routing
+
+bench-migration: $(STAMP)
+	$(BIN)/python -m bench.migration
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache build src/*.egg-info

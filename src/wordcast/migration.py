@@ -115,6 +115,7 @@ async def move_to(
     sync: Sync,
     keep_alive: KeepAlive,
     cost: Callable[[float], float] = UNIT_COST,
+    batch: int = BATCH,
 ) -> Report:
     """Steps 1-3: every subscription placed for ``target``, which then becomes active."""
     await mappings.set_window(low, target.version)
@@ -135,7 +136,9 @@ async def move_to(
         return placements
 
     subs = await _each_keyword_subscription(store, target.matchers)
-    report = await _replace_all(store, subs, change, keep_alive, f"mapping v{target.version}")
+    report = await _replace_all(
+        store, subs, change, keep_alive, f"mapping v{target.version}", batch
+    )
     await sync(await store.last_event_id())
     await mappings.activate(target.version)
     log.info(

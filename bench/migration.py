@@ -1,0 +1,184 @@
+"""Moving subscriptions to a new mapping version (issue 4, part 4): ``make bench-migration``.
+
+Starts its own redis-server, stores keyword subscriptions drawn from corpus posts under hash
+routing (version 0) for 16 matchers, learns a SALB mapping (version 1) on corpus posts and times
+``migration.move_to``: listing every subscription, re-placing with LASP each one whose matcher is
+no longer eligible, and storing the moves — one move per round trip to Redis (how it was first
+built) against the batches it now sends. Every run must leave every subscription validly placed
+for version 1. Writes ``migration.json`` and ``migration.png``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import random
+import subprocess
+import tempfile
+import time
+from typing import Any
+
+from wordcast.analysis import analyze
+from wordcast.cluster import free_port, redis_server_binary
+from wordcast.corpus import pypi_posts
+from wordcast.lasp import LinearCost
+from wordcast.mapping_store import MappingStore
+from wordcast.migration import BATCH, move_to
+from wordcast.placement import Placement, still_valid
+from wordcast.routing import HashMapping, LearnedMapping
+from wordcast.salb import learn
+from wordcast.store import Subscription, SubscriptionStore, connect
+
+from .common import RESULTS, machine, median, write_json
+
+MATCHERS = 16
+
+
+def _queries(count: int, seed: int) -> list[tuple[str, ...]]:
+    """Subscriptions of 1-4 words of corpus posts (the shape of tweet-based subscriptions)."""
+    posts = [sorted(analyze(text)) for _n, _m, text in pypi_posts(limit=4 * count)]
+    posts = [p for p in posts if p]
+    rng = random.Random(seed)
+    return [tuple(sorted(rng.sample(p, min(len(p), rng.randint(1, 4))))) for p in posts[:count]]
+
+
+async def _populate(store: SubscriptionStore, queries: list[tuple[str, ...]]) -> None:
+    old = HashMapping(MATCHERS, 0)
+    subs = []
+    for k, terms in enumerate(queries):
+        matcher = old(terms[0])
+        subs.append(
+            Subscription(
+                f"s{k}",
+                " ".join(terms),
+                terms,
+                "http://receiver.example/hook",
+                matcher,
+                placements=(Placement(matcher, 0),),
+            )
+        )
+    for start in range(0, len(subs), 32):  # within the client's connection pool
+        await asyncio.gather(*(store.add(sub) for sub in subs[start : start + 32]))
+
+
+async def _one_run(
+    url: str, namespace: str, queries: list[tuple[str, ...]], target: LearnedMapping, batch: int
+) -> dict[str, Any]:
+    client = connect(url)
+    try:
+        store, mappings = SubscriptionStore(client, namespace), MappingStore(client, namespace)
+        await _populate(store, queries)
+
+        async def nothing(*_args: Any) -> None:
+            return None
+
+        started = time.perf_counter()
+        report = await move_to(
+            store, mappings, target, 0, nothing, nothing, LinearCost(0.00037, 16.1), batch
+        )
+        seconds = time.perf_counter() - started
+        checked: set[str] = set()
+        for matcher in range(MATCHERS):
+            async for page in store.placed_on(matcher):
+                for sub in page:
+                    if not still_valid(sub.placements, sub.terms, target):
+                        raise RuntimeError(f"{sub.id} is not placed for v1: {sub.placements}")
+                    checked.add(sub.id)
+        if len(checked) != len(queries):
+            raise RuntimeError(f"{len(queries) - len(checked)} subscriptions went missing")
+        return {"seconds": seconds, "scanned": report.scanned, "moved": report.moved}
+    finally:
+        await client.aclose()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--subscriptions", default="10000,50000")
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--quick", action="store_true", help="small sizes, for a smoke run")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.subscriptions, args.runs = "2000", 1
+    counts = [int(v) for v in args.subscriptions.split(",")]
+    training = [analyze(text) for _n, _m, text in pypi_posts(limit=50_000)]
+    learned = learn([t for t in training if t], MATCHERS)
+    target = LearnedMapping(1, MATCHERS, learned.words, learned.versions, learned.frequencies)
+    rows: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory(prefix="wordcast-bench-migration-") as data:
+        port = free_port()
+        argv = [redis_server_binary(), "--port", str(port), "--bind", "127.0.0.1", "--dir", data]
+        argv += ["--save", "", "--appendonly", "no", "--loglevel", "warning"]
+        server = subprocess.Popen(argv, stdout=subprocess.DEVNULL)
+        try:
+            url = f"redis://127.0.0.1:{port}/0"
+            _wait_for(url)
+            for count in counts:
+                queries = _queries(count, seed=count)
+                for batch in (1, BATCH):
+                    runs = [
+                        asyncio.run(_one_run(url, f"m{count}b{batch}r{r}", queries, target, batch))
+                        for r in range(args.runs)
+                    ]
+                    row = {
+                        "subscriptions": count,
+                        "batch": batch,
+                        "seconds": median([r["seconds"] for r in runs]),
+                        "runs": [r["seconds"] for r in runs],
+                        "moved": runs[0]["moved"],
+                    }
+                    rows.append(row)
+                    print(
+                        f"{count:,} subscriptions, {batch} move(s) per round trip: "
+                        f"{row['seconds']:.1f} s ({row['moved']:,} moved)",
+                        flush=True,
+                    )
+        finally:
+            server.terminate()
+            server.wait(10)
+    path = write_json("migration", {"machine": machine(), "matchers": MATCHERS, "rows": rows})
+    _plot(rows)
+    print(f"wrote {path} and migration.png")
+    return 0
+
+
+def _wait_for(url: str, timeout: float = 20) -> None:
+    import redis
+
+    client = redis.Redis.from_url(url)
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            client.ping()
+            return
+        except redis.ConnectionError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
+
+
+def _plot(rows: list[dict[str, Any]]) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for batch in sorted({r["batch"] for r in rows}):
+        mine = [r for r in rows if r["batch"] == batch]
+        ax.plot(
+            [r["subscriptions"] for r in mine],
+            [r["seconds"] for r in mine],
+            marker="o",
+            label=f"{batch} move(s) per round trip",
+        )
+    ax.set_xlabel("subscriptions stored")
+    ax.set_ylabel("seconds to move to the new version (median)")
+    ax.set_title(f"Mapping migration, {MATCHERS} matchers, SALB after hash")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(RESULTS / "migration.png", dpi=90)
+    plt.close(fig)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
