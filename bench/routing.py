@@ -326,8 +326,9 @@ def main(argv: list[str] | None = None) -> int:
     results["subscriptions"] = by_subs
 
     # Figs. 6.18-6.21: concept drift, N = 16, topic-based subscriptions; mappings learned on the
-    # history. As in §6.3, every period gets topics of its own and a new subscription set, so the
-    # interests drift along with the posts.
+    # history. As in §6.3, every period gets topics of its own (LDA on the period's posts, the same
+    # seed drawing the evaluation sample: the paper takes each week's topics from that week) and a
+    # new subscription set, so the interests drift along with the posts.
     newer = rows[cut:]
     periods = 5
     drift: list[dict[str, Any]] = []

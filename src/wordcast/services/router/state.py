@@ -446,6 +446,10 @@ class RouterState:
                 self._reported_at = started  # the value written was true at the start
             except StoreUnavailable as exc:
                 log.warning("could not report the mapping versions in use: %s", exc)
+            except (
+                Exception
+            ):  # the loop must outlive surprises: without it the router stops routing
+                log.exception("reporting the mapping versions in use failed")
             await asyncio.sleep(self.settings.mapping_poll_s)
 
     async def _locked(self, work: Any, *args: Any) -> None:
