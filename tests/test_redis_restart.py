@@ -126,3 +126,36 @@ def test_cluster_survives_a_redis_restart(own_redis: RestartableRedis, receiver:
         _check(delivered, expected)
     finally:
         stop_cluster(cluster)
+
+
+def test_a_router_cut_off_from_redis_turns_unready_and_recovers(
+    own_redis: RestartableRedis,
+) -> None:
+    """A router that cannot report its mapping version must leave the load balancer's rotation
+    before its report expires (a migration could retire the version it routes with), and come back
+    by itself once Redis does."""
+    cluster = start_cluster(
+        own_redis.url, "test-fence", env={"WORDCAST_ROUTER_MAPPING_POLL_S": "0.5"}
+    )
+    try:
+        router = httpx.Client(base_url=cluster.router_url, timeout=30, headers=AUTH)
+        assert router.get("/readyz").status_code == 200
+        own_redis.stop()
+        stopped = time.monotonic()
+        while True:  # the fence is 3 polls (1.5 s) after the last report
+            probe = router.get("/readyz")
+            if probe.status_code == 503:
+                break
+            assert time.monotonic() - stopped < 15, "the router stayed ready without Redis"
+            time.sleep(0.2)
+        assert "cannot report its mapping version" in probe.json()["detail"]
+        assert router.post("/publications", json={"text": "anyone there"}).status_code == 503
+
+        own_redis.start()
+        restarted = time.monotonic()
+        while router.get("/readyz").status_code != 200:
+            assert time.monotonic() - restarted < 20, "the router did not come back"
+            time.sleep(0.2)
+        assert router.post("/publications", json={"text": "back again"}).status_code == 202
+    finally:
+        stop_cluster(cluster)
