@@ -131,28 +131,30 @@ def evaluate(
         targets, drawn = route(terms, subscribed, mapping, draw)
         for matcher in targets:
             routed[matcher].append((terms, drawn))
-    seconds = []
-    matches = 0
+    seconds = [math.inf] * n
+    found = [0] * n
     gc.disable()  # a collection inside one matcher's timing would pass for its matching cost
     try:
-        for trie, share, hot_tries in zip(tries, routed, multicast, strict=True):
-            # Eq. 3.6 wants each matcher's cost, not the scheduler's noise on a shared machine:
-            # the fastest of a few passes (as timeit does), since noise only ever adds time.
-            fastest = math.inf
-            for _ in range(passes):
-                found = 0
+        # Eq. 3.6 wants each matcher's cost, not the scheduler's noise on a shared machine: the
+        # fastest of a few passes (as timeit does), since noise only ever adds time. The passes go
+        # round all matchers in turn, so that a burst of noise cannot spoil every pass of one.
+        for _ in range(passes):
+            for matcher, (trie, share, hot_tries) in enumerate(
+                zip(tries, routed, multicast, strict=True)
+            ):
+                count = 0
                 started = time.perf_counter()
                 for terms, drawn in share:
-                    found += len(trie.match(terms))
+                    count += len(trie.match(terms))
                     for word, copy in drawn.items():
                         for served, hot_trie in hot_tries.get(word, {}).items():
                             if copy in served:
-                                found += len(hot_trie.match(terms))
-                fastest = min(fastest, time.perf_counter() - started)
-            seconds.append(fastest)
-            matches += found
+                                count += len(hot_trie.match(terms))
+                seconds[matcher] = min(seconds[matcher], time.perf_counter() - started)
+                found[matcher] = count
     finally:
         gc.enable()
+    matches = sum(found)
     # The same cost counted instead of timed: trie child-map probes (what Fig. 4.1 counts), so the
     # comparison between mappings carries each matcher's subscriptions but none of the noise.
     lookups = [
