@@ -13,13 +13,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import random
-import subprocess
 import tempfile
 import time
 from typing import Any
 
 from wordcast.analysis import analyze
-from wordcast.cluster import free_port, redis_server_binary
+from wordcast.cluster import free_port, start_redis_server
 from wordcast.corpus import pypi_posts
 from wordcast.lasp import LinearCost
 from wordcast.mapping_store import MappingStore
@@ -106,12 +105,9 @@ def main(argv: list[str] | None = None) -> int:
     rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="wordcast-bench-migration-") as data:
         port = free_port()
-        argv = [redis_server_binary(), "--port", str(port), "--bind", "127.0.0.1", "--dir", data]
-        argv += ["--save", "", "--appendonly", "no", "--loglevel", "warning"]
-        server = subprocess.Popen(argv, stdout=subprocess.DEVNULL)
+        server = start_redis_server(port, data)
         try:
             url = f"redis://127.0.0.1:{port}/0"
-            _wait_for(url)
             for count in counts:
                 queries = _queries(count, seed=count)
                 for batch in (1, BATCH):
@@ -139,21 +135,6 @@ def main(argv: list[str] | None = None) -> int:
     _plot(rows)
     print(f"wrote {path} and migration.png")
     return 0
-
-
-def _wait_for(url: str, timeout: float = 20) -> None:
-    import redis
-
-    client = redis.Redis.from_url(url)
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            client.ping()
-            return
-        except redis.ConnectionError:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.05)
 
 
 def _plot(rows: list[dict[str, Any]]) -> None:

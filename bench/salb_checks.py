@@ -24,7 +24,7 @@ from wordcast.partitioning import word_network
 from wordcast.routing import HashMapping, route
 
 from .common import machine, write_json
-from .routing import Post, corpus, learn, tweet_subscriptions
+from .routing import Post, corpus, learn, shuffled_history, tweet_subscriptions
 
 RIVALS = ("gFCL", "gNFCL")
 
@@ -50,8 +50,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--nodes", default="8,16")
     args = parser.parse_args(argv)
     rows = corpus()
-    history = [terms for _, terms, _ in rows[: int(len(rows) * 0.6)]]
-    random.Random(7).shuffle(history)  # the split bench.routing makes
+    history = shuffled_history(rows)
     evaluation = history[100_000:130_000]
     subs = tweet_subscriptions(history[130_000:], 100_000, 1)
     subscribed = set().union(*subs)

