@@ -1,12 +1,23 @@
 from __future__ import annotations
 
 import random
+from collections import Counter
+from fractions import Fraction
 
+import numpy as np
 import pytest
 
 from wordcast.lasp import LinearCost, place
 from wordcast.routing import HashMapping
-from wordcast.salb import VERSION_SEPARATOR, learn, loads, salb, split_hot_words
+from wordcast.salb import (
+    VERSION_SEPARATOR,
+    _reached_counts,
+    learn,
+    loads,
+    salb,
+    split_hot_words,
+)
+from wordcast.workload import analysed_posts
 
 
 def _clustered_posts(seed: int = 0) -> list[list[str]]:
@@ -88,3 +99,48 @@ def test_graph_partitionings_keep_co_occurring_words_together_and_respect_their_
         assert mapping["apple"] != mapping["xray"], variant
     with pytest.raises(ValueError, match="unknown partitioning"):
         partition("gX", frequencies, pairs, 2)
+
+
+def _alg1_literally(publications: list[frozenset[str]], matchers: int) -> dict[str, int]:
+    """Alg. 1 line by line in exact arithmetic: the judge of the vectorised SALB.
+
+    u = -r·sqrt(var)/avg is compared through -(r²·var/avg²), which orders the candidates alike
+    (every factor is non-negative), so no rounding can break or make a tie.
+    """
+    frequency = Counter(w for p in publications for w in p)
+    words = sorted(frequency, key=lambda w: (-frequency[w], w))  # as Graph numbers them
+    mapping: dict[str, int] = {}
+    spread = Fraction(0)
+    load = [0] * matchers
+    for w in words:
+        best_u: Fraction | None = None
+        best_i, best_l = 0, 0
+        for i in range(matchers):
+            extra = sum(
+                1 for p in publications if w in p and not any(mapping.get(x) == i for x in p)
+            )
+            r = spread + Fraction(extra, len(publications))
+            loads_if = [*load[:i], load[i] + extra, *load[i + 1 :]]
+            avg = Fraction(sum(loads_if), matchers)
+            var = sum((x - avg) ** 2 for x in loads_if) / matchers
+            u = -(r * r * var / (avg * avg)) if avg else Fraction(0)
+            if best_u is None or u > best_u:
+                best_u, best_i, best_l = u, i, extra
+        load[best_i] += best_l
+        spread += Fraction(best_l, len(publications))
+        mapping[w] = best_i
+    return mapping
+
+
+@pytest.mark.parametrize("matchers", [1, 2, 3, 5, 8])
+def test_vectorised_salb_is_algorithm_1(matchers: int) -> None:
+    posts = [p for p in analysed_posts(150, seed=matchers) if p]
+    assert salb(posts, matchers) == _alg1_literally(posts, matchers)
+
+
+@pytest.mark.parametrize("rows", [1, 63, 64, 255, 256, 700])
+def test_packed_column_sums_count_every_reached_matcher(rows: int) -> None:
+    rng = np.random.default_rng(rows)
+    reaches = rng.random((1_000, 24)) < 0.3
+    picked = np.sort(rng.choice(1_000, rows, replace=False))
+    assert (_reached_counts(reaches, picked) == reaches[picked].sum(axis=0)).all()

@@ -4,10 +4,21 @@ SALB assigns words to matchers one by one, most frequent first. For each candida
 computes the extra load ``l`` the word would bring — the publications containing the word that do
 not already reach i through another word mapped to i — and the utility ``-spread × imbalance`` as
 if the word were mapped there, with imbalance the coefficient of variation of the matcher loads;
-the best matcher wins. All N candidates are evaluated at once with numpy: a boolean matrix records
-which publications already reach which matcher, so ``l`` for every i is one column sum over the
-word's publications, and the loads' variance for every candidate comes from running sums. A word
-seen in a single publication needs no gather at all: its row of the matrix is the answer.
+the best matcher wins, the first of equals.
+
+The utility is computed exactly, in integers. The spread is the loads' sum over |P| (every
+publication routed to a matcher adds one to its load), so with candidate i's loads L' (sum s,
+sum of squares q) the spread is s/|P|, the imbalance sqrt(N·q - s²)/s, and the utility
+-sqrt(N·q - s²)/|P|: Alg. 1 picks the matcher whose placement leaves the loads with the smallest
+standard deviation, i.e. the smallest ``N·q - s²``. Comparing that integer keeps Alg. 1's "first of
+equals" exact — in floating point, candidates whose utilities are equal (common at small N) came
+out unequal by rounding, and the tie went to whichever rounded up.
+
+All N candidates are evaluated at once with numpy: a boolean matrix records which publications
+already reach which matcher, so ``l`` for every i is one column sum over the word's publications
+(for a frequent word, summed eight matchers to a machine word: bytes of 0/1 add without carries
+for up to 255 rows). A word seen in a single publication needs no gather at all: its row of the
+matrix is the answer.
 
 The input is the word-to-publication bipartite graph as two parallel arrays of edges (publication,
 word), words numbered by decreasing frequency — what the Spark job (``spark_jobs.learn_mapping``)
@@ -107,6 +118,45 @@ def split_hot(graph: Graph, matchers: int, seed: int = 0) -> tuple[Graph, dict[s
     return Graph(graph.posts, rank[words], [vocabulary[i] for i in order], graph.n_posts), names
 
 
+def _reached_counts(reaches: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """How many of the publications ``rows`` already reach each matcher (column sums)."""
+    if len(rows) < _PACKED_FROM or reaches.shape[1] % 8:
+        return reaches[rows].sum(axis=0, dtype=np.int64)
+    packed = reaches.view(np.uint64)[rows]  # eight matchers' 0/1 bytes per machine word
+    counts = np.zeros(reaches.shape[1], dtype=np.int64)
+    for start in range(0, len(rows), 255):  # a byte holds at most 255 ones
+        counts += packed[start : start + 255].sum(axis=0, dtype=np.uint64).view(np.uint8)
+    return counts
+
+
+_PACKED_FROM = 64  # below this many publications the plain column sum is quicker
+
+
+def _single_post_choice(
+    reached: np.ndarray,
+    loads: np.ndarray,
+    unreachable: float,
+    load_sum: int,
+    load_squares: int,
+    matchers: int,
+) -> tuple[int, int]:
+    """Alg. 1's choice (matcher, extra load) for a word of one publication, which ``reached``
+    says where it is routed already: the same first-of-equals answer as the full key vector."""
+    first_reached = int(reached.argmax())
+    has_reached = bool(reached[first_reached])
+    least_loaded = int(np.where(reached, unreachable, loads).argmin())
+    if reached[least_loaded]:  # the publication reaches every matcher
+        return first_reached, 0
+    if not has_reached:
+        return least_loaded, 1
+    stay = matchers * load_squares - load_sum * load_sum
+    load = int(loads[least_loaded])
+    grow = matchers * (load_squares + 2 * load + 1) - (load_sum + 1) ** 2
+    if stay < grow or (stay == grow and first_reached < least_loaded):
+        return first_reached, 0
+    return least_loaded, 1
+
+
 def salb_graph(graph: Graph, matchers: int) -> np.ndarray:
     """Alg. 1: the matcher of every word of ``graph`` (indexed like its vocabulary)."""
     if matchers < 1:
@@ -115,33 +165,43 @@ def salb_graph(graph: Graph, matchers: int) -> np.ndarray:
     order = np.argsort(graph.words, kind="stable")
     rows_of = graph.posts[order]
     bounds = np.searchsorted(graph.words[order], np.arange(n_words + 1))
+    # A load is at most |P| and their sum at most the edges, so N·q <= N·|P|·edges and s² <=
+    # edges². Past 64 bits (tens of millions of publications) the key is computed in floating
+    # point instead, where rounding may again decide between equal utilities.
+    edges = float(len(rows_of))
+    exact = max(matchers * float(graph.n_posts) * edges, edges * edges) < 2.0**62
+    dtype = np.int64 if exact else np.float64
 
     reaches = np.zeros((graph.n_posts, matchers), dtype=bool)  # publication already routed there
-    loads = np.zeros(matchers, dtype=np.float64)
-    load_sum = load_squares = spread = 0.0  # running sums: the variance needs no pass over loads
+    loads = np.zeros(matchers, dtype=dtype)
+    twice_loads = np.zeros(matchers, dtype=dtype)
+    load_sum = load_squares = 0  # of the loads: the key needs no pass over them
     assignment = np.zeros(n_words, dtype=np.int64)
-    n = float(matchers)
-    per_post = 1.0 / max(graph.n_posts, 1)
+    unreachable = np.iinfo(np.int64).max if exact else np.inf
     for word in range(n_words):
         start, stop = bounds[word], bounds[word + 1]
         if stop - start == 1:
+            # One publication: a matcher it reaches gains nothing (all share one key), one it
+            # does not gains 1, the least loaded of those the least; only two candidates remain.
             row = rows_of[start]
-            extra = 1.0 - reaches[row]
+            reached = reaches[row]
+            best, added = _single_post_choice(
+                reached, loads, unreachable, load_sum, load_squares, matchers
+            )
         else:
             rows = rows_of[start:stop]
             row = -1
-            extra = (stop - start) - reaches[rows].sum(axis=0)
-        mean = (load_sum + extra) / n
-        squares = load_squares + extra * (2.0 * loads + extra)
-        imbalance = np.sqrt(np.maximum(squares / n - mean * mean, 0.0)) / mean
-        utility = -(spread + extra * per_post) * imbalance
-        best = int(np.argmax(utility))  # first of equals: deterministic
-        added = float(extra[best])
+            extra = (stop - start) - _reached_counts(reaches, rows).astype(dtype, copy=False)
+            total = load_sum + extra
+            # N·q - s² for each candidate: -N²·|P|²·utility² of Alg. 1, so the smallest wins.
+            key = matchers * (load_squares + extra * (twice_loads + extra)) - total * total
+            best = int(np.argmin(key))  # first of equals: deterministic
+            added = int(extra[best])
         assignment[word] = best
-        load_squares += added * (2.0 * loads[best] + added)
+        load_squares += added * (2 * int(loads[best]) + added)  # Python ints: no overflow
         load_sum += added
         loads[best] += added
-        spread += added * per_post
+        twice_loads[best] += 2 * added
         if row >= 0:
             reaches[row, best] = True
         else:
