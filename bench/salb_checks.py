@@ -17,14 +17,14 @@ instead of resting on one split. Writes ``salb-checks.json``.
 from __future__ import annotations
 
 import argparse
-import random
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
 from wordcast.partitioning import word_network
-from wordcast.routing import HashMapping, route
+from wordcast.routing import HashMapping
+from wordcast.throughput import model
 
 from .common import machine, write_json
 from .routing import Post, corpus, learn, shuffled_history, tweet_subscriptions
@@ -35,16 +35,11 @@ RIVALS = ("gFCL", "gNFCL")
 def unit_throughput(
     mapping: HashMapping, posts: Sequence[Post], subscribed: set[str]
 ) -> dict[str, float]:
-    loads = np.zeros(mapping.matchers)
-    draw = random.Random(11).randrange
-    for terms in posts:
-        targets, _drawn = route(terms, subscribed, mapping, draw)
-        for matcher in targets:
-            loads[matcher] += 1
+    modelled = model(mapping, posts, subscribed, seed=11)
     return {
-        "unit_throughput": len(posts) / loads.max(),
-        "spread": float(loads.sum() / len(posts)),
-        "imbalance": float(loads.max() / loads.mean()),
+        "unit_throughput": modelled.throughput,
+        "spread": modelled.spread,
+        "imbalance": modelled.imbalance,
     }
 
 

@@ -5,6 +5,9 @@ baselines, the word network of co-occurrence counts) from the routers' publicati
 from a corpus file; the driver then runs the chosen algorithm on the collected graph:
 
 ``salb``                  SALB with hot-word splitting (S³-TM Alg. 1, §5.1), the default
+``best``                  SALB, gFCL, gNFCL and hash learned on 90% of the publications; the one
+                          with the highest modelled throughput (Eq. 3.6, unit cost) on the other
+                          10% wins (:mod:`wordcast.throughput`)
 ``hash``                  stable hashing (version 0's mapping, for comparisons and roll-backs)
 ``gC gFC gFCL gNFCL``     word-network partitioning with METIS (§3.2)
 
@@ -20,6 +23,8 @@ import asyncio
 import json
 import sys
 import time
+from collections.abc import Callable, Collection
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -27,7 +32,9 @@ from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from wordcast.partitioning import VARIANTS, partition
+from wordcast.routing import LearnedMapping
 from wordcast.salb import Graph, Mapping, learn_graph
+from wordcast.throughput import Modelled, best, model
 
 from .term_stats import (
     analysed_documents,
@@ -37,7 +44,9 @@ from .term_stats import (
     read_publication_log,
 )
 
-ALGORITHMS = ("salb", "hash", *VARIANTS)
+ALGORITHMS = ("salb", "best", "hash", *VARIANTS)
+CONTENDERS = ("salb", "gFCL", "gNFCL", "hash")  # what ``best`` chooses among, SALB first of equals
+HELD_OUT = 0.1  # the share of publications ``best`` keeps back to judge the contenders
 
 
 # -- pure transforms ----------------------------------------------------------------------------
@@ -56,6 +65,14 @@ def word_frequencies(edges: DataFrame) -> DataFrame:
 def ranked_edges(edges: DataFrame, frequencies: DataFrame) -> DataFrame:
     """(doc, rank): the edges with each word replaced by its frequency rank."""
     return edges.join(frequencies.select("word", "rank"), "word").select("doc", "rank")
+
+
+def held_out_split(docs: DataFrame, share: float, seed: int) -> tuple[DataFrame, DataFrame]:
+    """(learning, held out): a publication is held out by a hash of its terms, so the split does
+    not depend on how Spark partitions the data and copies of one post land on the same side."""
+    bucket = F.pmod(F.xxhash64("terms", F.lit(seed)), F.lit(10_000))
+    held = bucket < F.lit(round(share * 10_000))
+    return docs.where(~held), docs.where(held)
 
 
 def word_network(docs: DataFrame, frequencies: DataFrame) -> DataFrame:
@@ -80,25 +97,62 @@ def collect_graph(docs: DataFrame) -> tuple[Graph, DataFrame]:
     return Graph(posts.astype(np.int64), words, vocabulary, n_posts), frequencies
 
 
+@dataclass
+class Learned:
+    """A learned mapping, the algorithm that made it, timings, and for ``best`` every contender's
+    modelled throughput on the held-out publications."""
+
+    mapping: Mapping
+    algorithm: str
+    timings: dict[str, float]
+    scores: dict[str, Modelled] = field(default_factory=dict)
+
+
+def _mapping(
+    algorithm: str,
+    graph: Graph,
+    pairs: Callable[[], dict[tuple[str, str], int]],
+    matchers: int,
+    seed: int,
+) -> Mapping:
+    if algorithm == "salb":
+        return learn_graph(graph, matchers, seed)
+    if algorithm == "hash":
+        return Mapping(matchers, {}, {}, {})
+    counts = dict(zip(graph.vocabulary, graph.frequencies().tolist(), strict=True))
+    return Mapping(matchers, partition(algorithm, counts, pairs(), matchers, seed), {}, {})
+
+
 def learn(
-    docs: DataFrame, matchers: int, algorithm: str, seed: int = 0
-) -> tuple[Mapping, dict[str, float]]:
-    """The mapping and timings (Spark graph building, driver learning) in seconds."""
+    docs: DataFrame,
+    matchers: int,
+    algorithm: str,
+    seed: int = 0,
+    subscribed: Collection[str] | None = None,
+) -> Learned:
+    """Learn with ``algorithm``; timings (Spark graph building, driver learning) in seconds.
+
+    ``best`` learns every contender on the publications not held out and keeps the one the model
+    favours on the held-out ones, routed on the ``subscribed`` words (None: every word).
+    """
+    if algorithm not in ALGORITHMS:
+        raise ValueError(f"unknown algorithm {algorithm!r}; choose one of {', '.join(ALGORITHMS)}")
     started = time.perf_counter()
+    held: DataFrame | None = None
+    if algorithm == "best":
+        docs, held = held_out_split(docs, HELD_OUT, seed)
     graph, frequencies = collect_graph(docs)
     built = time.perf_counter()
-    if algorithm == "salb":
-        mapping = learn_graph(graph, matchers, seed)
-    elif algorithm == "hash":
-        mapping = Mapping(matchers, {}, {}, {})
-    else:
-        counts = dict(zip(graph.vocabulary, graph.frequencies().tolist(), strict=True))
-        pairs = {
-            (row["a"], row["b"]): int(row["df"])
-            for row in word_network(docs, frequencies).toLocalIterator()
-        }
-        words = partition(algorithm, counts, pairs, matchers, seed)
-        mapping = Mapping(matchers, words, {}, {})
+    network: dict[tuple[str, str], int] = {}
+
+    def pairs() -> dict[tuple[str, str], int]:  # built once, only for the graph baselines
+        if not network:
+            rows = word_network(docs, frequencies).toLocalIterator()
+            network.update(((row["a"], row["b"]), int(row["df"])) for row in rows)
+        return network
+
+    names = CONTENDERS if algorithm == "best" else (algorithm,)
+    mappings = {name: _mapping(name, graph, pairs, matchers, seed) for name in names}
     learned = time.perf_counter()
     timings = {
         "graph_s": built - started,
@@ -107,7 +161,24 @@ def learn(
         "edges": float(len(graph.words)),
         "words": float(len(graph.vocabulary)),
     }
-    return mapping, timings
+    if held is None:
+        return Learned(mappings[algorithm], algorithm, timings)
+    posts = [row["terms"] for row in held.select("terms").toLocalIterator()]
+    if not posts:
+        raise ValueError("no publication was held out to choose by: too few publications")
+    scores = {
+        name: model(
+            LearnedMapping(1, m.matchers, m.words, m.versions, m.frequencies),
+            posts,
+            subscribed,
+            seed,
+        )
+        for name, m in mappings.items()
+    }
+    chosen = best(scores)
+    timings["held_out"] = float(len(posts))
+    timings["choose_s"] = time.perf_counter() - learned
+    return Learned(mappings[chosen], chosen, timings, scores)
 
 
 async def publish(redis_url: str, namespace: str, mapping: Mapping, meta: dict[str, object]) -> int:
@@ -120,6 +191,17 @@ async def publish(redis_url: str, namespace: str, mapping: Mapping, meta: dict[s
         return await store.write(
             mapping.matchers, mapping.words, mapping.versions, mapping.frequencies, meta
         )
+    finally:
+        await client.aclose()
+
+
+async def subscribed_words(redis_url: str, namespace: str) -> set[str]:
+    """s(W) of the cluster the mapping is for: ``best`` judges the contenders on those words."""
+    from wordcast.store import SubscriptionStore, connect
+
+    client = connect(redis_url)
+    try:
+        return await SubscriptionStore(client, namespace).subscribed_words()
     finally:
         await client.aclose()
 
@@ -163,12 +245,27 @@ def main(argv: list[str] | None = None) -> int:
                 raw = raw.where(F.col("month") <= args.until_month)
             raw = raw.limit(args.limit) if args.limit else raw
             docs = analysed_documents(raw, column)
-        mapping, timings = learn(docs, args.matchers, args.algorithm, args.seed)
+        subscribed = None
+        if args.algorithm == "best" and args.publish:
+            # An empty s(W) (no subscriptions yet) says nothing: judge on every word instead.
+            subscribed = asyncio.run(subscribed_words(args.publish, args.namespace)) or None
+        learned = learn(docs.cache(), args.matchers, args.algorithm, args.seed, subscribed)
     finally:
         if owned:
             spark.stop()
+    mapping, timings = learned.mapping, learned.timings
     timings["total_s"] = time.perf_counter() - started
-    meta = {"algorithm": args.algorithm, **timings}
+    meta: dict[str, object] = {"algorithm": learned.algorithm, **timings}
+    for name, score in learned.scores.items():
+        meta[f"modelled_{name}"] = round(score.throughput, 4)
+    if learned.scores:
+        figures = ", ".join(f"{n} {s.throughput:.3f}" for n, s in learned.scores.items())
+        print(
+            f"learn_mapping: best of {len(learned.scores)} on {int(timings['held_out']):,} held-out "
+            f"publications ({'subscribed' if subscribed else 'every'} word routed), modelled "
+            f"throughput per unit of matcher capacity: {figures} -> {learned.algorithm}",
+            file=sys.stderr,
+        )
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         payload = {"matchers": mapping.matchers, "words": mapping.words, "hot": mapping.versions}
@@ -177,7 +274,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.publish:
         version = asyncio.run(publish(args.publish, args.namespace, mapping, meta))
     print(
-        f"learn_mapping: {args.algorithm} for {args.matchers} matchers from "
+        f"learn_mapping: {learned.algorithm} for {args.matchers} matchers from "
         f"{int(timings['posts']):,} publications ({int(timings['words']):,} words, "
         f"{len(mapping.versions)} hot): graph {timings['graph_s']:.1f}s in Spark, "
         f"learning {timings['learn_s']:.1f}s on the driver, {timings['total_s']:.1f}s in all"

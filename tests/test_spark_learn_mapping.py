@@ -14,7 +14,8 @@ from wordcast.analysis import analyze
 from wordcast.mapping_store import MappingStore
 from wordcast.partitioning import partition, word_network
 from wordcast.routing import LearnedMapping
-from wordcast.salb import Graph, learn, salb
+from wordcast.salb import Graph, Mapping, learn, salb
+from wordcast.throughput import model
 from wordcast.workload import sample_posts
 
 
@@ -30,14 +31,55 @@ def test_spark_graph_and_mappings_agree_with_the_pure_learners(spark: Any) -> No
     assert graph.n_posts == pure.n_posts == len(posts)
     assert sorted(graph.frequencies().tolist()) == sorted(pure.frequencies().tolist())
 
-    mapping, timings = learn_mapping.learn(docs, 4, "salb")
-    assert mapping.words == salb(posts, 4) and timings["posts"] == len(posts)
-    hot, _ = learn_mapping.learn(docs, 64, "salb", seed=1)  # 64 matchers: frequent words split
+    learned = learn_mapping.learn(docs, 4, "salb")
+    assert learned.mapping.words == salb(posts, 4) and learned.timings["posts"] == len(posts)
+    hot = learn_mapping.learn(docs, 64, "salb", seed=1).mapping  # 64 matchers: frequent words split
     assert hot.versions and hot.versions == learn(posts, 64, seed=1).versions
 
     frequencies, pairs = word_network(posts)
-    gfcl, _ = learn_mapping.learn(docs, 4, "gFCL")
+    gfcl = learn_mapping.learn(docs, 4, "gFCL").mapping
     assert gfcl.words == partition("gFCL", frequencies, pairs, 4)
+
+
+def test_best_keeps_the_contender_that_models_best_on_held_out_posts(spark: Any) -> None:
+    texts = [p.text for p in sample_posts(3_000, seed=12)]
+    raw = spark.createDataFrame([(t,) for t in texts], ["summary"])
+    docs = learn_mapping.analysed_documents(raw, "summary").cache()
+    learning, held = learn_mapping.held_out_split(docs, learn_mapping.HELD_OUT, seed=0)
+    learning_posts = [frozenset(r["terms"]) for r in learning.collect()]
+    held_posts = [frozenset(r["terms"]) for r in held.collect()]
+    assert len(learning_posts) + len(held_posts) == docs.count()
+    assert 0.05 < len(held_posts) / docs.count() < 0.15
+    # The split follows the terms, not Spark's partitioning.
+    again = learn_mapping.held_out_split(docs.repartition(3), learn_mapping.HELD_OUT, seed=0)[1]
+    assert sorted(map(sorted, held_posts)) == sorted(sorted(r["terms"]) for r in again.collect())
+
+    subscribed = set().union(*held_posts[::2])
+    chosen = learn_mapping.learn(docs, 8, "best", subscribed=subscribed)
+
+    # The oracle: every contender learned by the pure code on the same posts, modelled again.
+    frequencies, pairs = word_network(learning_posts)
+    pure = {
+        "salb": learn(learning_posts, 8),
+        "gFCL": partition("gFCL", frequencies, pairs, 8),
+        "gNFCL": partition("gNFCL", frequencies, pairs, 8),
+        "hash": {},
+    }
+    expected = {}
+    for name, found in pure.items():
+        words, versions, counts = (
+            (found.words, found.versions, found.frequencies)
+            if isinstance(found, Mapping)
+            else (found, {}, {})
+        )
+        mapping = LearnedMapping(1, 8, words, versions, counts)
+        expected[name] = model(mapping, held_posts, subscribed).throughput
+    assert list(chosen.scores) == list(learn_mapping.CONTENDERS)
+    assert {n: s.throughput for n, s in chosen.scores.items()} == expected
+    assert chosen.algorithm == max(expected, key=lambda n: expected[n])
+    winner = pure[chosen.algorithm]
+    assert chosen.mapping.words == (winner.words if isinstance(winner, Mapping) else winner)
+    assert chosen.timings["held_out"] == len(held_posts)
 
 
 def test_entry_point_publishes_a_version_routers_can_load(tmp_path: Path, redis_url: str) -> None:
@@ -61,3 +103,24 @@ def test_entry_point_publishes_a_version_routers_can_load(tmp_path: Path, redis_
     (latest, active, _), mapping = asyncio.run(load())
     assert latest == 1 and active == 0  # announced; the routers activate it
     assert isinstance(mapping, LearnedMapping) and len(mapping.words) > 100
+
+
+def test_entry_point_best_records_what_it_chose_from(tmp_path: Path, redis_url: str) -> None:
+    source = tmp_path / "posts.tsv"
+    rows = "".join(f"{p.id}\t{p.text}\n" for p in sample_posts(800, seed=4))
+    source.write_text("id\ttext\n" + rows)
+    namespace = f"test-best-{uuid.uuid4().hex[:8]}"
+    args = ["--matchers", "4", "--corpus", str(source), "--namespace", namespace]
+    assert learn_mapping.main([*args, "--algorithm", "best", "--publish", redis_url]) == 0
+
+    async def meta() -> dict[str, str]:
+        client = aioredis.Redis.from_url(redis_url, decode_responses=True)
+        try:
+            return await MappingStore(client, namespace).meta(1)
+        finally:
+            await client.aclose()
+
+    written = asyncio.run(meta())
+    modelled = {n: float(written[f"modelled_{n}"]) for n in learn_mapping.CONTENDERS}
+    assert written["algorithm"] == max(modelled, key=lambda n: modelled[n])
+    assert float(written["held_out"]) > 0

@@ -22,6 +22,8 @@ from pathlib import Path
 from types import FrameType
 from typing import Any, TypeVar
 
+from .partitioning import VARIANTS
+
 T = TypeVar("T")
 
 DEFAULT_ROUTER = os.environ.get("WORDCAST_URL", "http://127.0.0.1:8000")
@@ -310,7 +312,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     learn.add_argument("--matchers", type=int, required=True, help="the cluster's matchers")
     learn.add_argument(
-        "--algorithm", default="salb", choices=("salb", "hash", "gC", "gFC", "gFCL", "gNFCL")
+        "--algorithm",
+        default="salb",
+        choices=("salb", "best", "hash", *VARIANTS),
+        help="best: SALB, gFCL, gNFCL or hash, whichever models best on held-out posts",
     )
     learn.add_argument("--corpus", help="learn from a corpus (pypi or a TSV) instead of the log")
     learn.add_argument("--redis-url", help="default: $REDIS_URL")
