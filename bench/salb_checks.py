@@ -66,17 +66,8 @@ def main(argv: list[str] | None = None) -> int:
     for variant, training in variants.items():
         network = word_network(training)
         for n in nodes:
-            cells = {
-                algorithm: unit_throughput(
-                    learn(algorithm, training, n, network), evaluation, subscribed
-                )
-                for algorithm in ("salb", *RIVALS)
-            }
-            row = {"variant": variant, "N": n, "cells": cells}
-            row |= {
-                f"salb/{rival}": cells["salb"]["unit_throughput"] / cells[rival]["unit_throughput"]
-                for rival in RIVALS
-            }
+            row = {"variant": variant} | compare(training, network, evaluation, subscribed, n)
+            cells = row["cells"]
             results.append(row)
             print(
                 f"{variant:38} N={n:>3}: "
@@ -84,15 +75,33 @@ def main(argv: list[str] | None = None) -> int:
                 + f"   (spread SALB {cells['salb']['spread']:.2f}, gFCL {cells['gFCL']['spread']:.2f})",
                 flush=True,
             )
-    folds = cross_validation(history, subs, subscribed, nodes, args.folds) if args.folds else []
+    folds = cross_validation(history, subscribed, nodes, args.folds) if args.folds else []
     path = write_json("salb-checks", {"machine": machine(), "rows": results, "folds": folds})
     print(f"wrote {path}")
     return 0
 
 
+def compare(
+    training: Sequence[Post],
+    network: Any,
+    evaluation: Sequence[Post],
+    subscribed: set[str],
+    n: int,
+) -> dict[str, Any]:
+    """SALB and its rivals learned on ``training``, modelled on ``evaluation``, with the ratios."""
+    cells = {
+        algorithm: unit_throughput(learn(algorithm, training, n, network), evaluation, subscribed)
+        for algorithm in ("salb", *RIVALS)
+    }
+    ratios = {
+        f"salb/{rival}": cells["salb"]["unit_throughput"] / cells[rival]["unit_throughput"]
+        for rival in RIVALS
+    }
+    return {"N": n, "cells": cells, **ratios}
+
+
 def cross_validation(
     history: Sequence[Post],
-    subs: Sequence[Post],
     subscribed: set[str],
     nodes: Sequence[int],
     folds: int,
@@ -106,17 +115,7 @@ def cross_validation(
         training = [*history[: fold * size], *history[(fold + 1) * size : folds * size]]
         network = word_network(training)
         for n in nodes:
-            cells = {
-                algorithm: unit_throughput(
-                    learn(algorithm, training, n, network), held_out, subscribed
-                )
-                for algorithm in ("salb", *RIVALS)
-            }
-            row: dict[str, Any] = {"fold": fold, "N": n, "cells": cells}
-            row |= {
-                f"salb/{rival}": cells["salb"]["unit_throughput"] / cells[rival]["unit_throughput"]
-                for rival in RIVALS
-            }
+            row = {"fold": fold} | compare(training, network, held_out, subscribed, n)
             results.append(row)
             print(
                 f"fold {fold} N={n:>3}: "
