@@ -18,7 +18,8 @@ All N candidates are evaluated at once with numpy: a boolean matrix records whic
 already reach which matcher, so ``l`` for every i is one column sum over the word's publications
 (for a frequent word, summed eight matchers to a machine word: bytes of 0/1 add without carries
 for up to 255 rows). A word seen in a single publication needs no gather at all: its row of the
-matrix is the answer.
+matrix is the answer, and only two candidates can win — the first matcher it already reaches, and
+the least loaded of the others.
 
 The input is the word-to-publication bipartite graph as two parallel arrays of edges (publication,
 word), words numbered by decreasing frequency — what the Spark job (``spark_jobs.learn_mapping``)
@@ -118,6 +119,9 @@ def split_hot(graph: Graph, matchers: int, seed: int = 0) -> tuple[Graph, dict[s
     return Graph(graph.posts, rank[words], [vocabulary[i] for i in order], graph.n_posts), names
 
 
+_PACKED_FROM = 64  # below this many publications the plain column sum is quicker
+
+
 def _reached_counts(reaches: np.ndarray, rows: np.ndarray) -> np.ndarray:
     """How many of the publications ``rows`` already reach each matcher (column sums)."""
     if len(rows) < _PACKED_FROM or reaches.shape[1] % 8:
@@ -127,9 +131,6 @@ def _reached_counts(reaches: np.ndarray, rows: np.ndarray) -> np.ndarray:
     for start in range(0, len(rows), 255):  # a byte holds at most 255 ones
         counts += packed[start : start + 255].sum(axis=0, dtype=np.uint64).view(np.uint8)
     return counts
-
-
-_PACKED_FROM = 64  # below this many publications the plain column sum is quicker
 
 
 def _single_post_choice(
