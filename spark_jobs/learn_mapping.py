@@ -163,14 +163,15 @@ def learn(
     }
     if held is None:
         return Learned(mappings[algorithm], algorithm, timings)
-    posts = [row["terms"] for row in held.select("terms").toLocalIterator()]
+    posts = [frozenset(row["terms"]) for row in held.select("terms").toLocalIterator()]
     if not posts:
         raise ValueError("no publication was held out to choose by: too few publications")
+    routed_on = set().union(*posts) if subscribed is None else subscribed  # once, not per contender
     scores = {
         name: model(
             LearnedMapping(1, m.matchers, m.words, m.versions, m.frequencies),
             posts,
-            subscribed,
+            routed_on,
             seed,
         )
         for name, m in mappings.items()

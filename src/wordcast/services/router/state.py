@@ -446,9 +446,8 @@ class RouterState:
                 self._reported_at = started  # the value written was true at the start
             except StoreUnavailable as exc:
                 log.warning("could not report the mapping versions in use: %s", exc)
-            except (
-                Exception
-            ):  # the loop must outlive surprises: without it the router stops routing
+            # The loop must outlive surprises: without it the router stops routing for good.
+            except Exception:
                 log.exception("reporting the mapping versions in use failed")
             await asyncio.sleep(self.settings.mapping_poll_s)
 
