@@ -13,6 +13,7 @@ from spark_jobs import learn_mapping
 from wordcast.analysis import analyze
 from wordcast.mapping_store import MappingStore
 from wordcast.partitioning import partition, word_network
+from wordcast.refine import learn_refined
 from wordcast.routing import LearnedMapping
 from wordcast.salb import Graph, Mapping, learn, salb
 from wordcast.throughput import model
@@ -37,6 +38,9 @@ def test_spark_graph_and_mappings_agree_with_the_pure_learners(spark: Any) -> No
     assert hot.versions and hot.versions == learn(posts, 64, seed=1).versions
 
     frequencies, pairs = word_network(posts)
+    refined = learn_mapping.learn(docs, 4, "salb-refined").mapping
+    assert refined.words == learn_refined(pure, 4).words != learned.mapping.words
+
     gfcl = learn_mapping.learn(docs, 4, "gFCL").mapping
     assert gfcl.words == partition("gFCL", frequencies, pairs, 4)
 
@@ -61,6 +65,7 @@ def test_best_keeps_the_contender_that_models_best_on_held_out_posts(spark: Any)
     frequencies, pairs = word_network(learning_posts)
     pure = {
         "salb": learn(learning_posts, 8),
+        "salb-refined": learn_refined(Graph.from_publications(learning_posts), 8),
         "gFCL": partition("gFCL", frequencies, pairs, 8),
         "gNFCL": partition("gNFCL", frequencies, pairs, 8),
         "hash": {},

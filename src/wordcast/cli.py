@@ -314,8 +314,9 @@ def build_parser() -> argparse.ArgumentParser:
     learn.add_argument(
         "--algorithm",
         default="salb",
-        choices=("salb", "best", "hash", *VARIANTS),
-        help="best: SALB, gFCL, gNFCL or hash, whichever models best on held-out posts",
+        choices=("salb", "salb-refined", "best", "hash", *VARIANTS),
+        help="salb-refined: SALB, then single-word moves that lower the busiest matchers' load; "
+        "best: SALB, SALB refined, gFCL, gNFCL or hash, whichever models best on held-out posts",
     )
     learn.add_argument("--corpus", help="learn from a corpus (pypi or a TSV) instead of the log")
     learn.add_argument("--redis-url", help="default: $REDIS_URL")

@@ -55,6 +55,25 @@ class Mapping:
     def version_name(self, word: str, version: int) -> str:
         return copy_name(word, version)
 
+    @classmethod
+    def from_assignment(
+        cls,
+        graph: Graph,
+        split: Graph,
+        versions: dict[str, int],
+        assignment: np.ndarray,
+        matchers: int,
+    ) -> Mapping:
+        """The mapping of ``split`` (``graph`` after :func:`split_hot`) given each word's matcher."""
+        frequency = graph.frequencies()
+        index = {w: i for i, w in enumerate(graph.vocabulary) if w in versions}
+        return cls(
+            matchers,
+            dict(zip(split.vocabulary, assignment.tolist(), strict=True)),
+            versions,
+            {w: int(frequency[index[w]]) for w in versions},
+        )
+
 
 @dataclass
 class Graph:
@@ -219,16 +238,8 @@ def salb(publications: Sequence[Iterable[str]], matchers: int) -> dict[str, int]
 
 def learn_graph(graph: Graph, matchers: int, seed: int = 0) -> Mapping:
     """Hot-word splitting, then SALB: the mapping the nightly job publishes."""
-    frequency = graph.frequencies()
     split, versions = split_hot(graph, matchers, seed)
-    assignment = salb_graph(split, matchers)
-    index = {w: i for i, w in enumerate(graph.vocabulary) if w in versions}
-    return Mapping(
-        matchers,
-        dict(zip(split.vocabulary, assignment.tolist(), strict=True)),
-        versions,
-        {w: int(frequency[index[w]]) for w in versions},
-    )
+    return Mapping.from_assignment(graph, split, versions, salb_graph(split, matchers), matchers)
 
 
 def learn(publications: Sequence[Iterable[str]], matchers: int, seed: int = 0) -> Mapping:
