@@ -38,6 +38,7 @@ from wordcast.analysis import analyze
 from wordcast.corpus import pypi_posts
 from wordcast.lasp import LinearCost, Placer
 from wordcast.partitioning import partition, word_network
+from wordcast.refine import learn_refined
 from wordcast.routing import (
     HashMapping,
     LearnedMapping,
@@ -50,7 +51,7 @@ from wordcast.trie import Trie
 
 from .common import RESULTS, machine, write_json
 
-ALGORITHMS = ("hash", "salb", "gC", "gFC", "gFCL", "gNFCL")
+ALGORITHMS = ("hash", "salb", "salb-refined", "gC", "gFC", "gFCL", "gNFCL")
 Post = frozenset[str]
 
 
@@ -100,8 +101,9 @@ def tweet_subscriptions(posts: Sequence[Post], count: int, seed: int) -> list[Po
 def learn(algorithm: str, training: Sequence[Post], matchers: int, network: Any) -> HashMapping:
     if algorithm == "hash":
         return HashMapping(matchers)
-    if algorithm == "salb":
-        learned = learn_graph(Graph.from_publications(training), matchers)
+    if algorithm in ("salb", "salb-refined"):
+        learner = learn_graph if algorithm == "salb" else learn_refined
+        learned = learner(Graph.from_publications(training), matchers)
         return LearnedMapping(1, matchers, learned.words, learned.versions, learned.frequencies)
     frequencies, pairs = network
     return LearnedMapping(1, matchers, partition(algorithm, frequencies, pairs, matchers))
@@ -222,7 +224,7 @@ def fit_cost(subs: Sequence[Post], posts: Sequence[Post]) -> dict[str, Any]:
     }
 
 
-def time_spark_job(posts: int, matchers: int = 256) -> dict[str, Any]:
+def time_spark_job(posts: int, matchers: int = 256, algorithm: str = "salb") -> dict[str, Any]:
     """The whole learning job, JVM start to mapping written, as a separate process on ``posts``
     real posts: every pypi summary, then package names (split on - _ .) to make up the count."""
     directory = Path(tempfile.mkdtemp(prefix="wordcast-spark-"))
@@ -237,13 +239,20 @@ def time_spark_job(posts: int, matchers: int = 256) -> dict[str, Any]:
                 out.write(text.replace("\t", " ").replace("\n", " ") + "\n")
                 written += 1
         command = [sys.executable, "-m", "spark_jobs.learn_mapping", "--matchers", str(matchers)]
-        command += ["--corpus", str(source), "--out", str(directory / "mapping.json")]
+        command += ["--algorithm", algorithm, "--corpus", str(source)]
+        command += ["--out", str(directory / "mapping.json")]
         started = time.perf_counter()
         done = subprocess.run(command, capture_output=True, text=True, check=True)
         seconds = time.perf_counter() - started
         output = (done.stdout + done.stderr).splitlines()
         report = next((line for line in output if line.startswith("learn_mapping:")), "")
-        return {"posts": written, "matchers": matchers, "seconds": seconds, "report": report}
+        return {
+            "posts": written,
+            "matchers": matchers,
+            "algorithm": algorithm,
+            "seconds": seconds,
+            "report": report,
+        }
     finally:
         shutil.rmtree(directory, ignore_errors=True)
 
@@ -346,7 +355,7 @@ def main(argv: list[str] | None = None) -> int:
             [text for _, _, text in random.Random(period).sample(chunk, min(len(chunk), 30_000))],
         )
         period_subs = topic_subscriptions(period_topics, args.subs, 2)
-        for algorithm in ("hash", "salb", "gFCL", "gNFCL"):
+        for algorithm in ("hash", "salb", "salb-refined", "gFCL", "gNFCL"):
             row = {"period": period, "from": chunk[0][0], "to": chunk[-1][0]}
             row |= {"algorithm": algorithm}
             drift.append(row | run(mappings[algorithm], period_subs, sample))
@@ -366,11 +375,26 @@ def main(argv: list[str] | None = None) -> int:
         t0 = time.perf_counter()
         learned_mapping = learn_graph(graph, 256)
         seconds = time.perf_counter() - t0
-        learning.append({"posts": count, "seconds": seconds, "hot": len(learned_mapping.versions)})
-        print(f"SALB learns {count:,} posts for N=256 in {seconds:.1f}s", flush=True)
+        t0 = time.perf_counter()
+        learn_refined(graph, 256)
+        refined = time.perf_counter() - t0
+        learning.append(
+            {
+                "posts": count,
+                "seconds": seconds,
+                "refined_seconds": refined,
+                "hot": len(learned_mapping.versions),
+            }
+        )
+        print(
+            f"SALB learns {count:,} posts for N=256 in {seconds:.1f}s, refined {refined:.1f}s",
+            flush=True,
+        )
     results["learning"] = learning
     results["spark_job"] = time_spark_job(args.spark_posts)
     print(f"whole Spark job: {results['spark_job']}", flush=True)
+    results["spark_job_refined"] = time_spark_job(args.spark_posts, algorithm="salb-refined")
+    print(f"whole Spark job, salb-refined: {results['spark_job_refined']}", flush=True)
     results["seconds"] = time.perf_counter() - started
     path = write_json("routing", results)
     plot(results)
@@ -453,7 +477,12 @@ def plot(results: dict[str, Any]) -> None:
     plt.close(fig)
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.5))
     learning = results["learning"]
-    axes[0].plot([r["posts"] for r in learning], [r["seconds"] for r in learning], marker="o")
+    posts = [r["posts"] for r in learning]
+    axes[0].plot(posts, [r["seconds"] for r in learning], marker="o", label="SALB")
+    if all("refined_seconds" in r for r in learning):
+        refined = [r["refined_seconds"] for r in learning]
+        axes[0].plot(posts, refined, marker="o", label="SALB + refinement")
+    axes[0].legend()
     axes[0].set_xscale("log")
     axes[0].set_title("SALB learning time, N = 256 (Fig. 6.24)")
     axes[0].set_xlabel("posts")
@@ -493,6 +522,8 @@ def summary(results: dict[str, Any]) -> None:
         {k: results["lasp_cost"][k] for k in ("slope", "intercept", "slope_us", "intercept_us")},
     )
     print("whole Spark job:", results["spark_job"])
+    if "spark_job_refined" in results:
+        print("whole Spark job, salb-refined:", results["spark_job_refined"])
 
 
 if __name__ == "__main__":

@@ -11,12 +11,15 @@ subscriptions, 30K evaluation posts):
 Every mapping is learned on the same posts in each variant. Then, as §6 runs every experiment,
 10-fold cross-validation (``--folds``): the first 110K history posts in ten folds, each fold
 evaluated on mappings learned from the other nine, so the comparison gets a spread of its own
-instead of resting on one split. Writes ``salb-checks.json``.
+instead of resting on one split. Every comparison also scores ``salb-refined`` (SALB followed by
+:mod:`wordcast.refine`'s single-word moves, wordcast's extension) against the same rivals. Writes
+``salb-checks.json``.
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 from collections.abc import Sequence
 from typing import Any
 
@@ -29,6 +32,7 @@ from wordcast.throughput import model
 from .common import machine, write_json
 from .routing import Post, corpus, learn, shuffled_history, tweet_subscriptions
 
+OURS = ("salb", "salb-refined")  # refined: wordcast.refine after SALB, not in the paper
 RIVALS = ("gFCL", "gNFCL")
 
 
@@ -71,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
             results.append(row)
             print(
                 f"{variant:38} N={n:>3}: "
-                + "  ".join(f"SALB ÷ {r} {row[f'salb/{r}']:.2f}" for r in RIVALS)
+                + "  ".join(f"{o} ÷ {r} {row[f'{o}/{r}']:.2f}" for o in OURS for r in RIVALS)
                 + f"   (spread SALB {cells['salb']['spread']:.2f}, gFCL {cells['gFCL']['spread']:.2f})",
                 flush=True,
             )
@@ -91,10 +95,11 @@ def compare(
     """SALB and its rivals learned on ``training``, modelled on ``evaluation``, with the ratios."""
     cells = {
         algorithm: unit_throughput(learn(algorithm, training, n, network), evaluation, subscribed)
-        for algorithm in ("salb", *RIVALS)
+        for algorithm in (*OURS, *RIVALS)
     }
     ratios = {
-        f"salb/{rival}": cells["salb"]["unit_throughput"] / cells[rival]["unit_throughput"]
+        f"{ours}/{rival}": cells[ours]["unit_throughput"] / cells[rival]["unit_throughput"]
+        for ours in OURS
         for rival in RIVALS
     }
     return {"N": n, "cells": cells, **ratios}
@@ -119,14 +124,14 @@ def cross_validation(
             results.append(row)
             print(
                 f"fold {fold} N={n:>3}: "
-                + "  ".join(f"SALB ÷ {r} {row[f'salb/{r}']:.2f}" for r in RIVALS),
+                + "  ".join(f"{o} ÷ {r} {row[f'{o}/{r}']:.2f}" for o in OURS for r in RIVALS),
                 flush=True,
             )
     for n in nodes:
-        for rival in RIVALS:
-            ratios = [row[f"salb/{rival}"] for row in results if row["N"] == n]
+        for ours, rival in itertools.product(OURS, RIVALS):
+            ratios = [row[f"{ours}/{rival}"] for row in results if row["N"] == n]
             print(
-                f"{folds}-fold N={n:>3}: SALB ÷ {rival} mean {np.mean(ratios):.3f} "
+                f"{folds}-fold N={n:>3}: {ours} ÷ {rival} mean {np.mean(ratios):.3f} "
                 f"± {np.std(ratios):.3f} (min {min(ratios):.2f}, max {max(ratios):.2f})"
             )
     return results
