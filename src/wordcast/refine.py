@@ -2,9 +2,10 @@
 
 Not in the seeds. S³-TM's Alg. 1 (:mod:`wordcast.salb`) scores a candidate with
 ``-spread × imbalance`` using the coefficient of variation; as the ``salb`` docstring shows, that
-utility is ``-N·σ(L')/|P|``, so the greedy minimises the spread of the loads and not the spread of
-the publications: on posts where co-occurring words matter (pypi summaries: 5.5 words a post against
-the paper's 4 a tweet) METIS-based gFCL ends up with the lower maximum load at small N.
+utility is ``-N·σ(L')/|P|``, so the greedy evens out the loads and leaves the spread (the size of a
+publication's multicast) to chance: on posts where co-occurring words matter (pypi summaries: 5.5
+words a post against the paper's 4 a tweet) METIS-based gFCL ends up with the lower maximum load at
+small N.
 
 What the paper wants is Eq. 3.6: the smallest maximum load ``max_i L(i, M)`` (Eq. 3.7 with Eq. 3.4's
 max/avg imbalance is the same thing: R·B = N·max L / |P|). This module takes a mapping (SALB's) and
@@ -64,58 +65,76 @@ def refine(graph: Graph, assignment: np.ndarray, matchers: int, passes: int = PA
     assignment = np.array(assignment, dtype=np.int64)
     if len(assignment) and (assignment.min() < 0 or assignment.max() >= matchers):
         raise ValueError(f"the assignment names matchers outside 0..{matchers - 1}")
-    longest = int(np.bincount(graph.posts).max()) if len(graph.posts) else 0
-    dtype = np.int16 if longest < np.iinfo(np.int16).max else np.int32
-    counts = np.zeros((graph.n_posts, matchers), dtype=dtype)  # the post's words on each matcher
-    np.add.at(counts, (graph.posts, assignment[graph.words]), 1)
-    loads = (counts > 0).sum(axis=0).astype(np.float64)
+    state = _Loads(graph, assignment, matchers)
     rows_of, bounds = _word_rows(graph)
     moves: list[int] = []
     for _ in range(passes):
-        if not loads.sum():
+        if not state.loads.sum():
             break
-        scale = 1.0 / loads.mean()  # Φ's normalisation: any positive constant gives the same moves
-        terms = _phi(loads * scale)  # each matcher's term of Φ, kept up to date move by move
+        state.rescale()
         moved = 0
         for word in range(len(graph.vocabulary)):
             start, stop = bounds[word], bounds[word + 1]
+            rows: np.ndarray | int = rows_of[start] if stop - start == 1 else rows_of[start:stop]
             here = int(assignment[word])
-            if stop - start == 1:
-                row = rows_of[start]
-                if counts[row, here] != 1:
-                    continue  # the publication stays on ``here`` through another word
-                there, cost = _single_post_move(counts[row], here, loads)
-                gain = 1
-                relieved = _phi((loads[here] - 1) * scale) - terms[here]
-                delta = relieved + _phi((loads[there] + cost) * scale) - terms[there]
-                if delta >= -_TOLERANCE:
-                    continue
-                rows: np.ndarray | int = row
-            else:
-                rows = rows_of[start:stop]
-                gain = int(np.count_nonzero(counts[rows, here] == 1))
-                if not gain:
-                    continue  # the word's publications stay on ``here``: moving only adds load
-                added = (stop - start) - np.count_nonzero(counts[rows], axis=0)
-                deltas = _phi((loads + added) * scale) - terms
-                deltas += _phi((loads[here] - gain) * scale) - terms[here]
-                deltas[here] = 0.0
-                there = int(np.argmin(deltas))
-                if deltas[there] >= -_TOLERANCE:
-                    continue
-                cost = int(added[there])
-            counts[rows, here] -= 1
-            counts[rows, there] += 1
-            loads[here] -= gain
-            loads[there] += cost
-            terms[here] = _phi(loads[here] * scale)
-            terms[there] = _phi(loads[there] * scale)
-            assignment[word] = there
-            moved += 1
+            move = state.best_move(rows, here)
+            if move is not None:
+                state.apply(rows, here, *move)
+                assignment[word] = move[0]
+                moved += 1
         moves.append(moved)
         if not moved:
             break
     return Refinement(assignment, tuple(moves))
+
+
+class _Loads:
+    """The loads of a mapping, and per publication and matcher its words mapped there."""
+
+    def __init__(self, graph: Graph, assignment: np.ndarray, matchers: int) -> None:
+        longest = int(np.bincount(graph.posts).max()) if len(graph.posts) else 0
+        dtype = np.int16 if longest < np.iinfo(np.int16).max else np.int32
+        self.counts = np.zeros((graph.n_posts, matchers), dtype=dtype)
+        np.add.at(self.counts, (graph.posts, assignment[graph.words]), 1)
+        self.loads = (self.counts > 0).sum(axis=0).astype(np.float64)
+        self.scale = 1.0
+        self.terms = _phi(self.loads)
+
+    def rescale(self) -> None:
+        """Φ's normalisation, once a pass: any positive constant gives the same moves."""
+        self.scale = 1.0 / self.loads.mean()
+        self.terms = _phi(self.loads * self.scale)  # each matcher's term, kept up to date
+
+    def best_move(self, rows: np.ndarray | int, here: int) -> tuple[int, int, int] | None:
+        """(matcher, gain, cost) of the move of a word of ``rows`` off ``here`` that lowers Φ the
+        most, or None if none lowers it."""
+        loads, scale, terms = self.loads, self.scale, self.terms
+        if isinstance(rows, np.ndarray):
+            gain = int(np.count_nonzero(self.counts[rows, here] == 1))
+            if not gain:
+                return None  # the word's publications stay on ``here``: moving only adds load
+            added = len(rows) - np.count_nonzero(self.counts[rows], axis=0)
+            deltas = _phi((loads + added) * scale) - terms
+            deltas += _phi((loads[here] - gain) * scale) - terms[here]
+            deltas[here] = 0.0
+            there = int(np.argmin(deltas))
+            delta, cost = float(deltas[there]), int(added[there])
+        else:
+            if self.counts[rows, here] != 1:
+                return None  # the publication stays on ``here`` through another word
+            there, cost = _single_post_move(self.counts[rows], here, loads)
+            gain = 1
+            delta = _phi((loads[here] - 1) * scale) - terms[here]
+            delta += _phi((loads[there] + cost) * scale) - terms[there]
+        return (there, gain, cost) if delta < -_TOLERANCE else None
+
+    def apply(self, rows: np.ndarray | int, here: int, there: int, gain: int, cost: int) -> None:
+        self.counts[rows, here] -= 1
+        self.counts[rows, there] += 1
+        self.loads[here] -= gain
+        self.loads[there] += cost
+        self.terms[here] = _phi(self.loads[here] * self.scale)
+        self.terms[there] = _phi(self.loads[there] * self.scale)
 
 
 def _phi(x: Any) -> Any:
