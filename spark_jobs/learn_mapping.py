@@ -30,10 +30,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
-from wordcast.partitioning import VARIANTS, partition
+from wordcast.partitioning import VARIANTS, WordNetwork, partition_network
 from wordcast.refine import learn_refined
 from wordcast.routing import LearnedMapping
 from wordcast.salb import Graph, Mapping, learn_graph
@@ -101,6 +103,25 @@ def collect_graph(docs: DataFrame) -> tuple[Graph, DataFrame]:
     return Graph(posts.astype(np.int64), words, vocabulary, n_posts), frequencies
 
 
+def collect_network(graph: Graph, pairs: DataFrame) -> WordNetwork:
+    """The word network of :func:`word_network` as arrays on the driver (through Arrow): word
+    numbers by name, as :mod:`wordcast.partitioning` wants them."""
+    words = sorted(graph.vocabulary)
+    frequency = dict(zip(graph.vocabulary, graph.frequencies().tolist(), strict=True))
+    table = pairs.toArrow()
+    names = pa.array(words, type=pa.string())
+    left, right = (pc.index_in(table.column(c), value_set=names) for c in ("a", "b"))
+    if left.null_count or right.null_count:
+        raise ValueError("the word network names a word the graph does not have")
+    return WordNetwork.from_edges(
+        words,
+        np.array([frequency[w] for w in words], dtype=np.int64),
+        left.to_numpy().astype(np.int64),
+        right.to_numpy().astype(np.int64),
+        table.column("df").to_numpy().astype(np.int64),
+    )
+
+
 @dataclass
 class Learned:
     """A learned mapping, the algorithm that made it, timings, and for ``best`` every contender's
@@ -115,7 +136,7 @@ class Learned:
 def _mapping(
     algorithm: str,
     graph: Graph,
-    pairs: Callable[[], dict[tuple[str, str], int]],
+    pairs: Callable[[], WordNetwork],
     matchers: int,
     seed: int,
 ) -> Mapping:
@@ -125,8 +146,7 @@ def _mapping(
         return learn_refined(graph, matchers, seed)
     if algorithm == "hash":
         return Mapping(matchers, {}, {}, {})
-    counts = dict(zip(graph.vocabulary, graph.frequencies().tolist(), strict=True))
-    return Mapping(matchers, partition(algorithm, counts, pairs(), matchers, seed), {}, {})
+    return Mapping(matchers, partition_network(algorithm, pairs(), matchers, seed), {}, {})
 
 
 def learn(
@@ -149,13 +169,12 @@ def learn(
         docs, held = held_out_split(docs, HELD_OUT, seed)
     graph, frequencies = collect_graph(docs)
     built = time.perf_counter()
-    network: dict[tuple[str, str], int] = {}
+    network: list[WordNetwork] = []
 
-    def pairs() -> dict[tuple[str, str], int]:  # built once, only for the graph baselines
+    def pairs() -> WordNetwork:  # built once, only for the graph baselines
         if not network:
-            rows = word_network(docs, frequencies).toLocalIterator()
-            network.update(((row["a"], row["b"]), int(row["df"])) for row in rows)
-        return network
+            network.append(collect_network(graph, word_network(docs, frequencies)))
+        return network[0]
 
     names = CONTENDERS if algorithm == "best" else (algorithm,)
     mappings = {name: _mapping(name, graph, pairs, matchers, seed) for name in names}

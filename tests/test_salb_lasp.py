@@ -101,6 +101,30 @@ def test_graph_partitionings_keep_co_occurring_words_together_and_respect_their_
         partition("gX", frequencies, pairs, 2)
 
 
+def test_a_word_network_in_arrays_partitions_as_its_counts_do_whatever_the_edge_order() -> None:
+    from wordcast.partitioning import WordNetwork, partition, partition_network, word_network
+
+    posts = [p for p in analysed_posts(300, seed=8) if p]
+    frequencies, pairs = word_network(posts)
+    words = sorted(frequencies)
+    index = {w: i for i, w in enumerate(words)}
+    shuffled = list(pairs.items())
+    random.Random(1).shuffle(shuffled)  # as Spark hands the pairs over: in no particular order
+    network = WordNetwork.from_edges(
+        words,
+        np.array([frequencies[w] for w in words]),
+        np.array([index[a] for (a, _), _ in shuffled]),
+        np.array([index[b] for (_, b), _ in shuffled]),
+        np.array([weight for _, weight in shuffled]),
+    )
+    for variant in ("gFCL", "gNFCL"):
+        assert partition_network(variant, network, 4) == partition(variant, frequencies, pairs, 4)
+    with pytest.raises(ValueError, match="one after it"):
+        WordNetwork.from_edges(
+            words, network.frequencies, network.right, network.left, network.weights
+        )
+
+
 def _alg1_literally(publications: list[frozenset[str]], matchers: int) -> dict[str, int]:
     """Alg. 1 line by line in exact arithmetic: the judge of the vectorised SALB.
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from itertools import combinations
 
 import numpy as np
@@ -36,6 +37,48 @@ def word_network(
     return frequency, pairs
 
 
+@dataclass(frozen=True)
+class WordNetwork:
+    """The word network as arrays: the words sorted by name, their frequencies, and one edge
+    (``left[k]``, ``right[k]``, ``weights[k]``) per co-occurring pair, ``left < right`` as word
+    indices, edges sorted by (left, right) — the order METIS reads them in decides its answer."""
+
+    words: list[str]
+    frequencies: np.ndarray
+    left: np.ndarray
+    right: np.ndarray
+    weights: np.ndarray
+
+    @classmethod
+    def from_counts(
+        cls, frequencies: Mapping[str, int], pairs: Mapping[tuple[str, str], int]
+    ) -> WordNetwork:
+        words = sorted(frequencies)
+        index = {w: i for i, w in enumerate(words)}
+        count = len(pairs)
+        left = np.fromiter((index[a] for a, _ in pairs), dtype=np.int64, count=count)
+        right = np.fromiter((index[b] for _, b in pairs), dtype=np.int64, count=count)
+        weights = np.fromiter(pairs.values(), dtype=np.int64, count=count)
+        return cls.from_edges(
+            words, np.array([frequencies[w] for w in words]), left, right, weights
+        )
+
+    @classmethod
+    def from_edges(
+        cls,
+        words: list[str],
+        frequencies: np.ndarray,
+        left: np.ndarray,
+        right: np.ndarray,
+        weights: np.ndarray,
+    ) -> WordNetwork:
+        """The network of edges given in any order, each pair once with ``left < right``."""
+        if len(left) and not (left < right).all():
+            raise ValueError("every edge must join a word to one after it by name")
+        order = np.lexsort((right, left))
+        return cls(words, frequencies, left[order], right[order], weights[order])
+
+
 def partition(
     variant: str,
     frequencies: Mapping[str, int],
@@ -44,19 +87,22 @@ def partition(
     seed: int = 0,
 ) -> dict[str, int]:
     """The mapping word -> matcher that METIS finds for one of :data:`VARIANTS`."""
+    return partition_network(variant, WordNetwork.from_counts(frequencies, pairs), matchers, seed)
+
+
+def partition_network(
+    variant: str, network: WordNetwork, matchers: int, seed: int = 0
+) -> dict[str, int]:
+    """:func:`partition` on a network already in arrays (what the Spark job collects)."""
     import pymetis  # a compiled extension: loaded only when a baseline is asked for
 
     if variant not in VARIANTS:
         raise ValueError(f"unknown partitioning {variant!r}; choose one of {', '.join(VARIANTS)}")
-    words = sorted(frequencies)
+    words = network.words
     if matchers == 1 or not words:
         return dict.fromkeys(words, 0)
-    index = {w: i for i, w in enumerate(words)}
     n = len(words)
-    edges = sorted(pairs.items())  # METIS's answer depends on the order it reads the edges in
-    left = np.fromiter((index[a] for (a, _), _ in edges), dtype=np.int64, count=len(edges))
-    right = np.fromiter((index[b] for (_, b), _ in edges), dtype=np.int64, count=len(edges))
-    weight = np.fromiter((w for _, w in edges), dtype=np.int64, count=len(edges))
+    left, right, weight = network.left, network.right, network.weights
     # CSR of the undirected graph: both directions of every edge.
     source = np.concatenate([left, right])
     target = np.concatenate([right, left])
@@ -64,7 +110,7 @@ def partition(
     order = np.argsort(source, kind="stable")
     adjncy, eweights = target[order], both[order]
     xadj = np.concatenate([[0], np.cumsum(np.bincount(source, minlength=n))])
-    f = np.array([frequencies[w] for w in words], dtype=np.float64)
+    f = network.frequencies.astype(np.float64)
     vweights: np.ndarray | None = None
     if variant == "gFCL":
         vweights = f
