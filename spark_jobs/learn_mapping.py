@@ -136,7 +136,7 @@ class Learned:
 def _mapping(
     algorithm: str,
     graph: Graph,
-    pairs: Callable[[], WordNetwork],
+    network: Callable[[], WordNetwork],
     matchers: int,
     seed: int,
 ) -> Mapping:
@@ -146,7 +146,7 @@ def _mapping(
         return learn_refined(graph, matchers, seed)
     if algorithm == "hash":
         return Mapping(matchers, {}, {}, {})
-    return Mapping(matchers, partition_network(algorithm, pairs(), matchers, seed), {}, {})
+    return Mapping(matchers, partition_network(algorithm, network(), matchers, seed), {}, {})
 
 
 def learn(
@@ -169,15 +169,15 @@ def learn(
         docs, held = held_out_split(docs, HELD_OUT, seed)
     graph, frequencies = collect_graph(docs)
     built = time.perf_counter()
-    network: list[WordNetwork] = []
+    collected: list[WordNetwork] = []
 
-    def pairs() -> WordNetwork:  # built once, only for the graph baselines
-        if not network:
-            network.append(collect_network(graph, word_network(docs, frequencies)))
-        return network[0]
+    def network() -> WordNetwork:  # built once, only for the graph baselines
+        if not collected:
+            collected.append(collect_network(graph, word_network(docs, frequencies)))
+        return collected[0]
 
     names = CONTENDERS if algorithm == "best" else (algorithm,)
-    mappings = {name: _mapping(name, graph, pairs, matchers, seed) for name in names}
+    mappings = {name: _mapping(name, graph, network, matchers, seed) for name in names}
     learned = time.perf_counter()
     timings = {
         "graph_s": built - started,

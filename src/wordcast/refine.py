@@ -44,6 +44,8 @@ _TOLERANCE = 1e-12  # Φ terms are near 1: below this a "gain" is rounding
 
 @dataclass(frozen=True)
 class Refinement:
+    """What :func:`refine` returns."""
+
     assignment: np.ndarray  # the matcher of every word, indexed like the graph's vocabulary
     moves: tuple[int, ...]  # words moved in each pass
 
