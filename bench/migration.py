@@ -105,7 +105,7 @@ def main(argv: list[str] | None = None) -> int:
     counts = [int(v) for v in args.subscriptions.split(",")]
     training = [analyze(text) for _n, _m, text in pypi_posts(limit=50_000)]
     learned = learn([t for t in training if t], MATCHERS)
-    target = LearnedMapping(1, MATCHERS, learned.words, learned.versions, learned.frequencies)
+    target = learned.as_routing()
     rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="wordcast-bench-migration-") as data:
         port = free_port()

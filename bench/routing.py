@@ -103,8 +103,7 @@ def learn(algorithm: str, training: Sequence[Post], matchers: int, network: Any)
         return HashMapping(matchers)
     if algorithm in ("salb", "salb-refined"):
         learner = learn_graph if algorithm == "salb" else learn_refined
-        learned = learner(Graph.from_publications(training), matchers)
-        return LearnedMapping(1, matchers, learned.words, learned.versions, learned.frequencies)
+        return learner(Graph.from_publications(training), matchers).as_routing()
     frequencies, pairs = network
     return LearnedMapping(1, matchers, partition(algorithm, frequencies, pairs, matchers))
 

@@ -37,7 +37,6 @@ from pyspark.sql import functions as F
 
 from wordcast.partitioning import VARIANTS, WordNetwork, partition_network
 from wordcast.refine import learn_refined
-from wordcast.routing import LearnedMapping
 from wordcast.salb import Graph, Mapping, learn_graph
 from wordcast.throughput import Modelled, best, model
 
@@ -139,11 +138,12 @@ def _mapping(
     network: Callable[[], WordNetwork],
     matchers: int,
     seed: int,
+    salb: Mapping | None = None,
 ) -> Mapping:
     if algorithm == "salb":
         return learn_graph(graph, matchers, seed)
     if algorithm == "salb-refined":
-        return learn_refined(graph, matchers, seed)
+        return learn_refined(graph, matchers, seed, salb=salb)  # SALB once when ``best`` has it
     if algorithm == "hash":
         return Mapping(matchers, {}, {}, {})
     return Mapping(matchers, partition_network(algorithm, network(), matchers, seed), {}, {})
@@ -177,7 +177,9 @@ def learn(
         return collected[0]
 
     names = CONTENDERS if algorithm == "best" else (algorithm,)
-    mappings = {name: _mapping(name, graph, network, matchers, seed) for name in names}
+    mappings: dict[str, Mapping] = {}
+    for name in names:
+        mappings[name] = _mapping(name, graph, network, matchers, seed, mappings.get("salb"))
     learned = time.perf_counter()
     timings = {
         "graph_s": built - started,
@@ -193,13 +195,8 @@ def learn(
         raise ValueError("no publication was held out to choose by: too few publications")
     routed_on = set().union(*posts) if subscribed is None else subscribed  # once, not per contender
     scores = {
-        name: model(
-            LearnedMapping(1, m.matchers, m.words, m.versions, m.frequencies),
-            posts,
-            routed_on,
-            seed,
-        )
-        for name, m in mappings.items()
+        name: model(mapping.as_routing(), posts, routed_on, seed)
+        for name, mapping in mappings.items()
     }
     chosen = best(scores)
     timings["held_out"] = float(len(posts))

@@ -99,6 +99,14 @@ def test_refining_a_salb_mapping_keeps_hot_word_versions_and_maps_every_copy() -
     assert phi(frozen, refined.words, 8) <= phi(frozen, plain.words, 8)
 
 
+def test_refining_a_given_salb_mapping_is_refining_the_one_it_would_learn() -> None:
+    graph = Graph.from_publications([p | {"hot"} for p in POSTS[:300]])
+    plain = learn_graph(graph, 8)
+    assert learn_refined(graph, 8, salb=plain) == learn_refined(graph, 8)
+    with pytest.raises(ValueError, match="another split or cluster"):
+        learn_refined(graph, 4, salb=plain)
+
+
 @pytest.mark.parametrize(
     ("assignment", "matchers", "passes", "message"),
     [

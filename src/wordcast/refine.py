@@ -50,12 +50,6 @@ class Refinement:
     moves: tuple[int, ...]  # words moved in each pass
 
 
-def _word_rows(graph: Graph) -> tuple[np.ndarray, np.ndarray]:
-    order = np.argsort(graph.words, kind="stable")
-    bounds = np.searchsorted(graph.words[order], np.arange(len(graph.vocabulary) + 1))
-    return graph.posts[order], bounds
-
-
 def refine(graph: Graph, assignment: np.ndarray, matchers: int, passes: int = PASSES) -> Refinement:
     """Move words of ``graph`` between matchers while each move lowers Σ (L_i / L̄)^8."""
     if matchers < 1:
@@ -68,7 +62,7 @@ def refine(graph: Graph, assignment: np.ndarray, matchers: int, passes: int = PA
     if len(assignment) and (assignment.min() < 0 or assignment.max() >= matchers):
         raise ValueError(f"the assignment names matchers outside 0..{matchers - 1}")
     state = _Loads(graph, assignment, matchers)
-    rows_of, bounds = _word_rows(graph)
+    rows_of, bounds = graph.by_word
     moves: list[int] = []
     for _ in range(passes):
         if not state.loads.sum():
@@ -160,8 +154,24 @@ def _single_post_move(reached: np.ndarray, here: int, loads: np.ndarray) -> tupl
     return int(np.argmin(candidates)), 1
 
 
-def learn_refined(graph: Graph, matchers: int, seed: int = 0, passes: int = PASSES) -> Mapping:
-    """Hot-word splitting, SALB, then refinement: ``--algorithm salb-refined``."""
+def learn_refined(
+    graph: Graph,
+    matchers: int,
+    seed: int = 0,
+    passes: int = PASSES,
+    salb: Mapping | None = None,
+) -> Mapping:
+    """Hot-word splitting, SALB, then refinement: ``--algorithm salb-refined``.
+
+    ``salb``, if given, is SALB's mapping of the same graph, matchers and seed (``learn_graph``'s
+    answer), refined instead of learning it again.
+    """
     split, versions = split_hot(graph, matchers, seed)
-    refined = refine(split, salb_graph(split, matchers), matchers, passes)
+    if salb is None:
+        start = salb_graph(split, matchers)
+    elif salb.matchers != matchers or salb.versions != versions:
+        raise ValueError("the SALB mapping to refine was learned for another split or cluster")
+    else:
+        start = np.array([salb.words[w] for w in split.vocabulary], dtype=np.int64)
+    refined = refine(split, start, matchers, passes)
     return Mapping.from_assignment(graph, split, versions, refined.assignment, matchers)

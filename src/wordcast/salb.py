@@ -35,10 +35,11 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
-from .routing import COPY_SEPARATOR, copy_name
+from .routing import COPY_SEPARATOR, LearnedMapping, copy_name
 
 VERSION_SEPARATOR = COPY_SEPARATOR
 
@@ -54,6 +55,10 @@ class Mapping:
 
     def version_name(self, word: str, version: int) -> str:
         return copy_name(word, version)
+
+    def as_routing(self, version: int = 1) -> LearnedMapping:
+        """What a router routes with, as mapping ``version``."""
+        return LearnedMapping(version, self.matchers, self.words, self.versions, self.frequencies)
 
     @classmethod
     def from_assignment(
@@ -109,6 +114,14 @@ class Graph:
 
     def frequencies(self) -> np.ndarray:
         return np.bincount(self.words, minlength=len(self.vocabulary))
+
+    @cached_property
+    def by_word(self) -> tuple[np.ndarray, np.ndarray]:
+        """(rows, bounds): word w's publications are ``rows[bounds[w]:bounds[w + 1]]``. Kept, as
+        SALB and the refinement after it (:mod:`wordcast.refine`) both walk the graph this way."""
+        order = np.argsort(self.words, kind="stable")
+        bounds = np.searchsorted(self.words[order], np.arange(len(self.vocabulary) + 1))
+        return self.posts[order], bounds
 
 
 def split_hot(graph: Graph, matchers: int, seed: int = 0) -> tuple[Graph, dict[str, int]]:
@@ -182,9 +195,7 @@ def salb_graph(graph: Graph, matchers: int) -> np.ndarray:
     if matchers < 1:
         raise ValueError("at least one matcher is needed")
     n_words = len(graph.vocabulary)
-    order = np.argsort(graph.words, kind="stable")
-    rows_of = graph.posts[order]
-    bounds = np.searchsorted(graph.words[order], np.arange(n_words + 1))
+    rows_of, bounds = graph.by_word
     # A load is at most |P| and their sum at most the edges, so N·q <= N·|P|·edges and s² <=
     # edges². Past 64 bits (tens of millions of publications) the key is computed in floating
     # point instead, where rounding may again decide between equal utilities.

@@ -5,9 +5,9 @@ a subscribed word mapped to i, Eq. 3.1); with a unit cost per publication and ca
 cluster sustains ``C · |P| / max_i L(i, M)`` publications (Eq. 3.6). :func:`model` computes that
 with C = 1, beside the spread R (Eq. 3.2) and the imbalance B (Eq. 3.4), on publications the
 mapping did not learn from. :func:`best` picks the mapping the model favours, which is how the
-learner's ``--algorithm best`` chooses among SALB and the graph baselines: the paper's ranking
-holds on its tweets, not on every corpus and every N (on short pypi summaries, gFCL routes better
-than SALB at N = 8; see BENCHMARKS.md).
+learner's ``--algorithm best`` chooses among SALB, SALB refined (:mod:`wordcast.refine`) and the
+graph baselines: the paper's ranking holds on its tweets, not on every corpus and every N (on short
+pypi summaries, gFCL routes better than SALB at N = 8; see BENCHMARKS.md).
 """
 
 from __future__ import annotations
