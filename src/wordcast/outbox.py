@@ -16,9 +16,10 @@ of them can verify it) and keeps its ``webhook-id`` for every attempt and redeli
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -133,11 +134,12 @@ class Outbox:
             (entry_id, Message.from_fields(fields)) for entry_id, fields in reply[0][1] if fields
         ]
 
-    async def ack(self, entry_id: str) -> None:
+    async def ack(self, entry_ids: Sequence[str]) -> None:
+        """Acknowledge and delete entries delivered (or given up on), in one round trip."""
         pipe = self.client.pipeline(transaction=True)
-        pipe.xack(self.key, GROUP, entry_id)
-        pipe.xdel(self.key, entry_id)
-        with translated("acknowledging a delivery"):
+        pipe.xack(self.key, GROUP, *entry_ids)
+        pipe.xdel(self.key, *entry_ids)
+        with translated("acknowledging deliveries"):
             await pipe.execute()
 
     async def dead_letter(
@@ -155,6 +157,49 @@ class Outbox:
         pipe.xdel(self.key, entry_id)
         with translated("dead-lettering a delivery"):
             await pipe.execute()
+
+
+class Acknowledgements:
+    """Acknowledges outbox entries in groups, as a database commits transactions in groups.
+
+    Entries acknowledged while a round trip is under way go together in the next one, so a busy
+    dispatcher pays one round trip per group instead of one per message, and an idle one still
+    acknowledges at once. Each caller waits for its own entry's round trip and sees its error.
+    """
+
+    def __init__(self, outbox: Outbox) -> None:
+        self._outbox = outbox
+        self._waiting: list[tuple[str, asyncio.Future[None]]] = []
+        self._flushing: asyncio.Task[None] | None = None
+
+    async def ack(self, entry_id: str) -> None:
+        future = asyncio.get_running_loop().create_future()
+        self._waiting.append((entry_id, future))
+        if self._flushing is None:
+            self._flushing = asyncio.create_task(self._flush())
+        await future
+
+    async def _flush(self) -> None:
+        try:
+            while self._waiting:
+                group, self._waiting = self._waiting, []
+                try:
+                    await self._outbox.ack([entry_id for entry_id, _ in group])
+                except Exception as exc:  # every waiter decides what its own error means
+                    for _, future in group:
+                        if not future.done():
+                            future.set_exception(exc)
+                else:
+                    for _, future in group:
+                        if not future.done():
+                            future.set_result(None)
+        finally:
+            self._flushing = None
+
+    async def close(self) -> None:
+        """Wait for the round trip under way; entries not acknowledged stay pending in Redis."""
+        if self._flushing is not None:
+            await asyncio.gather(self._flushing, return_exceptions=True)
 
 
 MAX_STREAM_PART = 2**64 - 1

@@ -451,16 +451,27 @@ class SubscriptionStore:
 
     async def signing_secrets(self, sub_id: str) -> list[str] | None:
         """The secrets to sign a subscription's messages with now (None: it no longer exists)."""
+        return (await self.signing_secrets_of([sub_id]))[sub_id]
+
+    async def signing_secrets_of(self, sub_ids: Iterable[str]) -> dict[str, list[str] | None]:
+        """:meth:`signing_secrets` of several subscriptions, in one round trip."""
+        ids = list(dict.fromkeys(sub_ids))
+        pipe = self.client.pipeline(transaction=False)
+        for sub_id in ids:
+            pipe.hmget(self.sub_key(sub_id), ["secret", "previous_secret", "previous_until"])
         with translated("reading signing secrets"):
-            secret, previous, until = await self.client.hmget(
-                self.sub_key(sub_id), ["secret", "previous_secret", "previous_until"]
-            )
-        if secret is None:
-            return None
-        secrets = [secret] if secret else []
-        if previous and until and float(until) > time.time():
-            secrets.append(previous)
-        return secrets
+            replies = await pipe.execute()
+        now = time.time()
+        found: dict[str, list[str] | None] = {}
+        for sub_id, (secret, previous, until) in zip(ids, replies, strict=True):
+            if secret is None:
+                found[sub_id] = None
+                continue
+            secrets = [secret] if secret else []
+            if previous and until and float(until) > now:
+                secrets.append(previous)
+            found[sub_id] = secrets
+        return found
 
     # -- reads --------------------------------------------------------------------------------
     async def get(self, sub_id: str) -> Subscription:

@@ -30,7 +30,7 @@ from standardwebhooks import Webhook
 
 from ...errors import NotFound, StoreUnavailable, UnresolvableCallback, UnsafeCallback
 from ...netguard import AddressPolicy, resolve
-from ...outbox import Message, Outbox
+from ...outbox import Acknowledgements, Message, Outbox
 from ...store import SubscriptionStore
 
 log = logging.getLogger(__name__)
@@ -45,6 +45,7 @@ LAG = Histogram(
     buckets=(0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 1800),
 )
 SECRET_CACHE_SECONDS = 5.0
+DEPTH_EVERY_SECONDS = 0.2  # how stale the outbox depth (the routers' back-pressure) may be
 
 
 class Dispatcher:
@@ -72,9 +73,11 @@ class Dispatcher:
             follow_redirects=False,
             limits=httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency),
         )
+        self._acks = Acknowledgements(outbox)
         self._tasks: set[asyncio.Task[None]] = set()
         self._active: set[str] = set()  # entry ids being delivered by a task of ours
-        self._secrets: dict[str, tuple[list[str] | None, float]] = {}
+        # Subscription -> its signers (None: deleted) and when they were read.
+        self._signers: dict[str, tuple[tuple[Webhook, ...] | None, float]] = {}
         self.delivered = 0
         self.failed = 0
         self.depth = 0
@@ -87,20 +90,25 @@ class Dispatcher:
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self._acks.close()
         await self._client.aclose()
 
     async def run(self) -> None:
         """Read and deliver until cancelled; survives Redis outages by waiting and retrying."""
         delay = 0.1
         after = "0"  # our own pending entries first: a predecessor's unfinished work
+        # Refill in groups: a read (and a depth probe) per finished message would cost two round
+        # trips a message when the webhooks keep up.
+        refill = max(1, self._concurrency // 4)
+        measured = 0.0
         while True:
             try:
                 await self._outbox.ensure_group()
                 while True:
-                    if len(self._tasks) >= self._concurrency:
+                    free = self._concurrency - len(self._tasks)
+                    if free < refill:
                         await asyncio.wait(self._tasks, return_when=asyncio.FIRST_COMPLETED)
                         continue
-                    free = self._concurrency - len(self._tasks)
                     block = 1_000 if after == ">" else None
                     entries = await self._outbox.read(after, free, block)
                     if after != ">":
@@ -113,8 +121,10 @@ class Dispatcher:
                         self._tasks.add(task)
                         task.add_done_callback(self._tasks.discard)
                         task.add_done_callback(partial(_forget, self._active, entry_id))
-                    self.depth = await self._outbox.depth()
-                    OUTBOX_DEPTH.set(self.depth)
+                    if time.monotonic() - measured >= DEPTH_EVERY_SECONDS or not entries:
+                        self.depth = await self._outbox.depth()
+                        OUTBOX_DEPTH.set(self.depth)
+                        measured = time.monotonic()
                     delay = 0.1
             except StoreUnavailable as exc:
                 log.warning("outbox unavailable, retrying in %.1fs: %s", delay, exc)
@@ -122,13 +132,22 @@ class Dispatcher:
                 delay = min(delay * 2, 5.0)
                 after = "0"  # whatever we read and did not finish is still pending
 
-    async def _signing_secrets(self, sub_id: str) -> list[str] | None:
-        cached = self._secrets.get(sub_id)
-        if cached is not None and time.monotonic() - cached[1] < SECRET_CACHE_SECONDS:
-            return cached[0]
-        secrets = await self._store.signing_secrets(sub_id)
-        self._secrets[sub_id] = (secrets, time.monotonic())
-        return secrets
+    async def _signers_of(self, message: Message) -> list[Webhook]:
+        """A signer for each secret of the message's subscriptions that still exist; the secrets
+        missing from the cache (or read too long ago to trust) are read in one round trip."""
+        now = time.monotonic()
+        cache = self._signers
+        stale = [
+            sub_id
+            for sub_id in message.subscription_ids
+            if sub_id not in cache or now - cache[sub_id][1] >= SECRET_CACHE_SECONDS
+        ]
+        if stale:
+            found = await self._store.signing_secrets_of(stale)
+            for sub_id, secrets in found.items():
+                signers = None if secrets is None else tuple(Webhook(s) for s in secrets)
+                cache[sub_id] = (signers, now)
+        return [signer for sub_id in message.subscription_ids for signer in cache[sub_id][0] or ()]
 
     async def _deliver(self, entry_id: str, message: Message) -> None:
         attempt = 0
@@ -141,13 +160,13 @@ class Dispatcher:
                 outcome, reason, wait = "retry", str(exc), None
             try:
                 if outcome == "delivered":
-                    await self._outbox.ack(entry_id)
+                    await self._acks.ack(entry_id)
                     DELIVERED.inc(message.matches)
                     LAG.observe(max(0.0, time.time() - message.created))
                     self.delivered += message.matches
                     return
                 if outcome in ("gone", "deleted"):
-                    await self._outbox.ack(entry_id)
+                    await self._acks.ack(entry_id)
                     FAILED.labels(outcome).inc()
                     return
                 if outcome == "refused" or attempt >= self._attempts:
@@ -168,12 +187,8 @@ class Dispatcher:
 
     async def _attempt(self, message: Message) -> tuple[str, str, float | None]:
         """One POST: (outcome, reason, seconds the receiver asked us to wait)."""
-        secrets = [
-            secret
-            for sub_id in message.subscription_ids
-            for secret in (await self._signing_secrets(sub_id)) or []
-        ]
-        if not secrets:
+        signers = await self._signers_of(message)
+        if not signers:
             ATTEMPTS.labels("subscription_deleted").inc()
             return "deleted", "the subscription was deleted", None
         try:
@@ -186,7 +201,7 @@ class Dispatcher:
             return "refused", str(exc), None
         now = datetime.now(tz=UTC)
         signatures = " ".join(
-            Webhook(secret).sign(message.webhook_id, now, message.body) for secret in secrets
+            signer.sign(message.webhook_id, now, message.body) for signer in signers
         )
         headers = {
             "content-type": "application/json",
