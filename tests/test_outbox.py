@@ -1,13 +1,21 @@
-"""The outbox's Redis side against a real Redis: group acknowledgements and batched secrets."""
+"""The outbox against a real Redis: group acknowledgements, batched secrets, and dispatchers
+that share every matcher's outbox (delivering to a real receiver process)."""
 
 from __future__ import annotations
 
 import asyncio
 import time
 
+import httpx
+import orjson
+
 from wordcast.errors import StoreUnavailable
-from wordcast.outbox import GROUP, Acknowledgements, Message, Outbox
+from wordcast.netguard import AddressPolicy
+from wordcast.outbox import GROUP, Acknowledgements, Message, Outbox, webhook_id
+from wordcast.services.matcher.dispatcher import Dispatcher
 from wordcast.store import Subscription, SubscriptionStore, connect
+
+from .conftest import Receiver
 
 
 class CountingOutbox(Outbox):
@@ -88,6 +96,61 @@ def test_signing_secrets_of_several_subscriptions_in_one_read(
             "gone": None,
         }
         assert await store.signing_secrets("id1") == found["id1"]
+        await client.aclose()
+
+    asyncio.run(scenario())
+
+
+def _delivery(k: int, hook: str, subs: int) -> Message:
+    """A message of matches for publication ``p{k}``, as a matcher records it."""
+    pairs = [(f"id{j}", f"p{k}") for j in range(subs)]
+    matches = [{"subscription_id": s, "query": "a b", "publication_id": p} for s, p in pairs]
+    body = orjson.dumps({"type": "matches", "matches": matches}).decode()
+    return Message(tuple(s for s, _ in pairs), "", hook, webhook_id(pairs), body, subs, time.time())
+
+
+def test_a_dispatcher_delivers_every_matchers_outbox_its_own_pending_entries_included(
+    redis_url: str, namespace: str, receiver: Receiver
+) -> None:
+    """Matcher 0's dispatcher empties matcher 1's outbox too, where its crashed predecessor
+    had taken entries it never acknowledged."""
+
+    async def scenario() -> None:
+        client = connect(redis_url)
+        store = SubscriptionStore(client, namespace)
+        for j in range(3):
+            await store.add(
+                Subscription(
+                    f"id{j}", "a b", ("a", "b"), receiver.hook, 1, secret="whsec_" + "QUJD" * 6
+                )
+            )
+        theirs, ours = Outbox(client, namespace, 1), Outbox(client, namespace, 0)
+        await theirs.ensure_group()
+        messages = [_delivery(k, receiver.hook, 3) for k in range(40)]
+        await theirs.put(messages)
+        # A predecessor of dispatcher 0 took ten of matcher 1's entries and died with them.
+        taken = await Outbox(client, namespace, 1, reader=0).read(">", 10, None)
+        assert len(taken) == 10
+        dispatcher = Dispatcher(
+            ours,
+            store,
+            concurrency=8,
+            attempts=3,
+            timeout_s=5,
+            backoff_s=0.05,
+            max_backoff_s=0.2,
+            address_policy=AddressPolicy.from_entries(["127.0.0.0/8"]),
+        )
+        running = asyncio.create_task(dispatcher.run())
+        deadline = time.monotonic() + 20
+        while (await theirs.depth() or dispatcher.in_flight) and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        running.cancel()
+        await dispatcher.close()
+        assert await theirs.depth() == 0
+        assert (await client.xpending(theirs.key, GROUP))["pending"] == 0
+        got = httpx.get(f"{receiver.url}/deliveries", timeout=10).json()["webhook_ids"]
+        assert {m.webhook_id for m in messages} <= set(got)
         await client.aclose()
 
     asyncio.run(scenario())

@@ -3,10 +3,11 @@
 Keys (under the namespace):
 
 ``{ns}:outbox:{i}``     stream of the messages matcher i found, read through the consumer group
-                        ``dispatch`` by the consumer ``matcher-{i}``. An entry is acknowledged and
-                        deleted only after a 2xx (or once it is dead-lettered), so a matcher that
-                        crashes leaves its unacknowledged entries pending for the consumer of the
-                        same name, its successor, which delivers them first.
+                        ``dispatch`` by every matcher's dispatcher (consumer ``matcher-{j}``), so
+                        delivery work is shared whichever matcher found the matches. An entry is
+                        acknowledged and deleted only after a 2xx (or once it is dead-lettered), so
+                        a matcher that crashes leaves the entries it took, from any outbox, pending
+                        for the consumer of the same name, its successor, which delivers them first.
 ``{ns}:dead:{tenant}``  stream of the messages given up on, for the owner to read and replay.
 
 A message holds the matches of one routed batch for one callback URL of one tenant, from at most
@@ -86,15 +87,34 @@ class DeadLetter:
 
 
 class Outbox:
-    def __init__(self, client: aioredis.Redis, namespace: str, matcher: int) -> None:
+    """Matcher ``matcher``'s outbox, read by the dispatcher of matcher ``reader`` (by default its
+    own)."""
+
+    def __init__(
+        self, client: aioredis.Redis, namespace: str, matcher: int, reader: int | None = None
+    ) -> None:
         self.client: Any = client
         self.ns = namespace
-        self.key = f"{namespace}:outbox:{matcher}"
-        self.consumer = f"matcher-{matcher}"
+        self.matcher = matcher
+        self.key = self.key_for(namespace, matcher)
+        self.reader = matcher if reader is None else reader
+        self.consumer = f"matcher-{self.reader}"
 
     @staticmethod
     def key_for(namespace: str, matcher: int) -> str:
         return f"{namespace}:outbox:{matcher}"
+
+    async def every_outbox(self) -> list[Outbox]:
+        """This outbox first, then every other matcher's that exists, all read by our consumer."""
+        prefix = self.key_for(self.ns, 0)[:-1]
+        with translated("looking for outboxes"):
+            keys = [key async for key in self.client.scan_iter(match=f"{prefix}*", count=1000)]
+        others = sorted(
+            int(suffix)
+            for suffix in (key.removeprefix(prefix) for key in keys)
+            if suffix.isdigit() and int(suffix) != self.matcher
+        )
+        return [self, *(Outbox(self.client, self.ns, j, self.reader) for j in others)]
 
     def dead_key(self, tenant: str) -> str:
         return f"{self.ns}:dead:{tenant}"
@@ -132,6 +152,24 @@ class Outbox:
             return []
         return [
             (entry_id, Message.from_fields(fields)) for entry_id, fields in reply[0][1] if fields
+        ]
+
+    @staticmethod
+    async def read_new(
+        outboxes: Sequence[Outbox], count: int, block_ms: int | None
+    ) -> list[tuple[Outbox, str, Message]]:
+        """New entries from any of ``outboxes`` (one consumer's), at most ``count`` from each."""
+        by_key = {outbox.key: outbox for outbox in outboxes}
+        client, consumer = outboxes[0].client, outboxes[0].consumer
+        with translated("reading the outboxes"):
+            reply = await client.xreadgroup(
+                GROUP, consumer, dict.fromkeys(by_key, ">"), count=count, block=block_ms
+            )
+        return [
+            (by_key[key], entry_id, Message.from_fields(fields))
+            for key, entries in reply or []
+            for entry_id, fields in entries
+            if fields
         ]
 
     async def ack(self, entry_ids: Sequence[str]) -> None:

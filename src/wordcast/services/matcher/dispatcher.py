@@ -1,8 +1,10 @@
 """Delivers the outbox's messages to webhooks: signed, retried, dead-lettered, never lost.
 
 The matcher records every message in its Redis outbox (:mod:`wordcast.outbox`) before it answers
-the router; this dispatcher reads the outbox through a consumer group, its own pending entries
-first (those a crashed predecessor did not finish), and acknowledges an entry only after a 2xx.
+the router; this dispatcher reads every matcher's outbox through their consumer groups, its own
+pending entries first (those a crashed predecessor did not finish), and acknowledges an entry only
+after a 2xx. Sharing the outboxes keeps every matcher delivering while any of them has a backlog:
+the matches of a matcher's subscriptions are not its share of the delivery work.
 
 Each message is signed as the Standard Webhooks specification says (``webhook-id``,
 ``webhook-timestamp``, ``webhook-signature``: HMAC-SHA256 over ``id.timestamp.body``) with the
@@ -46,6 +48,7 @@ LAG = Histogram(
 )
 SECRET_CACHE_SECONDS = 5.0
 DEPTH_EVERY_SECONDS = 0.2  # how stale the outbox depth (the routers' back-pressure) may be
+OUTBOXES_EVERY_SECONDS = 5.0  # how soon a new matcher's outbox is read by the others
 
 
 class Dispatcher:
@@ -73,9 +76,9 @@ class Dispatcher:
             follow_redirects=False,
             limits=httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency),
         )
-        self._acks = Acknowledgements(outbox)
+        self._acks: dict[str, Acknowledgements] = {}  # per outbox read
         self._tasks: set[asyncio.Task[None]] = set()
-        self._active: set[str] = set()  # entry ids being delivered by a task of ours
+        self._active: set[tuple[str, str]] = set()  # (outbox, entry) a task of ours delivers
         # Subscription -> its signers (None: deleted) and when they were read.
         self._signers: dict[str, tuple[tuple[Webhook, ...] | None, float]] = {}
         self.delivered = 0
@@ -90,37 +93,47 @@ class Dispatcher:
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
-        await self._acks.close()
+        for acks in self._acks.values():
+            await acks.close()
         await self._client.aclose()
 
     async def run(self) -> None:
-        """Read and deliver until cancelled; survives Redis outages by waiting and retrying."""
+        """Read and deliver until cancelled; survives Redis outages by waiting and retrying.
+
+        Every matcher's outbox is read, ours first: a matcher whose subscriptions match more than
+        the others' would otherwise deliver alone while they idle. Our own pending entries in each
+        outbox (a predecessor's unfinished work) come before new ones.
+        """
         delay = 0.1
-        after = "0"  # our own pending entries first: a predecessor's unfinished work
         # Refill in groups: a read (and a depth probe) per finished message would cost two round
         # trips a message when the webhooks keep up.
         refill = max(1, self._concurrency // 4)
-        measured = 0.0
+        measured = looked = 0.0
         while True:
             try:
-                await self._outbox.ensure_group()
+                outboxes = await self._outbox.every_outbox()
+                for outbox in outboxes:
+                    await outbox.ensure_group()
+                looked = time.monotonic()
+                # Per outbox: the last pending entry of ours read, or ">" once they are all read.
+                cursors = {outbox.key: "0" for outbox in outboxes}
                 while True:
                     free = self._concurrency - len(self._tasks)
                     if free < refill:
                         await asyncio.wait(self._tasks, return_when=asyncio.FIRST_COMPLETED)
                         continue
-                    block = 1_000 if after == ">" else None
-                    entries = await self._outbox.read(after, free, block)
-                    if after != ">":
-                        after = entries[-1][0] if entries else ">"
-                    for entry_id, message in entries:
-                        if entry_id in self._active:
+                    if time.monotonic() - looked >= OUTBOXES_EVERY_SECONDS:
+                        for outbox in await self._outbox.every_outbox():
+                            if outbox.key not in cursors:  # a matcher added since
+                                await outbox.ensure_group()
+                                outboxes.append(outbox)
+                                cursors[outbox.key] = "0"
+                        looked = time.monotonic()
+                    entries = await self._read(outboxes, cursors, free)
+                    for outbox, entry_id, message in entries:
+                        if (outbox.key, entry_id) in self._active:
                             continue
-                        self._active.add(entry_id)
-                        task = asyncio.create_task(self._deliver(entry_id, message))
-                        self._tasks.add(task)
-                        task.add_done_callback(self._tasks.discard)
-                        task.add_done_callback(partial(_forget, self._active, entry_id))
+                        self._start(outbox, entry_id, message)
                     if time.monotonic() - measured >= DEPTH_EVERY_SECONDS or not entries:
                         self.depth = await self._outbox.depth()
                         OUTBOX_DEPTH.set(self.depth)
@@ -130,7 +143,27 @@ class Dispatcher:
                 log.warning("outbox unavailable, retrying in %.1fs: %s", delay, exc)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 5.0)
-                after = "0"  # whatever we read and did not finish is still pending
+                # Whatever we read and did not finish is still pending: the cursors start over.
+
+    async def _read(
+        self, outboxes: list[Outbox], cursors: dict[str, str], free: int
+    ) -> list[tuple[Outbox, str, Message]]:
+        for outbox in outboxes:
+            after = cursors[outbox.key]
+            if after != ">":
+                pending = await outbox.read(after, free, None)
+                cursors[outbox.key] = pending[-1][0] if pending else ">"
+                return [(outbox, entry_id, message) for entry_id, message in pending]
+        per_outbox = -(-free // len(outboxes))
+        return await Outbox.read_new(outboxes, per_outbox, 1_000)
+
+    def _start(self, outbox: Outbox, entry_id: str, message: Message) -> None:
+        active = (outbox.key, entry_id)
+        self._active.add(active)
+        task = asyncio.create_task(self._deliver(outbox, entry_id, message))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        task.add_done_callback(partial(_forget, self._active, active))
 
     async def _signers_of(self, message: Message) -> list[Webhook]:
         """A signer for each secret of the message's subscriptions that still exist; the secrets
@@ -149,7 +182,10 @@ class Dispatcher:
                 cache[sub_id] = (signers, now)
         return [signer for sub_id in message.subscription_ids for signer in cache[sub_id][0] or ()]
 
-    async def _deliver(self, entry_id: str, message: Message) -> None:
+    async def _deliver(self, outbox: Outbox, entry_id: str, message: Message) -> None:
+        acks = self._acks.get(outbox.key)
+        if acks is None:
+            acks = self._acks[outbox.key] = Acknowledgements(outbox)
         attempt = 0
         reason = ""
         while True:
@@ -160,17 +196,17 @@ class Dispatcher:
                 outcome, reason, wait = "retry", str(exc), None
             try:
                 if outcome == "delivered":
-                    await self._acks.ack(entry_id)
+                    await acks.ack(entry_id)
                     DELIVERED.inc(message.matches)
                     LAG.observe(max(0.0, time.time() - message.created))
                     self.delivered += message.matches
                     return
                 if outcome in ("gone", "deleted"):
-                    await self._acks.ack(entry_id)
+                    await acks.ack(entry_id)
                     FAILED.labels(outcome).inc()
                     return
                 if outcome == "refused" or attempt >= self._attempts:
-                    await self._outbox.dead_letter(entry_id, message, reason, attempt)
+                    await outbox.dead_letter(entry_id, message, reason, attempt)
                     FAILED.labels("dead_letter").inc()
                     self.failed += message.matches
                     log.warning("dead-lettered %s after %d attempts: %s", entry_id, attempt, reason)
@@ -240,8 +276,8 @@ class Dispatcher:
             pass
 
 
-def _forget(active: set[str], entry_id: str, _: object) -> None:
-    active.discard(entry_id)
+def _forget(active: set[tuple[str, str]], entry: tuple[str, str], _: object) -> None:
+    active.discard(entry)
 
 
 def _retry_after(value: str | None) -> float | None:
