@@ -38,6 +38,7 @@ STOP_WORDS: frozenset[str] = frozenset(
     """.split()  # noqa: SIM905 - a word list reads better as text
 )
 
+STEM_CACHE_WORDS = 100_000
 _TOKEN = regex.compile(r"[\p{L}\p{M}\p{N}]+")
 
 
@@ -51,7 +52,9 @@ class Analyzer:
     __slots__ = ("_stem_words",)
 
     def __init__(self) -> None:
-        self._stem_words = Stemmer.Stemmer("porter").stemWords
+        # PyStemmer's default cache (10,000 words) is smaller than a day's vocabulary: pypi
+        # summaries bring 41,000 distinct words in 50,000 posts; the misses made stemming 1.5× slower.
+        self._stem_words = Stemmer.Stemmer("porter", STEM_CACHE_WORDS).stemWords
 
     def tokens(self, text: str) -> list[str]:
         """Normalised tokens of ``text`` that survive stop word and length filtering, unstemmed."""
