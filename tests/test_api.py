@@ -73,12 +73,12 @@ def test_bad_subscriptions_are_refused_and_store_nothing(
     assert _redis_state(redis_url, cluster.namespace) == before
 
 
-def test_malformed_json_is_a_clear_422(api: httpx.Client) -> None:
-    response = api.post(
-        "/subscriptions", content=b"{not json", headers={"content-type": "application/json"}
-    )
+@pytest.mark.parametrize("path", ["/subscriptions", "/publications"])  # stdlib json, orjson
+@pytest.mark.parametrize("body", [b"{not json", b'{"text": NaN}', b'{"text": "\\ud800"}'])
+def test_malformed_json_is_a_clear_422(api: httpx.Client, path: str, body: bytes) -> None:
+    response = api.post(path, content=body, headers={"content-type": "application/json"})
     assert response.status_code == 422
-    assert "JSON" in response.text
+    assert "JSON" in response.text or "text" in response.text
 
 
 BAD_PUBLICATIONS = [

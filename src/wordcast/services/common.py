@@ -9,14 +9,44 @@ from collections.abc import AsyncIterator, Callable, Coroutine
 from contextlib import asynccontextmanager
 from typing import Annotated, Any
 
+import orjson
 from fastapi import APIRouter, HTTPException, Request, Response
 from fastapi.responses import JSONResponse
+from fastapi.routing import APIRoute
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import AliasChoices, Field, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ..netguard import AddressPolicy
+
+
+class OrjsonRequest(Request):
+    """A request whose JSON body orjson parses (its errors are ``json.JSONDecodeError``s, which
+    FastAPI answers with a 422 as before)."""
+
+    async def json(self) -> Any:
+        if not hasattr(self, "_json"):
+            self._json = orjson.loads(await self.body())
+        return self._json
+
+
+class OrjsonRoute(APIRoute):
+    """The route class of every service's routes that take a JSON body.
+
+    orjson refuses what JSON does not allow and the standard library's parser accepts (``NaN``,
+    lone surrogates), which otherwise passed parsing and made the 422 itself unrenderable: a 500.
+    On the hot paths (publishing, routed batches) the standard parser also took 4–6% of a busy
+    router's and matcher's time.
+    """
+
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        handler = super().get_route_handler()
+
+        async def parse_with_orjson(request: Request) -> Response:
+            return await handler(OrjsonRequest(request.scope, request.receive))
+
+        return parse_with_orjson
 
 
 class ServiceSettings(BaseSettings):

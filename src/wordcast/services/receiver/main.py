@@ -18,7 +18,7 @@ from fastapi import APIRouter, FastAPI, HTTPException, Query, Request, Response
 from pydantic import BaseModel, Field
 from pydantic_settings import SettingsConfigDict
 
-from ..common import ServiceSettings
+from ..common import OrjsonRoute, ServiceSettings
 
 
 class ReceiverSettings(ServiceSettings):
@@ -63,7 +63,7 @@ class Behaviour(BaseModel):
     retry_after: str | None = None
 
 
-router = APIRouter()
+router = APIRouter(route_class=OrjsonRoute)
 
 
 @router.post("/hook", status_code=204)

@@ -6,9 +6,10 @@ from fastapi import APIRouter, HTTPException
 
 from ....errors import StoreUnavailable
 from ....schemas import ERRORS, MatchRequest, MatchResponse, SyncRequest
+from ...common import OrjsonRoute
 from ..deps import ReadyState
 
-router = APIRouter(prefix="/internal", tags=["internal"], responses=ERRORS)
+router = APIRouter(prefix="/internal", tags=["internal"], responses=ERRORS, route_class=OrjsonRoute)
 
 
 @router.post("/match", response_model=MatchResponse)

@@ -6,9 +6,16 @@ from fastapi import APIRouter, HTTPException
 
 from ....errors import StoreUnavailable
 from ....schemas import ERRORS, TenantIn, TenantKey
+from ...common import OrjsonRoute
 from ..deps import Admin, ReadyState
 
-router = APIRouter(prefix="/admin", tags=["admin"], dependencies=[Admin], responses=ERRORS)
+router = APIRouter(
+    prefix="/admin",
+    tags=["admin"],
+    dependencies=[Admin],
+    responses=ERRORS,
+    route_class=OrjsonRoute,
+)
 
 
 @router.post("/tenants", status_code=201, response_model=TenantKey)

@@ -10,11 +10,18 @@ from fastapi import APIRouter, HTTPException, Path, Query
 from ....errors import NotFound, StoreUnavailable
 from ....outbox import DeadLetter, is_stream_id
 from ....schemas import ERRORS, DeadLetterOut, DeadLetterPage
+from ...common import OrjsonRoute
 from ..deps import Admin, ReadyState, Tenant
 
-router = APIRouter(prefix="/deadletters", tags=["dead letters"], responses=ERRORS)
+router = APIRouter(
+    prefix="/deadletters", tags=["dead letters"], responses=ERRORS, route_class=OrjsonRoute
+)
 admin = APIRouter(
-    prefix="/admin/deadletters", tags=["admin"], dependencies=[Admin], responses=ERRORS
+    prefix="/admin/deadletters",
+    tags=["admin"],
+    dependencies=[Admin],
+    responses=ERRORS,
+    route_class=OrjsonRoute,
 )
 
 StreamId = Annotated[str, Path(pattern=r"^\d{1,20}-\d{1,20}$")]

@@ -6,9 +6,12 @@ from fastapi import APIRouter, HTTPException
 
 from ....errors import MatcherUnavailable, StoreUnavailable
 from ....schemas import ERRORS, PublicationsAccepted, PublicationsIn
+from ...common import OrjsonRoute
 from ..deps import ReadyState, Tenant
 
-router = APIRouter(prefix="/publications", tags=["publications"], responses=ERRORS)
+router = APIRouter(
+    prefix="/publications", tags=["publications"], responses=ERRORS, route_class=OrjsonRoute
+)
 
 
 @router.post("", status_code=202, response_model=PublicationsAccepted)

@@ -7,9 +7,12 @@ from fastapi import APIRouter, HTTPException, Path, Query
 from ....errors import InvalidInput, NotFound, StoreUnavailable
 from ....schemas import ERRORS, SecretOut, SubscriptionIn, SubscriptionOut, SubscriptionPage
 from ....store import Subscription
+from ...common import OrjsonRoute
 from ..deps import ReadyState, Tenant
 
-router = APIRouter(prefix="/subscriptions", tags=["subscriptions"], responses=ERRORS)
+router = APIRouter(
+    prefix="/subscriptions", tags=["subscriptions"], responses=ERRORS, route_class=OrjsonRoute
+)
 
 SubscriptionId = Annotated[str, Path(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_-]+$")]
 
