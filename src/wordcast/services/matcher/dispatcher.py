@@ -100,9 +100,10 @@ class Dispatcher:
     async def run(self) -> None:
         """Read and deliver until cancelled; survives Redis outages by waiting and retrying.
 
-        Every matcher's outbox is read, ours first: a matcher whose subscriptions match more than
-        the others' would otherwise deliver alone while they idle. Our own pending entries in each
-        outbox (a predecessor's unfinished work) come before new ones.
+        Every matcher's outbox is read, new entries from all of them at once (at most a share of
+        the free slots from each): a matcher whose subscriptions match more than the others' would
+        otherwise deliver alone while they idle. Our own pending entries in each outbox (a
+        predecessor's unfinished work) come before new ones, ours first.
         """
         delay = 0.1
         # Refill in groups: a read (and a depth probe) per finished message would cost two round
