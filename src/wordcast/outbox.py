@@ -8,6 +8,7 @@ Keys (under the namespace):
                         acknowledged and deleted only after a 2xx (or once it is dead-lettered), so
                         a matcher that crashes leaves the entries it took, from any outbox, pending
                         for the consumer of the same name, its successor, which delivers them first.
+``{ns}:outboxes``       set of the matcher ordinals whose outbox exists, for the dispatchers to read.
 ``{ns}:dead:{tenant}``  stream of the messages given up on, for the owner to read and replay.
 
 A message holds the matches of one routed batch for one callback URL of one tenant, from at most
@@ -105,22 +106,20 @@ class Outbox:
         return f"{namespace}:outbox:{matcher}"
 
     async def every_outbox(self) -> list[Outbox]:
-        """This outbox first, then every other matcher's that exists, all read by our consumer."""
-        prefix = self.key_for(self.ns, 0)[:-1]
+        """This outbox first, then every other registered one, all read by our consumer."""
         with translated("looking for outboxes"):
-            keys = [key async for key in self.client.scan_iter(match=f"{prefix}*", count=1000)]
-        others = sorted(
-            int(suffix)
-            for suffix in (key.removeprefix(prefix) for key in keys)
-            if suffix.isdigit() and int(suffix) != self.matcher
-        )
+            registered = await self.client.smembers(f"{self.ns}:outboxes")
+        others = sorted(int(m) for m in registered if m.isdigit() and int(m) != self.matcher)
         return [self, *(Outbox(self.client, self.ns, j, self.reader) for j in others)]
 
     def dead_key(self, tenant: str) -> str:
         return f"{self.ns}:dead:{tenant}"
 
     async def ensure_group(self) -> None:
+        """Create the stream and its consumer group, and register the outbox for every matcher's
+        dispatcher to read (a set of ordinals: no scan of the keyspace)."""
         with translated("creating the outbox consumer group"):
+            await self.client.sadd(f"{self.ns}:outboxes", str(self.matcher))
             try:
                 await self.client.xgroup_create(self.key, GROUP, id="0", mkstream=True)
             except ResponseError as exc:
