@@ -6,10 +6,10 @@ pending entries first (those a crashed predecessor did not finish), and acknowle
 after a 2xx. Sharing the outboxes keeps every matcher delivering while any of them has a backlog:
 the matches of a matcher's subscriptions are not its share of the delivery work.
 
-Each message is signed as the Standard Webhooks specification says (``webhook-id``,
-``webhook-timestamp``, ``webhook-signature``: HMAC-SHA256 over ``id.timestamp.body``) with the
-secret of every subscription it carries matches for (and a previous secret too during a
-rotation's grace period); any one of them verifies it. Failed
+Each message is signed (:mod:`wordcast.signing`) as the Standard Webhooks specification says
+(``webhook-id``, ``webhook-timestamp``, ``webhook-signature``: HMAC-SHA256 over
+``id.timestamp.body``) with the secret of every subscription it carries matches for (and a
+previous secret too during a rotation's grace period); any one of them verifies it. Failed
 attempts are retried with exponential backoff and full jitter, honouring ``Retry-After``; a 410
 deletes the subscription (the receiver said it is gone for good); a forbidden callback address
 (:mod:`wordcast.netguard`) is not retried; after the last attempt the message goes to its tenant's
@@ -28,11 +28,11 @@ from functools import partial
 
 import httpx
 from prometheus_client import Counter, Gauge, Histogram
-from standardwebhooks import Webhook
 
 from ...errors import NotFound, StoreUnavailable, UnresolvableCallback, UnsafeCallback
 from ...netguard import AddressPolicy, resolve
 from ...outbox import Acknowledgements, Message, Outbox
+from ...signing import Signer, signature_header
 from ...store import SubscriptionStore
 
 log = logging.getLogger(__name__)
@@ -80,7 +80,7 @@ class Dispatcher:
         self._tasks: set[asyncio.Task[None]] = set()
         self._active: set[tuple[str, str]] = set()  # (outbox, entry) a task of ours delivers
         # Subscription -> its signers (None: deleted) and when they were read.
-        self._signers: dict[str, tuple[tuple[Webhook, ...] | None, float]] = {}
+        self._signers: dict[str, tuple[tuple[Signer, ...] | None, float]] = {}
         self.delivered = 0
         self.failed = 0
         self.depth = 0
@@ -166,7 +166,7 @@ class Dispatcher:
         task.add_done_callback(self._tasks.discard)
         task.add_done_callback(partial(_forget, self._active, active))
 
-    async def _signers_of(self, message: Message) -> list[Webhook]:
+    async def _signers_of(self, message: Message) -> list[Signer]:
         """A signer for each secret of the message's subscriptions that still exist; the secrets
         missing from the cache (or read too long ago to trust) are read in one round trip."""
         now = time.monotonic()
@@ -179,7 +179,7 @@ class Dispatcher:
         if stale:
             found = await self._store.signing_secrets_of(stale)
             for sub_id, secrets in found.items():
-                signers = None if secrets is None else tuple(Webhook(s) for s in secrets)
+                signers = None if secrets is None else tuple(Signer(s) for s in secrets)
                 cache[sub_id] = (signers, now)
         return [signer for sub_id in message.subscription_ids for signer in cache[sub_id][0] or ()]
 
@@ -237,9 +237,7 @@ class Dispatcher:
             ATTEMPTS.labels("refused_address").inc()
             return "refused", str(exc), None
         now = datetime.now(tz=UTC)
-        signatures = " ".join(
-            signer.sign(message.webhook_id, now, message.body) for signer in signers
-        )
+        signatures = signature_header(signers, message.webhook_id, now, message.body)
         headers = {
             "content-type": "application/json",
             "host": target.host_header,
