@@ -8,10 +8,13 @@ import time
 
 import httpx
 import orjson
+import pytest
+from standardwebhooks import Webhook
 
 from wordcast.errors import StoreUnavailable
 from wordcast.netguard import AddressPolicy
 from wordcast.outbox import GROUP, Acknowledgements, Message, Outbox, webhook_id
+from wordcast.services.matcher import dispatcher as dispatcher_module
 from wordcast.services.matcher.dispatcher import Dispatcher
 from wordcast.store import Subscription, SubscriptionStore, connect
 
@@ -151,6 +154,47 @@ def test_a_dispatcher_delivers_every_matchers_outbox_its_own_pending_entries_inc
         assert (await client.xpending(theirs.key, GROUP))["pending"] == 0
         got = httpx.get(f"{receiver.url}/deliveries", timeout=10).json()["webhook_ids"]
         assert {m.webhook_id for m in messages} <= set(got)
+        await client.aclose()
+
+    asyncio.run(scenario())
+
+
+def test_the_dispatchers_secret_cache_forgets_subscriptions_not_seen_lately(
+    redis_url: str, namespace: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(dispatcher_module, "SECRET_CACHE_PRUNE_FROM", 10)
+    monkeypatch.setattr(dispatcher_module, "SECRET_CACHE_SECONDS", 0.2)
+
+    async def scenario() -> None:
+        client = connect(redis_url)
+        store = SubscriptionStore(client, namespace)
+        secret = "whsec_" + "QUJD" * 6
+        for j in range(12):
+            await store.add(
+                Subscription(f"id{j}", "a b", ("a", "b"), "http://x/hook", 0, secret=secret)
+            )
+        dispatcher = Dispatcher(
+            Outbox(client, namespace, 0),
+            store,
+            concurrency=4,
+            attempts=1,
+            timeout_s=1,
+            backoff_s=0.1,
+            max_backoff_s=0.1,
+            address_policy=AddressPolicy(),
+        )
+        deleted = Message(("gone",), "", "http://x/hook", "msg_gone", "{}", 1, time.time())
+        assert await dispatcher._signers_of(deleted) == []
+        for j in range(9):
+            message = Message((f"id{j}",), "", "http://x/hook", f"msg_{j}", "{}", 1, time.time())
+            [signer] = await dispatcher._signers_of(message)
+            assert signer.key == Webhook(secret)._whsecret
+        assert len(dispatcher._signers) == 10  # the deleted one is cached too
+        await asyncio.sleep(0.3)  # every entry is stale now
+        message = Message(("id11",), "", "http://x/hook", "msg_11", "{}", 1, time.time())
+        assert len(await dispatcher._signers_of(message)) == 1
+        assert list(dispatcher._signers) == ["id11"]
+        await dispatcher.close()
         await client.aclose()
 
     asyncio.run(scenario())

@@ -47,6 +47,7 @@ LAG = Histogram(
     buckets=(0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 1800),
 )
 SECRET_CACHE_SECONDS = 5.0
+SECRET_CACHE_PRUNE_FROM = 10_000  # entries; stale ones are dropped when the cache doubles past it
 DEPTH_EVERY_SECONDS = 0.2  # how stale the outbox depth (the routers' back-pressure) may be
 OUTBOXES_EVERY_SECONDS = 5.0  # how soon a new matcher's outbox is read by the others
 
@@ -81,6 +82,7 @@ class Dispatcher:
         self._active: set[tuple[str, str]] = set()  # (outbox, entry) a task of ours delivers
         # Subscription -> its signers (None: deleted) and when they were read.
         self._signers: dict[str, tuple[tuple[Signer, ...] | None, float]] = {}
+        self._prune_signers_at = SECRET_CACHE_PRUNE_FROM
         self.delivered = 0
         self.failed = 0
         self.depth = 0
@@ -171,17 +173,27 @@ class Dispatcher:
         missing from the cache (or read too long ago to trust) are read in one round trip."""
         now = time.monotonic()
         cache = self._signers
-        stale = [
-            sub_id
-            for sub_id in message.subscription_ids
-            if sub_id not in cache or now - cache[sub_id][1] >= SECRET_CACHE_SECONDS
-        ]
+        if len(cache) >= self._prune_signers_at:
+            # Deleted subscriptions would otherwise stay cached for the life of the process.
+            for sub_id in [
+                k for k, (_, read) in cache.items() if now - read >= SECRET_CACHE_SECONDS
+            ]:
+                del cache[sub_id]
+            self._prune_signers_at = max(SECRET_CACHE_PRUNE_FROM, 2 * len(cache))
+        known: dict[str, tuple[Signer, ...] | None] = {}
+        stale = []
+        for sub_id in message.subscription_ids:
+            cached = cache.get(sub_id)
+            if cached is None or now - cached[1] >= SECRET_CACHE_SECONDS:
+                stale.append(sub_id)
+            else:
+                known[sub_id] = cached[0]
         if stale:
             found = await self._store.signing_secrets_of(stale)
             for sub_id, secrets in found.items():
-                signers = None if secrets is None else tuple(Signer(s) for s in secrets)
-                cache[sub_id] = (signers, now)
-        return [signer for sub_id in message.subscription_ids for signer in cache[sub_id][0] or ()]
+                known[sub_id] = None if secrets is None else tuple(Signer(s) for s in secrets)
+                cache[sub_id] = (known[sub_id], now)
+        return [signer for sub_id in message.subscription_ids for signer in known[sub_id] or ()]
 
     async def _deliver(self, outbox: Outbox, entry_id: str, message: Message) -> None:
         acks = self._acks.get(outbox.key)
