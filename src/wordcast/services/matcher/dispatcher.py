@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import email.utils
 import logging
+import math
 import random
 import time
 from datetime import UTC, datetime
@@ -111,28 +112,22 @@ class Dispatcher:
         # Refill in groups: a read (and a depth probe) per finished message would cost two round
         # trips a message when the webhooks keep up.
         refill = max(1, self._concurrency // 4)
-        measured = looked = 0.0
+        measured = 0.0
         while True:
             try:
-                outboxes = await self._outbox.every_outbox()
-                for outbox in outboxes:
-                    await outbox.ensure_group()
-                looked = time.monotonic()
-                # Per outbox: the last pending entry of ours read, or ">" once they are all read.
-                cursors = {outbox.key: "0" for outbox in outboxes}
+                # Per outbox, ours first: the last pending entry of ours read, or ">" once they
+                # are all read.
+                cursors: dict[Outbox, str] = {}
+                looked = -math.inf
                 while True:
                     free = self._concurrency - len(self._tasks)
                     if free < refill:
                         await asyncio.wait(self._tasks, return_when=asyncio.FIRST_COMPLETED)
                         continue
                     if time.monotonic() - looked >= OUTBOXES_EVERY_SECONDS:
-                        for outbox in await self._outbox.every_outbox():
-                            if outbox.key not in cursors:  # a matcher added since
-                                await outbox.ensure_group()
-                                outboxes.append(outbox)
-                                cursors[outbox.key] = "0"
+                        await self._discover(cursors)
                         looked = time.monotonic()
-                    entries = await self._read(outboxes, cursors, free)
+                    entries = await self._read(cursors, free)
                     for outbox, entry_id, message in entries:
                         if (outbox.key, entry_id) in self._active:
                             continue
@@ -148,17 +143,25 @@ class Dispatcher:
                 delay = min(delay * 2, 5.0)
                 # Whatever we read and did not finish is still pending: the cursors start over.
 
+    async def _discover(self, cursors: dict[Outbox, str]) -> None:
+        """Start reading the outboxes not read yet: all of them at first, later a matcher's added
+        since, each from our own pending entries there."""
+        known = {outbox.key for outbox in cursors}
+        for outbox in await self._outbox.every_outbox():
+            if outbox.key not in known:
+                await outbox.ensure_group()
+                cursors[outbox] = "0"
+
     async def _read(
-        self, outboxes: list[Outbox], cursors: dict[str, str], free: int
+        self, cursors: dict[Outbox, str], free: int
     ) -> list[tuple[Outbox, str, Message]]:
-        for outbox in outboxes:
-            after = cursors[outbox.key]
-            if after != ">":
-                pending = await outbox.read(after, free, None)
-                cursors[outbox.key] = pending[-1][0] if pending else ">"
-                return [(outbox, entry_id, message) for entry_id, message in pending]
-        per_outbox = -(-free // len(outboxes))
-        return await Outbox.read_new(outboxes, per_outbox, 1_000)
+        pending_in = next((outbox for outbox, after in cursors.items() if after != ">"), None)
+        if pending_in is not None:
+            pending = await pending_in.read(cursors[pending_in], free, None)
+            cursors[pending_in] = pending[-1][0] if pending else ">"
+            return [(pending_in, entry_id, message) for entry_id, message in pending]
+        per_outbox = -(-free // len(cursors))
+        return await Outbox.read_new(list(cursors), per_outbox, 1_000)
 
     def _start(self, outbox: Outbox, entry_id: str, message: Message) -> None:
         active = (outbox.key, entry_id)
