@@ -67,6 +67,32 @@ def test_concurrent_acknowledgements_share_round_trips_and_leave_nothing_pending
     asyncio.run(scenario())
 
 
+def test_pending_entries_deleted_meanwhile_do_not_hide_the_live_ones_after_them(
+    redis_url: str, namespace: str
+) -> None:
+    """Read as the dispatcher reads its pending entries, page by page, until a page is empty:
+    a page of entries deleted while pending must not end the pass before the live ones."""
+
+    async def scenario() -> None:
+        client = connect(redis_url)
+        outbox = Outbox(client, namespace, 0)
+        await outbox.ensure_group()
+        await outbox.put([_message(k) for k in range(30)])
+        taken = [entry_id for entry_id, _ in await outbox.read(">", 100, None)]
+        await client.xdel(outbox.key, *taken[5:20])  # more than a page, between live entries
+        found: list[str] = []
+        after = "0"
+        while page := await outbox.read(after, 10, None):
+            found += [entry_id for entry_id, _ in page]
+            after = page[-1][0]
+        assert found == taken[:5] + taken[20:]
+        pending = await client.xpending_range(outbox.key, GROUP, "-", "+", 100)
+        assert [p["message_id"] for p in pending] == found  # the deleted ones are let go
+        await client.aclose()
+
+    asyncio.run(scenario())
+
+
 def test_a_failed_acknowledgement_reaches_every_waiter_of_its_group(namespace: str) -> None:
     async def scenario() -> None:
         client = connect("redis://127.0.0.1:1")  # nothing listens there

@@ -142,16 +142,32 @@ class Outbox:
             return int(await self.client.xlen(self.key))
 
     async def read(self, after: str, count: int, block_ms: int | None) -> list[tuple[str, Message]]:
-        """Our pending entries after ``after`` (an id), or new ones (``after`` = ">")."""
-        with translated("reading the outbox"):
-            reply = await self.client.xreadgroup(
-                GROUP, self.consumer, {self.key: after}, count=count, block=block_ms
-            )
-        if not reply:
-            return []
-        return [
-            (entry_id, Message.from_fields(fields)) for entry_id, fields in reply[0][1] if fields
-        ]
+        """Our pending entries after ``after`` (an id), or new ones (``after`` = ">").
+
+        An entry deleted while still pending comes back without its fields. It has nothing left
+        to deliver, so it is acknowledged here: left pending, a page of such entries would read
+        as the end of our pending entries, and the live ones after it would wait for a restart.
+        """
+        while True:
+            with translated("reading the outbox"):
+                reply = await self.client.xreadgroup(
+                    GROUP, self.consumer, {self.key: after}, count=count, block=block_ms
+                )
+            if not reply:
+                return []
+            entries = reply[0][1]
+            live = [
+                (entry_id, Message.from_fields(fields)) for entry_id, fields in entries if fields
+            ]
+            gone = [entry_id for entry_id, fields in entries if not fields]
+            if not gone:
+                return live
+            with translated("acknowledging deleted entries"):
+                await self.client.xack(self.key, GROUP, *gone)
+            if live:
+                return live
+            # A page of deleted entries only: they are no longer pending, so the same cursor
+            # now reads the ones after them.
 
     @staticmethod
     async def read_new(
