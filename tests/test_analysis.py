@@ -1,10 +1,26 @@
 from __future__ import annotations
 
+import string
+import unicodedata
+
 import pytest
+import regex
+import Stemmer
 from hypothesis import given
 from hypothesis import strategies as st
 
+from wordcast import analysis
 from wordcast.analysis import MAX_TOKEN_CHARS, STOP_WORDS, Analyzer, analyze
+
+_STEMMER = Stemmer.Stemmer("porter")
+
+
+def _reference_terms(text: str) -> frozenset[str]:
+    """The pipeline of the module docstring, step by step, with no shortcut and no memory."""
+    folded = unicodedata.normalize("NFKC", text).casefold()
+    tokens = regex.findall(r"[\p{L}\p{M}\p{N}]+", folded)
+    kept = [t for t in tokens if 1 < len(t) <= MAX_TOKEN_CHARS and t not in STOP_WORDS]
+    return frozenset(_STEMMER.stemWords(kept))
 
 
 def test_stemming_makes_inflections_meet() -> None:
@@ -67,3 +83,32 @@ def test_analysis_of_a_concatenation_is_the_union(words: list[str]) -> None:
     joined = " ".join(words)
     union: frozenset[str] = frozenset().union(*(analyze(w) for w in words))
     assert analyze(joined) == union
+
+
+_ASCII_TEXT = st.text(alphabet=string.printable, max_size=300)
+_WORDY_TEXT = st.lists(
+    st.sampled_from(
+        ["The", "RUNNING", "runs", "x", "Ünïcode", "ﬁle", "Straße", "v3.11", "a-b", "数据"]
+    ),
+    max_size=20,
+).map(" ".join)
+
+
+@given(st.one_of(st.text(max_size=300), _ASCII_TEXT, _WORDY_TEXT))
+def test_terms_are_the_documented_pipeline(text: str) -> None:
+    """The ASCII shortcut and the remembered terms change nothing: a fresh analyser, one that
+    has seen the text before, and the shared one all agree with the plain pipeline."""
+    expected = _reference_terms(text)
+    analyzer = Analyzer()
+    assert analyzer.terms(text) == expected
+    assert analyzer.terms(text) == expected
+    assert analyze(text) == expected
+
+
+def test_remembered_terms_stay_bounded_and_correct(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(analysis, "STEM_CACHE_WORDS", 50)
+    analyzer = Analyzer()
+    texts = [f"running{k} houses{k % 7} the cats" for k in range(200)]
+    for text in texts + texts:
+        assert analyzer.terms(text) == _reference_terms(text)
+        assert len(analyzer._term_of) <= 50
