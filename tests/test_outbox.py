@@ -16,6 +16,7 @@ from wordcast.netguard import AddressPolicy
 from wordcast.outbox import GROUP, Acknowledgements, Message, Outbox, webhook_id
 from wordcast.services.matcher import dispatcher as dispatcher_module
 from wordcast.services.matcher.dispatcher import Dispatcher
+from wordcast.services.matcher.settings import MatcherSettings
 from wordcast.store import Subscription, SubscriptionStore, connect
 
 from .conftest import Receiver
@@ -183,6 +184,62 @@ def test_a_dispatcher_delivers_every_matchers_outbox_its_own_pending_entries_inc
         await client.aclose()
 
     asyncio.run(scenario())
+
+
+def test_messages_a_removed_matcher_had_taken_are_taken_over_once_stale(
+    redis_url: str, namespace: str, receiver: Receiver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Matcher 7 took ten entries of matcher 1's outbox and was removed for good: no successor
+    reads its pending entries, so matcher 0's dispatcher takes them over once they are stale,
+    and not before."""
+    monkeypatch.setattr(dispatcher_module, "TAKE_OVER_EVERY_SECONDS", 0.1)
+
+    async def scenario() -> None:
+        client = connect(redis_url)
+        store = SubscriptionStore(client, namespace)
+        await store.add(
+            Subscription("id0", "a b", ("a", "b"), receiver.hook, 1, secret="whsec_" + "QUJD" * 6)
+        )
+        theirs = Outbox(client, namespace, 1)
+        await theirs.ensure_group()
+        messages = [_delivery(1000 + k, receiver.hook, 1) for k in range(30)]
+        await theirs.put(messages)
+        removed = Outbox(client, namespace, 1, reader=7)
+        taken = await removed.read(">", 10, None)
+        assert len(taken) == 10
+        # Fresh entries of a consumer that may be alive are left alone.
+        assert await Outbox(client, namespace, 1, reader=0).take_over_stale(60, 100) == []
+        dispatcher = Dispatcher(
+            Outbox(client, namespace, 0),
+            store,
+            concurrency=8,
+            attempts=3,
+            timeout_s=5,
+            backoff_s=0.05,
+            max_backoff_s=0.2,
+            address_policy=AddressPolicy.from_entries(["127.0.0.0/8"]),
+            take_over_after_s=0.5,
+        )
+        running = asyncio.create_task(dispatcher.run())
+        deadline = time.monotonic() + 20
+        while (await theirs.depth() or dispatcher.in_flight) and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        running.cancel()
+        await dispatcher.close()
+        assert await theirs.depth() == 0
+        assert (await client.xpending(theirs.key, GROUP))["pending"] == 0
+        got = httpx.get(f"{receiver.url}/deliveries", timeout=10).json()["webhook_ids"]
+        assert {m.webhook_id for m in messages} <= set(got)
+        await client.aclose()
+
+    asyncio.run(scenario())
+
+
+def test_taking_over_sooner_than_a_delivery_can_last_is_refused() -> None:
+    settings = MatcherSettings(ordinal=0)
+    assert settings.delivery_take_over_after_s > settings.longest_delivery_s
+    with pytest.raises(ValueError, match="longest a delivery can take"):
+        MatcherSettings(ordinal=0, delivery_take_over_after_s=settings.longest_delivery_s)
 
 
 def test_the_dispatchers_secret_cache_forgets_subscriptions_not_seen_lately(

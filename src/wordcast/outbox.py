@@ -7,7 +7,9 @@ Keys (under the namespace):
                         delivery work is shared whichever matcher found the matches. An entry is
                         acknowledged and deleted only after a 2xx (or once it is dead-lettered), so
                         a matcher that crashes leaves the entries it took, from any outbox, pending
-                        for the consumer of the same name, its successor, which delivers them first.
+                        for the consumer of the same name, its successor, which delivers them first;
+                        entries left pending far longer than any delivery takes (a matcher removed
+                        for good) are taken over by another consumer.
 ``{ns}:outboxes``       set of the matcher ordinals whose outbox exists, for the dispatchers to read.
 ``{ns}:dead:{tenant}``  stream of the messages given up on, for the owner to read and replay.
 
@@ -168,6 +170,20 @@ class Outbox:
                 return live
             # A page of deleted entries only: they are no longer pending, so the same cursor
             # now reads the ones after them.
+
+    async def take_over_stale(self, idle_s: float, count: int) -> list[tuple[str, Message]]:
+        """Up to ``count`` entries that some consumer took ``idle_s`` seconds ago or more and
+        never finished, now ours: a matcher removed for good (or hung) leaves them pending.
+
+        The oldest come first, as the pending list is in entry order, and orphans are older than
+        the entries live consumers are working on.
+        """
+        with translated("taking over stale outbox entries"):
+            reply = await self.client.xautoclaim(
+                self.key, GROUP, self.consumer, int(idle_s * 1000), "0-0", count=count
+            )
+        # Entries deleted meanwhile come back empty (Redis 6.2) or apart (7.0, which lets them go).
+        return [(entry_id, Message.from_fields(fields)) for entry_id, fields in reply[1] if fields]
 
     @staticmethod
     async def read_new(

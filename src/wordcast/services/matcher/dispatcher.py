@@ -2,9 +2,11 @@
 
 The matcher records every message in its Redis outbox (:mod:`wordcast.outbox`) before it answers
 the router; this dispatcher reads every matcher's outbox through their consumer groups, its own
-pending entries first (those a crashed predecessor did not finish), and acknowledges an entry only
-after a 2xx. Sharing the outboxes keeps every matcher delivering while any of them has a backlog:
-the matches of a matcher's subscriptions are not its share of the delivery work.
+pending entries first (those a crashed predecessor did not finish), takes over the entries any
+consumer has left pending for longer than a delivery can take (a matcher removed for good), and
+acknowledges an entry only after a 2xx. Sharing the outboxes keeps every matcher delivering while
+any of them has a backlog: the matches of a matcher's subscriptions are not its share of the
+delivery work.
 
 Each message is signed (:mod:`wordcast.signing`) as the Standard Webhooks specification says
 (``webhook-id``, ``webhook-timestamp``, ``webhook-signature``: HMAC-SHA256 over
@@ -51,6 +53,7 @@ SECRET_CACHE_SECONDS = 5.0
 SECRET_CACHE_PRUNE_FROM = 10_000  # entries; stale ones are dropped when the cache doubles past it
 DEPTH_EVERY_SECONDS = 0.2  # how stale the outbox depth (the routers' back-pressure) may be
 OUTBOXES_EVERY_SECONDS = 5.0  # how soon a new matcher's outbox is read by the others
+TAKE_OVER_EVERY_SECONDS = 30.0  # how often entries a vanished consumer left are looked for
 
 
 class Dispatcher:
@@ -65,6 +68,7 @@ class Dispatcher:
         backoff_s: float,
         max_backoff_s: float,
         address_policy: AddressPolicy,
+        take_over_after_s: float = 1800.0,
     ) -> None:
         self._outbox = outbox
         self._store = store
@@ -72,6 +76,7 @@ class Dispatcher:
         self._attempts = attempts
         self._backoff_s = backoff_s
         self._max_backoff_s = max_backoff_s
+        self._take_over_after_s = take_over_after_s
         self._policy = address_policy
         self._client = httpx.AsyncClient(
             timeout=timeout_s,
@@ -119,6 +124,7 @@ class Dispatcher:
                 # are all read.
                 cursors: dict[Outbox, str] = {}
                 looked = -math.inf
+                took_over = time.monotonic()  # at start, our own pending entries come first
                 while True:
                     free = self._concurrency - len(self._tasks)
                     if free < refill:
@@ -128,6 +134,9 @@ class Dispatcher:
                         await self._discover(cursors)
                         looked = time.monotonic()
                     entries = await self._read(cursors, free)
+                    if time.monotonic() - took_over >= TAKE_OVER_EVERY_SECONDS:
+                        entries += await self._take_over(cursors, free - len(entries))
+                        took_over = time.monotonic()
                     for outbox, entry_id, message in entries:
                         if (outbox.key, entry_id) in self._active:
                             continue
@@ -162,6 +171,21 @@ class Dispatcher:
             return [(pending_in, entry_id, message) for entry_id, message in pending]
         per_outbox = -(-free // len(cursors))
         return await Outbox.read_new(list(cursors), per_outbox, 1_000)
+
+    async def _take_over(
+        self, cursors: dict[Outbox, str], free: int
+    ) -> list[tuple[Outbox, str, Message]]:
+        """Entries any consumer left pending for longer than a delivery can take, from every
+        outbox: those of a matcher removed for good, which no successor will read."""
+        taken: list[tuple[Outbox, str, Message]] = []
+        for outbox in cursors:
+            if free - len(taken) <= 0:
+                break
+            stale = await outbox.take_over_stale(self._take_over_after_s, free - len(taken))
+            taken += [(outbox, entry_id, message) for entry_id, message in stale]
+        if taken:
+            log.warning("took over %d entries left pending by another consumer", len(taken))
+        return taken
 
     def _start(self, outbox: Outbox, entry_id: str, message: Message) -> None:
         active = (outbox.key, entry_id)

@@ -54,6 +54,29 @@ class MatcherSettings(ServiceSettings):
         default=0.5, gt=0, description="First retry's backoff ceiling; doubles per attempt."
     )
     delivery_max_backoff_s: float = Field(default=60.0, gt=0)
+    delivery_take_over_after_s: float = Field(
+        default=1800.0,
+        gt=0,
+        description="A message taken by a matcher and not finished for this long (the matcher "
+        "was removed for good) is taken over by another; must exceed the longest delivery.",
+    )
+
+    @property
+    def longest_delivery_s(self) -> float:
+        """Every attempt timing out in each phase (connect, send, answer), with the longest
+        pauses between them: how long a live dispatcher may hold a message at most."""
+        attempts = self.delivery_attempts
+        return attempts * 3 * self.delivery_timeout_s + (attempts - 1) * self.delivery_max_backoff_s
+
+    @model_validator(mode="after")
+    def _take_over_after_the_longest_delivery(self) -> MatcherSettings:
+        if self.delivery_take_over_after_s <= self.longest_delivery_s:
+            raise ValueError(
+                f"delivery_take_over_after_s ({self.delivery_take_over_after_s:g}) must exceed the "
+                f"longest a delivery can take with these settings ({self.longest_delivery_s:g} s), "
+                "or a message still being delivered could be delivered twice"
+            )
+        return self
 
     @model_validator(mode="after")
     def _ordinal_from_hostname(self) -> MatcherSettings:

@@ -98,6 +98,7 @@ class MatcherState:
             backoff_s=settings.delivery_backoff_s,
             max_backoff_s=settings.delivery_max_backoff_s,
             address_policy=settings.address_policy,
+            take_over_after_s=settings.delivery_take_over_after_s,
         )
         self.publications = 0
         self.matches = 0
