@@ -37,6 +37,7 @@ from ...netguard import AddressPolicy, resolve
 from ...outbox import Acknowledgements, Message, Outbox
 from ...signing import Signer, signature_header
 from ...store import SubscriptionStore
+from .connections import Connections
 
 log = logging.getLogger(__name__)
 
@@ -78,25 +79,7 @@ class Dispatcher:
         self._max_backoff_s = max_backoff_s
         self._take_over_after_s = take_over_after_s
         self._policy = address_policy
-        # A client of one connection per delivery slot, not one client of ``concurrency``
-        # connections: httpcore's pool does work in proportion to its connections on every
-        # request (it polls each idle socket, and counts the idle ones for each), so a pool of 64
-        # cost a matcher a fifth of its time, more than the POSTs themselves. One TLS context
-        # serves them all.
-        tls = httpx.create_ssl_context()
-        self._clients = [
-            httpx.AsyncClient(
-                timeout=timeout_s,
-                follow_redirects=False,
-                verify=tls,
-                limits=httpx.Limits(max_connections=1, max_keepalive_connections=1),
-            )
-            for _ in range(concurrency)
-        ]
-        # The last used first, as its connection is the likeliest to be open still.
-        self._idle_clients: asyncio.LifoQueue[httpx.AsyncClient] = asyncio.LifoQueue()
-        for client in self._clients:
-            self._idle_clients.put_nowait(client)
+        self._connections = Connections(concurrency, timeout_s)
         self._acks: dict[str, Acknowledgements] = {}  # per outbox read
         self._tasks: set[asyncio.Task[None]] = set()
         self._active: set[tuple[str, str]] = set()  # (outbox, entry) a task of ours delivers
@@ -117,8 +100,7 @@ class Dispatcher:
         await asyncio.gather(*self._tasks, return_exceptions=True)
         for acks in self._acks.values():
             await acks.close()
-        for client in self._clients:
-            await client.aclose()
+        await self._connections.aclose()
 
     async def run(self) -> None:
         """Read and deliver until cancelled; survives Redis outages by waiting and retrying.
@@ -300,22 +282,19 @@ class Dispatcher:
             "webhook-signature": signatures,
         }
         extensions = {"sni_hostname": target.host} if target.url.scheme == "https" else {}
-        # A delivery holds a client only while it posts. Reading the outboxes may start a few
-        # more deliveries than ``concurrency`` (each outbox gives its share, rounded up): those
-        # wait here for a client.
-        client = await self._idle_clients.get()
         try:
-            response = await client.post(
-                target.connect_url,
-                content=message.body.encode(),
-                headers=headers,
-                extensions=extensions,
-            )
+            # Reading the outboxes may start a few more deliveries than ``concurrency`` (each
+            # outbox gives its share, rounded up): those wait here for a connection.
+            async with self._connections.client(target) as client:
+                response = await client.post(
+                    target.connect_url,
+                    content=message.body.encode(),
+                    headers=headers,
+                    extensions=extensions,
+                )
         except httpx.HTTPError as exc:
             ATTEMPTS.labels("network").inc()
             return "retry", f"{type(exc).__name__}: {exc}", None
-        finally:
-            self._idle_clients.put_nowait(client)
         status = response.status_code
         ATTEMPTS.labels("success" if response.is_success else f"http_{status}").inc()
         if response.is_success:
