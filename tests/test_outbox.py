@@ -139,6 +139,38 @@ def _delivery(k: int, hook: str, subs: int) -> Message:
     return Message(tuple(s for s, _ in pairs), "", hook, webhook_id(pairs), body, subs, time.time())
 
 
+def _local_dispatcher(outbox: Outbox, store: SubscriptionStore, **settings: float) -> Dispatcher:
+    """A dispatcher with quick retries, allowed to deliver to this machine's receiver."""
+    return Dispatcher(
+        outbox,
+        store,
+        concurrency=8,
+        attempts=3,
+        timeout_s=5,
+        backoff_s=0.05,
+        max_backoff_s=0.2,
+        address_policy=AddressPolicy.from_entries(["127.0.0.0/8"]),
+        **settings,
+    )
+
+
+async def _deliver_all(
+    dispatcher: Dispatcher, outbox: Outbox, messages: list[Message], receiver: Receiver
+) -> None:
+    """Run ``dispatcher`` until ``outbox`` is empty (20 s at most): every message reached the
+    receiver, and nothing is left in the stream or pending."""
+    running = asyncio.create_task(dispatcher.run())
+    deadline = time.monotonic() + 20
+    while (await outbox.depth() or dispatcher.in_flight) and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
+    running.cancel()
+    await dispatcher.close()
+    assert await outbox.depth() == 0
+    assert (await outbox.client.xpending(outbox.key, GROUP))["pending"] == 0
+    got = httpx.get(f"{receiver.url}/deliveries", timeout=10).json()["webhook_ids"]
+    assert {m.webhook_id for m in messages} <= set(got)
+
+
 def test_a_dispatcher_delivers_every_matchers_outbox_its_own_pending_entries_included(
     redis_url: str, namespace: str, receiver: Receiver
 ) -> None:
@@ -161,26 +193,8 @@ def test_a_dispatcher_delivers_every_matchers_outbox_its_own_pending_entries_inc
         # A predecessor of dispatcher 0 took ten of matcher 1's entries and died with them.
         taken = await Outbox(client, namespace, 1, reader=0).read(">", 10, None)
         assert len(taken) == 10
-        dispatcher = Dispatcher(
-            ours,
-            store,
-            concurrency=8,
-            attempts=3,
-            timeout_s=5,
-            backoff_s=0.05,
-            max_backoff_s=0.2,
-            address_policy=AddressPolicy.from_entries(["127.0.0.0/8"]),
-        )
-        running = asyncio.create_task(dispatcher.run())
-        deadline = time.monotonic() + 20
-        while (await theirs.depth() or dispatcher.in_flight) and time.monotonic() < deadline:
-            await asyncio.sleep(0.05)
-        running.cancel()
-        await dispatcher.close()
-        assert await theirs.depth() == 0
-        assert (await client.xpending(theirs.key, GROUP))["pending"] == 0
-        got = httpx.get(f"{receiver.url}/deliveries", timeout=10).json()["webhook_ids"]
-        assert {m.webhook_id for m in messages} <= set(got)
+        dispatcher = _local_dispatcher(ours, store)
+        await _deliver_all(dispatcher, theirs, messages, receiver)
         await client.aclose()
 
     asyncio.run(scenario())
@@ -209,27 +223,8 @@ def test_messages_a_removed_matcher_had_taken_are_taken_over_once_stale(
         assert len(taken) == 10
         # Fresh entries of a consumer that may be alive are left alone.
         assert await Outbox(client, namespace, 1, reader=0).take_over_stale(60, 100) == []
-        dispatcher = Dispatcher(
-            Outbox(client, namespace, 0),
-            store,
-            concurrency=8,
-            attempts=3,
-            timeout_s=5,
-            backoff_s=0.05,
-            max_backoff_s=0.2,
-            address_policy=AddressPolicy.from_entries(["127.0.0.0/8"]),
-            take_over_after_s=0.5,
-        )
-        running = asyncio.create_task(dispatcher.run())
-        deadline = time.monotonic() + 20
-        while (await theirs.depth() or dispatcher.in_flight) and time.monotonic() < deadline:
-            await asyncio.sleep(0.05)
-        running.cancel()
-        await dispatcher.close()
-        assert await theirs.depth() == 0
-        assert (await client.xpending(theirs.key, GROUP))["pending"] == 0
-        got = httpx.get(f"{receiver.url}/deliveries", timeout=10).json()["webhook_ids"]
-        assert {m.webhook_id for m in messages} <= set(got)
+        dispatcher = _local_dispatcher(Outbox(client, namespace, 0), store, take_over_after_s=0.5)
+        await _deliver_all(dispatcher, theirs, messages, receiver)
         await client.aclose()
 
     asyncio.run(scenario())
