@@ -139,18 +139,20 @@ def _delivery(k: int, hook: str, subs: int) -> Message:
     return Message(tuple(s for s, _ in pairs), "", hook, webhook_id(pairs), body, subs, time.time())
 
 
-def _local_dispatcher(outbox: Outbox, store: SubscriptionStore, **settings: float) -> Dispatcher:
+def _local_dispatcher(outbox: Outbox, store: SubscriptionStore, **changes: float) -> Dispatcher:
     """A dispatcher with quick retries, allowed to deliver to this machine's receiver."""
+    settings: dict[str, float] = {
+        "concurrency": 8,
+        "attempts": 3,
+        "timeout_s": 5,
+        "backoff_s": 0.05,
+        "max_backoff_s": 0.2,
+    }
     return Dispatcher(
         outbox,
         store,
-        concurrency=8,
-        attempts=3,
-        timeout_s=5,
-        backoff_s=0.05,
-        max_backoff_s=0.2,
         address_policy=AddressPolicy.from_entries(["127.0.0.0/8"]),
-        **settings,
+        **(settings | changes),  # type: ignore[arg-type]
     )
 
 
@@ -225,6 +227,53 @@ def test_messages_a_removed_matcher_had_taken_are_taken_over_once_stale(
         assert await Outbox(client, namespace, 1, reader=0).take_over_stale(60, 100) == []
         dispatcher = _local_dispatcher(Outbox(client, namespace, 0), store, take_over_after_s=0.5)
         await _deliver_all(dispatcher, theirs, messages, receiver)
+        await client.aclose()
+
+    asyncio.run(scenario())
+
+
+def test_an_attempt_ends_at_its_deadline_when_the_receiver_answers_a_byte_at_a_time(
+    redis_url: str, namespace: str
+) -> None:
+    """Each byte comes well within the timeout, so only the attempt's deadline ends it: the
+    message is retried and dead-lettered instead of holding its slot for ever."""
+
+    async def dribble(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: 1000000\r\n\r\n")
+        try:
+            while True:
+                writer.write(b"x")
+                await writer.drain()
+                await asyncio.sleep(0.05)
+        except (ConnectionError, OSError):
+            pass
+
+    async def scenario() -> None:
+        server = await asyncio.start_server(dribble, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        client = connect(redis_url)
+        store = SubscriptionStore(client, namespace)
+        hook = f"http://127.0.0.1:{port}/hook"
+        await store.add(
+            Subscription("id0", "a b", ("a", "b"), hook, 0, secret="whsec_" + "QUJD" * 6)
+        )
+        outbox = Outbox(client, namespace, 0)
+        await outbox.ensure_group()
+        await outbox.put([_delivery(0, hook, 1)])
+        # A deadline of 0.6 s; a byte every 0.05 s never trips the 0.2 s timeout.
+        dispatcher = _local_dispatcher(outbox, store, attempts=2, timeout_s=0.2)
+        running = asyncio.create_task(dispatcher.run())
+        started = time.monotonic()
+        while not await client.xlen(outbox.dead_key("")) and time.monotonic() - started < 10:
+            await asyncio.sleep(0.05)
+        running.cancel()
+        await dispatcher.close()
+        server.close()
+        [(_, letter)] = await client.xrange(outbox.dead_key(""))
+        assert "the attempt took over 0.6 s" in letter["reason"]
+        assert letter["attempts"] == "2"
+        assert time.monotonic() - started < 5
         await client.aclose()
 
     asyncio.run(scenario())

@@ -55,6 +55,7 @@ SECRET_CACHE_PRUNE_FROM = 10_000  # entries; stale ones are dropped when the cac
 DEPTH_EVERY_SECONDS = 0.2  # how stale the outbox depth (the routers' back-pressure) may be
 OUTBOXES_EVERY_SECONDS = 5.0  # how soon a new matcher's outbox is read by the others
 TAKE_OVER_EVERY_SECONDS = 30.0  # how often entries a vanished consumer left are looked for
+ATTEMPT_TIMEOUTS = 3  # an attempt's deadline, in delivery timeouts (resolve, connect, exchange)
 
 
 class Dispatcher:
@@ -80,6 +81,9 @@ class Dispatcher:
         self._take_over_after_s = take_over_after_s
         self._policy = address_policy
         self._connections = Connections(concurrency, timeout_s)
+        # httpx's timeout bounds each wait for the network, not the exchange: a receiver that
+        # answers a byte at a time could hold a slot for ever, and outlast the take-over bound.
+        self._attempt_deadline_s = ATTEMPT_TIMEOUTS * timeout_s
         self._acks: dict[str, Acknowledgements] = {}  # per outbox read
         self._tasks: set[asyncio.Task[None]] = set()
         self._active: set[tuple[str, str]] = set()  # (outbox, entry) a task of ours delivers
@@ -228,9 +232,14 @@ class Dispatcher:
         while True:
             attempt += 1
             try:
-                outcome, reason, wait = await self._attempt(message)
+                async with asyncio.timeout(self._attempt_deadline_s):
+                    outcome, reason, wait = await self._attempt(message)
             except StoreUnavailable as exc:
                 outcome, reason, wait = "retry", str(exc), None
+            except TimeoutError:
+                ATTEMPTS.labels("deadline").inc()
+                outcome, reason = "retry", f"the attempt took over {self._attempt_deadline_s:g} s"
+                wait = None
             try:
                 if outcome == "delivered":
                     await acks.ack(entry_id)

@@ -9,6 +9,7 @@ from pydantic import Field, model_validator
 from pydantic_settings import SettingsConfigDict
 
 from ..common import ServiceSettings
+from .dispatcher import ATTEMPT_TIMEOUTS
 
 
 class MatcherSettings(ServiceSettings):
@@ -63,10 +64,11 @@ class MatcherSettings(ServiceSettings):
 
     @property
     def longest_delivery_s(self) -> float:
-        """Every attempt timing out in each phase (connect, send, answer), with the longest
-        pauses between them: how long a live dispatcher may hold a message at most."""
+        """Every attempt reaching its deadline, with the longest pauses between them: how long
+        a live dispatcher may hold a message at most."""
         attempts = self.delivery_attempts
-        return attempts * 3 * self.delivery_timeout_s + (attempts - 1) * self.delivery_max_backoff_s
+        deadline = ATTEMPT_TIMEOUTS * self.delivery_timeout_s
+        return attempts * deadline + (attempts - 1) * self.delivery_max_backoff_s
 
     @model_validator(mode="after")
     def _take_over_after_the_longest_delivery(self) -> MatcherSettings:
