@@ -9,6 +9,7 @@ import time
 import httpx
 import orjson
 import pytest
+from prometheus_client import REGISTRY
 from standardwebhooks import Webhook
 
 from wordcast.errors import StoreUnavailable
@@ -226,7 +227,9 @@ def test_messages_a_removed_matcher_had_taken_are_taken_over_once_stale(
         # Fresh entries of a consumer that may be alive are left alone.
         assert await Outbox(client, namespace, 1, reader=0).take_over_stale(60, 100) == []
         dispatcher = _local_dispatcher(Outbox(client, namespace, 0), store, take_over_after_s=0.5)
+        before = REGISTRY.get_sample_value("wordcast_deliveries_taken_over_total") or 0.0
         await _deliver_all(dispatcher, theirs, messages, receiver)
+        assert REGISTRY.get_sample_value("wordcast_deliveries_taken_over_total") == before + 10
         await client.aclose()
 
     asyncio.run(scenario())

@@ -44,6 +44,9 @@ log = logging.getLogger(__name__)
 DELIVERED = Counter("wordcast_matches_delivered", "Matches a webhook acknowledged with a 2xx")
 FAILED = Counter("wordcast_deliveries_failed", "Messages given up on", ["reason"])
 ATTEMPTS = Counter("wordcast_delivery_attempts", "Webhook POSTs made", ["outcome"])
+TAKEN_OVER = Counter(
+    "wordcast_deliveries_taken_over", "Messages taken over from a consumer that left them pending"
+)
 OUTBOX_DEPTH = Gauge("wordcast_outbox_depth", "Messages recorded and not yet acknowledged")
 LAG = Histogram(
     "wordcast_delivery_lag_seconds",
@@ -185,6 +188,7 @@ class Dispatcher:
             stale = await outbox.take_over_stale(self._take_over_after_s, free - len(taken))
             taken += [(outbox, entry_id, message) for entry_id, message in stale]
         if taken:
+            TAKEN_OVER.inc(len(taken))
             log.warning("took over %d entries left pending by another consumer", len(taken))
         return taken
 
