@@ -126,7 +126,7 @@ def test_signing_secrets_of_several_subscriptions_in_one_read(
             "id2": ["whsec_newer"],
             "gone": None,
         }
-        assert await store.signing_secrets("id1") == found["id1"]
+        assert await store.signing_secrets_of(["id1"]) == {"id1": found["id1"]}
         await client.aclose()
 
     asyncio.run(scenario())

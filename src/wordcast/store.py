@@ -449,12 +449,9 @@ class SubscriptionStore:
         if not done:
             raise NotFound(f"no subscription with id {sub_id!r}")
 
-    async def signing_secrets(self, sub_id: str) -> list[str] | None:
-        """The secrets to sign a subscription's messages with now (None: it no longer exists)."""
-        return (await self.signing_secrets_of([sub_id]))[sub_id]
-
     async def signing_secrets_of(self, sub_ids: Iterable[str]) -> dict[str, list[str] | None]:
-        """:meth:`signing_secrets` of several subscriptions, in one round trip."""
+        """The secrets to sign each subscription's messages with now, the previous one too during
+        its grace period (None: the subscription no longer exists), in one round trip."""
         ids = list(dict.fromkeys(sub_ids))
         pipe = self.client.pipeline(transaction=False)
         for sub_id in ids:
