@@ -158,9 +158,7 @@ class Outbox:
             if not reply:
                 return []
             entries = reply[0][1]
-            live = [
-                (entry_id, Message.from_fields(fields)) for entry_id, fields in entries if fields
-            ]
+            live = _live(entries)
             gone = [entry_id for entry_id, fields in entries if not fields]
             if not gone:
                 return live
@@ -183,7 +181,7 @@ class Outbox:
                 self.key, GROUP, self.consumer, int(idle_s * 1000), "0-0", count=count
             )
         # Entries deleted meanwhile come back empty (Redis 6.2) or apart (7.0, which lets them go).
-        return [(entry_id, Message.from_fields(fields)) for entry_id, fields in reply[1] if fields]
+        return _live(reply[1])
 
     @staticmethod
     async def read_new(
@@ -197,10 +195,9 @@ class Outbox:
                 GROUP, consumer, dict.fromkeys(by_key, ">"), count=count, block=block_ms
             )
         return [
-            (by_key[key], entry_id, Message.from_fields(fields))
+            (by_key[key], entry_id, message)
             for key, entries in reply or []
-            for entry_id, fields in entries
-            if fields
+            for entry_id, message in _live(entries)
         ]
 
     async def ack(self, entry_ids: Sequence[str]) -> None:
@@ -226,6 +223,11 @@ class Outbox:
         pipe.xdel(self.key, entry_id)
         with translated("dead-lettering a delivery"):
             await pipe.execute()
+
+
+def _live(entries: Sequence[tuple[str, dict[str, str] | None]]) -> list[tuple[str, Message]]:
+    """The messages of stream entries as Redis returns them, without the deleted ones (no fields)."""
+    return [(entry_id, Message.from_fields(fields)) for entry_id, fields in entries if fields]
 
 
 class Acknowledgements:

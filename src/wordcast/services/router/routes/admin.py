@@ -9,13 +9,20 @@ from ....schemas import ERRORS, TenantIn, TenantKey
 from ...common import OrjsonRoute
 from ..deps import Admin, ReadyState
 
-router = APIRouter(
-    prefix="/admin",
-    tags=["admin"],
-    dependencies=[Admin],
-    responses=ERRORS,
-    route_class=OrjsonRoute,
-)
+
+def admin_router(prefix: str) -> APIRouter:
+    """A router every route of which needs the admin token: made here, so no admin route can be
+    added without that check."""
+    return APIRouter(
+        prefix=prefix,
+        tags=["admin"],
+        dependencies=[Admin],
+        responses=ERRORS,
+        route_class=OrjsonRoute,
+    )
+
+
+router = admin_router("/admin")
 
 
 @router.post("/tenants", status_code=201, response_model=TenantKey)

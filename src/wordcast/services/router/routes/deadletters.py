@@ -11,18 +11,13 @@ from ....errors import NotFound, StoreUnavailable
 from ....outbox import DeadLetter, is_stream_id
 from ....schemas import ERRORS, DeadLetterOut, DeadLetterPage
 from ...common import OrjsonRoute
-from ..deps import Admin, ReadyState, Tenant
+from ..deps import ReadyState, Tenant
+from .admin import admin_router
 
 router = APIRouter(
     prefix="/deadletters", tags=["dead letters"], responses=ERRORS, route_class=OrjsonRoute
 )
-admin = APIRouter(
-    prefix="/admin/deadletters",
-    tags=["admin"],
-    dependencies=[Admin],
-    responses=ERRORS,
-    route_class=OrjsonRoute,
-)
+admin = admin_router("/admin/deadletters")
 
 StreamId = Annotated[str, Path(pattern=r"^\d{1,20}-\d{1,20}$")]
 After = Annotated[str | None, Query(pattern=r"^\d{1,20}-\d{1,20}$")]
