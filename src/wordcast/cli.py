@@ -235,6 +235,17 @@ def cmd_status(args: argparse.Namespace) -> int:
     )
     for matcher, load in enumerate(mapping["loads"]):
         print(f"  matcher-{matcher}: {load:,} publications")
+    shedding = stats.get("shedding") or {"strategy": "off"}
+    if shedding["strategy"] == "off":
+        print("load shedding: off")
+    else:
+        limit = shedding["threshold"]
+        print(
+            f"load shedding ({shedding['strategy']}): level {shedding['level']} of "
+            f"{shedding['max_level']} ({'no limit' if limit is None else f'at most {limit:g}'} "
+            f"matchers per publication), {shedding['in_flight']:,} of {shedding['buffer']:,} "
+            f"publications in flight, {shedding['shed_copies']:,} copies shed"
+        )
     return 0
 
 

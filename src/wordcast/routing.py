@@ -138,3 +138,21 @@ def route(
         else:
             targets.add(mapping(term))
     return targets, drawn
+
+
+def word_votes(
+    terms: Iterable[str],
+    subscribed: Collection[str],
+    mapping: HashMapping,
+    drawn: Mapping[str, int],
+) -> dict[int, int]:
+    """How many of a publication's subscribed words map to each matcher of K(P, M), with the hot
+    words' drawn copies (consensus shedding, S³-TM §5.2.1)."""
+    votes: dict[int, int] = {}
+    for term in terms:
+        if term not in subscribed:
+            continue
+        copy = drawn.get(term)
+        matcher = mapping(term if copy is None else copy_name(term, copy))
+        votes[matcher] = votes.get(matcher, 0) + 1
+    return votes

@@ -29,6 +29,7 @@ def create_app(settings: RouterSettings | None = None) -> FastAPI:
                 in_background(state.follower.run(), "events"),
                 in_background(state.watch_mappings(), "mappings"),
                 in_background(state.report_versions(), "version reports"),
+                in_background(state.shedder.run(), "load shedding"),
             ):
                 yield
         finally:

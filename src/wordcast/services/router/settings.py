@@ -67,6 +67,31 @@ class RouterSettings(ServiceSettings):
         ge=1_000,
         description="Publications a tenant may send at once above the rate (at least one batch).",
     )
+    shedding: Literal["off", "consensus", "subscription"] = Field(
+        default="off",
+        description="Load shedding under overload (S³-TM §5.2): off, or which of a publication's "
+        "matchers an overloaded router keeps, those most of its words map to (consensus) or those "
+        "with the most subscriptions on its words (subscription). Shedding loses matches.",
+    )
+    shed_buffer: int = Field(
+        default=20_000,
+        ge=1,
+        description="b: publications in flight in this router (routed, not yet accepted by the "
+        "matchers) from which it counts as overloaded and sheds more.",
+    )
+    shed_k: float = Field(
+        default=7.0, ge=1, description="Most matchers per publication at shedding level 1."
+    )
+    shed_step: float = Field(
+        default=1.0,
+        gt=0,
+        description="Δ: how much that limit falls per further level (below 1, the last matcher "
+        "is kept with a probability).",
+    )
+    shed_period_s: float = Field(default=1.0, gt=0, description="How often the level adapts.")
+    shed_word_maps_s: float = Field(
+        default=10.0, gt=0, description="How often subscription shedding re-reads the word maps."
+    )
     secret_grace_s: float = Field(
         default=24 * 3600.0,
         ge=0,

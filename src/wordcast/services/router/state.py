@@ -61,6 +61,7 @@ from ...placement import candidates, plan
 from ...ratelimit import RateLimiter
 from ...routing import HashMapping, route
 from ...store import EventFollower, Subscription, SubscriptionEvent, SubscriptionStore
+from .overload import LoadShedder
 from .settings import DEVELOPMENT_API_KEY, RouterSettings
 
 log = logging.getLogger(__name__)
@@ -162,6 +163,7 @@ class RouterState:
         self.address_policy = settings.address_policy
         self._known_keys: dict[str, tuple[str, float]] = {}  # key hash -> (tenant, checked at)
         self.dead_letters = DeadLetters(store.client, store.ns)
+        self.shedder = LoadShedder(settings, len(self.matcher_urls), store)
         self.rate_limiter = RateLimiter(
             store.client, store.ns, settings.publications_per_second, settings.publication_burst
         )
@@ -497,6 +499,7 @@ class RouterState:
         version = mapping.version
         randrange = self._random.randrange
         anchors = self.anchors
+        shedder = self.shedder
         terms_of = self.analyzer.terms
         rate, draw = self.settings.publication_log_rate, self._random.random
         sampled: list[tuple[float, frozenset[str]]] = []
@@ -508,6 +511,8 @@ class RouterState:
             if rate and terms and draw() < rate:
                 sampled.append((now, terms))
             targets, drawn = route(terms, subscribed, mapping, randrange)
+            if shedder.enabled and targets:
+                targets = shedder.cut(targets, terms, subscribed, mapping, drawn)
             pattern_targets = anchors.targets(normalise(text)) if len(anchors) else set()
             if not targets and not pattern_targets:
                 continue
@@ -521,6 +526,7 @@ class RouterState:
                 for matcher in pattern_targets:
                     per_matcher.setdefault(matcher, []).append(flagged)
         self._in_flight[version] += 1
+        shedder.in_flight += len(ids)
         try:
             await asyncio.gather(
                 *(self._send(m, version, batch) for m, batch in per_matcher.items()),
@@ -528,6 +534,7 @@ class RouterState:
             )
         finally:
             self._in_flight[version] -= 1
+            shedder.in_flight -= len(ids)
         PUBLICATIONS.inc(len(ids))
         ROUTED.inc(sum(len(batch) for batch in per_matcher.values()))
         if self.routing_stats.version == version:

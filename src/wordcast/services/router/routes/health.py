@@ -31,6 +31,7 @@ async def stats(state: State) -> dict[str, Any]:
             "window": list(state.view.window),
             "active": state.view.active.version,
         },
+        "shedding": state.shedder.figures(),
         "subscribed_words": len(state.subscribed),
         "event_position": state.follower.position,
     }
