@@ -28,7 +28,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -108,6 +110,56 @@ def learn(algorithm: str, training: Sequence[Post], matchers: int, network: Any)
     return LearnedMapping(1, matchers, partition(algorithm, frequencies, pairs, matchers))
 
 
+@dataclass
+class Deployment:
+    """Subscriptions placed on a cluster by LASP, each matcher's tries, and its word map H(i)."""
+
+    placer: Placer
+    tries: list[Trie[str]]
+    # A multicast subscription (only hot words, §5.1) serves just the posts whose drawn copy of its
+    # least frequent hot word the matcher holds: such subscriptions sit in a trie per hot word and
+    # copies served, met only by those posts, so no match needs filtering afterwards.
+    multicast: list[dict[str, dict[frozenset[int], Trie[str]]]]
+    word_counts: list[Counter[str]]
+    subscribed: set[str]
+
+    def meets(self, matcher: int, drawn: dict[str, int]) -> list[Trie[str]]:
+        """The tries a post routed to ``matcher`` meets there: the matcher's own, and the
+        multicast tries of the copies the post drew and the matcher serves."""
+        hot_tries = self.multicast[matcher]
+        meets = [self.tries[matcher]]
+        meets += [
+            hot_trie
+            for word, copy in drawn.items()
+            for served, hot_trie in hot_tries.get(word, {}).items()
+            if copy in served
+        ]
+        return meets
+
+
+def deploy(mapping: HashMapping, subs: Sequence[Post], cost: LinearCost) -> Deployment:
+    n = mapping.matchers
+    placer = Placer(n, cost)
+    tries: list[Trie[str]] = [Trie() for _ in range(n)]
+    multicast: list[dict[str, dict[frozenset[int], Trie[str]]]] = [{} for _ in range(n)]
+    word_counts: list[Counter[str]] = [Counter() for _ in range(n)]
+    for k, terms in enumerate(subs):
+        eligible = eligible_matchers(terms, mapping)
+        if eligible:
+            matcher = placer.place(terms, eligible)
+            placer.add(matcher, terms)
+            tries[matcher].add(str(k), terms)
+            word_counts[matcher].update(terms)
+            continue
+        word, copies = hot_multicast(terms, mapping)
+        for matcher, served in copies.items():
+            placer.add(matcher, terms)
+            by_copies = multicast[matcher].setdefault(word, {})
+            by_copies.setdefault(served, Trie()).add(str(k), terms)
+            word_counts[matcher].update(terms)
+    return Deployment(placer, tries, multicast, word_counts, set().union(*subs))
+
+
 def evaluate(
     mapping: HashMapping,
     subs: Sequence[Post],
@@ -117,41 +169,15 @@ def evaluate(
     passes: int = 3,
 ) -> dict[str, Any]:
     n = mapping.matchers
-    placer = Placer(n, cost)
-    tries: list[Trie[str]] = [Trie() for _ in range(n)]
-    # A multicast subscription (only hot words, §5.1) serves just the posts whose drawn copy of its
-    # least frequent hot word the matcher holds: such subscriptions sit in a trie per hot word and
-    # copies served, met only by those posts, so no match needs filtering afterwards.
-    multicast: list[dict[str, dict[frozenset[int], Trie[str]]]] = [{} for _ in range(n)]
-    for k, terms in enumerate(subs):
-        eligible = eligible_matchers(terms, mapping)
-        if eligible:
-            matcher = placer.place(terms, eligible)
-            placer.add(matcher, terms)
-            tries[matcher].add(str(k), terms)
-            continue
-        word, copies = hot_multicast(terms, mapping)
-        for matcher, served in copies.items():
-            placer.add(matcher, terms)
-            by_copies = multicast[matcher].setdefault(word, {})
-            by_copies.setdefault(served, Trie()).add(str(k), terms)
-    subscribed = set().union(*subs)
+    deployment = deploy(mapping, subs, cost)
+    placer = deployment.placer
     draw = random.Random(seed).randrange
-    # Per matcher, each routed post with the tries it meets there: the matcher's own, and the
-    # multicast tries of the copies the post drew and the matcher serves.
+    # Per matcher, each routed post with the tries it meets there.
     routed: list[list[tuple[Post, list[Trie[str]]]]] = [[] for _ in range(n)]
     for terms in posts:
-        targets, drawn = route(terms, subscribed, mapping, draw)
+        targets, drawn = route(terms, deployment.subscribed, mapping, draw)
         for matcher in targets:
-            hot_tries = multicast[matcher]
-            meets = [tries[matcher]]
-            meets += [
-                hot_trie
-                for word, copy in drawn.items()
-                for served, hot_trie in hot_tries.get(word, {}).items()
-                if copy in served
-            ]
-            routed[matcher].append((terms, meets))
+            routed[matcher].append((terms, deployment.meets(matcher, drawn)))
     seconds = [math.inf] * n
     found = [0] * n
     gc.disable()  # a collection inside one matcher's timing would pass for its matching cost
