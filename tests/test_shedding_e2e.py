@@ -9,6 +9,8 @@ matches, and only publications the router reports as shed may miss any.
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -92,6 +94,13 @@ def test_an_overloaded_router_sheds_copies_and_only_loses_matches(
 
         asyncio.run(publish())
         shedding = httpx.get(f"{url}/stats", timeout=5).json()["shedding"]
+        metrics = httpx.get(f"{url}/metrics", timeout=5).text
+        status = subprocess.run(
+            [sys.executable, "-m", "wordcast", "status", "--router", url],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
         delivered = _settled(cluster, receiver, ids)
         # With nothing in flight the buffer is in its ideal segment: the level comes down again.
         deadline = time.monotonic() + 10
@@ -105,6 +114,11 @@ def test_an_overloaded_router_sheds_copies_and_only_loses_matches(
     assert not invented, f"shedding invented matches, e.g. {sorted(invented)[:5]}"
     assert shedding["strategy"] == strategy and shedding["max_level"] == 2
     assert shedding["shed_copies"] > 100, f"the router hardly shed: {shedding}"
+    assert f"wordcast_router_shed_copies_total {shedding['shed_copies']:.1f}" in metrics
+    assert "wordcast_router_shedding_level" in metrics
+    assert status.returncode == 0, status.stderr
+    assert f"load shedding ({strategy}): level" in status.stdout
+    assert f"{shedding['shed_copies']:,} copies shed" in status.stdout
     missing = expected - got
     assert missing, "copies were shed, yet no match was lost: the workload is too thin to judge"
     single = {(s, p) for s, p in expected if spread[p] == 1}
