@@ -2,8 +2,9 @@
 
 Keyword subscriptions are placed with LASP (S³-TM Alg. 2) among the eligible matchers B(S, M) of
 every mapping version in use (:mod:`wordcast.placement`); routing sends each publication to
-K(P, M) (Eq. 3.1) under the active mapping version, one request per matcher per batch, tagged with
-that version and the hot-word copies drawn (§5.1). A background task follows the mapping versions
+K(P, M) (Eq. 3.1) under the active mapping version (or to fewer of those matchers while the router
+sheds load, :mod:`.overload`), one request per matcher per batch, tagged with that version and the
+hot-word copies drawn (§5.1). A background task follows the mapping versions
 (announcements, plus a periodic check) and, when a new version appears, moves the subscriptions to
 it (:mod:`wordcast.migration`) if no other router is doing so. Another reports, every few seconds,
 the oldest version this router may still route with; a migration retires a version only once no
