@@ -130,6 +130,62 @@ def test_a_valid_subscription_round_trips(api: httpx.Client) -> None:
     assert api.delete(f"/subscriptions/{body['id']}").status_code == 204
 
 
+@pytest.mark.parametrize(("body", "says"), BAD_SUBSCRIPTIONS)
+def test_a_batch_with_one_bad_subscription_is_refused_whole(
+    api: httpx.Client, cluster: RunningCluster, redis_url: str, body: dict[str, Any], says: str
+) -> None:
+    good = {"query": "white house", "callback_url": HOOK}
+    before = _redis_state(redis_url, cluster.namespace)
+    response = api.post("/subscriptions/batch", json={"subscriptions": [good, body, good]})
+    assert response.status_code == 422
+    assert says in response.text
+    # The refusal names the item: in wordcast's message, or in the schema error's location.
+    assert "subscription 1:" in response.text or '"subscriptions",1' in response.text
+    assert _redis_state(redis_url, cluster.namespace) == before
+
+
+@pytest.mark.parametrize(
+    ("body", "says"),
+    [
+        ({"subscriptions": []}, "at least 1 item"),
+        (
+            {"subscriptions": [{"query": "a b", "callback_url": HOOK}] * 1_001},
+            "at most 1000 items",
+        ),
+        ({"subscriptions": [{"query": "white house", "callback_url": HOOK}], "x": 1}, "extra"),
+        ({}, "subscriptions"),
+    ],
+)
+def test_a_bad_batch_is_refused(
+    api: httpx.Client, cluster: RunningCluster, redis_url: str, body: dict[str, Any], says: str
+) -> None:
+    before = _redis_state(redis_url, cluster.namespace)
+    response = api.post("/subscriptions/batch", json=body)
+    assert response.status_code == 422
+    assert says in response.text
+    assert _redis_state(redis_url, cluster.namespace) == before
+
+
+def test_a_batch_registers_every_subscription_in_order(api: httpx.Client) -> None:
+    items = [
+        {"query": "Running White-House", "callback_url": HOOK},
+        {"pattern": "pie*tea", "callback_url": HOOK},
+        {"query": "python packages", "callback_url": HOOK},
+    ]
+    created = api.post("/subscriptions/batch", json={"subscriptions": items})
+    assert created.status_code == 201, created.text
+    subs = created.json()["subscriptions"]
+    assert [s["kind"] for s in subs] == ["keywords", "pattern", "keywords"]
+    assert [s["terms"] for s in subs] == [["hous", "run", "white"], [], ["packag", "python"]]
+    assert subs[1]["pattern"] == "pie*tea" and subs[1]["anchor"] == "pie"
+    assert len({s["id"] for s in subs}) == 3
+    for sub in subs:
+        assert sub["secret"].startswith("whsec_")
+        fetched = api.get(f"/subscriptions/{sub['id']}")
+        assert fetched.status_code == 200 and fetched.json() == sub | {"secret": None}
+        assert api.delete(f"/subscriptions/{sub['id']}").status_code == 204
+
+
 def test_oversized_request_body_is_413(api: httpx.Client) -> None:
     response = api.post(
         "/publications",

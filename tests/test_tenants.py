@@ -12,9 +12,10 @@ import redis
 
 from wordcast.errors import LimitExceeded
 from wordcast.services.router.settings import DEFAULT_ADMIN_TOKEN, RouterSettings
+from wordcast.services.router.state import RouterState
 from wordcast.store import Subscription, SubscriptionStore, connect
 
-from .conftest import RunningCluster
+from .conftest import RunningCluster, extra_router
 
 HOOK = "http://127.0.0.1:9/hook"
 
@@ -127,6 +128,73 @@ def test_subscriptions_per_tenant_are_limited(redis_url: str, namespace: str) ->
         await store.add(sub(4, "t2"), tenant_limit=2)  # another tenant has its own quota
         await store.delete("q1")
         await store.add(sub(3, "t1"), tenant_limit=2)
+        await client.aclose()
+
+    asyncio.run(scenario())
+
+
+def test_a_batch_over_the_quota_stores_nothing(
+    cluster: RunningCluster, redis_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("WORDCAST_CALLBACK_ALLOW", "127.0.0.0/8")  # the hook is on this machine
+    with extra_router(cluster, redis_url, max_subscriptions_per_tenant="3") as url:
+        headers = {"authorization": f"Bearer {_key_for(cluster, 'batcher')}"}
+
+        def batch(*queries: str) -> httpx.Response:
+            body = {"subscriptions": [{"query": q, "callback_url": HOOK} for q in queries]}
+            return httpx.post(f"{url}/subscriptions/batch", json=body, headers=headers, timeout=30)
+
+        assert batch("alpha beta", "gamma delta").status_code == 201
+        refused = batch("epsilon zeta", "eta theta")
+        assert refused.status_code == 422
+        assert "holds 2 subscriptions and the limit is 3" in refused.text
+        assert "nothing was stored" in refused.text
+        listed = httpx.get(f"{url}/subscriptions", headers=headers, timeout=30).json()
+        assert sorted(s["query"] for s in listed["subscriptions"]) == ["alpha beta", "gamma delta"]
+
+
+def test_a_batch_that_fails_halfway_withdraws_what_it_stored(
+    redis_url: str, namespace: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The quota can fill between the batch's check and its last item (another router, another
+    request): what the batch stored before is deleted again, and the error says so."""
+
+    async def scenario() -> None:
+        client = connect(redis_url)
+        store = SubscriptionStore(client, namespace)
+        settings = RouterSettings(
+            environment="development",
+            matcher_urls=["http://127.0.0.1:9", "http://127.0.0.1:9"],  # nobody: syncs fail, logged
+            sync_timeout_s=0.2,
+            max_subscriptions_per_tenant=3,
+            callback_allow=["127.0.0.0/8"],
+        )
+        state = RouterState(settings, store)
+
+        real_count = store.tenant_count
+
+        async def count_then_race(tenant: str) -> int:
+            held = await real_count(tenant)
+            for n in range(2):  # another request fills the quota right after the batch's check
+                await store.add(
+                    Subscription(f"other{n}", "x y", ("x", "y"), HOOK, 0, tenant=tenant), 3
+                )
+            return held
+
+        monkeypatch.setattr(store, "tenant_count", count_then_race)
+        items = [
+            ("query", "alpha beta", HOOK),
+            ("pattern", "abc*def", HOOK),
+            ("query", "gamma", HOOK),
+        ]
+        with pytest.raises(
+            LimitExceeded, match=r"subscription 1: .*the 1 stored before it were withdrawn"
+        ):
+            await state.subscribe_batch(items, "t1")
+        assert await real_count("t1") == 2  # the other request's two, none of the batch
+        assert await store.subscribed_words() == {"x", "y"}
+        assert sum((await store.pattern_loads()).values()) == 0
+        await state.close()
         await client.aclose()
 
     asyncio.run(scenario())

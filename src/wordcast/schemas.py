@@ -49,6 +49,14 @@ class SubscriptionIn(_Strict):
         return self
 
 
+class SubscriptionsIn(_Strict):
+    subscriptions: list[SubscriptionIn] = Field(
+        min_length=1,
+        max_length=limits.MAX_BATCH_SUBSCRIPTIONS,
+        description="Registered in this order; if one is refused, none is.",
+    )
+
+
 class SubscriptionOut(BaseModel):
     id: str
     kind: Literal["keywords", "pattern"]
@@ -87,6 +95,10 @@ class DeadLetterOut(BaseModel):
 class DeadLetterPage(BaseModel):
     dead_letters: list[DeadLetterOut]
     next_after: str | None = Field(description="Pass as after for the next page; null when done.")
+
+
+class SubscriptionsOut(BaseModel):
+    subscriptions: list[SubscriptionOut] = Field(description="In the order they were given.")
 
 
 class SubscriptionPage(BaseModel):

@@ -486,6 +486,11 @@ class SubscriptionStore:
                 total += await self.client.scard(key)
         return total
 
+    async def tenant_count(self, tenant: str) -> int:
+        """How many subscriptions a tenant holds."""
+        with translated("counting a tenant's subscriptions"):
+            return int(await self.client.scard(self.tenant_subs_key(tenant)))
+
     async def subscribed_words(self) -> set[str]:
         with translated("reading the subscribed words"):
             return set(await self.client.hkeys(self.words_key))

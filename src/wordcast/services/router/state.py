@@ -44,6 +44,7 @@ from ...anchors import AnchorIndex
 from ...errors import (
     EmptyQuery,
     InvalidInput,
+    LimitExceeded,
     MappingError,
     MappingUnconfirmed,
     MatcherUnavailable,
@@ -280,6 +281,14 @@ class RouterState:
     async def subscribe(self, query: str, callback_url: str, tenant: str) -> Subscription:
         terms = self.analyse_query(query)
         await resolve(callback_url, self.address_policy)
+        sub, event_id = await self._add_keywords(query, terms, callback_url, tenant)
+        await self._announce(event_id, sub.matchers)
+        return sub
+
+    async def _add_keywords(
+        self, query: str, terms: tuple[str, ...], callback_url: str, tenant: str
+    ) -> tuple[Subscription, str]:
+        """Place a checked keyword subscription with LASP and store it (not yet announced)."""
         for _ in range(5):
             view = self.view
             placements = await self._plan(terms, view)
@@ -307,7 +316,13 @@ class RouterState:
     async def subscribe_pattern(self, source: str, callback_url: str, tenant: str) -> Subscription:
         pattern = parse(source)
         await resolve(callback_url, self.address_policy)
-        anchor = pattern.anchor
+        sub, event_id = await self._add_pattern(source, pattern.anchor, callback_url, tenant)
+        await self._announce(event_id, sub.matchers)
+        return sub
+
+    async def _add_pattern(
+        self, source: str, anchor: str, callback_url: str, tenant: str
+    ) -> tuple[Subscription, str]:
         matcher = self._place_pattern(anchor, await self.store.pattern_loads())
         return await self._store(
             query="",
@@ -319,14 +334,79 @@ class RouterState:
             anchor=anchor,
         )
 
-    async def _store(self, window: str = "0 0", **fields: Any) -> Subscription:
-        """Store a validated, placed subscription under a fresh id and secret; announce it."""
+    async def subscribe_batch(
+        self, items: Sequence[tuple[str, str, str]], tenant: str
+    ) -> list[Subscription]:
+        """Register (kind, query or pattern, callback URL) items, kind "query" or "pattern".
+
+        Every item is analysed and every callback checked before any is stored, so bad input
+        changes nothing. The items are then placed one after another (LASP sees the ones before)
+        and stored, and the matchers concerned catch up once, for the whole batch: a request
+        round trip and a catch-up per subscription were most of the cost of registering many.
+        """
+        checked: list[tuple[str, ...] | str] = []
+        first_use: dict[str, int] = {}
+        for index, (kind, text, callback_url) in enumerate(items):
+            try:
+                checked.append(self.analyse_query(text) if kind == "query" else parse(text).anchor)
+            except InvalidInput as exc:
+                raise InvalidInput(f"subscription {index}: {exc}") from exc
+            first_use.setdefault(callback_url, index)
+        for callback_url, index in first_use.items():
+            try:
+                await resolve(callback_url, self.address_policy)
+            except InvalidInput as exc:
+                raise InvalidInput(f"subscription {index}: {exc}") from exc
+        limit = self.settings.max_subscriptions_per_tenant
+        held = await self.store.tenant_count(tenant)
+        if held + len(items) > limit:
+            raise LimitExceeded(
+                f"tenant {tenant!r} holds {held} subscriptions and the limit is {limit}: "
+                f"{len(items)} more do not fit; nothing was stored"
+            )
+        added: list[tuple[Subscription, str]] = []
+        try:
+            for (_kind, text, callback_url), check in zip(items, checked, strict=True):
+                if isinstance(check, tuple):
+                    added.append(await self._add_keywords(text, check, callback_url, tenant))
+                else:
+                    added.append(await self._add_pattern(text, check, callback_url, tenant))
+                    # The next pattern with this anchor should see which matcher now owns it.
+                    await self.follower.catch_up(until=added[-1][1])
+        except (StoreUnavailable, LimitExceeded) as exc:
+            kept = [sub for sub, _ in added]
+            withdrawn = await self._withdraw(kept)
+            fate = (
+                f"the {len(kept)} stored before it were withdrawn"
+                if withdrawn
+                else f"{len(kept)} were stored before it and could not be withdrawn: "
+                "list your subscriptions"
+            )
+            failure = StoreUnavailable if isinstance(exc, StoreUnavailable) else LimitExceeded
+            raise failure(f"subscription {len(added)}: {exc}; {fate}") from exc
+        matchers = sorted({m for sub, _ in added for m in sub.matchers})
+        await self._announce(added[-1][1], matchers)
+        return [sub for sub, _ in added]
+
+    async def _withdraw(self, subs: Sequence[Subscription]) -> bool:
+        """Delete what a failed batch stored; False if Redis would not let us."""
+        try:
+            events = [(await self.store.delete(sub.id))[1] for sub in subs]
+        except StoreUnavailable as exc:
+            log.error("could not withdraw a failed batch's subscriptions: %s", exc)
+            return False
+        if events:
+            await self._announce(events[-1], sorted({m for s in subs for m in s.matchers}))
+        return True
+
+    async def _store(self, window: str = "0 0", **fields: Any) -> tuple[Subscription, str]:
+        """Store a validated, placed subscription under a fresh id and secret; the caller
+        announces it (once, for a whole batch)."""
         sub = Subscription(
             id=uuid.uuid4().hex, created=time.time(), secret=self.new_secret(), **fields
         )
         event_id = await self.store.add(sub, self.settings.max_subscriptions_per_tenant, window)
-        await self._announce(event_id, sub.matchers)
-        return sub
+        return sub, event_id
 
     def _place_pattern(self, anchor: str, loads: dict[int, int]) -> int:
         """A matcher that already owns the anchor, unless that would unbalance the pattern load.

@@ -5,7 +5,15 @@ from typing import Annotated
 from fastapi import APIRouter, HTTPException, Path, Query
 
 from ....errors import InvalidInput, NotFound, StoreUnavailable
-from ....schemas import ERRORS, SecretOut, SubscriptionIn, SubscriptionOut, SubscriptionPage
+from ....schemas import (
+    ERRORS,
+    SecretOut,
+    SubscriptionIn,
+    SubscriptionOut,
+    SubscriptionPage,
+    SubscriptionsIn,
+    SubscriptionsOut,
+)
 from ....store import Subscription
 from ...common import OrjsonRoute
 from ..deps import ReadyState, Tenant
@@ -54,6 +62,29 @@ async def create_subscription(
     except StoreUnavailable as exc:
         raise HTTPException(503, str(exc)) from exc
     return _out(sub).model_copy(update={"secret": sub.secret})
+
+
+@router.post("/batch", status_code=201, response_model=SubscriptionsOut)
+async def create_subscriptions(
+    body: SubscriptionsIn, state: ReadyState, tenant: Tenant
+) -> SubscriptionsOut:
+    """Register up to 1,000 subscriptions at once; 201 means all are stored and in effect, and
+    a refusal (which names the first bad one by its index) means none was stored."""
+    items = [
+        ("pattern", item.pattern, str(item.callback_url))
+        if item.pattern is not None
+        else ("query", item.query or "", str(item.callback_url))
+        for item in body.subscriptions
+    ]
+    try:
+        subs = await state.subscribe_batch(items, tenant)
+    except InvalidInput as exc:
+        raise HTTPException(422, str(exc)) from exc
+    except StoreUnavailable as exc:
+        raise HTTPException(503, str(exc)) from exc
+    return SubscriptionsOut(
+        subscriptions=[_out(sub).model_copy(update={"secret": sub.secret}) for sub in subs]
+    )
 
 
 @router.get("", response_model=SubscriptionPage)
