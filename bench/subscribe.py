@@ -1,0 +1,104 @@
+"""Registering subscriptions: one request each against ``POST /subscriptions/batch``.
+
+``python -m bench.subscribe`` starts a local cluster (2 matchers) per run and registers keyword
+subscriptions drawn from corpus posts, first one request each, then in batches of 500
+(``RouterClient.subscribe_many``), with 4 and 16 requests in flight. Every run checks that the
+cluster holds exactly the subscriptions it was given. → ``bench/results/subscribe.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import httpx
+
+from wordcast.client import RouterClient
+from wordcast.cluster import Cluster, free_port
+from wordcast.workload import post_queries, sample_posts
+
+from .common import machine, median, write_json
+
+
+async def _one_each(client: RouterClient, queries: Sequence[str], hook: str) -> None:
+    await asyncio.gather(*(client.subscribe(q, hook) for q in queries))
+
+
+async def _batched(client: RouterClient, queries: Sequence[str], hook: str) -> None:
+    await client.subscribe_many(queries, hook, progress=False)
+
+
+async def _timed(
+    router_url: str, concurrency: int, register: Any, queries: Sequence[str], hook: str
+) -> float:
+    async with RouterClient(router_url, concurrency=concurrency) as client:
+        started = time.perf_counter()
+        await register(client, queries, hook)
+        return time.perf_counter() - started
+
+
+def _registered(router_url: str) -> int:
+    """Subscriptions the development tenant holds, counted through the API."""
+    total, cursor = 0, 0
+    with httpx.Client(base_url=router_url, timeout=30) as http:
+        headers = {"authorization": "Bearer wck_development_only"}
+        while True:
+            page = http.get(
+                "/subscriptions", params={"cursor": cursor, "limit": 1000}, headers=headers
+            ).json()
+            total += len(page["subscriptions"])
+            cursor = page["next_cursor"]
+            if not cursor:
+                return total
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    posts = sample_posts(20_000, seed=7)
+    queries = post_queries(posts, args.subscriptions, seed=8, sizes=(2, 2, 3))
+    rows: list[dict[str, Any]] = []
+    for run_no in range(args.runs):
+        for way, register in (("one request each", _one_each), ("batches of 500", _batched)):
+            for concurrency in (4, 16):
+                with Cluster(
+                    matchers=2, port=free_port(), receiver=True, receiver_quiet=True,
+                    log_level="warning", out=lambda line: None,
+                ) as cluster:  # fmt: skip
+                    seconds = asyncio.run(
+                        _timed(
+                            cluster.router_url, concurrency, register, queries, cluster.callback_url
+                        )
+                    )
+                    held = _registered(cluster.router_url)
+                assert held == len(queries), f"{held} registered of {len(queries)}"
+                rate = len(queries) / seconds
+                rows.append({"run": run_no, "way": way, "concurrency": concurrency, "per_s": rate})
+                print(
+                    f"run {run_no + 1}: {way}, {concurrency} in flight: {rate:,.0f}/s", flush=True
+                )
+    summary = {
+        f"{way}, {concurrency} in flight": median(
+            [r["per_s"] for r in rows if r["way"] == way and r["concurrency"] == concurrency]
+        )
+        for way in ("one request each", "batches of 500")
+        for concurrency in (4, 16)
+    }
+    return {"machine": machine(), "parameters": vars(args), "runs": rows, "median_per_s": summary}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--subscriptions", type=int, default=5_000)
+    parser.add_argument("--runs", type=int, default=3)
+    args = parser.parse_args()
+    result = run(args)
+    path = write_json("subscribe", result)
+    for name, rate in result["median_per_s"].items():
+        print(f"  median {name}: {rate:,.0f} subscriptions/s")
+    print(f"results in {path}")
+
+
+if __name__ == "__main__":
+    main()
