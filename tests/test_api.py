@@ -34,6 +34,18 @@ def _redis_state(redis_url: str, namespace: str) -> dict[str, Any]:
 
 HOOK = "http://127.0.0.1:9/hook"
 
+
+def _refused_changing_nothing(
+    api: httpx.Client, cluster: RunningCluster, redis_url: str, path: str, body: Any, says: str
+) -> httpx.Response:
+    before = _redis_state(redis_url, cluster.namespace)
+    response = api.post(path, json=body)
+    assert response.status_code == 422
+    assert says in response.text
+    assert _redis_state(redis_url, cluster.namespace) == before
+    return response
+
+
 BAD_SUBSCRIPTIONS = [
     ({"query": "the and of", "callback_url": HOOK}, "no terms left"),
     ({"query": "😀 !!! ?", "callback_url": HOOK}, "no terms left"),
@@ -66,11 +78,7 @@ BAD_SUBSCRIPTIONS = [
 def test_bad_subscriptions_are_refused_and_store_nothing(
     api: httpx.Client, cluster: RunningCluster, redis_url: str, body: dict[str, Any], says: str
 ) -> None:
-    before = _redis_state(redis_url, cluster.namespace)
-    response = api.post("/subscriptions", json=body)
-    assert response.status_code == 422
-    assert says in response.text
-    assert _redis_state(redis_url, cluster.namespace) == before
+    _refused_changing_nothing(api, cluster, redis_url, "/subscriptions", body, says)
 
 
 @pytest.mark.parametrize("path", ["/subscriptions", "/publications"])  # stdlib json, orjson
@@ -135,13 +143,12 @@ def test_a_batch_with_one_bad_subscription_is_refused_whole(
     api: httpx.Client, cluster: RunningCluster, redis_url: str, body: dict[str, Any], says: str
 ) -> None:
     good = {"query": "white house", "callback_url": HOOK}
-    before = _redis_state(redis_url, cluster.namespace)
-    response = api.post("/subscriptions/batch", json={"subscriptions": [good, body, good]})
-    assert response.status_code == 422
-    assert says in response.text
+    batch = {"subscriptions": [good, body, good]}
+    response = _refused_changing_nothing(
+        api, cluster, redis_url, "/subscriptions/batch", batch, says
+    )
     # The refusal names the item: in wordcast's message, or in the schema error's location.
     assert "subscription 1:" in response.text or '"subscriptions",1' in response.text
-    assert _redis_state(redis_url, cluster.namespace) == before
 
 
 @pytest.mark.parametrize(
@@ -159,11 +166,7 @@ def test_a_batch_with_one_bad_subscription_is_refused_whole(
 def test_a_bad_batch_is_refused(
     api: httpx.Client, cluster: RunningCluster, redis_url: str, body: dict[str, Any], says: str
 ) -> None:
-    before = _redis_state(redis_url, cluster.namespace)
-    response = api.post("/subscriptions/batch", json=body)
-    assert response.status_code == 422
-    assert says in response.text
-    assert _redis_state(redis_url, cluster.namespace) == before
+    _refused_changing_nothing(api, cluster, redis_url, "/subscriptions/batch", body, says)
 
 
 def test_a_batch_registers_every_subscription_in_order(api: httpx.Client) -> None:
