@@ -385,7 +385,13 @@ class RouterState:
             failure = StoreUnavailable if isinstance(exc, StoreUnavailable) else LimitExceeded
             raise failure(f"subscription {len(added)}: {exc}; {fate}") from exc
         matchers = sorted({m for sub, _ in added for m in sub.matchers})
-        await self._announce(added[-1][1], matchers)
+        try:
+            await self._announce(added[-1][1], matchers)
+        except StoreUnavailable as exc:  # as for one subscription: stored, not yet in effect here
+            raise StoreUnavailable(
+                f"all {len(added)} subscriptions were stored, but {exc}; they take effect as "
+                "the services catch up (list your subscriptions for their ids)"
+            ) from exc
         return [sub for sub, _ in added]
 
     async def _withdraw(self, subs: Sequence[Subscription]) -> bool:
