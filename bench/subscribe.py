@@ -18,6 +18,7 @@ import httpx
 
 from wordcast.client import RouterClient
 from wordcast.cluster import Cluster, free_port
+from wordcast.services.router.settings import DEVELOPMENT_API_KEY
 from wordcast.workload import post_queries, sample_posts
 
 from .common import machine, median, write_json
@@ -44,7 +45,7 @@ def _registered(router_url: str) -> int:
     """Subscriptions the development tenant holds, counted through the API."""
     total, cursor = 0, 0
     with httpx.Client(base_url=router_url, timeout=30) as http:
-        headers = {"authorization": "Bearer wck_development_only"}
+        headers = {"authorization": f"Bearer {DEVELOPMENT_API_KEY}"}
         while True:
             page = http.get(
                 "/subscriptions", params={"cursor": cursor, "limit": 1000}, headers=headers

@@ -58,6 +58,7 @@ HISTOGRAM_DECAY = 0.5
 class LoadShedder:
     def __init__(self, settings: RouterSettings, matchers: int, store: SubscriptionStore) -> None:
         self.strategy = settings.shedding
+        self.enabled = self.strategy != "off"  # read once per routed publication
         self.settings = settings
         self.store = store
         self.matchers = matchers
@@ -72,10 +73,6 @@ class LoadShedder:
         LEVEL.set(0)
         THRESHOLD.set(math.inf)
         FULLNESS.set_function(lambda: self.in_flight / self.controller.buffer)
-
-    @property
-    def enabled(self) -> bool:
-        return self.strategy != "off"
 
     def cut(
         self,

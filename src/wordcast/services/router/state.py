@@ -344,11 +344,13 @@ class RouterState:
         and stored, and the matchers concerned catch up once, for the whole batch: a request
         round trip and a catch-up per subscription were most of the cost of registering many.
         """
-        checked: list[tuple[str, ...] | str] = []
+        terms_or_anchors: list[tuple[str, ...] | str] = []
         first_use: dict[str, int] = {}
         for index, (kind, text, callback_url) in enumerate(items):
             try:
-                checked.append(self.analyse_query(text) if kind == "query" else parse(text).anchor)
+                terms_or_anchors.append(
+                    self.analyse_query(text) if kind == "query" else parse(text).anchor
+                )
             except InvalidInput as exc:
                 raise InvalidInput(f"subscription {index}: {exc}") from exc
             first_use.setdefault(callback_url, index)
@@ -366,11 +368,13 @@ class RouterState:
             )
         added: list[tuple[Subscription, str]] = []
         try:
-            for (_kind, text, callback_url), check in zip(items, checked, strict=True):
-                if isinstance(check, tuple):
-                    added.append(await self._add_keywords(text, check, callback_url, tenant))
+            for (kind, text, callback_url), checked in zip(items, terms_or_anchors, strict=True):
+                if kind == "query":
+                    assert isinstance(checked, tuple)
+                    added.append(await self._add_keywords(text, checked, callback_url, tenant))
                 else:
-                    added.append(await self._add_pattern(text, check, callback_url, tenant))
+                    assert isinstance(checked, str)
+                    added.append(await self._add_pattern(text, checked, callback_url, tenant))
                     # The next pattern with this anchor should see which matcher now owns it.
                     await self.follower.catch_up(until=added[-1][1])
         except (StoreUnavailable, LimitExceeded) as exc:
