@@ -5,8 +5,10 @@ Keys (under the namespace):
 ``{ns}:mapping:next``           counter that hands out version numbers (version 0 is stable hashing)
 ``{ns}:mapping:{v}:words``      hash word -> matcher (hot words as their copies ``word#j``)
 ``{ns}:mapping:{v}:hot``        hash hot word -> "copies frequency" (S³-TM §5.1)
-``{ns}:mapping:{v}:meta``       hash: matchers, algorithm, created, posts, and the learner's figures;
-                                written last, so a version with meta is complete
+``{ns}:mapping:{v}:meta``       hash: matchers (the number of matchers it routes to: a version for
+                                another number is how the cluster is scaled), algorithm, created,
+                                posts, and the learner's figures; written last, so a version with
+                                meta is complete
 ``{ns}:mapping:latest``         the newest complete version (announced on ``{ns}:mapping:announce``)
 ``{ns}:mapping:active``         the version routers route new batches with
 ``{ns}:mapping:window``         "low high": versions routers may still be routing with (see
@@ -101,18 +103,16 @@ class MappingStore:
         with translated("reading a mapping version"):
             return dict(await self.client.hgetall(self.key(f"{version}:meta")))
 
-    async def load(self, version: int, matchers: int) -> HashMapping:
-        """Version ``version`` for a cluster of ``matchers``; 0 is stable hashing."""
+    async def load(self, version: int, initial_matchers: int) -> HashMapping:
+        """Version ``version``, for as many matchers as it was made for; version 0 is stable
+        hashing over the cluster's ``initial_matchers`` (a cluster changes its number of
+        matchers by moving to a version made for the new number)."""
         if version == 0:
-            return HashMapping(matchers)
+            return HashMapping(initial_matchers)
         meta = await self.meta(version)
         if not meta:
             raise MappingError(f"mapping version {version} does not exist (or is incomplete)")
-        if int(meta["matchers"]) != matchers:
-            raise MappingError(
-                f"mapping version {version} was learned for {meta['matchers']} matchers; "
-                f"this cluster has {matchers}"
-            )
+        matchers = int(meta["matchers"])
         with translated("reading a mapping version"):
             raw_words = await self.client.hgetall(self.key(f"{version}:words"))
             raw_hot = await self.client.hgetall(self.key(f"{version}:hot"))

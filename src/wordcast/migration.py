@@ -10,23 +10,40 @@ finishes:
 1. widen the window to ``low v``: from now on a subscription is stored only with placements for
    both (the store refuses placements planned for an older window);
 2. re-place, with LASP under v, every subscription whose placement does not serve v: its old
-   placement is closed at v and the new one opened at v, in one atomic move;
+   placement is closed at v and the new one opened at v, in one atomic move. Patterns are routed
+   by their anchors, so only those on a matcher v no longer has (a mapping for fewer matchers:
+   the cluster is scaled down) move, to the least pattern-loaded matcher, preferring one that
+   holds their anchor already;
 3. wait until every matcher has applied every move, then make v the active version: routers
    switch, tagging their batches with v;
 4. once every live router reports that nothing older than v is in use (in flight included), narrow
    the window to ``v v`` and drop the placements that served only older versions.
+
+A version for another number of matchers is how the cluster is scaled: the steps are the same,
+over every matcher of either version. After step 4 a removed matcher holds nothing and no router
+sends it anything, so it can be stopped.
 """
 
 from __future__ import annotations
 
 import logging
+import random
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from .errors import NotFound
 from .lasp import UNIT_COST
 from .mapping_store import MappingStore
-from .placement import Placement, candidates, prune, reopen, still_valid
+from .placement import (
+    Placement,
+    candidates,
+    move_pattern,
+    pattern_still_valid,
+    place_pattern,
+    prune,
+    reopen,
+    still_valid,
+)
 from .routing import HashMapping
 from .store import Subscription, SubscriptionStore
 
@@ -44,13 +61,12 @@ class Report:
     moved: int = 0
 
 
-async def _each_keyword_subscription(store: SubscriptionStore, matchers: int) -> list[Subscription]:
+async def _each_subscription(store: SubscriptionStore, matchers: int) -> list[Subscription]:
     seen: dict[str, Subscription] = {}
     for matcher in range(matchers):
         async for page in store.placed_on(matcher):
             for sub in page:
-                if not sub.is_pattern:
-                    seen.setdefault(sub.id, sub)
+                seen.setdefault(sub.id, sub)
     return list(seen.values())
 
 
@@ -116,12 +132,33 @@ async def move_to(
     keep_alive: KeepAlive,
     cost: Callable[[float], float] = UNIT_COST,
     batch: int = BATCH,
+    span: int | None = None,
 ) -> Report:
-    """Steps 1-3: every subscription placed for ``target``, which then becomes active."""
+    """Steps 1-3: every subscription placed for ``target``, which then becomes active.
+
+    ``span``: how many matchers may hold subscriptions now (default: as many as ``target`` has).
+    """
     await mappings.set_window(low, target.version)
     word_maps = [set(await store.word_map(i)) for i in range(target.matchers)]
+    pattern_loads = await store.pattern_loads()
+    anchor_owners: dict[str, set[int]] = {}
+    for matcher in range(target.matchers):
+        for anchor in await store.anchor_map(matcher):
+            anchor_owners.setdefault(anchor, set()).add(matcher)
+    draw = random.Random(target.version).choice
+
+    def change_pattern(sub: Subscription) -> tuple[Placement, ...] | None:
+        if pattern_still_valid(sub.placements, sub.matcher, target.matchers):
+            return None
+        owners = anchor_owners.setdefault(sub.anchor, set())
+        matcher = place_pattern(owners, pattern_loads, target.matchers, draw)
+        pattern_loads[matcher] = pattern_loads.get(matcher, 0) + 1
+        owners.add(matcher)
+        return move_pattern(sub.placements, sub.matcher, target.version, matcher)
 
     def change(sub: Subscription) -> tuple[Placement, ...] | None:
+        if sub.is_pattern:
+            return change_pattern(sub)
         if still_valid(sub.placements, sub.terms, target):
             return None
         sizes = [len(h) for h in word_maps]
@@ -135,7 +172,7 @@ async def move_to(
             word_maps[placement.matcher].update(sub.terms)
         return placements
 
-    subs = await _each_keyword_subscription(store, target.matchers)
+    subs = await _each_subscription(store, max(span or 0, target.matchers))
     report = await _replace_all(
         store, subs, change, keep_alive, f"mapping v{target.version}", batch
     )
@@ -158,14 +195,15 @@ async def retire(
     sync: Sync,
     keep_alive: KeepAlive,
 ) -> Report:
-    """Step 4 (call only when no router uses a version older than ``active``)."""
+    """Step 4 (call only when no router uses a version older than ``active``), over matchers
+    0 … ``matchers`` - 1."""
     await mappings.set_window(active, active)
 
     def change(sub: Subscription) -> tuple[Placement, ...] | None:
         kept = prune(sub.placements, active)
         return kept if len(kept) < len(sub.placements) else None
 
-    subs = await _each_keyword_subscription(store, matchers)
+    subs = await _each_subscription(store, matchers)
     report = await _replace_all(store, subs, change, keep_alive, f"retiring versions < v{active}")
     await sync(await store.last_event_id())
     log.info("mapping window narrowed to v%d: %d placements dropped", active, report.moved)

@@ -11,11 +11,15 @@ evaluated against every subscription exactly once whichever version routed it.
 
 A placement of a subscription made only of hot words (§5.1) names its least frequent hot word and
 the copies of it the matcher holds: it serves a publication only when the router drew one of them.
+
+Pattern subscriptions are routed by their anchors, not by the mapping, so a mapping change leaves
+them where they are, except when it removes their matcher: a mapping for fewer matchers (the
+cluster is scaled down) re-places them with the same versioned placements.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import orjson
@@ -152,3 +156,43 @@ def reopen(
 def prune(placements: Sequence[Placement], oldest_in_use: int) -> tuple[Placement, ...]:
     """Drop the placements that only serve versions no router uses any more."""
     return tuple(p for p in placements if p.until is None or p.until > oldest_in_use)
+
+
+def place_pattern(
+    owners: Collection[int],
+    loads: Mapping[int, int],
+    matchers: int,
+    choice: Callable[[list[int]], int],
+) -> int:
+    """The matcher (below ``matchers``) for a pattern whose anchor ``owners`` hold already.
+
+    Joining an owner adds no routing traffic (the anchor's publications reach it already), unless
+    that would unbalance the pattern load; otherwise the least-loaded matcher takes it.
+    """
+    load = [loads.get(m, 0) for m in range(matchers)]
+    least = min(load)
+    slack = max(8.0, 0.1 * sum(load) / len(load))
+    near_least = [m for m in owners if m < matchers and load[m] <= least + slack]
+    if near_least:
+        return min(near_least, key=load.__getitem__)
+    return choice([m for m, value in enumerate(load) if value == least])
+
+
+def pattern_still_valid(sub_placements: Sequence[Placement], matcher: int, matchers: int) -> bool:
+    """Whether a pattern's open placement (``matcher`` if it has none) survives a mapping for
+    ``matchers`` matchers."""
+    current = [p.matcher for p in sub_placements if p.is_open] or [matcher]
+    return all(m < matchers for m in current)
+
+
+def move_pattern(
+    sub_placements: Sequence[Placement], matcher: int, version: int, target: int
+) -> tuple[Placement, ...]:
+    """Close a pattern's open placement at ``version`` and open one on ``target`` from it."""
+    current = tuple(sub_placements) or (Placement(matcher, 0),)
+    kept = [
+        p if not p.is_open else Placement(p.matcher, p.first, version)
+        for p in current
+        if not (p.is_open and p.first >= version)
+    ]
+    return (*kept, Placement(target, version))

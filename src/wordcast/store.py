@@ -5,13 +5,16 @@ Keys (all under a namespace, ``wordcast`` by default, so several clusters can sh
 ``{ns}:sub:{id}``           hash: query, terms (space-separated, sorted), callback_url, matcher, created,
                             placements (JSON, :mod:`wordcast.placement`: which matchers hold it for
                             which mapping versions); a pattern subscription has pattern and anchor
-                            instead of query, terms and placements, and lives on ``matcher`` only
+                            instead of query and terms, and lives on ``matcher`` only until a
+                            change in the number of matchers moves it: then it has placements too
 ``{ns}:matcher:{i}:subs``   set of the ids placed on matcher i (for any mapping version)
 ``{ns}:matcher:{i}:words``  hash word -> count: the subscription word map H(i) of S³-TM §4.2
-``{ns}:mapping:window``     "low high": the mapping versions routers may be routing with; a keyword
-                            subscription is stored only with placements planned for this window
+``{ns}:mapping:window``     "low high": the mapping versions routers may be routing with; a
+                            subscription is stored only when it was placed for this window
 ``{ns}:words``              hash word -> count: the subscribed words s(W) routers route on (Eq. 3.1)
 ``{ns}:matcher:{i}:anchors`` hash anchor -> count of the pattern subscriptions on matcher i
+``{ns}:matcher:{i}:url``    the base URL matcher i answers at (routers reach a matcher added by
+                            scaling there, when their configuration does not name it)
 ``{ns}:pattern_load``       hash matcher -> number of pattern subscriptions placed on it
 ``{ns}:tenant:{t}:subs``    set of the ids of tenant t's subscriptions
 ``{ns}:apikey:{sha256}``    the tenant an API key belongs to, under the key's SHA-256 (keys are not kept)
@@ -26,9 +29,8 @@ Every change is one Lua script, so the record, both word maps and the event that
 written atomically: concurrent routers cannot corrupt the counts, and a reader that loads a snapshot
 and then replays the events after its starting position always converges to the committed state.
 Events carry the words whose global count rose from zero (``born``) or fell to zero (``died``), so
-routers keep s(W) without rereading it; a pattern event carries its anchor in ``words`` when the
-anchor's count on its matcher rose from or fell to zero, so routers keep the anchor owners the same
-way.
+routers keep s(W) without rereading it; a pattern event names the matchers on which its anchor's
+count rose from or fell to zero, so routers keep the anchor owners the same way.
 
 Redis errors are translated into :class:`~wordcast.errors.StoreUnavailable` here.
 """
@@ -128,6 +130,7 @@ return redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[6], '*', 'op', 'move', 's
 
 _ADD_PATTERN = """
 if redis.call('EXISTS', KEYS[1]) == 1 then return false end
+if (redis.call('GET', KEYS[7]) or '0 0') ~= ARGV[11] then return -1 end
 if redis.call('SCARD', KEYS[6]) >= tonumber(ARGV[9]) then return 0 end
 redis.call('HSET', KEYS[1], 'pattern', ARGV[3], 'anchor', ARGV[4], 'callback_url', ARGV[5],
            'matcher', ARGV[2], 'created', ARGV[6], 'terms', '', 'tenant', ARGV[8],
@@ -136,28 +139,66 @@ redis.call('SADD', KEYS[2], ARGV[1])
 redis.call('SADD', KEYS[6], ARGV[1])
 redis.call('HINCRBY', KEYS[4], ARGV[2], 1)
 local born = ''
-if redis.call('HINCRBY', KEYS[3], ARGV[4], 1) == 1 then born = ARGV[4] end
+if redis.call('HINCRBY', KEYS[3], ARGV[4], 1) == 1 then born = ARGV[2] end
 return redis.call('XADD', KEYS[5], 'MAXLEN', '~', ARGV[7], '*', 'op', 'add', 'sub', ARGV[1],
                   'matcher', ARGV[2], 'pattern', ARGV[3], 'anchor', ARGV[4], 'terms', '',
-                  'callback_url', ARGV[5], 'anchor_changed', born, 'tenant', ARGV[8])
+                  'callback_url', ARGV[5], 'anchor_joined', born, 'tenant', ARGV[8])
 """
 
+# Pattern scripts after the add. KEYS: 1 record, 2 events, 3 pattern loads, 4 tenant's set, then for
+# each matcher of the placements (ARGV from 5 on) its subscription set and its anchor map.
 _DELETE_PATTERN = """
-if redis.call('HGET', KEYS[1], 'matcher') ~= ARGV[2] then return false end
+if redis.call('EXISTS', KEYS[1]) == 0 then return false end
+if (redis.call('HGET', KEYS[1], 'placements') or '') ~= ARGV[2] then return false end
 local anchor = redis.call('HGET', KEYS[1], 'anchor')
-local pattern = redis.call('HGET', KEYS[1], 'pattern')
+local f = redis.call('HMGET', KEYS[1], 'pattern', 'matcher')
 redis.call('DEL', KEYS[1])
-redis.call('SREM', KEYS[2], ARGV[1])
-redis.call('SREM', KEYS[6], ARGV[1])
-if redis.call('HINCRBY', KEYS[4], ARGV[2], -1) <= 0 then redis.call('HDEL', KEYS[4], ARGV[2]) end
-local died = ''
-if redis.call('HINCRBY', KEYS[3], anchor, -1) <= 0 then
-  redis.call('HDEL', KEYS[3], anchor)
-  died = anchor
+redis.call('SREM', KEYS[4], ARGV[1])
+local left = {}
+for k = 5, #KEYS, 2 do
+  local matcher = ARGV[4 + (k - 5) / 2]
+  redis.call('SREM', KEYS[k], ARGV[1])
+  if redis.call('HINCRBY', KEYS[k + 1], anchor, -1) <= 0 then
+    redis.call('HDEL', KEYS[k + 1], anchor)
+    left[#left + 1] = matcher
+  end
+  if redis.call('HINCRBY', KEYS[3], matcher, -1) <= 0 then redis.call('HDEL', KEYS[3], matcher) end
 end
-return redis.call('XADD', KEYS[5], 'MAXLEN', '~', ARGV[3], '*', 'op', 'del', 'sub', ARGV[1],
-                  'matcher', ARGV[2], 'pattern', pattern, 'anchor', anchor, 'terms', '',
-                  'anchor_changed', died)
+return redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[3], '*', 'op', 'del', 'sub', ARGV[1],
+                  'matcher', f[2], 'pattern', f[1], 'anchor', anchor, 'terms', '',
+                  'placements', ARGV[2], 'anchor_left', table.concat(left, ' '))
+"""
+
+# Re-placement of a pattern (the cluster's matchers change). KEYS as for the delete, but the
+# matchers are first ARGV[5] it leaves, then those it joins (ids from ARGV[7] on).
+_MOVE_PATTERN = """
+if redis.call('EXISTS', KEYS[1]) == 0 then return false end
+if (redis.call('HGET', KEYS[1], 'placements') or '') ~= ARGV[2] then return false end
+local anchor = redis.call('HGET', KEYS[1], 'anchor')
+local leaving = tonumber(ARGV[5])
+local joined, left = {}, {}
+for k = 5, #KEYS, 2 do
+  local index = (k - 5) / 2
+  local matcher = ARGV[7 + index]
+  if index < leaving then
+    redis.call('SREM', KEYS[k], ARGV[1])
+    if redis.call('HINCRBY', KEYS[k + 1], anchor, -1) <= 0 then
+      redis.call('HDEL', KEYS[k + 1], anchor)
+      left[#left + 1] = matcher
+    end
+    if redis.call('HINCRBY', KEYS[3], matcher, -1) <= 0 then redis.call('HDEL', KEYS[3], matcher) end
+  else
+    redis.call('SADD', KEYS[k], ARGV[1])
+    if redis.call('HINCRBY', KEYS[k + 1], anchor, 1) == 1 then joined[#joined + 1] = matcher end
+    redis.call('HINCRBY', KEYS[3], matcher, 1)
+  end
+end
+redis.call('HSET', KEYS[1], 'placements', ARGV[3], 'matcher', ARGV[4])
+local f = redis.call('HMGET', KEYS[1], 'pattern', 'callback_url', 'tenant')
+return redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[6], '*', 'op', 'move', 'sub', ARGV[1],
+                  'matcher', ARGV[4], 'pattern', f[1], 'anchor', anchor, 'terms', '',
+                  'callback_url', f[2], 'tenant', f[3], 'placements', ARGV[3],
+                  'anchor_joined', table.concat(joined, ' '), 'anchor_left', table.concat(left, ' '))
 """
 
 
@@ -199,14 +240,16 @@ class Subscription:
 class SubscriptionEvent:
     """One committed change.
 
-    ``words`` are the words born (add) or died (del) in s(W); for a pattern, its anchor if the
-    anchor's count on the pattern's matcher rose from (add) or fell to (del) zero.
+    ``words`` are the words born (add) or died (del) in s(W). For a pattern, ``anchor_joined`` and
+    ``anchor_left`` are the matchers on which the count of its anchor rose from or fell to zero.
     """
 
     id: str
     op: str
     subscription: Subscription
     words: tuple[str, ...]
+    anchor_joined: tuple[int, ...] = ()
+    anchor_left: tuple[int, ...] = ()
 
 
 def event_order(event_id: str) -> tuple[int, int]:
@@ -245,6 +288,7 @@ class SubscriptionStore:
         self._rotate = client.register_script(_ROTATE)
         self._delete_pattern = client.register_script(_DELETE_PATTERN)
         self._move = client.register_script(_MOVE)
+        self._move_pattern = client.register_script(_MOVE_PATTERN)
 
     # -- keys ---------------------------------------------------------------------------------
     def sub_key(self, sub_id: str) -> str:
@@ -325,6 +369,7 @@ class SubscriptionStore:
                 self.pattern_load_key,
                 self.events_key,
                 self.tenant_subs_key(sub.tenant),
+                self.window_key,
             ]
         fixed = [self.sub_key(sub.id), self.words_key, self.events_key]
         fixed += [self.tenant_subs_key(sub.tenant), self.window_key]
@@ -361,8 +406,8 @@ class SubscriptionStore:
     ) -> str:
         """Store a subscription and announce it; returns the event id.
 
-        A keyword subscription's placements were planned for the mapping ``window``; if the window
-        moved meanwhile, nothing is stored and StaleMapping is raised (plan again). Raises
+        A subscription was placed for the mapping ``window``; if the window moved meanwhile, nothing
+        is stored and StaleMapping is raised (place it again). Raises
         ValueError on a duplicate id and LimitExceeded when the tenant holds ``tenant_limit``
         subscriptions already.
         """
@@ -377,8 +422,7 @@ class SubscriptionStore:
             args = [sub.id, sub.matcher, sub.query, " ".join(sub.terms)]
         args += [sub.callback_url, repr(sub.created), EVENTS_MAXLEN, sub.tenant, tenant_limit]
         args.append(sub.secret)
-        if not sub.is_pattern:
-            args += [encode(sub.placements), window]
+        args += [window] if sub.is_pattern else [encode(sub.placements), window]
         with translated("storing a subscription"):
             event_id = await script(keys=keys, args=args)
         if event_id == -1:
@@ -396,35 +440,48 @@ class SubscriptionStore:
         """Delete a subscription; returns it and the event id. Raises NotFound."""
         for _ in range(5):
             sub = await self.get(sub_id)
-            keys = self._keys(sub)
+            expected = encode(sub.placements) if sub.placements else ""
+            args: list[str | int] = [sub_id, expected, EVENTS_MAXLEN]
             if sub.is_pattern:
-                script, expected = self._delete_pattern, str(sub.matcher)
+                script, keys = self._delete_pattern, self._pattern_keys(sub, sub.matchers)
+                args += sub.matchers
             else:
-                script, expected = self._delete, encode(sub.placements)
+                script, keys = self._delete, self._keys(sub)
             with translated("deleting a subscription"):
-                event_id = await script(keys=keys, args=[sub_id, expected, EVENTS_MAXLEN])
+                event_id = await script(keys=keys, args=args)
             if event_id:
                 return sub, str(event_id)
             # The record changed between the read and the script (deleted or moved): look again.
         raise StoreUnavailable(f"subscription {sub_id} kept changing while being deleted")
 
+    def _pattern_keys(self, sub: Subscription, matchers: Iterable[int]) -> list[str]:
+        keys = [self.sub_key(sub.id), self.events_key, self.pattern_load_key]
+        keys.append(self.tenant_subs_key(sub.tenant))
+        for matcher in matchers:
+            keys += [self.matcher_subs_key(matcher), self.matcher_anchors_key(matcher)]
+        return keys
+
     def _move_call(
         self, sub: Subscription, placements: Sequence[Placement]
-    ) -> tuple[list[str], list[str | int]]:
+    ) -> tuple[Any, list[str], list[str | int]]:
         before, after = set(sub.matchers), set(matchers_of(placements))
         leaving, joining = sorted(before - after), sorted(after - before)
         open_ = [p.matcher for p in placements if p.is_open] or [placements[-1].matcher]
+        expected = encode(sub.placements) if sub.placements else ""
+        args: list[str | int] = [sub.id, expected, encode(placements)]
+        args += [open_[0], len(leaving), EVENTS_MAXLEN]
+        if sub.is_pattern:
+            keys = self._pattern_keys(sub, [*leaving, *joining])
+            return self._move_pattern, keys, [*args, *leaving, *joining]
         keys = [self.sub_key(sub.id), self.events_key, *self._matcher_keys(leaving)]
         keys += self._matcher_keys(joining)
-        args: list[str | int] = [sub.id, encode(sub.placements), encode(placements)]
-        args += [open_[0], len(leaving), EVENTS_MAXLEN]
-        return keys, args
+        return self._move, keys, args
 
     async def move(self, sub: Subscription, placements: Sequence[Placement]) -> str | None:
-        """Re-place a keyword subscription; the event id, or None if it changed meanwhile."""
-        keys, args = self._move_call(sub, placements)
+        """Re-place a subscription; the event id, or None if it changed meanwhile."""
+        script, keys, args = self._move_call(sub, placements)
         with translated("moving a subscription"):
-            event_id = await self._move(keys=keys, args=args)
+            event_id = await script(keys=keys, args=args)
         return str(event_id) if event_id else None
 
     async def move_many(
@@ -436,8 +493,8 @@ class SubscriptionStore:
             return []
         pipe = self.client.pipeline(transaction=False)
         for sub, placements in moves:
-            keys, args = self._move_call(sub, placements)
-            await self._move(keys=keys, args=args, client=pipe)
+            script, keys, args = self._move_call(sub, placements)
+            await script(keys=keys, args=args, client=pipe)
         with translated("moving subscriptions"):
             results = await pipe.execute()
         return [str(event_id) if event_id else None for event_id in results]
@@ -469,6 +526,15 @@ class SubscriptionStore:
                 secrets.append(previous)
             found[sub_id] = secrets
         return found
+
+    async def register_matcher(self, matcher: int, url: str) -> None:
+        with translated("registering a matcher's URL"):
+            await self.client.set(f"{self.ns}:matcher:{matcher}:url", url)
+
+    async def matcher_url(self, matcher: int) -> str | None:
+        with translated("reading a matcher's URL"):
+            url = await self.client.get(f"{self.ns}:matcher:{matcher}:url")
+        return str(url) if url is not None else None
 
     # -- reads --------------------------------------------------------------------------------
     async def get(self, sub_id: str) -> Subscription:
@@ -594,13 +660,13 @@ def _subscription(sub_id: str, fields: dict[str, str]) -> Subscription:
 
 
 def _event(event_id: str, fields: dict[str, str]) -> SubscriptionEvent:
-    if fields.get("pattern"):
-        changed = fields.get("anchor_changed", "")
-        words: tuple[str, ...] = (changed,) if changed else ()
-    else:
-        words = tuple(fields.get("words", "").split())
     return SubscriptionEvent(
-        id=event_id, op=fields["op"], subscription=_subscription(fields["sub"], fields), words=words
+        id=event_id,
+        op=fields["op"],
+        subscription=_subscription(fields["sub"], fields),
+        words=tuple(fields.get("words", "").split()),
+        anchor_joined=tuple(int(m) for m in fields.get("anchor_joined", "").split()),
+        anchor_left=tuple(int(m) for m in fields.get("anchor_left", "").split()),
     )
 
 

@@ -28,6 +28,7 @@ def create_app(settings: MatcherSettings | None = None) -> FastAPI:
             async with (
                 in_background(state.follower.run(), "events"),
                 in_background(state.dispatcher.run(), "dispatch"),
+                in_background(state.register(), "registration"),
             ):
                 yield
         finally:

@@ -20,6 +20,12 @@ class MatcherSettings(ServiceSettings):
         default=-1,
         description="This matcher's index; taken from a StatefulSet host name (matcher-3) if unset.",
     )
+    advertise_url: str | None = Field(
+        default=None,
+        description="The URL routers reach this matcher at, registered in Redis for routers whose "
+        "configuration does not name it (a matcher added by scaling); default "
+        "http://127.0.0.1:{port}.",
+    )
     engine: Literal["trie", "compact-trie", "querynote"] = Field(
         default="compact-trie",
         description="Index for conjunctive subscriptions; the default is the fastest one measured "

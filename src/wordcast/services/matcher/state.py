@@ -4,8 +4,8 @@ Keyword subscriptions live in the term index (a trie by default), pattern subscr
 pattern index (REtriever or one of its peers); a routed publication is matched against the pattern
 index only when the router flagged it, that is when one of this matcher's anchors occurs in it.
 
-A keyword subscription's placements (:mod:`wordcast.placement`) say for which mapping versions —
-and, for a multicast of hot words, which drawn copies — this matcher evaluates it; a match found
+A subscription's placements (:mod:`wordcast.placement`) say for which mapping versions — and, for
+a multicast of hot words, which drawn copies — this matcher evaluates it; a match found
 for a batch that another placement serves is dropped here, so each publication is evaluated
 against each subscription exactly once while routers switch mapping versions.
 
@@ -17,6 +17,7 @@ publications that drew a copy of that word, so the rest of the stream never visi
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Iterable, Sequence
@@ -27,6 +28,7 @@ from prometheus_client import Counter, Gauge
 
 from ...ac_retriever import AhoCorasickREtriever
 from ...compact_trie import CompactTrie
+from ...errors import StoreUnavailable
 from ...naive_patterns import NaivePatterns
 from ...nfa import NFAMatcher
 from ...outbox import MAX_SIGNERS, Message, Outbox, webhook_id
@@ -106,6 +108,19 @@ class MatcherState:
     @property
     def ready(self) -> bool:
         return self.follower.ready.is_set()
+
+    async def register(self) -> None:
+        """Tell routers where this matcher answers (retried until Redis takes it)."""
+        url = self.settings.advertise_url or f"http://127.0.0.1:{self.settings.port}"
+        delay = 0.1
+        while True:
+            try:
+                await self.store.register_matcher(self.ordinal, url.rstrip("/"))
+                return
+            except StoreUnavailable as exc:
+                log.warning("could not register this matcher's URL, retrying: %s", exc)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 5.0)
 
     async def _load_snapshot(self) -> None:
         index = make_engine(self.engine, self._stats)
@@ -229,6 +244,13 @@ class MatcherState:
                     if hot_index is not None:
                         terms = publications[position][2]
                         pairs.extend((sub_id, position) for sub_id in hot_index.match(terms))
+        if len(self.patterns):
+            pairs += [
+                (sub_id, position)
+                for position, (_, text, _, flagged) in enumerate(publications)
+                if flagged
+                for sub_id in self.patterns.match(normalise(text))
+            ]
         restricted = self.restricted
         if restricted:
             none: dict[str, int] = {}
@@ -240,13 +262,6 @@ class MatcherState:
                     p.serves(version, drawn[position] if drawn else none)
                     for p in restricted[sub_id]
                 )
-            ]
-        if len(self.patterns):
-            pairs += [
-                (sub_id, position)
-                for position, (_, text, _, flagged) in enumerate(publications)
-                if flagged
-                for sub_id in self.patterns.match(normalise(text))
             ]
         per_subscription: dict[str, list[int]] = {}
         for sub_id, position in pairs:

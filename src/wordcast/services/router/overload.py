@@ -74,6 +74,17 @@ class LoadShedder:
         THRESHOLD.set(math.inf)
         FULLNESS.set_function(lambda: self.in_flight / self.controller.buffer)
 
+    def resize(self, matchers: int) -> None:
+        """Start over for a mapping version with another number of matchers (its levels differ)."""
+        if matchers == self.matchers:
+            return
+        self.matchers = matchers
+        self.levels = Levels(self.settings.shed_k, self.settings.shed_step, matchers)
+        self.controller = Controller(self.levels, float(self.settings.shed_buffer))
+        self.threshold = math.inf
+        THRESHOLD.set(math.inf)
+        LEVEL.set(0)
+
     def cut(
         self,
         targets: set[int],

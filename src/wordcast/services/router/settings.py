@@ -21,7 +21,15 @@ class RouterSettings(ServiceSettings):
     port: int = 8000
     matcher_urls: Annotated[list[str], NoDecode] = Field(
         default=["http://127.0.0.1:8101", "http://127.0.0.1:8102"],
-        description="Base URL of every matcher, in ordinal order (comma-separated in the env).",
+        description="Base URL of every matcher, in ordinal order (comma-separated in the env), or "
+        "one template with {ordinal} (http://matcher-{ordinal}.matcher:8101). A matcher beyond "
+        "the list is reached at the URL it registered in Redis.",
+    )
+    matchers: int | None = Field(
+        default=None,
+        ge=1,
+        description="Matchers of mapping version 0 (hash routing, before any mapping is learned "
+        "or the cluster is scaled); default: as many as matcher_urls lists.",
     )
     matcher_timeout_s: float = 30.0
     publication_log_rate: float = Field(
@@ -122,4 +130,20 @@ class RouterSettings(ServiceSettings):
     def _not_empty(cls, value: list[str]) -> list[str]:
         if not value:
             raise ValueError("at least one matcher URL is needed")
+        if any("{ordinal}" in url for url in value) and len(value) > 1:
+            raise ValueError("a matcher URL template with {ordinal} must be the only URL")
         return [url.rstrip("/") for url in value]
+
+    @property
+    def url_template(self) -> str | None:
+        return self.matcher_urls[0] if "{ordinal}" in self.matcher_urls[0] else None
+
+    @property
+    def initial_matchers(self) -> int:
+        return self.matchers if self.matchers is not None else len(self.matcher_urls)
+
+    @model_validator(mode="after")
+    def _knows_its_matchers(self) -> RouterSettings:
+        if self.matchers is None and self.url_template is not None:
+            raise ValueError("with a matcher URL template, set WORDCAST_ROUTER_MATCHERS")
+        return self

@@ -59,7 +59,7 @@ from ...migration import move_to, retire
 from ...netguard import resolve
 from ...outbox import DeadLetters, Message
 from ...patterns import normalise, parse
-from ...placement import candidates, plan
+from ...placement import candidates, place_pattern, plan
 from ...ratelimit import RateLimiter
 from ...routing import HashMapping, route
 from ...store import EventFollower, Subscription, SubscriptionEvent, SubscriptionStore
@@ -128,17 +128,28 @@ class MappingView:
     def window_text(self) -> str:
         return f"{self.window[0]} {self.window[1]}"
 
+    @property
+    def span(self) -> int:
+        """Matchers that may hold subscriptions: every ordinal of any version in use."""
+        return max(m.matchers for m in (self.active, *self.planning))
+
+    @property
+    def common(self) -> int:
+        """Matchers that every version in use routes to (a new pattern goes to one of them)."""
+        return min(m.matchers for m in (self.active, *self.planning))
+
 
 class RouterState:
     def __init__(self, settings: RouterSettings, store: SubscriptionStore) -> None:
         self.settings = settings
         self.store = store
         self.analyzer = Analyzer()
-        self.matcher_urls = settings.matcher_urls
-        hashing = HashMapping(len(self.matcher_urls))
+        template = settings.url_template
+        self.matcher_urls = [] if template else list(settings.matcher_urls)
+        hashing = HashMapping(settings.initial_matchers)
         self.view = MappingView(hashing, (0, 0), (hashing,))
         self.mappings = MappingStore(store.client, store.ns)
-        self._mapping_cache: dict[int, HashMapping] = {0: hashing}
+        self._mapping_cache: dict[int, HashMapping] = {}
         self.latest = 0
         self.router_id = uuid.uuid4().hex
         self._in_flight: Tally[int] = Tally()
@@ -149,7 +160,7 @@ class RouterState:
         self.report_ttl_s = self.report_fence_s + 2 * settings.mapping_poll_s
         self.report_ttl_s += settings.matcher_timeout_s
         self.cost = LinearCost(settings.lasp_cost_slope, settings.lasp_cost_intercept)
-        self.routing_stats = RoutingStats(len(self.matcher_urls), 0)
+        self.routing_stats = RoutingStats(hashing.matchers, 0)
         # Derived at scrape time, not per batch.
         SPREAD.set_function(lambda: self.routing_stats.figures()["spread"])
         IMBALANCE.set_function(lambda: self.routing_stats.figures()["imbalance"])
@@ -159,13 +170,13 @@ class RouterState:
         self.follower = EventFollower(store, self._load_snapshot, self._apply)
         self.client = httpx.AsyncClient(
             timeout=settings.matcher_timeout_s,
-            limits=httpx.Limits(max_keepalive_connections=4 * len(self.matcher_urls)),
+            limits=httpx.Limits(max_keepalive_connections=4 * max(hashing.matchers, 8)),
         )
         self._random = random.Random()
         self.address_policy = settings.address_policy
         self._known_keys: dict[str, tuple[str, float]] = {}  # key hash -> (tenant, checked at)
         self.dead_letters = DeadLetters(store.client, store.ns)
-        self.shedder = LoadShedder(settings, len(self.matcher_urls), store)
+        self.shedder = LoadShedder(settings, hashing.matchers, store)
         self.rate_limiter = RateLimiter(
             store.client, store.ns, settings.publications_per_second, settings.publication_burst
         )
@@ -188,7 +199,7 @@ class RouterState:
         await self.refresh_mappings()
         subscribed = await self.store.subscribed_words()
         anchors = AnchorIndex()
-        for matcher in range(len(self.matcher_urls)):
+        for matcher in range(self.view.span):
             for anchor in await self.store.anchor_map(matcher):
                 anchors.add(anchor, matcher)
         self.subscribed, self.anchors = subscribed, anchors
@@ -197,11 +208,10 @@ class RouterState:
         for event in events:
             sub = event.subscription
             if sub.is_pattern:
-                for anchor in event.words:
-                    if event.op == "add":
-                        self.anchors.add(anchor, sub.matcher)
-                    else:
-                        self.anchors.discard(anchor, sub.matcher)
+                for matcher in event.anchor_joined:
+                    self.anchors.add(sub.anchor, matcher)
+                for matcher in event.anchor_left:
+                    self.anchors.discard(sub.anchor, matcher)
             elif event.op == "add":
                 self.subscribed.update(event.words)
             elif event.op == "del":
@@ -310,7 +320,7 @@ class RouterState:
     async def _plan(self, terms: Sequence[str], view: MappingView) -> Any:
         """LASP over every version in the window, with H(i) as Redis holds it now."""
         wanted = candidates(terms, view.planning)
-        sizes, known = await self.store.word_map_view(len(self.matcher_urls), wanted, terms)
+        sizes, known = await self.store.word_map_view(view.span, wanted, terms)
         return plan(terms, view.planning, sizes, known, self.cost)
 
     async def subscribe_pattern(self, source: str, callback_url: str, tenant: str) -> Subscription:
@@ -323,16 +333,29 @@ class RouterState:
     async def _add_pattern(
         self, source: str, anchor: str, callback_url: str, tenant: str
     ) -> tuple[Subscription, str]:
-        matcher = self._place_pattern(anchor, await self.store.pattern_loads())
-        return await self._store(
-            query="",
-            terms=(),
-            callback_url=callback_url,
-            matcher=matcher,
-            tenant=tenant,
-            pattern=source,
-            anchor=anchor,
-        )
+        """Place a checked pattern on a matcher every version in use routes to, and store it."""
+        for _ in range(5):
+            view = self.view
+            matcher = place_pattern(
+                self.anchors.owners(anchor),
+                await self.store.pattern_loads(),
+                view.common,
+                self._random.choice,
+            )
+            try:
+                return await self._store(
+                    window=view.window_text,
+                    query="",
+                    terms=(),
+                    callback_url=callback_url,
+                    matcher=matcher,
+                    tenant=tenant,
+                    pattern=source,
+                    anchor=anchor,
+                )
+            except StaleMapping:
+                await self.refresh_mappings()
+        raise StoreUnavailable("the mapping window kept moving while placing a subscription")
 
     async def subscribe_batch(
         self, items: Sequence[tuple[str, str, str]], tenant: str
@@ -418,21 +441,6 @@ class RouterState:
         event_id = await self.store.add(sub, self.settings.max_subscriptions_per_tenant, window)
         return sub, event_id
 
-    def _place_pattern(self, anchor: str, loads: dict[int, int]) -> int:
-        """A matcher that already owns the anchor, unless that would unbalance the pattern load.
-
-        Joining an owner adds no routing traffic (the anchor's publications reach it already);
-        otherwise the least-loaded matcher takes the pattern, so pattern load stays even.
-        """
-        load = [loads.get(m, 0) for m in range(len(self.matcher_urls))]
-        least = min(load)
-        slack = max(8.0, 0.1 * sum(load) / len(load))
-        owners = [m for m in self.anchors.owners(anchor) if m < len(load)]
-        near_least = [m for m in owners if load[m] <= least + slack]
-        if near_least:
-            return min(near_least, key=load.__getitem__)
-        return self._random.choice([m for m, value in enumerate(load) if value == least])
-
     async def unsubscribe(self, sub_id: str, tenant: str) -> Subscription:
         await self.owned(sub_id, tenant)
         sub, event_id = await self.store.delete(sub_id)
@@ -460,24 +468,45 @@ class RouterState:
 
     async def _sync(self, matcher: int, event_id: str) -> None:
         response = await self.client.post(
-            f"{self.matcher_urls[matcher]}/internal/sync",
+            f"{self.matcher_url(matcher)}/internal/sync",
             json={"until": event_id},
             timeout=self.settings.sync_timeout_s,
         )
         response.raise_for_status()
 
-    async def _sync_all(self, event_id: str) -> None:
-        """Every matcher has applied every event up to ``event_id`` (raises if one cannot)."""
+    async def _sync_all(self, event_id: str, matchers: int) -> None:
+        """Matchers 0 … ``matchers`` - 1 have applied every event up to ``event_id`` (raises if
+        one cannot)."""
         try:
-            await asyncio.gather(*(self._sync(m, event_id) for m in range(len(self.matcher_urls))))
+            await asyncio.gather(*(self._sync(m, event_id) for m in range(matchers)))
         except httpx.HTTPError as exc:
             raise MatcherUnavailable(-1, f"a matcher could not catch up: {exc}") from exc
+
+    # -- matchers -----------------------------------------------------------------------------
+    def matcher_url(self, matcher: int) -> str:
+        template = self.settings.url_template
+        return template.format(ordinal=matcher) if template else self.matcher_urls[matcher]
+
+    async def _reach(self, matchers: int) -> None:
+        """Know the URL of every matcher below ``matchers``: those the configuration does not
+        name (added by scaling) registered theirs in Redis when they started."""
+        if self.settings.url_template:
+            return
+        for matcher in range(len(self.matcher_urls), matchers):
+            url = await self.store.matcher_url(matcher)
+            if url is None:
+                raise MappingError(
+                    f"matcher {matcher} has not registered its URL in Redis: start it (a mapping "
+                    f"version for {matchers} matchers needs matchers 0 to {matchers - 1})"
+                )
+            self.matcher_urls.append(url)
 
     # -- mapping versions ---------------------------------------------------------------------
     async def _mapping(self, version: int) -> HashMapping:
         mapping = self._mapping_cache.get(version)
         if mapping is None:
-            mapping = await self.mappings.load(version, len(self.matcher_urls))
+            mapping = await self.mappings.load(version, self.settings.initial_matchers)
+            await self._reach(mapping.matchers)
             self._mapping_cache[version] = mapping
         return mapping
 
@@ -485,10 +514,16 @@ class RouterState:
         """Read the active version and the window from Redis and switch to them."""
         latest, active, (low, high) = await self.mappings.state()
         planning = tuple([await self._mapping(low)] + ([await self._mapping(high)] * (high != low)))
-        self.view = MappingView(await self._mapping(active), (low, high), planning)
+        view = MappingView(await self._mapping(active), (low, high), planning)
+        if active != self.view.active.version and self.follower.ready.is_set():
+            # A migration moved patterns before it activated this version: their anchors' new
+            # owners must be known here before a batch is tagged with it.
+            await self.follower.catch_up()
+        self.view = view
         self.latest = latest
         if self.routing_stats.version != active:
-            self.routing_stats = RoutingStats(len(self.matcher_urls), active)
+            self.routing_stats = RoutingStats(view.active.matchers, active)
+            self.shedder.resize(view.active.matchers)
         MAPPING_VERSION.set(active)
 
     def oldest_in_use(self) -> int:
@@ -562,13 +597,23 @@ class RouterState:
 
     async def _move_to(self, version: int, low: int, keep_alive: Any) -> None:
         target = await self._mapping(version)
-        await move_to(self.store, self.mappings, target, low, self._sync_all, keep_alive, self.cost)
+        span = max(self.view.span, target.matchers)
+
+        async def sync(event_id: str) -> None:
+            await self._sync_all(event_id, span)
+
+        await move_to(
+            self.store, self.mappings, target, low, sync, keep_alive, self.cost, span=span
+        )
         MIGRATIONS.labels("activate").inc()
 
     async def _retire(self, active: int, keep_alive: Any) -> None:
-        await retire(
-            self.store, self.mappings, active, len(self.matcher_urls), self._sync_all, keep_alive
-        )
+        span = self.view.span
+
+        async def sync(event_id: str) -> None:
+            await self._sync_all(event_id, span)
+
+        await retire(self.store, self.mappings, active, span, sync, keep_alive)
         MIGRATIONS.labels("retire").inc()
 
     # -- publications -------------------------------------------------------------------------
@@ -644,7 +689,7 @@ class RouterState:
     async def _send(self, matcher: int, version: int, batch: list[dict[str, object]]) -> None:
         try:
             response = await self.client.post(
-                f"{self.matcher_urls[matcher]}/internal/match",
+                f"{self.matcher_url(matcher)}/internal/match",
                 content=orjson.dumps({"version": version, "publications": batch}),
                 headers={"content-type": "application/json"},
             )

@@ -24,7 +24,8 @@ async def stats(state: State) -> dict[str, Any]:
     return {
         "pid": os.getpid(),
         "ready": state.ready,
-        "matchers": len(state.matcher_urls),
+        "matchers": state.view.active.matchers,
+        "matchers_in_use": state.view.span,
         "mapping": {
             **state.routing_stats.figures(),
             "latest": state.latest,
