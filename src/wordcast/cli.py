@@ -4,6 +4,9 @@ wordcast up [--matchers N] [--port P] [--no-demo]   start a local cluster in the
 wordcast subscribe QUERY --callback URL             register a keyword subscription
 wordcast subscribe --pattern 'pie*tea' --callback URL  register a wildcard pattern
 wordcast publish TEXT... | --corpus N               publish texts or corpus posts
+wordcast status                                     mapping version, spread, imbalance, loads
+wordcast learn --matchers N                         learn a routing mapping with Spark
+wordcast scale N                                    change the number of matchers, live
 wordcast router | matcher | receiver                run one service (settings from the env)
 """
 
@@ -268,6 +271,78 @@ def cmd_learn(args: argparse.Namespace) -> int:
     return learn_mapping.main(argv)
 
 
+# Fewer logged publications than this say too little to learn a mapping from.
+SCALE_MIN_LOG = 1_000
+
+
+def cmd_scale(args: argparse.Namespace) -> int:
+    """Move the cluster to N matchers (see wordcast.scaling for the steps)."""
+    import httpx
+
+    from . import scaling
+    from .errors import StoreUnavailable
+    from .mapping_store import MappingStore
+    from .store import SubscriptionStore, connect
+
+    if args.matchers < 1:
+        return _fail("the number of matchers must be at least 1")
+    redis_url = args.redis_url or os.environ.get("REDIS_URL")
+    if not redis_url:
+        return _fail("give --redis-url or set REDIS_URL: the cluster's Redis")
+    try:
+        current = int(httpx.get(f"{args.router}/stats", timeout=10).json()["matchers"])
+    except (httpx.HTTPError, ValueError, KeyError) as exc:
+        return _fail(f"cannot read {args.router}/stats: {exc}")
+    if current == args.matchers and args.algorithm == "auto":
+        print(f"the cluster has {current} matchers already; to learn a new mapping: wordcast learn")
+        return 0
+
+    def say(line: str) -> None:
+        print(line, flush=True)
+
+    async def run() -> int:
+        client = connect(redis_url)
+        namespace = os.environ.get("WORDCAST_NAMESPACE", "wordcast")
+        store, mappings = SubscriptionStore(client, namespace), MappingStore(client, namespace)
+        try:
+            await scaling.request(store, args.matchers)
+            await scaling.wait_for_matchers(store, args.matchers, args.timeout, say)
+            algorithm = args.algorithm
+            if algorithm == "auto":
+                logged = await scaling.logged_publications(store)
+                algorithm = "salb" if logged >= SCALE_MIN_LOG else "hash"
+                say(f"{logged:,} publications logged: the new mapping is {algorithm}")
+            if algorithm == "hash":
+                version = await scaling.write_hash_version(mappings, args.matchers)
+            else:
+                from spark_jobs import learn_mapping
+
+                argv = ["--matchers", str(args.matchers), "--algorithm", algorithm]
+                argv += ["--namespace", namespace, "--publish", redis_url]
+                argv += ["--publication-log", redis_url]
+                say(f"learning a {algorithm} mapping for {args.matchers} matchers with Spark…")
+                if await asyncio.to_thread(learn_mapping.main, argv) != 0:
+                    raise RuntimeError("the mapping learner failed")
+                version = (await mappings.state())[0]
+            say(f"mapping v{version} for {args.matchers} matchers written")
+            await scaling.wait_settled(mappings, version, args.timeout, say)
+            return version
+        finally:
+            await client.aclose()
+
+    try:
+        version = asyncio.run(run())
+    except (StoreUnavailable, TimeoutError, RuntimeError) as exc:
+        return _fail(str(exc))
+    say(f"the cluster routes to {args.matchers} matchers (mapping v{version})")
+    if args.matchers < current:
+        say(
+            f"matchers {args.matchers} to {current - 1} hold nothing now: a local cluster stops "
+            f"them; on Kubernetes: kubectl scale statefulset/matcher --replicas={args.matchers}"
+        )
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="wordcast", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -332,6 +407,26 @@ def build_parser() -> argparse.ArgumentParser:
     learn.add_argument("--corpus", help="learn from a corpus (pypi or a TSV) instead of the log")
     learn.add_argument("--redis-url", help="default: $REDIS_URL")
     learn.set_defaults(func=cmd_learn)
+
+    scale = sub.add_parser(
+        "scale",
+        help="change the number of matchers: subscriptions move live, nothing is lost",
+        description="Start (or wait for) the matchers, write a mapping version for them and wait "
+        "until every router uses only it. A local cluster (wordcast up) starts and stops its "
+        "matcher processes itself; on Kubernetes, scale the StatefulSet up before and down after.",
+    )
+    scale.add_argument("matchers", type=int, help="the number of matchers wanted")
+    scale.add_argument(
+        "--algorithm",
+        default="auto",
+        choices=("auto", "hash", "salb", "salb-refined", "best", *VARIANTS),
+        help=f"the new mapping; auto: SALB learned from the publication log when it holds at "
+        f"least {SCALE_MIN_LOG:,} publications, else stable hashing",
+    )
+    scale.add_argument("--timeout", type=float, default=600.0, help="seconds per step")
+    scale.add_argument("--router", default=DEFAULT_ROUTER)
+    scale.add_argument("--redis-url", help="default: $REDIS_URL")
+    scale.set_defaults(func=cmd_scale)
 
     for name, func in (("router", cmd_router), ("matcher", cmd_matcher)):
         service = sub.add_parser(name, help=f"run one {name} (configured by environment)")

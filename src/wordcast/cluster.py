@@ -3,6 +3,11 @@
 Each service runs as its own process, exactly as on Kubernetes; the supervisor restarts one that
 dies (as a StatefulSet would), forwards its output with a name prefix, and stops everything it
 started on Ctrl-C or SIGTERM. Children ask the kernel to end them if the supervisor itself dies.
+
+Like a StatefulSet controller, the supervisor also follows the number of matchers asked for with
+``wordcast scale`` (:mod:`wordcast.scaling`): it starts the missing ones at once, and stops the
+extra ones only once the cluster has moved every subscription off them and no router still uses a
+mapping version that routes to them.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -133,6 +139,7 @@ class Cluster:
         out: Callable[[str], None] | None = None,
     ) -> None:
         self.matcher_count = matchers
+        self._initial_matchers = matchers
         self.port = port
         self.namespace = namespace
         self.log_level = log_level
@@ -161,24 +168,10 @@ class Cluster:
             # leaves the allow-list empty (see wordcast.netguard).
             "WORDCAST_CALLBACK_ALLOW": os.environ.get("WORDCAST_CALLBACK_ALLOW", "127.0.0.0/8,::1"),
         }
+        self._common_env = common
         self.matcher_urls: list[str] = []
         for ordinal in range(matchers):
-            mport = free_port()
-            url = f"http://127.0.0.1:{mport}"
-            self.matcher_urls.append(url)
-            env = common | {
-                "WORDCAST_MATCHER_ORDINAL": str(ordinal),
-                "WORDCAST_MATCHER_PORT": str(mport),
-                "WORDCAST_MATCHER_LOG_LEVEL": log_level,
-            }
-            self.services.append(
-                Service(
-                    f"matcher-{ordinal}",
-                    [python, "-m", "wordcast", "matcher"],
-                    env,
-                    _http_ready(f"{url}/readyz"),
-                )
-            )
+            self.services.append(self._matcher(ordinal))
         self.router_url = f"http://127.0.0.1:{port}"
         env = common | {
             "WORDCAST_ROUTER_PORT": str(port),
@@ -214,6 +207,19 @@ class Cluster:
             )
         self._monitor: threading.Thread | None = None
 
+    def _matcher(self, ordinal: int) -> Service:
+        """A matcher service for ``ordinal`` on a port of its own (its URL appended)."""
+        mport = free_port()
+        url = f"http://127.0.0.1:{mport}"
+        self.matcher_urls.append(url)
+        env = self._common_env | {
+            "WORDCAST_MATCHER_ORDINAL": str(ordinal),
+            "WORDCAST_MATCHER_PORT": str(mport),
+            "WORDCAST_MATCHER_LOG_LEVEL": self.log_level,
+        }
+        argv = [sys.executable, "-m", "wordcast", "matcher"]
+        return Service(f"matcher-{ordinal}", argv, env, _http_ready(f"{url}/readyz"))
+
     @property
     def callback_url(self) -> str:
         if self.receiver_url is None:
@@ -230,6 +236,8 @@ class Cluster:
             self._wait_ready(service, timeout)
         self._monitor = threading.Thread(target=self._watch, name="supervisor", daemon=True)
         self._monitor.start()
+        self._scaler = threading.Thread(target=self._follow_scale, name="scaler", daemon=True)
+        self._scaler.start()
 
     def _spawn(self, service: Service) -> None:
         env = os.environ | service.env | {"PYTHONUNBUFFERED": "1"}
@@ -269,13 +277,15 @@ class Cluster:
     def _watch(self) -> None:
         """Restart any service that dies, with a growing pause if it keeps dying."""
         while not self._stopping.wait(0.2):
-            for service in self.services:
+            for service in list(self.services):
                 process = service.process
                 if process is None or process.poll() is None:
                     continue
                 with self._lock:
                     if self._stopping.is_set():
                         return
+                    if service not in self.services:  # stopped by scaling down
+                        continue
                     self._out(
                         f"[supervisor] {service.name} exited with code {process.returncode}; "
                         "restarting"
@@ -286,6 +296,70 @@ class Cluster:
                     service.restarts += 1
                     time.sleep(pause)
                     self._spawn(service)
+
+    # -- scaling --------------------------------------------------------------------------------
+    def _follow_scale(self) -> None:
+        """Start or stop matchers as ``wordcast scale`` asks (see the module docstring)."""
+        import redis
+
+        from .scaling import desired_key
+
+        client = redis.Redis.from_url(self.redis_url, decode_responses=True, socket_timeout=5)
+        while not self._stopping.wait(0.5):
+            try:
+                wanted = client.get(desired_key(self.namespace))
+                if wanted is None or int(wanted) == self.matcher_count:
+                    continue
+                if int(wanted) > self.matcher_count:
+                    self._add_matchers(int(wanted))
+                elif self._drained(client, int(wanted)):
+                    self._remove_matchers(client, int(wanted))
+            except (redis.RedisError, ValueError, RuntimeError, TimeoutError) as exc:
+                self._out(f"[supervisor] scaling: {exc}")
+
+    def _add_matchers(self, wanted: int) -> None:
+        for ordinal in range(self.matcher_count, wanted):
+            with self._lock:
+                if self._stopping.is_set():
+                    return
+                service = self._matcher(ordinal)
+                self.services.append(service)
+                self._spawn(service)
+                self.matcher_count = ordinal + 1  # restarted by _watch from now on if it dies
+            self._out(f"[supervisor] started matcher-{ordinal} (scaling to {wanted} matchers)")
+            self._wait_ready(service, 60.0)
+
+    def _drained(self, client: Any, wanted: int) -> bool:
+        """Whether matchers from ``wanted`` on hold nothing and no router may route to them."""
+        ns = self.namespace
+        active = int(client.get(f"{ns}:mapping:active") or 0)
+        if (client.get(f"{ns}:mapping:window") or "0 0") != f"{active} {active}":
+            return False
+        routes_to = (
+            int(client.hget(f"{ns}:mapping:{active}:meta", "matchers") or 0)
+            if active
+            else self._initial_matchers
+        )
+        if routes_to > wanted:
+            return False
+        held = [client.scard(f"{ns}:matcher:{k}:subs") for k in range(wanted, self.matcher_count)]
+        return not any(held)
+
+    def _remove_matchers(self, client: Any, wanted: int) -> None:
+        for ordinal in reversed(range(wanted, self.matcher_count)):
+            with self._lock:
+                service = self.service(f"matcher-{ordinal}")
+                self.services.remove(service)
+            if service.process is not None and service.process.poll() is None:
+                service.process.terminate()
+                try:
+                    service.process.wait(10)
+                except subprocess.TimeoutExpired:
+                    service.process.kill()
+            client.delete(f"{self.namespace}:matcher:{ordinal}:url")
+            self.matcher_urls.pop()
+            self.matcher_count = ordinal
+            self._out(f"[supervisor] stopped matcher-{ordinal} (scaled down to {wanted} matchers)")
 
     def wait_ready(self, timeout: float = 60.0) -> None:
         """Block until every service answers its readiness probe (e.g. after a restart)."""

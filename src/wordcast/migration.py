@@ -169,7 +169,8 @@ async def move_to(
         placements = reopen(sub.placements, sub.terms, target, sizes, known, cost)
         # Counted as placed now: the next subscription's LASP decision must see this one.
         for placement in placements:
-            word_maps[placement.matcher].update(sub.terms)
+            if placement.first == target.version:
+                word_maps[placement.matcher].update(sub.terms)
         return placements
 
     subs = await _each_subscription(store, max(span or 0, target.matchers))

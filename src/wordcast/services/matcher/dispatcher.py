@@ -101,7 +101,12 @@ class Dispatcher:
     def in_flight(self) -> int:
         return len(self._tasks)
 
-    async def close(self) -> None:
+    async def close(self, drain_s: float = 0.0) -> None:
+        """Stop delivering, after letting the deliveries in flight finish for up to ``drain_s``:
+        one cut short stays pending for this matcher's successor, and a matcher removed by
+        scaling down has none (another takes it over only after ``take_over_after_s``)."""
+        if self._tasks and drain_s > 0:
+            await asyncio.wait(self._tasks, timeout=drain_s)
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)

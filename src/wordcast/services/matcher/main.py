@@ -32,7 +32,7 @@ def create_app(settings: MatcherSettings | None = None) -> FastAPI:
             ):
                 yield
         finally:
-            await state.dispatcher.close()
+            await state.dispatcher.close(settings.shutdown_drain_s)
             await client.aclose()
 
     app = FastAPI(

@@ -61,6 +61,12 @@ class MatcherSettings(ServiceSettings):
         default=0.5, gt=0, description="First retry's backoff ceiling; doubles per attempt."
     )
     delivery_max_backoff_s: float = Field(default=60.0, gt=0)
+    shutdown_drain_s: float = Field(
+        default=5.0,
+        ge=0,
+        description="On shutdown, how long deliveries in flight may finish before they are cut "
+        "short (and left to this matcher's successor).",
+    )
     delivery_take_over_after_s: float = Field(
         default=1800.0,
         gt=0,

@@ -546,6 +546,9 @@ class RouterState:
                     await pubsub.aclose()
             except (StoreUnavailable, RedisError) as exc:  # pub/sub errors come untranslated
                 log.warning("mapping watch interrupted (%s); retrying", exc)
+            # The loop must outlive surprises: without it the router never changes mappings again.
+            except Exception:
+                log.exception("following the mapping versions failed; retrying")
             await asyncio.sleep(poll)
 
     async def _mapping_step(self) -> None:
@@ -631,8 +634,12 @@ class RouterState:
         ids: list[str] = []
         per_matcher: dict[int, list[dict[str, object]]] = {}
         subscribed = self.subscribed
-        mapping = self.view.active
+        view = self.view
+        mapping = view.active
         version = mapping.version
+        # While the cluster shrinks, a pattern on its way off a removed matcher is owned there
+        # too; nothing there serves this version, so no copy goes there.
+        shrinking = view.span > mapping.matchers
         randrange = self._random.randrange
         anchors = self.anchors
         shedder = self.shedder
@@ -650,6 +657,8 @@ class RouterState:
             if shedder.enabled and targets:
                 targets = shedder.cut(targets, terms, subscribed, mapping, drawn)
             pattern_targets = anchors.targets(normalise(text)) if len(anchors) else set()
+            if shrinking and pattern_targets:
+                pattern_targets = {m for m in pattern_targets if m < mapping.matchers}
             if not targets and not pattern_targets:
                 continue
             routed: dict[str, object] = {"id": pub_id, "text": text, "terms": list(terms)}

@@ -1,0 +1,113 @@
+"""Changing the number of matchers (``wordcast scale N``).
+
+The number of matchers is a property of a mapping version (:mod:`wordcast.mapping_store`), so
+scaling the cluster is moving it to a version made for the new number, with the same live
+migration as any mapping change (:mod:`wordcast.migration`): nothing is lost or delivered twice
+while routers switch. The steps:
+
+1. ask for N matchers: ``{ns}:cluster:matchers``, which a local cluster's supervisor
+   (:mod:`wordcast.cluster`) follows as a StatefulSet controller would; on Kubernetes,
+   ``kubectl scale statefulset/matcher --replicas=N`` is this step (before scaling up only);
+2. wait until matchers 0 … N-1 answer, each at the URL it registered, as ready;
+3. write a mapping version for N (learned from the publication log, or stable hashing); the
+   routers move every subscription to it, switch to it, then retire the old version;
+4. wait until it is the only version in use. Matchers from N on then hold nothing and no router
+   sends them anything: a local cluster stops them; on Kubernetes, scale the StatefulSet down now.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+
+import httpx
+
+from .mapping_store import MappingStore
+from .store import SubscriptionStore, translated
+
+Progress = Callable[[str], None]
+
+
+def desired_key(namespace: str) -> str:
+    return f"{namespace}:cluster:matchers"
+
+
+async def request(store: SubscriptionStore, matchers: int) -> None:
+    """Step 1: record the number of matchers wanted (a local supervisor starts or stops them)."""
+    with translated("recording the number of matchers wanted"):
+        await store.client.set(desired_key(store.ns), matchers)
+
+
+async def logged_publications(store: SubscriptionStore) -> int:
+    with translated("reading the publication log"):
+        return int(await store.client.xlen(store.publications_key))
+
+
+async def _ready_at(client: httpx.AsyncClient, url: str, ordinal: int) -> bool:
+    try:
+        response = await client.get(f"{url}/stats")
+    except httpx.HTTPError:
+        return False
+    if response.status_code != 200:
+        return False
+    stats = response.json()
+    return bool(stats.get("ready")) and stats.get("ordinal") == ordinal
+
+
+async def wait_for_matchers(
+    store: SubscriptionStore, matchers: int, timeout_s: float, progress: Progress
+) -> None:
+    """Step 2: every matcher below ``matchers`` is up, ready and registered (TimeoutError)."""
+    deadline = time.monotonic() + timeout_s
+    async with httpx.AsyncClient(timeout=5) as client:
+        for ordinal in range(matchers):
+            announced = False
+            while True:
+                url = await store.matcher_url(ordinal)
+                if url is not None and await _ready_at(client, url, ordinal):
+                    break
+                if not announced:
+                    progress(f"waiting for matcher-{ordinal} to start and register…")
+                    announced = True
+                if time.monotonic() > deadline:
+                    raise TimeoutError(
+                        f"matcher-{ordinal} did not become ready within {timeout_s:g} s (on "
+                        f"Kubernetes, first: kubectl scale statefulset/matcher --replicas={matchers})"
+                    )
+                await asyncio.sleep(0.5)
+
+
+async def write_hash_version(mappings: MappingStore, matchers: int) -> int:
+    """Step 3 without learning: stable hashing over ``matchers`` (every word falls back to it)."""
+    return await mappings.write(matchers, {}, meta={"algorithm": "hash", "reason": "scale"})
+
+
+async def wait_settled(
+    mappings: MappingStore, version: int, timeout_s: float, progress: Progress
+) -> None:
+    """Step 4: ``version`` is active and the only one in use (TimeoutError)."""
+    deadline = time.monotonic() + timeout_s
+    said = ""
+    while True:
+        latest, active, window = await mappings.state()
+        if latest > version:
+            raise RuntimeError(
+                f"mapping version {latest} was written meanwhile; the cluster moves to it instead"
+            )
+        if active == version and window == (version, version):
+            return
+        step = (
+            "routers are moving the subscriptions to it"
+            if active != version
+            else "active; waiting for every router to stop using older versions"
+        )
+        if step != said:
+            progress(f"mapping v{version}: {step}…")
+            said = step
+        if time.monotonic() > deadline:
+            raise TimeoutError(
+                f"mapping v{version} did not settle within {timeout_s:g} s (active v{active}, "
+                f"versions in use {window[0]}..{window[1]}); the routers keep at it"
+            )
+        await asyncio.sleep(0.3)

@@ -1,0 +1,150 @@
+"""Changing the number of matchers of a running cluster: `wordcast scale`, under a steady stream.
+
+A local cluster of two matchers and two routers (one checks for mapping changes every 0.3 s, the
+other every 3 s, so they switch at different moments) holds keyword and pattern subscriptions.
+While publications flow through both routers, `wordcast scale 3` makes the supervisor start a
+third matcher and moves the cluster onto it; `wordcast scale 1` then moves everything, patterns
+included, onto matcher 0, after which the supervisor stops the other two. The oracle judges every
+delivery: nothing lost, nothing twice.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+
+import httpx
+import pytest
+import redis
+
+from wordcast.analysis import analyze
+from wordcast.bruteforce import match_pairs
+from wordcast.workload import post_patterns, post_queries, sample_posts
+
+from .conftest import Receiver, RunningCluster, extra_router, start_cluster, stop_cluster
+from .test_e2e import _check, _subscribe
+from .test_e2e_patterns import _create, _pattern_oracle
+from .test_learned_routing import Stream
+
+pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture(scope="module")
+def scaling_cluster(redis_url: str) -> Iterator[RunningCluster]:
+    running = start_cluster(
+        redis_url,
+        f"test-scale-{os.getpid()}",
+        matchers=2,
+        env={"WORDCAST_ROUTER_MAPPING_POLL_S": "0.3"},
+    )
+    yield running
+    stop_cluster(running)
+
+
+def _scale(cluster: RunningCluster, redis_url: str, *args: str) -> subprocess.CompletedProcess[str]:
+    env = os.environ | {"REDIS_URL": redis_url, "WORDCAST_NAMESPACE": cluster.namespace}
+    return subprocess.run(
+        [sys.executable, "-m", "wordcast", "scale", *args, "--router", cluster.router_url],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
+
+
+def _stats(url: str) -> dict[str, object]:
+    stats: dict[str, object] = httpx.get(f"{url}/stats", timeout=10).json()
+    return stats
+
+
+def _quiet(client: redis.Redis, namespace: str, receiver: Receiver, expected: int) -> list:  # type: ignore[type-arg]
+    """The deliveries once the expected number arrived and every outbox is empty."""
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        outboxes = client.smembers(f"{namespace}:outboxes")
+        depth = sum(client.xlen(f"{namespace}:outbox:{i}") for i in outboxes)  # type: ignore[union-attr]
+        if depth == 0 and len(receiver.pairs()) >= expected:
+            break
+        time.sleep(0.2)
+    time.sleep(0.5)  # anything extra would have arrived by now
+    return receiver.pairs()
+
+
+def test_scaling_up_and_down_under_a_stream_loses_and_duplicates_nothing(
+    scaling_cluster: RunningCluster, receiver: Receiver, redis_url: str
+) -> None:
+    cluster, namespace = scaling_cluster, scaling_cluster.namespace
+    client = redis.Redis.from_url(redis_url, decode_responses=True)
+    assert len(receiver.pairs()) == 0, "this module's receiver starts empty"
+    posts = sample_posts(7_000, seed=515)
+    learning, stream = posts[:3_000], posts[3_000:]
+    keywords = _subscribe(cluster, post_queries(learning, 400, seed=51), receiver.hook)
+    created = _create(
+        cluster.router_url,
+        [
+            {"pattern": p, "callback_url": receiver.hook}
+            for p in post_patterns(learning, 120, seed=52)
+        ],
+    )
+    patterns = {str(c["id"]): str(c["pattern"]) for c in created}
+    on_one = [sid for sid in patterns if client.hget(f"{namespace}:sub:{sid}", "matcher") == "1"]
+    assert on_one, "some patterns should start on matcher 1"
+
+    with extra_router(cluster, redis_url, mapping_poll_s="3") as slow_url:
+        publisher = Stream([cluster.router_url, slow_url], stream)
+        time.sleep(2)
+
+        up = _scale(cluster, redis_url, "3", "--algorithm", "hash")
+        assert up.returncode == 0, up.stdout + up.stderr
+        assert "the cluster routes to 3 matchers" in up.stdout
+        at_up = publisher.sent
+        # Both routers route to the new matcher, which the supervisor started and which holds
+        # a share of the subscriptions now.
+        for url in (cluster.router_url, slow_url):
+            assert _stats(url)["matchers"] == 3
+        third = client.get(f"{namespace}:matcher:2:url")
+        assert third is not None and third not in cluster.matcher_urls
+        held = _stats(third)["subscriptions"]
+        assert isinstance(held, int) and held > 50, held
+        assert any("started matcher-2" in line for line in cluster.output)
+
+        down = _scale(cluster, redis_url, "1", "--algorithm", "hash")
+        assert down.returncode == 0, down.stdout + down.stderr
+        assert "matchers 1 to 2 hold nothing now" in down.stdout
+        at_down = publisher.sent
+        deadline = time.monotonic() + 30
+        while not all(
+            any(f"stopped matcher-{k}" in line for line in cluster.output) for k in (1, 2)
+        ):
+            assert time.monotonic() < deadline, "the supervisor did not stop matchers 1 and 2"
+            time.sleep(0.2)
+        for url in (cluster.router_url, slow_url):
+            assert _stats(url)["matchers"] == 1
+        with pytest.raises(httpx.HTTPError):
+            httpx.get(f"{cluster.matcher_urls[1]}/readyz", timeout=2)
+
+        publisher.finish.set()
+        publisher.thread.join(120)
+        assert 0 < at_up < at_down < publisher.sent == len(stream) // 50, (
+            "both changes should happen while publications flow"
+        )
+
+    # Everything lives on matcher 0 now, patterns included (moved with versioned placements).
+    assert _stats(cluster.matcher_urls[0])["subscriptions"] == len(keywords) + len(patterns)
+    moved = [client.hget(f"{namespace}:sub:{sid}", "matcher") for sid in on_one]
+    assert set(moved) == {"0"}
+    status = subprocess.run(
+        [sys.executable, "-m", "wordcast", "status", "--router", cluster.router_url],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert status.returncode == 0 and status.stdout.count("matcher-") == 1, status.stdout
+
+    analysed = {p.id: analyze(p.text) for p in stream}
+    expected = match_pairs(keywords, analysed) | _pattern_oracle(patterns, stream)
+    assert len(expected) > 2_000, "the stream should produce plenty of matches"
+    _check(_quiet(client, namespace, receiver, len(expected)), expected)
