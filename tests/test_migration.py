@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
 from collections import Counter
 from dataclasses import replace
@@ -11,14 +12,14 @@ import pytest
 
 from wordcast.analysis import analyze
 from wordcast.corpus import pypi_posts
-from wordcast.errors import MappingUnconfirmed
+from wordcast.errors import MappingUnconfirmed, NotFound
 from wordcast.mapping_store import MappingStore
 from wordcast.migration import BATCH, move_to, retire
 from wordcast.placement import Placement, matchers_of, still_valid
 from wordcast.routing import HashMapping, LearnedMapping, copy_name
 from wordcast.services.router.settings import RouterSettings
 from wordcast.services.router.state import RouterState
-from wordcast.store import Subscription, SubscriptionStore, connect
+from wordcast.store import EventFollower, Subscription, SubscriptionStore, connect
 
 MATCHERS = 6
 
@@ -161,3 +162,93 @@ def test_a_router_that_cannot_report_its_mapping_version_stops_routing(
             await client.aclose()
 
     asyncio.run(scenario())
+
+
+def test_a_migration_to_fewer_matchers_empties_the_removed_ones_patterns_included(
+    redis_url: str, namespace: str
+) -> None:
+    """Scaling 4 -> 2: every keyword subscription and pattern leaves matchers 2 and 3, the word
+    maps, anchor maps and pattern loads stay exact throughout, and the anchor owners a router
+    keeps from the events alone end where Redis is."""
+
+    async def scenario() -> None:
+        client = connect(redis_url)
+        store, mappings = SubscriptionStore(client, namespace), MappingStore(client, namespace)
+        follower_owners: dict[str, Counter[int]] = {}
+
+        def apply(events: object) -> None:
+            for event in events:  # type: ignore[attr-defined]
+                owners = follower_owners.setdefault(event.subscription.anchor, Counter())
+                owners.update(event.anchor_joined)
+                owners.subtract(event.anchor_left)
+
+        follower = EventFollower(store, _nothing, apply)
+        await follower.start()
+        old = HashMapping(4, 0)
+        terms = _corpus_terms(600)
+        for k, words in enumerate(terms):
+            matcher = old(words[0])
+            sub = Subscription(f"s{k}", " ".join(words), words, "http://x/hook", matcher)
+            await store.add(replace(sub, placements=(Placement(matcher, 0),)))
+        rng = random.Random(9)
+        anchors = [f"anchor{i}" for i in range(15)]
+        patterns = [
+            Subscription(f"p{i}", "", (), "http://x/hook", i % 4, 0.0, f"x?{a}*", a)
+            for i, a in enumerate(rng.choice(anchors) for _ in range(200))
+        ]
+        for pattern in patterns:
+            await store.add(pattern)
+        target = LearnedMapping(1, 2, {})  # stable hashing over two matchers
+        # Deleted mid-migration: those moved already are held by two matchers at that moment.
+        deleted = [p.id for p in patterns[2::10] + patterns[3::10]]
+        deleted_while_moving = 0
+
+        async def keep_alive() -> None:
+            nonlocal deleted_while_moving
+            for sub_id in deleted:
+                with contextlib.suppress(NotFound):
+                    sub, _ = await store.delete(sub_id)
+                    deleted_while_moving += len(sub.matchers) == 2
+
+        async def sync(_event_id: str) -> None:
+            return None
+
+        await move_to(store, mappings, target, 0, sync, keep_alive, span=4)
+        assert deleted_while_moving > 0
+        live_patterns = [p for p in patterns if p.id not in deleted]
+        for pattern in live_patterns:
+            stored = await store.get(pattern.id)
+            if pattern.matcher < 2:  # untouched: its matcher is still there
+                assert stored.placements == () and stored.matcher == pattern.matcher
+            else:  # served by its old matcher before v1 and by a remaining one from v1 on
+                old_one, new_one = stored.placements
+                assert (old_one.matcher, old_one.until) == (pattern.matcher, 1)
+                assert new_one.first == 1 and new_one.is_open and new_one.matcher < 2
+        await retire(store, mappings, 1, 4, sync, keep_alive)
+        for matcher in (2, 3):
+            assert await client.scard(store.matcher_subs_key(matcher)) == 0
+            assert await store.word_map(matcher) == {}
+            assert await store.anchor_map(matcher) == {}
+        held = {p.id: (await store.get(p.id)).matchers for p in live_patterns}
+        assert all(len(m) == 1 and m[0] < 2 for m in held.values())
+        for matcher in (0, 1):
+            here = [p.anchor for p in live_patterns if held[p.id] == [matcher]]
+            assert await store.anchor_map(matcher) == dict(Counter(here))
+        loads = Counter(held[p.id][0] for p in live_patterns)
+        assert await store.pattern_loads() == dict(loads)
+        assert sum(loads.values()) == len(live_patterns)
+        expected = await _expected_word_maps(store, [f"s{k}" for k in range(len(terms))])
+        for matcher in range(2):
+            assert Counter(await store.word_map(matcher)) == expected[matcher]
+        await follower.catch_up()
+        owners = {a: {m for m, n in c.items() if n > 0} for a, c in follower_owners.items()}
+        for anchor in anchors:
+            redis_owners = {m for m in range(4) if anchor in await store.anchor_map(m)}
+            assert owners.get(anchor, set()) == redis_owners, anchor
+        await client.aclose()
+
+    asyncio.run(scenario())
+
+
+async def _nothing() -> None:
+    return None

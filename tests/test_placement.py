@@ -11,6 +11,9 @@ from wordcast.placement import (
     Placement,
     decode,
     encode,
+    move_pattern,
+    pattern_still_valid,
+    place_pattern,
     plan,
     prune,
     reopen,
@@ -108,3 +111,29 @@ def test_a_placement_valid_under_the_new_mapping_is_not_moved() -> None:
     moved = reopen(placements, terms, elsewhere, [0, 0, 0], {})
     assert moved[0] == Placement(placements[0].matcher, 0, 2)
     assert moved[1] == Placement((placements[0].matcher + 1) % 3, 2, None)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    matcher=st.integers(0, 5),
+    matchers=st.integers(1, 6),
+    version=st.integers(1, 9),
+    owners=st.sets(st.integers(0, 7), max_size=4),
+    loads=st.dictionaries(st.integers(0, 7), st.integers(0, 40), max_size=8),
+)
+def test_a_pattern_leaving_a_removed_matcher_is_served_once_by_each_version(
+    matcher: int, matchers: int, version: int, owners: set[int], loads: dict[int, int]
+) -> None:
+    target = place_pattern(owners, loads, matchers, random.Random(0).choice)
+    assert 0 <= target < matchers
+    if owners & set(range(matchers)) and min(loads.get(m, 0) for m in range(matchers)) == max(
+        loads.get(m, 0) for m in range(matchers)
+    ):
+        assert target in owners  # joining an owner is free when the load is even
+    assert pattern_still_valid((), matcher, matchers) == (matcher < matchers)
+    moved = move_pattern((), matcher, version, target)
+    assert pattern_still_valid(moved, matcher, matchers)
+    for routed_with in range(version + 3):
+        serving = [p.matcher for p in moved if p.serves(routed_with, {})]
+        assert serving == [matcher if routed_with < version else target]
+    assert prune(moved, version) == (Placement(target, version),)

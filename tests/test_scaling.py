@@ -148,3 +148,40 @@ def test_scaling_up_and_down_under_a_stream_loses_and_duplicates_nothing(
     expected = match_pairs(keywords, analysed) | _pattern_oracle(patterns, stream)
     assert len(expected) > 2_000, "the stream should produce plenty of matches"
     _check(_quiet(client, namespace, receiver, len(expected)), expected)
+
+
+@pytest.mark.parametrize(
+    ("args", "env", "message"),
+    [
+        (["0"], {"REDIS_URL": "redis://127.0.0.1:1/0"}, "must be at least 1"),
+        (["3"], {"REDIS_URL": ""}, "give --redis-url or set REDIS_URL"),
+        (["3", "--router", "http://127.0.0.1:1"], {"REDIS_URL": "redis://x"}, "cannot read"),
+        (["3", "--algorithm", "magic"], {}, "invalid choice"),
+    ],
+)
+def test_scale_refuses_bad_requests_clearly(
+    args: list[str], env: dict[str, str], message: str
+) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "wordcast", "scale", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=os.environ | env,
+    )
+    assert result.returncode == 2 and message in result.stderr, result.stderr
+
+
+def test_a_router_needs_the_size_of_version_0_with_a_url_template() -> None:
+    from pydantic import ValidationError
+
+    from wordcast.services.router.settings import RouterSettings
+
+    dev = {"environment": "development"}
+    with pytest.raises(ValidationError, match="set WORDCAST_ROUTER_MATCHERS"):
+        RouterSettings(matcher_urls=["http://matcher-{ordinal}.matcher:8101"], **dev)
+    with pytest.raises(ValidationError, match="must be the only URL"):
+        RouterSettings(matcher_urls=["http://a:1", "http://m-{ordinal}:1"], matchers=2, **dev)
+    settings = RouterSettings(matcher_urls=["http://m-{ordinal}.m:8101"], matchers=4, **dev)
+    assert (settings.url_template, settings.initial_matchers) == ("http://m-{ordinal}.m:8101", 4)
+    assert RouterSettings(matcher_urls=["http://a:1", "http://b:1"], **dev).initial_matchers == 2
