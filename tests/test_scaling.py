@@ -185,3 +185,16 @@ def test_a_router_needs_the_size_of_version_0_with_a_url_template() -> None:
     settings = RouterSettings(matcher_urls=["http://m-{ordinal}.m:8101"], matchers=4, **dev)
     assert (settings.url_template, settings.initial_matchers) == ("http://m-{ordinal}.m:8101", 4)
     assert RouterSettings(matcher_urls=["http://a:1", "http://b:1"], **dev).initial_matchers == 2
+
+
+def test_learn_without_matchers_needs_a_recorded_number(redis_url: str, namespace: str) -> None:
+    env = os.environ | {"REDIS_URL": redis_url, "WORDCAST_NAMESPACE": namespace}
+    result = subprocess.run(
+        [sys.executable, "-m", "wordcast", "learn"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+    )
+    assert result.returncode == 2, result.stderr
+    assert "no router has recorded the cluster's number of matchers" in result.stderr

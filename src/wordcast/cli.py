@@ -265,7 +265,25 @@ def cmd_learn(args: argparse.Namespace) -> int:
             "written to that Redis"
         )
     namespace = os.environ.get("WORDCAST_NAMESPACE", "wordcast")
-    argv = ["--matchers", str(args.matchers), "--algorithm", args.algorithm]
+    matchers = args.matchers
+    if matchers is None:
+        from .errors import StoreUnavailable
+        from .store import SubscriptionStore, connect
+
+        async def wanted() -> int | None:
+            client = connect(redis_url)
+            try:
+                return await SubscriptionStore(client, namespace).matchers_wanted()
+            finally:
+                await client.aclose()
+
+        try:
+            matchers = asyncio.run(wanted())
+        except StoreUnavailable as exc:
+            return _fail(str(exc))
+        if matchers is None:
+            return _fail("no router has recorded the cluster's number of matchers: give --matchers")
+    argv = ["--matchers", str(matchers), "--algorithm", args.algorithm]
     argv += ["--namespace", namespace, "--publish", redis_url]
     argv += ["--corpus", args.corpus] if args.corpus else ["--publication-log", redis_url]
     return learn_mapping.main(argv)
@@ -396,7 +414,12 @@ def build_parser() -> argparse.ArgumentParser:
     learn = sub.add_parser(
         "learn", help="learn a routing mapping with Spark and publish it as a new version"
     )
-    learn.add_argument("--matchers", type=int, required=True, help="the cluster's matchers")
+    learn.add_argument(
+        "--matchers",
+        type=int,
+        help="learn for this many matchers (another number than the cluster's scales it); "
+        "default: the cluster's number, as the routers and wordcast scale recorded it",
+    )
     learn.add_argument(
         "--algorithm",
         default="salb",

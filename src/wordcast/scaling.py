@@ -30,13 +30,13 @@ Progress = Callable[[str], None]
 
 
 def desired_key(namespace: str) -> str:
+    """Where :meth:`SubscriptionStore.want_matchers` records the number (for sync readers)."""
     return f"{namespace}:cluster:matchers"
 
 
 async def request(store: SubscriptionStore, matchers: int) -> None:
     """Step 1: record the number of matchers wanted (a local supervisor starts or stops them)."""
-    with translated("recording the number of matchers wanted"):
-        await store.client.set(desired_key(store.ns), matchers)
+    await store.want_matchers(matchers)
 
 
 async def logged_publications(store: SubscriptionStore) -> int:

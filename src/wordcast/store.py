@@ -15,6 +15,8 @@ Keys (all under a namespace, ``wordcast`` by default, so several clusters can sh
 ``{ns}:matcher:{i}:anchors`` hash anchor -> count of the pattern subscriptions on matcher i
 ``{ns}:matcher:{i}:url``    the base URL matcher i answers at (routers reach a matcher added by
                             scaling there, when their configuration does not name it)
+``{ns}:cluster:matchers``   the number of matchers the cluster should have: set by the first router
+                            (its configured number) and by ``wordcast scale``
 ``{ns}:pattern_load``       hash matcher -> number of pattern subscriptions placed on it
 ``{ns}:tenant:{t}:subs``    set of the ids of tenant t's subscriptions
 ``{ns}:apikey:{sha256}``    the tenant an API key belongs to, under the key's SHA-256 (keys are not kept)
@@ -530,6 +532,15 @@ class SubscriptionStore:
     async def register_matcher(self, matcher: int, url: str) -> None:
         with translated("registering a matcher's URL"):
             await self.client.set(f"{self.ns}:matcher:{matcher}:url", url)
+
+    async def want_matchers(self, matchers: int, *, only_if_unset: bool = False) -> None:
+        with translated("recording the number of matchers wanted"):
+            await self.client.set(f"{self.ns}:cluster:matchers", matchers, nx=only_if_unset)
+
+    async def matchers_wanted(self) -> int | None:
+        with translated("reading the number of matchers wanted"):
+            value = await self.client.get(f"{self.ns}:cluster:matchers")
+        return int(value) if value is not None else None
 
     async def matcher_url(self, matcher: int) -> str | None:
         with translated("reading a matcher's URL"):

@@ -196,6 +196,8 @@ class RouterState:
 
     # -- replica of s(W) ----------------------------------------------------------------------
     async def _load_snapshot(self) -> None:
+        # The nightly learner learns for the number recorded (wordcast scale changes it).
+        await self.store.want_matchers(self.settings.initial_matchers, only_if_unset=True)
         await self.refresh_mappings()
         subscribed = await self.store.subscribed_words()
         anchors = AnchorIndex()
