@@ -4,8 +4,9 @@ A local cluster of two matchers and two routers (one checks for mapping changes 
 other every 3 s, so they switch at different moments) holds keyword and pattern subscriptions.
 While publications flow through both routers, `wordcast scale 3` makes the supervisor start a
 third matcher and moves the cluster onto it; `wordcast scale 1` then moves everything, patterns
-included, onto matcher 0, after which the supervisor stops the other two. The oracle judges every
-delivery: nothing lost, nothing twice.
+included, onto matcher 0, after which the supervisor stops the other two; `wordcast scale 2`
+brings matcher 1 back, on another port. The oracle judges every delivery: nothing lost, nothing
+twice.
 """
 
 from __future__ import annotations
@@ -93,6 +94,7 @@ def test_scaling_up_and_down_under_a_stream_loses_and_duplicates_nothing(
     on_one = [sid for sid in patterns if client.hget(f"{namespace}:sub:{sid}", "matcher") == "1"]
     assert on_one, "some patterns should start on matcher 1"
 
+    first_pid = cluster.matcher_pid(1)
     with extra_router(cluster, redis_url, mapping_poll_s="3") as slow_url:
         publisher = Stream([cluster.router_url, slow_url], stream)
         time.sleep(2)
@@ -125,24 +127,30 @@ def test_scaling_up_and_down_under_a_stream_loses_and_duplicates_nothing(
             assert _stats(url)["matchers"] == 1
         with pytest.raises(httpx.HTTPError):
             httpx.get(f"{cluster.matcher_urls[1]}/readyz", timeout=2)
+        # Everything lives on matcher 0 now, patterns included (moved with versioned placements).
+        assert _stats(cluster.matcher_urls[0])["subscriptions"] == len(keywords) + len(patterns)
+        moved = [client.hget(f"{namespace}:sub:{sid}", "matcher") for sid in on_one]
+        assert set(moved) == {"0"}
+
+        again = _scale(cluster, redis_url, "2", "--algorithm", "hash")
+        assert again.returncode == 0, again.stdout + again.stderr
+        # A new process, at the URL the routers were configured with.
+        assert client.get(f"{namespace}:matcher:1:url") == cluster.matcher_urls[1]
+        assert _stats(cluster.matcher_urls[1])["pid"] != first_pid
+        assert _stats(cluster.matcher_urls[1])["subscriptions"] > 50
 
         publisher.finish.set()
         publisher.thread.join(120)
         assert 0 < at_up < at_down < publisher.sent == len(stream) // 50, (
-            "both changes should happen while publications flow"
+            "the changes should happen while publications flow"
         )
-
-    # Everything lives on matcher 0 now, patterns included (moved with versioned placements).
-    assert _stats(cluster.matcher_urls[0])["subscriptions"] == len(keywords) + len(patterns)
-    moved = [client.hget(f"{namespace}:sub:{sid}", "matcher") for sid in on_one]
-    assert set(moved) == {"0"}
     status = subprocess.run(
         [sys.executable, "-m", "wordcast", "status", "--router", cluster.router_url],
         capture_output=True,
         text=True,
         timeout=30,
     )
-    assert status.returncode == 0 and status.stdout.count("matcher-") == 1, status.stdout
+    assert status.returncode == 0 and status.stdout.count("matcher-") == 2, status.stdout
 
     analysed = {p.id: analyze(p.text) for p in stream}
     expected = match_pairs(keywords, analysed) | _pattern_oracle(patterns, stream)

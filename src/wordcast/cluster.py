@@ -169,6 +169,7 @@ class Cluster:
             "WORDCAST_CALLBACK_ALLOW": os.environ.get("WORDCAST_CALLBACK_ALLOW", "127.0.0.0/8,::1"),
         }
         self._common_env = common
+        self._ports: dict[int, int] = {}
         self.matcher_urls: list[str] = []
         for ordinal in range(matchers):
             self.services.append(self._matcher(ordinal))
@@ -208,8 +209,10 @@ class Cluster:
         self._monitor: threading.Thread | None = None
 
     def _matcher(self, ordinal: int) -> Service:
-        """A matcher service for ``ordinal`` on a port of its own (its URL appended)."""
-        mport = free_port()
+        """A matcher service for ``ordinal`` on a port of its own (its URL appended); the same
+        port when the ordinal comes back after scaling down, as routers may be configured with
+        its URL (a StatefulSet pod keeps its DNS name the same way)."""
+        mport = self._ports.setdefault(ordinal, free_port())
         url = f"http://127.0.0.1:{mport}"
         self.matcher_urls.append(url)
         env = self._common_env | {
@@ -318,16 +321,20 @@ class Cluster:
                 self._out(f"[supervisor] scaling: {exc}")
 
     def _add_matchers(self, wanted: int) -> None:
-        for ordinal in range(self.matcher_count, wanted):
-            with self._lock:
-                if self._stopping.is_set():
-                    return
+        started = []
+        with self._lock:
+            if self._stopping.is_set():
+                return
+            for ordinal in range(self.matcher_count, wanted):
                 service = self._matcher(ordinal)
                 self.services.append(service)
                 self._spawn(service)
-                self.matcher_count = ordinal + 1  # restarted by _watch from now on if it dies
-            self._out(f"[supervisor] started matcher-{ordinal} (scaling to {wanted} matchers)")
+                started.append(service)
+            self.matcher_count = wanted  # restarted by _watch from now on if they die
+        self._out(f"[supervisor] starting {', '.join(s.name for s in started)} (scaling up)")
+        for service in started:
             self._wait_ready(service, 60.0)
+            self._out(f"[supervisor] started {service.name} (scaling to {wanted} matchers)")
 
     def _drained(self, client: Any, wanted: int) -> bool:
         """Whether matchers from ``wanted`` on hold nothing and no router may route to them."""
@@ -346,20 +353,26 @@ class Cluster:
         return not any(held)
 
     def _remove_matchers(self, client: Any, wanted: int) -> None:
-        for ordinal in reversed(range(wanted, self.matcher_count)):
-            with self._lock:
-                service = self.service(f"matcher-{ordinal}")
+        with self._lock:
+            removed = [self.service(f"matcher-{k}") for k in range(wanted, self.matcher_count)]
+            for service in removed:
                 self.services.remove(service)
+        started = time.monotonic()
+        for service in removed:  # all at once: each may take its drain time
             if service.process is not None and service.process.poll() is None:
                 service.process.terminate()
+        for service in removed:
+            if service.process is not None:
                 try:
-                    service.process.wait(10)
+                    service.process.wait(max(0.1, 15 - (time.monotonic() - started)))
                 except subprocess.TimeoutExpired:
                     service.process.kill()
+        for ordinal in range(wanted, self.matcher_count):
             client.delete(f"{self.namespace}:matcher:{ordinal}:url")
-            self.matcher_urls.pop()
-            self.matcher_count = ordinal
-            self._out(f"[supervisor] stopped matcher-{ordinal} (scaled down to {wanted} matchers)")
+        del self.matcher_urls[wanted:]
+        self.matcher_count = wanted
+        for service in removed:
+            self._out(f"[supervisor] stopped {service.name} (scaled down to {wanted} matchers)")
 
     def wait_ready(self, timeout: float = 60.0) -> None:
         """Block until every service answers its readiness probe (e.g. after a restart)."""

@@ -14,6 +14,7 @@ Keys (under the namespace):
 ``{ns}:mapping:window``         "low high": versions routers may still be routing with (see
                                 :mod:`wordcast.placement`); kept in step by :mod:`wordcast.migration`
 ``{ns}:mapping:lock``           held by the one router that is moving subscriptions to a new version
+``{ns}:mapping:problem``        why the last attempt to move to a new version stopped (expires)
 ``{ns}:router:{id}``            each live router's oldest version in use, refreshed with a short TTL
 
 A version is immutable once written: routers cache it forever.
@@ -164,6 +165,19 @@ class MappingStore:
     async def release(self, owner: str) -> None:
         with translated("releasing the migration lock"):
             await self._release(keys=[self.key("lock")], args=[owner])
+
+    async def report_problem(self, problem: str, ttl_s: float) -> None:
+        with translated("recording a migration problem"):
+            await self.client.set(self.key("problem"), problem, px=int(ttl_s * 1000))
+
+    async def clear_problem(self) -> None:
+        with translated("clearing the migration problem"):
+            await self.client.delete(self.key("problem"))
+
+    async def problem(self) -> str | None:
+        with translated("reading the last migration problem"):
+            found = await self.client.get(self.key("problem"))
+        return str(found) if found is not None else None
 
     async def heartbeat(self, router: str, oldest_in_use: int, ttl_s: float) -> None:
         with translated("recording the router's mapping version"):

@@ -102,6 +102,9 @@ async def wait_settled(
             if active != version
             else "active; waiting for every router to stop using older versions"
         )
+        problem = await mappings.problem()
+        if problem and active != version:
+            step = f"not yet: {problem} (the routers retry)"
         if step != said:
             progress(f"mapping v{version}: {step}…")
             said = step

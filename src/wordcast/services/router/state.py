@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import hashlib
 import hmac
 import logging
@@ -146,6 +147,7 @@ class RouterState:
         self.analyzer = Analyzer()
         template = settings.url_template
         self.matcher_urls = [] if template else list(settings.matcher_urls)
+        self._registered_urls: dict[int, str] = {}  # matchers the configuration does not name
         hashing = HashMapping(settings.initial_matchers)
         self.view = MappingView(hashing, (0, 0), (hashing,))
         self.mappings = MappingStore(store.client, store.ns)
@@ -487,11 +489,16 @@ class RouterState:
     # -- matchers -----------------------------------------------------------------------------
     def matcher_url(self, matcher: int) -> str:
         template = self.settings.url_template
-        return template.format(ordinal=matcher) if template else self.matcher_urls[matcher]
+        if template:
+            return template.format(ordinal=matcher)
+        if matcher < len(self.matcher_urls):
+            return self.matcher_urls[matcher]
+        return self._registered_urls[matcher]
 
     async def _reach(self, matchers: int) -> None:
         """Know the URL of every matcher below ``matchers``: those the configuration does not
-        name (added by scaling) registered theirs in Redis when they started."""
+        name (added by scaling) registered theirs in Redis when they started. Read again for
+        every new mapping version: a matcher removed and added again may answer elsewhere."""
         if self.settings.url_template:
             return
         for matcher in range(len(self.matcher_urls), matchers):
@@ -501,7 +508,7 @@ class RouterState:
                     f"matcher {matcher} has not registered its URL in Redis: start it (a mapping "
                     f"version for {matchers} matchers needs matchers 0 to {matchers - 1})"
                 )
-            self.matcher_urls.append(url)
+            self._registered_urls[matcher] = url
 
     # -- mapping versions ---------------------------------------------------------------------
     async def _mapping(self, version: int) -> HashMapping:
@@ -594,8 +601,11 @@ class RouterState:
 
         try:
             await work(*args, keep_alive)
+            await self.mappings.clear_problem()
         except (MappingError, MatcherUnavailable) as exc:
             log.error("mapping change stopped, will retry: %s", exc)
+            with contextlib.suppress(StoreUnavailable):  # for wordcast scale to show
+                await self.mappings.report_problem(str(exc), self.settings.mapping_lock_ttl_s)
         finally:
             await self.mappings.release(self.router_id)
         await self.refresh_mappings()
