@@ -58,7 +58,7 @@ async def _scale(
     cluster: Cluster, store: SubscriptionStore, mappings: MappingStore, matchers: int
 ) -> dict[str, float]:
     """One ``wordcast scale``; the seconds from the request to each step's end."""
-    started = time.monotonic()
+    started, before = time.monotonic(), cluster.matcher_count
     silent: scaling.Progress = lambda _line: None  # noqa: E731
     await scaling.request(store, matchers)
     await scaling.wait_for_matchers(store, matchers, 120, silent)
@@ -69,6 +69,8 @@ async def _scale(
     active = time.monotonic()
     await scaling.wait_settled(mappings, version, 120, silent)
     settled = time.monotonic()
+    await scaling.wait_emptied(store, matchers, before, 120, silent)
+    emptied = time.monotonic()
     while cluster.matcher_count != matchers:
         await asyncio.sleep(0.05)
     stopped = time.monotonic()
@@ -77,8 +79,9 @@ async def _scale(
         "matchers_ready_s": ready - started,
         "moved_and_active_s": active - ready,
         "old_version_retired_s": settled - active,
-        "total_s": settled - started,
-        "extra_matchers_stopped_s": stopped - settled,
+        "old_placements_dropped_s": emptied - settled,
+        "total_s": emptied - started,
+        "extra_matchers_stopped_s": stopped - emptied,
     }
 
 

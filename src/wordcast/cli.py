@@ -344,6 +344,8 @@ def cmd_scale(args: argparse.Namespace) -> int:
                 version = (await mappings.state())[0]
             say(f"mapping v{version} for {args.matchers} matchers written")
             await scaling.wait_settled(mappings, version, args.timeout, say)
+            if args.matchers < current:
+                await scaling.wait_emptied(store, args.matchers, current, args.timeout, say)
             return version
         finally:
             await client.aclose()

@@ -371,8 +371,12 @@ class Cluster:
             client.delete(f"{self.namespace}:matcher:{ordinal}:url")
         del self.matcher_urls[wanted:]
         self.matcher_count = wanted
+        took = time.monotonic() - started
         for service in removed:
-            self._out(f"[supervisor] stopped {service.name} (scaled down to {wanted} matchers)")
+            self._out(
+                f"[supervisor] stopped {service.name} in {took:.1f} s (scaled down to {wanted} "
+                "matchers)"
+            )
 
     def wait_ready(self, timeout: float = 60.0) -> None:
         """Block until every service answers its readiness probe (e.g. after a restart)."""

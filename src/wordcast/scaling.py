@@ -11,8 +11,9 @@ while routers switch. The steps:
 2. wait until matchers 0 … N-1 answer, each at the URL it registered, as ready;
 3. write a mapping version for N (learned from the publication log, or stable hashing); the
    routers move every subscription to it, switch to it, then retire the old version;
-4. wait until it is the only version in use. Matchers from N on then hold nothing and no router
-   sends them anything: a local cluster stops them; on Kubernetes, scale the StatefulSet down now.
+4. wait until it is the only version in use and, when shrinking, until the matchers from N on
+   hold nothing (the old placements are dropped after the switch). No router sends them anything
+   then: a local cluster stops them; on Kubernetes, scale the StatefulSet down now.
 """
 
 from __future__ import annotations
@@ -112,5 +113,29 @@ async def wait_settled(
             raise TimeoutError(
                 f"mapping v{version} did not settle within {timeout_s:g} s (active v{active}, "
                 f"versions in use {window[0]}..{window[1]}); the routers keep at it"
+            )
+        await asyncio.sleep(0.3)
+
+
+async def wait_emptied(
+    store: SubscriptionStore, first: int, end: int, timeout_s: float, progress: Progress
+) -> None:
+    """Step 4 when shrinking: matchers ``first`` … ``end`` - 1 hold no subscription (TimeoutError)."""
+    deadline = time.monotonic() + timeout_s
+    said = False
+    while True:
+        with translated("counting the subscriptions left on removed matchers"):
+            left = sum(
+                [await store.client.scard(store.matcher_subs_key(m)) for m in range(first, end)]
+            )
+        if not left:
+            return
+        if not said:
+            progress(f"dropping the old placements on matchers {first} to {end - 1}…")
+            said = True
+        if time.monotonic() > deadline:
+            raise TimeoutError(
+                f"matchers {first} to {end - 1} still hold {left} subscriptions after "
+                f"{timeout_s:g} s; do not remove them yet"
             )
         await asyncio.sleep(0.3)

@@ -623,10 +623,11 @@ class RouterState:
         MIGRATIONS.labels("activate").inc()
 
     async def _retire(self, active: int, keep_alive: Any) -> None:
-        span = self.view.span
+        span, staying = self.view.span, self.view.active.matchers
 
         async def sync(event_id: str) -> None:
-            await self._sync_all(event_id, span)
+            # Matchers the active version no longer has may be stopped already.
+            await self._sync_all(event_id, staying)
 
         await retire(self.store, self.mappings, active, span, sync, keep_alive)
         MIGRATIONS.labels("retire").inc()
