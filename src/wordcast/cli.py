@@ -49,6 +49,8 @@ def _serve(app: object, host: str, port: int, log_level: str) -> int:
         log_level=log_level,
         access_log=False,
         timeout_keep_alive=30,
+        # A request still open on shutdown must not keep a matcher being removed alive for ever.
+        timeout_graceful_shutdown=5,
     )
     return 0
 
