@@ -168,20 +168,30 @@ def plot(result: dict[str, Any]) -> None:
     import matplotlib.pyplot as plt
 
     row = result["runs"][0]
-    bins: dict[int, int] = {}
+    seconds = int(max(at for at, _ in row["timeline"])) + 1
+    per_second = [0] * seconds  # empty seconds stay 0: a stall must show as one
     for at, count in row["timeline"]:
-        bins[int(at * 2)] = bins.get(int(at * 2), 0) + count
-    xs = sorted(bins)
+        per_second[int(at)] += count
     fig, ax = plt.subplots(figsize=(8, 3.5))
-    ax.plot([x / 2 for x in xs], [bins[x] * 2 for x in xs], lw=1)
-    for name, (start, end) in row["marks"].items():
-        ax.axvspan(start, end, alpha=0.2, label=f"scaling {name}")
+    ax.step(range(seconds), per_second, where="post", lw=1)
+    for (name, (start, end)), colour in zip(
+        row["marks"].items(), ("tab:green", "tab:orange"), strict=True
+    ):
+        ax.axvspan(start, end, alpha=0.2, color=colour, label=f"scaling {name}")
     ax.set_xlabel("seconds")
     ax.set_ylabel("publications accepted / s")
     ax.set_title("2 → 4 → 2 matchers under a stream (run 1)")
     ax.legend()
     fig.tight_layout()
     fig.savefig(RESULTS / "scale.png", dpi=120)
+
+
+def replot() -> None:
+    """Draw the plot again from the stored results (``python -c 'import bench.scale as s;
+    s.replot()'``)."""
+    import json
+
+    plot(json.loads((RESULTS / "scale.json").read_text()))
 
 
 def main() -> None:
