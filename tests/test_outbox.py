@@ -235,6 +235,31 @@ def test_messages_a_removed_matcher_had_taken_are_taken_over_once_stale(
     asyncio.run(scenario())
 
 
+def test_entries_of_a_matcher_gone_for_good_can_be_released_for_take_over_at_once(
+    redis_url: str, namespace: str
+) -> None:
+    """Scaling down stops a matcher for good: what it left pending is made stale at once, so
+    the next take-over pass delivers it instead of one half an hour later."""
+
+    async def scenario() -> None:
+        client = connect(redis_url)
+        outbox = Outbox(client, namespace, 2)
+        await outbox.ensure_group()
+        await outbox.put([_delivery(2000 + k, "http://x/hook", 1) for k in range(12)])
+        gone, alive = Outbox(client, namespace, 2, reader=2), Outbox(client, namespace, 2, reader=5)
+        assert len(await gone.read(">", 7, None)) == 7
+        assert len(await alive.read(">", 3, None)) == 3
+        taker = Outbox(client, namespace, 2, reader=0)
+        assert await taker.take_over_stale(1800, 100) == []
+        assert await outbox.release("matcher-2", 1800) == 7
+        taken = await taker.take_over_stale(1800, 100)
+        assert len(taken) == 7  # the live consumer's three stay its own
+        assert await outbox.release("matcher-2", 1800) == 0
+        await client.aclose()
+
+    asyncio.run(scenario())
+
+
 def test_an_attempt_ends_at_its_deadline_when_the_receiver_answers_a_byte_at_a_time(
     redis_url: str, namespace: str
 ) -> None:

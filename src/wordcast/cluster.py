@@ -12,6 +12,7 @@ mapping version that routes to them.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import ctypes
 import os
@@ -305,6 +306,7 @@ class Cluster:
         """Start or stop matchers as ``wordcast scale`` asks (see the module docstring)."""
         import redis
 
+        from .errors import StoreUnavailable
         from .scaling import desired_key
 
         client = redis.Redis.from_url(self.redis_url, decode_responses=True, socket_timeout=5)
@@ -317,7 +319,13 @@ class Cluster:
                     self._add_matchers(int(wanted))
                 elif self._drained(client, int(wanted)):
                     self._remove_matchers(client, int(wanted))
-            except (redis.RedisError, ValueError, RuntimeError, TimeoutError) as exc:
+            except (
+                redis.RedisError,
+                StoreUnavailable,
+                ValueError,
+                RuntimeError,
+                TimeoutError,
+            ) as exc:
                 self._out(f"[supervisor] scaling: {exc}")
 
     def _add_matchers(self, wanted: int) -> None:
@@ -353,6 +361,10 @@ class Cluster:
         return not any(held)
 
     def _remove_matchers(self, client: Any, wanted: int) -> None:
+        import redis
+
+        from .errors import StoreUnavailable
+
         with self._lock:
             removed = [self.service(f"matcher-{k}") for k in range(wanted, self.matcher_count)]
             for service in removed:
@@ -367,16 +379,48 @@ class Cluster:
                     service.process.wait(max(0.1, 15 - (time.monotonic() - started)))
                 except subprocess.TimeoutExpired:
                     service.process.kill()
-        for ordinal in range(wanted, self.matcher_count):
-            client.delete(f"{self.namespace}:matcher:{ordinal}:url")
+                    service.process.wait()
+        gone = range(wanted, self.matcher_count)
         del self.matcher_urls[wanted:]
         self.matcher_count = wanted
+        try:
+            released = asyncio.run(self._release_outbox_entries(gone))
+            for ordinal in gone:
+                client.delete(f"{self.namespace}:matcher:{ordinal}:url")
+        except (StoreUnavailable, redis.RedisError) as exc:  # take-over still gets them, later
+            self._out(f"[supervisor] could not hand on the removed matchers' deliveries: {exc}")
+            released = 0
         took = time.monotonic() - started
         for service in removed:
             self._out(
                 f"[supervisor] stopped {service.name} in {took:.1f} s (scaled down to {wanted} "
                 "matchers)"
             )
+        if released:
+            self._out(f"[supervisor] {released} deliveries they left unfinished go to the others")
+
+    async def _release_outbox_entries(self, ordinals: range) -> int:
+        """Hand the deliveries removed matchers left half done to the others now: no successor
+        of theirs will, and take-over would otherwise wait for its half-hour bound."""
+        from .outbox import Outbox
+        from .services.matcher.settings import MatcherSettings
+        from .store import connect
+
+        bound = float(
+            os.environ.get(
+                "WORDCAST_MATCHER_DELIVERY_TAKE_OVER_AFTER_S",
+                MatcherSettings.model_fields["delivery_take_over_after_s"].default,
+            )
+        )
+        client = connect(self.redis_url)
+        try:
+            released = 0
+            for outbox in await Outbox(client, self.namespace, 0).every_outbox():
+                for ordinal in ordinals:
+                    released += await outbox.release(f"matcher-{ordinal}", bound)
+            return released
+        finally:
+            await client.aclose()
 
     def wait_ready(self, timeout: float = 60.0) -> None:
         """Block until every service answers its readiness probe (e.g. after a restart)."""

@@ -14,8 +14,8 @@
     │                           stops routing until it can (HTTP 503)
     ├── StaleMapping            a placement was planned for mapping versions no longer in use
     │                           (the router plans again; never reaches a client)
-    ├── MappingError            a mapping version that cannot be used (wrong number of matchers,
-    │                           unknown version); the CLI and the Spark job report it
+    ├── MappingError            a mapping version that cannot be used (unknown version, or one
+    │                           for matchers not started); the CLI and the Spark job report it
     └── MatcherUnavailable      a matcher did not accept a routed batch (HTTP 503)
 
 Routes turn these into HTTP errors; nothing below the routes knows about HTTP.

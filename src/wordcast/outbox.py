@@ -183,6 +183,29 @@ class Outbox:
         # Entries deleted meanwhile come back empty (Redis 6.2) or apart (7.0, which lets them go).
         return _live(reply[1])
 
+    async def release(self, consumer: str, stale_after_s: float) -> int:
+        """Mark the entries ``consumer`` left pending here as stale, so that the next take-over
+        pass of any dispatcher delivers them; returns how many. Only for a consumer that is gone
+        for good (a matcher removed by scaling down, its process ended): one still delivering
+        them would deliver them twice."""
+        released = 0
+        with translated("releasing a removed matcher's outbox entries"):
+            while True:
+                pending = await self.client.xpending_range(
+                    self.key, GROUP, min="-", max="+", count=1_000, consumername=consumer
+                )
+                ids = [entry["message_id"] for entry in pending]
+                if not ids:
+                    return released
+                # Claimed by the same consumer, but with an idle time past any take-over bound.
+                idle_ms = int(stale_after_s * 1000) + 1
+                await self.client.xclaim(
+                    self.key, GROUP, consumer, 0, ids, idle=idle_ms, justid=True
+                )
+                released += len(ids)
+                if len(ids) < 1_000:
+                    return released
+
     @staticmethod
     async def read_new(
         outboxes: Sequence[Outbox], count: int, block_ms: int | None
