@@ -206,3 +206,31 @@ def test_learn_without_matchers_needs_a_recorded_number(redis_url: str, namespac
     )
     assert result.returncode == 2, result.stderr
     assert "no router has recorded the cluster's number of matchers" in result.stderr
+
+
+def test_a_background_loop_that_swallows_a_cancellation_still_stops() -> None:
+    """A cancellation landing in a Redis read can come back as a connection error that a retry
+    loop swallows; stopping a service must not wait on such a loop for ever."""
+    import asyncio
+
+    from wordcast.services.common import in_background
+
+    swallowed = 0
+
+    async def retrying() -> None:
+        nonlocal swallowed
+        while True:
+            try:
+                await asyncio.sleep(10)
+            except asyncio.CancelledError:  # what a translated Redis error looks like to it
+                swallowed += 1
+                if swallowed > 1:
+                    raise
+            await asyncio.sleep(0)
+
+    async def scenario() -> None:
+        async with in_background(retrying(), "stubborn"):
+            await asyncio.sleep(0.01)
+
+    asyncio.run(asyncio.wait_for(scenario(), timeout=5))
+    assert swallowed == 2

@@ -94,12 +94,18 @@ class ServiceSettings(BaseSettings):
 
 @asynccontextmanager
 async def in_background(work: Coroutine[Any, Any, None], name: str) -> AsyncIterator[None]:
-    """Run ``work`` as a task for the duration of the block, then cancel it and wait for it."""
+    """Run ``work`` as a task for the duration of the block, then cancel it and wait for it.
+
+    The cancellation is repeated until the task ends: one that lands in a Redis read can come
+    back as a connection error, which a retry loop takes for an outage and carries on (a matcher
+    being stopped went on delivering until it was killed)."""
     task = asyncio.create_task(work, name=name)
     try:
         yield
     finally:
-        task.cancel()
+        while not task.done():
+            task.cancel()
+            await asyncio.wait({task}, timeout=0.5)
         await asyncio.gather(task, return_exceptions=True)
 
 
