@@ -27,9 +27,13 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import httpx
+
+if TYPE_CHECKING:
+    from .mapping_store import MappingStore
+    from .store import SubscriptionStore
 
 _PR_SET_PDEATHSIG = 1
 
@@ -303,30 +307,32 @@ class Cluster:
 
     # -- scaling --------------------------------------------------------------------------------
     def _follow_scale(self) -> None:
+        asyncio.run(self._follow_scale_async())
+
+    async def _follow_scale_async(self) -> None:
         """Start or stop matchers as ``wordcast scale`` asks (see the module docstring)."""
-        import redis
-
         from .errors import StoreUnavailable
-        from .scaling import desired_key
+        from .mapping_store import MappingStore
+        from .store import SubscriptionStore, connect
 
-        client = redis.Redis.from_url(self.redis_url, decode_responses=True, socket_timeout=5)
-        while not self._stopping.wait(0.5):
-            try:
-                wanted = client.get(desired_key(self.namespace))
-                if wanted is None or int(wanted) == self.matcher_count:
-                    continue
-                if int(wanted) > self.matcher_count:
-                    self._add_matchers(int(wanted))
-                elif self._drained(client, int(wanted)):
-                    self._remove_matchers(client, int(wanted))
-            except (
-                redis.RedisError,
-                StoreUnavailable,
-                ValueError,
-                RuntimeError,
-                TimeoutError,
-            ) as exc:
-                self._out(f"[supervisor] scaling: {exc}")
+        client = connect(self.redis_url)
+        store = SubscriptionStore(client, self.namespace)
+        mappings = MappingStore(client, self.namespace)
+        try:
+            while not self._stopping.is_set():
+                await asyncio.sleep(0.5)
+                try:
+                    wanted = await store.matchers_wanted()
+                    if wanted is None or wanted == self.matcher_count:
+                        continue
+                    if wanted > self.matcher_count:
+                        await asyncio.to_thread(self._add_matchers, wanted)
+                    elif await self._drained(store, mappings, wanted):
+                        await self._remove_matchers(store, wanted)
+                except (StoreUnavailable, RuntimeError, TimeoutError) as exc:
+                    self._out(f"[supervisor] scaling: {exc}")
+        finally:
+            await client.aclose()
 
     def _add_matchers(self, wanted: int) -> None:
         started = []
@@ -344,33 +350,21 @@ class Cluster:
             self._wait_ready(service, 60.0)
             self._out(f"[supervisor] started {service.name} (scaling to {wanted} matchers)")
 
-    def _drained(self, client: Any, wanted: int) -> bool:
+    async def _drained(self, store: SubscriptionStore, mappings: MappingStore, wanted: int) -> bool:
         """Whether matchers from ``wanted`` on hold nothing and no router may route to them."""
-        ns = self.namespace
-        active = int(client.get(f"{ns}:mapping:active") or 0)
-        if (client.get(f"{ns}:mapping:window") or "0 0") != f"{active} {active}":
+        _, active, window = await mappings.state()
+        if window != (active, active):
             return False
-        routes_to = (
-            int(client.hget(f"{ns}:mapping:{active}:meta", "matchers") or 0)
-            if active
-            else self._initial_matchers
-        )
-        if routes_to > wanted:
+        meta = await mappings.meta(active) if active else {}
+        if int(meta.get("matchers", self._initial_matchers)) > wanted:
             return False
-        held = [client.scard(f"{ns}:matcher:{k}:subs") for k in range(wanted, self.matcher_count)]
+        held = [await store.held_by(k) for k in range(wanted, self.matcher_count)]
         return not any(held)
 
-    def _remove_matchers(self, client: Any, wanted: int) -> None:
-        import redis
-
-        from .errors import StoreUnavailable
-
-        with self._lock:
-            removed = [self.service(f"matcher-{k}") for k in range(wanted, self.matcher_count)]
-            for service in removed:
-                self.services.remove(service)
+    def _stop_processes(self, removed: list[Service]) -> None:
+        """SIGTERM them all at once (each may take its drain time), SIGKILL what outlives 15 s."""
         started = time.monotonic()
-        for service in removed:  # all at once: each may take its drain time
+        for service in removed:
             if service.process is not None and service.process.poll() is None:
                 service.process.terminate()
         for service in removed:
@@ -380,14 +374,24 @@ class Cluster:
                 except subprocess.TimeoutExpired:
                     service.process.kill()
                     service.process.wait()
+
+    async def _remove_matchers(self, store: SubscriptionStore, wanted: int) -> None:
+        from .errors import StoreUnavailable
+
+        with self._lock:
+            removed = [self.service(f"matcher-{k}") for k in range(wanted, self.matcher_count)]
+            for service in removed:
+                self.services.remove(service)
+        started = time.monotonic()
+        await asyncio.to_thread(self._stop_processes, removed)
         gone = range(wanted, self.matcher_count)
         del self.matcher_urls[wanted:]
         self.matcher_count = wanted
         try:
-            released = asyncio.run(self._release_outbox_entries(gone))
+            released = await self._release_outbox_entries(store, gone)
             for ordinal in gone:
-                client.delete(f"{self.namespace}:matcher:{ordinal}:url")
-        except (StoreUnavailable, redis.RedisError) as exc:  # take-over still gets them, later
+                await store.forget_matcher(ordinal)
+        except StoreUnavailable as exc:  # take-over still gets them, later
             self._out(f"[supervisor] could not hand on the removed matchers' deliveries: {exc}")
             released = 0
         took = time.monotonic() - started
@@ -399,12 +403,11 @@ class Cluster:
         if released:
             self._out(f"[supervisor] {released} deliveries they left unfinished go to the others")
 
-    async def _release_outbox_entries(self, ordinals: range) -> int:
+    async def _release_outbox_entries(self, store: SubscriptionStore, ordinals: range) -> int:
         """Hand the deliveries removed matchers left half done to the others now: no successor
         of theirs will, and take-over would otherwise wait for its half-hour bound."""
         from .outbox import Outbox
         from .services.matcher.settings import MatcherSettings
-        from .store import connect
 
         bound = float(
             os.environ.get(
@@ -412,15 +415,11 @@ class Cluster:
                 MatcherSettings.model_fields["delivery_take_over_after_s"].default,
             )
         )
-        client = connect(self.redis_url)
-        try:
-            released = 0
-            for outbox in await Outbox(client, self.namespace, 0).every_outbox():
-                for ordinal in ordinals:
-                    released += await outbox.release(f"matcher-{ordinal}", bound)
-            return released
-        finally:
-            await client.aclose()
+        released = 0
+        for outbox in await Outbox(store.client, self.namespace, 0).every_outbox():
+            for ordinal in ordinals:
+                released += await outbox.release(f"matcher-{ordinal}", bound)
+        return released
 
     def wait_ready(self, timeout: float = 60.0) -> None:
         """Block until every service answers its readiness probe (e.g. after a restart)."""

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 import httpx
 
@@ -28,11 +28,23 @@ from .mapping_store import MappingStore
 from .store import SubscriptionStore, translated
 
 Progress = Callable[[str], None]
+# What a wait checks: None once done, else (what it waits for, the error if time runs out).
+Check = Callable[[], Awaitable[tuple[str, str] | None]]
 
 
-def desired_key(namespace: str) -> str:
-    """Where :meth:`SubscriptionStore.want_matchers` records the number (for sync readers)."""
-    return f"{namespace}:cluster:matchers"
+async def _wait(check: Check, timeout_s: float, progress: Progress, pause_s: float = 0.3) -> None:
+    """Call ``check`` until it says done, telling ``progress`` what it waits for whenever that
+    changes (TimeoutError after ``timeout_s``)."""
+    deadline = time.monotonic() + timeout_s
+    said = ""
+    while (waiting := await check()) is not None:
+        step, failure = waiting
+        if step != said:
+            progress(step)
+            said = step
+        if time.monotonic() > deadline:
+            raise TimeoutError(failure)
+        await asyncio.sleep(pause_s)
 
 
 async def request(store: SubscriptionStore, matchers: int) -> None:
@@ -60,23 +72,20 @@ async def wait_for_matchers(
     store: SubscriptionStore, matchers: int, timeout_s: float, progress: Progress
 ) -> None:
     """Step 2: every matcher below ``matchers`` is up, ready and registered (TimeoutError)."""
-    deadline = time.monotonic() + timeout_s
     async with httpx.AsyncClient(timeout=5) as client:
-        for ordinal in range(matchers):
-            announced = False
-            while True:
+
+        async def first_not_ready() -> tuple[str, str] | None:
+            for ordinal in range(matchers):
                 url = await store.matcher_url(ordinal)
-                if url is not None and await _ready_at(client, url, ordinal):
-                    break
-                if not announced:
-                    progress(f"waiting for matcher-{ordinal} to start and register…")
-                    announced = True
-                if time.monotonic() > deadline:
-                    raise TimeoutError(
+                if url is None or not await _ready_at(client, url, ordinal):
+                    return (
+                        f"waiting for matcher-{ordinal} to start and register…",
                         f"matcher-{ordinal} did not become ready within {timeout_s:g} s (on "
-                        f"Kubernetes, first: kubectl scale statefulset/matcher --replicas={matchers})"
+                        f"Kubernetes, first: kubectl scale statefulset/matcher --replicas={matchers})",
                     )
-                await asyncio.sleep(0.5)
+            return None
+
+        await _wait(first_not_ready, timeout_s, progress, pause_s=0.5)
 
 
 async def write_hash_version(mappings: MappingStore, matchers: int) -> int:
@@ -88,16 +97,15 @@ async def wait_settled(
     mappings: MappingStore, version: int, timeout_s: float, progress: Progress
 ) -> None:
     """Step 4: ``version`` is active and the only one in use (TimeoutError)."""
-    deadline = time.monotonic() + timeout_s
-    said = ""
-    while True:
+
+    async def unsettled() -> tuple[str, str] | None:
         latest, active, window = await mappings.state()
         if latest > version:
             raise RuntimeError(
                 f"mapping version {latest} was written meanwhile; the cluster moves to it instead"
             )
         if active == version and window == (version, version):
-            return
+            return None
         step = (
             "routers are moving the subscriptions to it"
             if active != version
@@ -106,36 +114,28 @@ async def wait_settled(
         problem = await mappings.problem()
         if problem and active != version:
             step = f"not yet: {problem} (the routers retry)"
-        if step != said:
-            progress(f"mapping v{version}: {step}…")
-            said = step
-        if time.monotonic() > deadline:
-            raise TimeoutError(
-                f"mapping v{version} did not settle within {timeout_s:g} s (active v{active}, "
-                f"versions in use {window[0]}..{window[1]}); the routers keep at it"
-            )
-        await asyncio.sleep(0.3)
+        return (
+            f"mapping v{version}: {step}…",
+            f"mapping v{version} did not settle within {timeout_s:g} s (active v{active}, "
+            f"versions in use {window[0]}..{window[1]}); the routers keep at it",
+        )
+
+    await _wait(unsettled, timeout_s, progress)
 
 
 async def wait_emptied(
     store: SubscriptionStore, first: int, end: int, timeout_s: float, progress: Progress
 ) -> None:
     """Step 4 when shrinking: matchers ``first`` … ``end`` - 1 hold no subscription (TimeoutError)."""
-    deadline = time.monotonic() + timeout_s
-    said = False
-    while True:
-        with translated("counting the subscriptions left on removed matchers"):
-            left = sum(
-                [await store.client.scard(store.matcher_subs_key(m)) for m in range(first, end)]
-            )
+
+    async def still_held() -> tuple[str, str] | None:
+        left = sum([await store.held_by(m) for m in range(first, end)])
         if not left:
-            return
-        if not said:
-            progress(f"dropping the old placements on matchers {first} to {end - 1}…")
-            said = True
-        if time.monotonic() > deadline:
-            raise TimeoutError(
-                f"matchers {first} to {end - 1} still hold {left} subscriptions after "
-                f"{timeout_s:g} s; do not remove them yet"
-            )
-        await asyncio.sleep(0.3)
+            return None
+        return (
+            f"dropping the old placements on matchers {first} to {end - 1}…",
+            f"matchers {first} to {end - 1} still hold {left} subscriptions after "
+            f"{timeout_s:g} s; do not remove them yet",
+        )
+
+    await _wait(still_held, timeout_s, progress)

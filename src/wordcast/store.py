@@ -542,6 +542,16 @@ class SubscriptionStore:
             value = await self.client.get(f"{self.ns}:cluster:matchers")
         return int(value) if value is not None else None
 
+    async def held_by(self, matcher: int) -> int:
+        """How many subscriptions matcher i holds (for any mapping version in use)."""
+        with translated("counting a matcher's subscriptions"):
+            return int(await self.client.scard(self.matcher_subs_key(matcher)))
+
+    async def forget_matcher(self, matcher: int) -> None:
+        """Drop the URL of a matcher removed by scaling down."""
+        with translated("forgetting a matcher's URL"):
+            await self.client.delete(f"{self.ns}:matcher:{matcher}:url")
+
     async def matcher_url(self, matcher: int) -> str | None:
         with translated("reading a matcher's URL"):
             url = await self.client.get(f"{self.ns}:matcher:{matcher}:url")
