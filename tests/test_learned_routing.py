@@ -91,6 +91,7 @@ class Stream:
     def __init__(self, urls: list[str], posts: list[Post]) -> None:
         self.urls, self.posts = urls, posts
         self.sent = 0
+        self.refused: str | None = None  # what a router answered when it refused a batch
         self.finish = threading.Event()
         self.thread = threading.Thread(target=self._run, daemon=True)
         self.thread.start()
@@ -104,9 +105,17 @@ class Stream:
                 url = self.urls[index % len(self.urls)]
                 body = {"publications": [{"id": p.id, "text": p.text} for p in batch]}
                 response = client.post(f"{url}/publications", json=body)
-                assert response.status_code == 202, response.text
+                if response.status_code != 202:
+                    self.refused = f"batch {index} to {url}: {response.status_code} {response.text}"
+                    return
                 self.sent = index + 1
                 time.sleep(0.1)
+
+    def end(self) -> None:
+        """Let the last batches go and wait for them; a refused batch fails the test here."""
+        self.finish.set()
+        self.thread.join(120)
+        assert self.refused is None, self.refused
 
 
 def _wait_for(redis_url: str, namespace: str, active: int, timeout: float = 60) -> None:
@@ -146,8 +155,7 @@ def test_two_live_mapping_swaps_lose_and_duplicate_nothing(
         assert second == 2
         _wait_for(redis_url, namespace, 2)
         at_second = publisher.sent
-        publisher.finish.set()
-        publisher.thread.join(120)
+        publisher.end()
         assert 0 < at_first < at_second < publisher.sent == len(stream) // 50, (
             "both swaps should happen while publications flow"
         )

@@ -123,6 +123,18 @@ def test_anchor_index_finds_owners_of_occurring_anchors() -> None:
     assert index.targets("nothing here") == set()
 
 
+def test_anchor_index_leaves_out_owners_beyond_the_matchers_asked_for() -> None:
+    """After a shrink, owners on removed matchers linger until their events arrive."""
+    index = AnchorIndex()
+    index.add("tea", 0)
+    index.add("tea", 2)
+    index.add("jam", 3)
+    assert index.targets("tea and jam") == {0, 2, 3}
+    assert index.targets("tea and jam", 3) == {0, 2}
+    assert index.targets("tea and jam", 1) == {0}
+    assert index.targets("jam", 2) == set()
+
+
 # -- property tests: every engine agrees with re ----------------------------------------------------
 
 LITERALS = ["a", "b", "é", "Ж", " ", "?", "*", "\\"]

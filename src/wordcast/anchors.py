@@ -61,8 +61,13 @@ class AnchorIndex:
         self._built_size = len(self._owners)
         self._pending.clear()
 
-    def targets(self, text: str) -> set[int]:
-        """The matchers owning an anchor that occurs in ``text`` (already normalised)."""
+    def targets(self, text: str, matchers: int | None = None) -> set[int]:
+        """The matchers owning an anchor that occurs in ``text`` (already normalised).
+
+        With ``matchers``, only owners below that ordinal: after a cluster shrinks, the owners of
+        a removed matcher are dropped only when its events reach this index, and a batch must not
+        go to a matcher that its mapping version does not have.
+        """
         if not self._owners:
             return set()
         size = len(self._owners)
@@ -74,10 +79,12 @@ class AnchorIndex:
         owners = self._owners
         if self._automaton is not None:
             for _, anchor in self._automaton.iter(text):
-                matchers = owners.get(anchor)
-                if matchers:
-                    found.update(matchers)
+                owning = owners.get(anchor)
+                if owning:
+                    found.update(owning)
         for anchor in self._pending:
             if anchor in text:
                 found.update(owners[anchor])
+        if matchers is not None and found and max(found) >= matchers:
+            found = {matcher for matcher in found if matcher < matchers}
         return found

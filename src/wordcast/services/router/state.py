@@ -650,9 +650,6 @@ class RouterState:
         view = self.view
         mapping = view.active
         version = mapping.version
-        # While the cluster shrinks, a pattern on its way off a removed matcher is owned there
-        # too; nothing there serves this version, so no copy goes there.
-        shrinking = view.span > mapping.matchers
         randrange = self._random.randrange
         anchors = self.anchors
         shedder = self.shedder
@@ -669,9 +666,11 @@ class RouterState:
             targets, drawn = route(terms, subscribed, mapping, randrange)
             if shedder.enabled and targets:
                 targets = shedder.cut(targets, terms, subscribed, mapping, drawn)
-            pattern_targets = anchors.targets(normalise(text)) if len(anchors) else set()
-            if shrinking and pattern_targets:
-                pattern_targets = {m for m in pattern_targets if m < mapping.matchers}
+            # A pattern on its way off a removed matcher is owned there too (and stays so here
+            # until the events say otherwise); nothing there serves this version.
+            pattern_targets = (
+                anchors.targets(normalise(text), mapping.matchers) if len(anchors) else set()
+            )
             if not targets and not pattern_targets:
                 continue
             routed: dict[str, object] = {"id": pub_id, "text": text, "terms": list(terms)}
