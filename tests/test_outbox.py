@@ -18,6 +18,7 @@ from wordcast.outbox import GROUP, Acknowledgements, Message, Outbox, webhook_id
 from wordcast.services.matcher import dispatcher as dispatcher_module
 from wordcast.services.matcher.dispatcher import Dispatcher
 from wordcast.services.matcher.settings import MatcherSettings
+from wordcast.services.matcher.state import MatcherState
 from wordcast.store import Subscription, SubscriptionStore, connect
 
 from .conftest import Receiver
@@ -255,6 +256,43 @@ def test_entries_of_a_matcher_gone_for_good_can_be_released_for_take_over_at_onc
         taken = await taker.take_over_stale(1800, 100)
         assert len(taken) == 7  # the live consumer's three stay its own
         assert await outbox.release("matcher-2", 1800) == 0
+        await client.aclose()
+
+    asyncio.run(scenario())
+
+
+def test_a_matcher_removed_by_scaling_down_hands_on_its_unfinished_deliveries_itself(
+    redis_url: str, namespace: str
+) -> None:
+    """On its way out, matcher 2 releases what it left pending in every outbox, but only when
+    the cluster wants fewer matchers and it holds nothing: a matcher that merely restarts keeps
+    them for its successor (on Kubernetes nobody else would release them for half an hour)."""
+
+    async def scenario() -> None:
+        client = connect(redis_url)
+        store = SubscriptionStore(client, namespace)
+        state = MatcherState(
+            MatcherSettings(redis_url=redis_url, namespace=namespace, ordinal=2), store
+        )
+        for ordinal in (0, 2):
+            outbox = Outbox(client, namespace, ordinal)
+            await outbox.ensure_group()
+            await outbox.put(
+                [_delivery(3000 + 10 * ordinal + k, "http://x/h", 1) for k in range(5)]
+            )
+            assert len(await Outbox(client, namespace, ordinal, reader=2).read(">", 4, None)) == 4
+        taker = Outbox(client, namespace, 0, reader=0)
+
+        await store.want_matchers(3)
+        assert await state.hand_on_if_removed() == 0  # still wanted: a restart
+        await store.want_matchers(2)
+        await store.add(Subscription("held", "a b", ("a", "b"), "http://x/h", 2))
+        assert await state.hand_on_if_removed() == 0  # not drained yet
+        await store.delete("held")
+        assert await taker.take_over_stale(1800, 100) == []
+        assert await state.hand_on_if_removed() == 8  # four in each outbox
+        assert len(await taker.take_over_stale(1800, 100)) == 4
+        await state.dispatcher.close()
         await client.aclose()
 
     asyncio.run(scenario())

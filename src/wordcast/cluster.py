@@ -405,7 +405,8 @@ class Cluster:
 
     async def _release_outbox_entries(self, store: SubscriptionStore, ordinals: range) -> int:
         """Hand the deliveries removed matchers left half done to the others now: no successor
-        of theirs will, and take-over would otherwise wait for its half-hour bound."""
+        of theirs will, and take-over would otherwise wait for its half-hour bound. A matcher
+        that stopped in time did this itself; this is for one that had to be killed."""
         from .outbox import Outbox
         from .services.matcher.settings import MatcherSettings
 

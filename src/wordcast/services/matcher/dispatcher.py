@@ -103,8 +103,8 @@ class Dispatcher:
 
     async def close(self, drain_s: float = 0.0) -> None:
         """Stop delivering, after letting the deliveries in flight finish for up to ``drain_s``:
-        one cut short stays pending for this matcher's successor, and a matcher removed by
-        scaling down has none (another takes it over only after ``take_over_after_s``)."""
+        one cut short stays pending for this matcher's successor (a matcher removed by scaling
+        down has none: ``MatcherState.hand_on_if_removed`` hands its entries to the others)."""
         if self._tasks and drain_s > 0:
             await asyncio.wait(self._tasks, timeout=drain_s)
         for task in self._tasks:

@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 
 from ... import __version__
+from ...errors import StoreUnavailable
 from ...store import SubscriptionStore, connect
 from ..common import configure_logging, in_background, metrics_router
 from .routes import health, internal
 from .settings import MatcherSettings
 from .state import MatcherState
+
+log = logging.getLogger(__name__)
 
 
 def create_app(settings: MatcherSettings | None = None) -> FastAPI:
@@ -33,6 +37,10 @@ def create_app(settings: MatcherSettings | None = None) -> FastAPI:
                 yield
         finally:
             await state.dispatcher.close(settings.shutdown_drain_s)
+            try:
+                await state.hand_on_if_removed()
+            except StoreUnavailable as exc:  # the take-over bound still gets them to the others
+                log.warning("could not hand on this matcher's unfinished deliveries: %s", exc)
             await client.aclose()
 
     app = FastAPI(

@@ -122,6 +122,25 @@ class MatcherState:
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 5.0)
 
+    async def hand_on_if_removed(self) -> int:
+        """After the dispatcher stopped: if scaling down removed this matcher for good (its
+        ordinal is past the number wanted and it holds nothing), let the others deliver what it
+        left half done at their next take-over pass rather than after the take-over bound. A
+        matcher that is only restarting keeps them for its successor. Returns how many."""
+        wanted = await self.store.matchers_wanted()
+        if wanted is None or self.ordinal < wanted or await self.store.held_by(self.ordinal):
+            return 0
+        consumer, released = self.outbox.consumer, 0
+        for outbox in await self.outbox.every_outbox():
+            released += await outbox.release(consumer, self.settings.delivery_take_over_after_s)
+        if released:
+            log.info(
+                "matcher %d removed: %d unfinished deliveries go to the others",
+                self.ordinal,
+                released,
+            )
+        return released
+
     async def _load_snapshot(self) -> None:
         index = make_engine(self.engine, self._stats)
         hot_indexes: dict[str, Any] = {}
