@@ -152,6 +152,21 @@ def test_a_batch_over_the_quota_stores_nothing(
         listed = httpx.get(f"{url}/subscriptions", headers=headers, timeout=30).json()
         assert sorted(s["query"] for s in listed["subscriptions"]) == ["alpha beta", "gamma delta"]
 
+        # A boolean query's alternatives each count; the listing shows the query once.
+        boolean = {"query": "iota OR kappa", "callback_url": HOOK}
+        refused = httpx.post(f"{url}/subscriptions", json=boolean, headers=headers, timeout=30)
+        assert refused.status_code == 422
+        assert "2 more records do not fit" in refused.text
+        first = listed["subscriptions"][0]["id"]
+        assert httpx.delete(f"{url}/subscriptions/{first}", headers=headers).status_code == 204
+        created = httpx.post(f"{url}/subscriptions", json=boolean, headers=headers, timeout=30)
+        assert created.status_code == 201, created.text
+        assert len(created.json()["alternatives"]) == 2
+        listed = httpx.get(f"{url}/subscriptions", headers=headers, timeout=30).json()
+        assert len(listed["subscriptions"]) == 2
+        assert "iota OR kappa" in {s["query"] for s in listed["subscriptions"]}
+        assert batch("lambda mu").status_code == 422  # three records held
+
 
 def test_a_batch_that_fails_halfway_withdraws_what_it_stored(
     redis_url: str, namespace: str, monkeypatch: pytest.MonkeyPatch

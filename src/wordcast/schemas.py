@@ -25,8 +25,11 @@ class SubscriptionIn(_Strict):
         default=None,
         min_length=1,
         max_length=limits.MAX_QUERY_CHARS,
-        description="Keywords that must all occur in a publication (after analysis).",
-        examples=["white house"],
+        description="Keywords that must all occur in a publication (after analysis), or a "
+        "boolean query over keywords: OR, NOT (or a leading -) and parentheses, operators in "
+        "capitals; at most 16 alternatives once written as ORs of ANDs, each with a word it "
+        "requires. A match is delivered once, whichever alternatives hold.",
+        examples=["white house", "(obama OR biden) senate -poll"],
     )
     pattern: str | None = Field(
         default=None,
@@ -57,11 +60,24 @@ class SubscriptionsIn(_Strict):
     )
 
 
+class AlternativeOut(BaseModel):
+    terms: list[str] = Field(description="Analysed terms the publication must contain.")
+    without: list[str] = Field(description="Analysed terms it must not contain.")
+
+
 class SubscriptionOut(BaseModel):
     id: str
     kind: Literal["keywords", "pattern"]
     query: str | None = None
-    terms: list[str] = Field(description="The analysed terms a keyword subscription matches on.")
+    terms: list[str] = Field(
+        description="The analysed terms a keyword subscription matches on (for a boolean "
+        "query, those of its first alternative)."
+    )
+    alternatives: list[AlternativeOut] | None = Field(
+        default=None,
+        description="How a boolean query was read: it matches when any alternative holds. "
+        "Absent for a plain conjunction.",
+    )
     pattern: str | None = None
     anchor: str | None = Field(
         default=None, description="The literal run of a pattern that routes publications to it."

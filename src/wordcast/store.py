@@ -50,6 +50,7 @@ from typing import Any
 import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
+from .boolean import PART_SEPARATOR
 from .errors import LimitExceeded, NotFound, StaleMapping, StoreUnavailable
 from .placement import Placement, decode, encode, matchers_of
 
@@ -400,7 +401,12 @@ class SubscriptionStore:
             for sub_id in ids:
                 pipe.hgetall(self.sub_key(sub_id))
             records = await pipe.execute() if ids else []
-        subs = [_subscription(i, f) for i, f in zip(ids, records, strict=True) if f]
+        # A boolean query's later alternatives are records of their own, not subscriptions.
+        subs = [
+            _subscription(i, f)
+            for i, f in zip(ids, records, strict=True)
+            if f and PART_SEPARATOR not in i
+        ]
         return int(cursor), subs
 
     async def add(

@@ -12,7 +12,9 @@ import random
 from dataclasses import dataclass
 
 from .analysis import Analyzer, default_analyzer
+from .boolean import parse_query
 from .corpus import pypi_posts
+from .errors import InvalidInput
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +48,47 @@ def post_queries(
             continue
         k = min(rng.choice(sizes), len(tokens))
         queries.append(" ".join(rng.sample(tokens, k)))
+    return queries
+
+
+BOOLEAN_SHAPES = (
+    "{a} OR {b}",
+    "{a} {b} -{c}",
+    "({a} OR {b}) {c}",
+    "{a} NOT ({b} {c})",
+    "({a} {b}) OR ({c} -{d})",
+    "{a} OR {b} OR ({c} AND {d})",
+)
+
+
+def post_boolean_queries(
+    posts: list[Post], count: int, *, seed: int = 1, analyzer: Analyzer | None = None
+) -> list[str]:
+    """Boolean queries (:mod:`wordcast.boolean`) over words of random posts, in the shapes above.
+
+    a and b come from one post, d from another; c comes from the first post half the time, from
+    the second otherwise, so alternatives have real matches and exclusions bite."""
+    analyzer = analyzer or default_analyzer()
+    rng = random.Random(seed)
+
+    def words(k: int) -> list[str]:
+        while True:
+            tokens = sorted(set(analyzer.tokens(rng.choice(posts).text)))
+            if len(tokens) >= k:
+                return rng.sample(tokens, k)
+
+    queries: list[str] = []
+    while len(queries) < count:
+        shape = rng.choice(BOOLEAN_SHAPES)
+        first, second = words(3), words(2)
+        a, b = first[:2]
+        c, d = (first[2] if rng.random() < 0.5 else second[0]), second[1]
+        query = shape.format(a=a, b=b, c=c, d=d)
+        try:  # two words can stem alike: "models -model" can never match and is refused
+            parse_query(query, analyzer)
+        except InvalidInput:
+            continue
+        queries.append(query)
     return queries
 
 

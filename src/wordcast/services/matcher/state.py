@@ -13,6 +13,11 @@ A subscription made only of hot words is multicast to the matchers holding copie
 frequent hot word (S³-TM §5.1); each of them serves only the publications whose drawn copy it
 holds. Such subscriptions sit in an index of their own per hot word, consulted only for
 publications that drew a copy of that word, so the rest of the stream never visits them.
+
+An alternative of a boolean query (:mod:`wordcast.boolean`) is indexed by its required words like
+any keyword subscription; a match then stands only if the alternative is the one that delivers
+(none of its excluded terms, no earlier alternative holding), and goes out under the
+subscription's id.
 """
 
 from __future__ import annotations
@@ -27,8 +32,9 @@ import orjson
 from prometheus_client import Counter, Gauge
 
 from ...ac_retriever import AhoCorasickREtriever
+from ...boolean import BooleanQuery, has_operators, parse_query, split_part_id
 from ...compact_trie import CompactTrie
-from ...errors import StoreUnavailable
+from ...errors import InvalidInput, StoreUnavailable
 from ...naive_patterns import NaivePatterns
 from ...nfa import NFAMatcher
 from ...outbox import MAX_SIGNERS, Message, Outbox, webhook_id
@@ -89,6 +95,8 @@ class MatcherState:
         self.subscriptions: dict[str, Subscription] = {}
         # Placements here of the subscriptions that do not serve every version from 0 on.
         self.restricted: dict[str, tuple[Placement, ...]] = {}
+        # Alternatives of boolean queries held here: stored id -> (the query, which alternative).
+        self.alternatives: dict[str, tuple[BooleanQuery, int]] = {}
         self.follower = EventFollower(store, self._load_snapshot, self._apply)
         self.outbox = Outbox(store.client, store.ns, settings.ordinal)
         self.dispatcher = Dispatcher(
@@ -147,13 +155,16 @@ class MatcherState:
         patterns = make_pattern_engine(self.settings)
         subscriptions: dict[str, Subscription] = {}
         restricted: dict[str, tuple[Placement, ...]] = {}
+        alternatives: dict[str, tuple[BooleanQuery, int]] = {}
         async for page in self.store.placed_on(self.ordinal):
             for sub in page:
                 self._index(sub, index, hot_indexes, patterns)
                 subscriptions[sub.id] = sub
                 self._restrict(sub, restricted)
+                self._read_alternative(sub, alternatives)
         self.index, self.patterns, self.subscriptions = index, patterns, subscriptions
         self.hot_indexes, self.restricted = hot_indexes, restricted
+        self.alternatives = alternatives
         SUBSCRIPTIONS.set(len(subscriptions))
         log.info("matcher %d loaded %d subscriptions from Redis", self.ordinal, len(subscriptions))
 
@@ -163,6 +174,20 @@ class MatcherState:
             restricted.pop(sub.id, None)  # serves every batch: no check needed
         elif here:
             restricted[sub.id] = here
+
+    def _read_alternative(
+        self, sub: Subscription, alternatives: dict[str, tuple[BooleanQuery, int]]
+    ) -> None:
+        if sub.is_pattern or not has_operators(sub.query) or sub.id in alternatives:
+            return
+        try:
+            query = parse_query(sub.query)
+        except InvalidInput as exc:  # the router checked it: only a changed analyser gets here
+            log.error("subscription %s: %s; matching its terms as a conjunction", sub.id, exc)
+            return
+        part = split_part_id(sub.id)[1]
+        if not query.is_plain and part < len(query.clauses):
+            alternatives[sub.id] = (query, part)
 
     def _apply(self, events: Iterable[SubscriptionEvent]) -> None:
         for event in events:
@@ -176,9 +201,11 @@ class MatcherState:
                     self._index(sub, self.index, self.hot_indexes, self.patterns)
                 self.subscriptions[sub.id] = sub
                 self._restrict(sub, self.restricted)
+                self._read_alternative(sub, self.alternatives)
             elif held is not None:  # deleted, or moved away from this matcher
                 del self.subscriptions[sub.id]
                 self.restricted.pop(sub.id, None)
+                self.alternatives.pop(sub.id, None)
                 self._unindex(held)
         SUBSCRIPTIONS.set(len(self.subscriptions))
 
@@ -219,17 +246,42 @@ class MatcherState:
         now: float,
     ) -> Message:
         matches = []
-        for sub_id, position in chunk:
-            sub = self.subscriptions[sub_id]
+        alternatives = self.alternatives
+        for stored_id, position in chunk:
+            sub = self.subscriptions[stored_id]
             field, value = ("pattern", sub.pattern) if sub.is_pattern else ("query", sub.query)
             pub_id, text = publications[position][0], publications[position][1]
+            # An alternative's match is its subscription's, signed with that one's secret.
+            sub_id = split_part_id(stored_id)[0] if stored_id in alternatives else stored_id
             matches.append(
                 {"subscription_id": sub_id, field: value, "publication_id": pub_id, "text": text}
             )
-        signers = tuple(dict.fromkeys(sub_id for sub_id, _ in chunk))
+        signers = tuple(dict.fromkeys(str(m["subscription_id"]) for m in matches))
         found = [(m["subscription_id"], m["publication_id"]) for m in matches]
         body = orjson.dumps({"type": "matches", "matches": matches}).decode()
         return Message(signers, tenant, url, webhook_id(found), body, len(found), now)
+
+    def _first_alternatives(
+        self,
+        pairs: list[tuple[str, int]],
+        publications: Sequence[tuple[str, str, Iterable[str], bool]],
+    ) -> list[tuple[str, int]]:
+        """Keep an alternative's match only where that alternative delivers for the publication:
+        another matcher (or this one) holds the alternative that does."""
+        alternatives = self.alternatives
+        term_sets: dict[int, frozenset[str]] = {}
+        kept = []
+        for sub_id, position in pairs:
+            alternative = alternatives.get(sub_id)
+            if alternative is not None:
+                terms = term_sets.get(position)
+                if terms is None:
+                    terms = term_sets[position] = frozenset(publications[position][2])
+                query, part = alternative
+                if not query.delivers(part, terms):
+                    continue
+            kept.append((sub_id, position))
+        return kept
 
     def match(
         self,
@@ -282,6 +334,8 @@ class MatcherState:
                     for p in restricted[sub_id]
                 )
             ]
+        if self.alternatives:
+            pairs = self._first_alternatives(pairs, publications)
         per_subscription: dict[str, list[int]] = {}
         for sub_id, position in pairs:
             per_subscription.setdefault(sub_id, []).append(position)

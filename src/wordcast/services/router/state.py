@@ -42,6 +42,7 @@ from redis.exceptions import RedisError
 from ... import limits
 from ...analysis import Analyzer
 from ...anchors import AnchorIndex
+from ...boolean import BooleanQuery, Clause, has_operators, parse_query, part_id, split_part_id
 from ...errors import (
     EmptyQuery,
     InvalidInput,
@@ -268,7 +269,11 @@ class RouterState:
         return sub
 
     # -- subscriptions ------------------------------------------------------------------------
-    def analyse_query(self, query: str) -> tuple[str, ...]:
+    def analyse_query(self, query: str) -> BooleanQuery:
+        """The query's alternatives (:mod:`wordcast.boolean`); one without operators is a
+        single conjunction of its terms. Raises InvalidInput naming the problem."""
+        if has_operators(query):
+            return parse_query(query, self.analyzer)
         terms = self.analyzer.terms(query)
         if not terms:
             raise EmptyQuery(query)
@@ -277,7 +282,7 @@ class RouterState:
                 f"query has {len(terms)} distinct terms after analysis; "
                 f"the limit is {limits.MAX_TERMS_PER_SUBSCRIPTION}"
             )
-        return tuple(sorted(terms))
+        return BooleanQuery((Clause(tuple(sorted(terms))),))
 
     @staticmethod
     def new_secret() -> str:
@@ -293,14 +298,56 @@ class RouterState:
         return secret
 
     async def subscribe(self, query: str, callback_url: str, tenant: str) -> Subscription:
-        terms = self.analyse_query(query)
+        analysed = self.analyse_query(query)
+        if not analysed.is_plain:  # several records: the batch path withdraws a partial one
+            return (await self.subscribe_batch([("query", query, callback_url)], tenant))[0]
         await resolve(callback_url, self.address_policy)
+        terms = analysed.clauses[0].words
         sub, event_id = await self._add_keywords(query, terms, callback_url, tenant)
         await self._announce(event_id, sub.matchers)
         return sub
 
+    async def _add_query(
+        self,
+        query: str,
+        analysed: BooleanQuery,
+        callback_url: str,
+        tenant: str,
+        added: list[tuple[Subscription, str]],
+    ) -> None:
+        """Place and store every alternative of a checked query, in order, appending each to
+        ``added`` as it is stored (so that a failure part-way leaves what to withdraw).
+
+        Alternative k is a keyword subscription of its required words under ``part_id(id, k)``,
+        with the query's text: the matcher holding it rebuilds the alternatives from that text,
+        and delivers under the subscription's id (the first alternative's record, which alone
+        carries the signing secret). Earlier alternatives are stored first, so that a later one
+        never delivers a match that an earlier one, not yet stored, would have had to."""
+        if analysed.is_plain:
+            terms = analysed.clauses[0].words
+            added.append(await self._add_keywords(query, terms, callback_url, tenant))
+            return
+        first = uuid.uuid4().hex
+        secret = self.new_secret()
+        for part, clause in enumerate(analysed.clauses):
+            stored = await self._add_keywords(
+                query,
+                clause.words,
+                callback_url,
+                tenant,
+                sub_id=part_id(first, part),
+                secret=secret if part == 0 else "",
+            )
+            added.append(stored)
+
     async def _add_keywords(
-        self, query: str, terms: tuple[str, ...], callback_url: str, tenant: str
+        self,
+        query: str,
+        terms: tuple[str, ...],
+        callback_url: str,
+        tenant: str,
+        sub_id: str | None = None,
+        secret: str | None = None,
     ) -> tuple[Subscription, str]:
         """Place a checked keyword subscription with LASP and store it (not yet announced)."""
         for _ in range(5):
@@ -309,6 +356,8 @@ class RouterState:
             opened = [p.matcher for p in placements if p.is_open]
             try:
                 return await self._store(
+                    sub_id,
+                    secret,
                     query=query,
                     terms=terms,
                     callback_url=callback_url,
@@ -371,7 +420,7 @@ class RouterState:
         and stored, and the matchers concerned catch up once, for the whole batch: a request
         round trip and a catch-up per subscription were most of the cost of registering many.
         """
-        terms_or_anchors: list[tuple[str, ...] | str] = []
+        terms_or_anchors: list[BooleanQuery | str] = []
         first_use: dict[str, int] = {}
         for index, (kind, text, callback_url) in enumerate(items):
             try:
@@ -388,22 +437,29 @@ class RouterState:
                 raise InvalidInput(f"subscription {index}: {exc}") from exc
         limit = self.settings.max_subscriptions_per_tenant
         held = await self.store.tenant_count(tenant)
-        if held + len(items) > limit:
+        # Each alternative of a boolean query is a stored record and counts.
+        records = sum(
+            len(c.clauses) if isinstance(c, BooleanQuery) else 1 for c in terms_or_anchors
+        )
+        if held + records > limit:
+            more = f"{len(items)} more" if records == len(items) else f"{records} more records"
             raise LimitExceeded(
                 f"tenant {tenant!r} holds {held} subscriptions and the limit is {limit}: "
-                f"{len(items)} more do not fit; nothing was stored"
+                f"{more} do not fit; nothing was stored"
             )
         added: list[tuple[Subscription, str]] = []
+        done = 0
         try:
             for (kind, text, callback_url), checked in zip(items, terms_or_anchors, strict=True):
                 if kind == "query":
-                    assert isinstance(checked, tuple)
-                    added.append(await self._add_keywords(text, checked, callback_url, tenant))
+                    assert isinstance(checked, BooleanQuery)
+                    await self._add_query(text, checked, callback_url, tenant, added)
                 else:
                     assert isinstance(checked, str)
                     added.append(await self._add_pattern(text, checked, callback_url, tenant))
                     # The next pattern with this anchor should see which matcher now owns it.
                     await self.follower.catch_up(until=added[-1][1])
+                done += 1
         except (StoreUnavailable, LimitExceeded) as exc:
             kept = [sub for sub, _ in added]
             withdrawn = await self._withdraw(kept)
@@ -414,7 +470,7 @@ class RouterState:
                 "list your subscriptions"
             )
             failure = StoreUnavailable if isinstance(exc, StoreUnavailable) else LimitExceeded
-            raise failure(f"subscription {len(added)}: {exc}; {fate}") from exc
+            raise failure(f"subscription {done}: {exc}; {fate}") from exc
         matchers = sorted({m for sub, _ in added for m in sub.matchers})
         try:
             await self._announce(added[-1][1], matchers)
@@ -423,12 +479,13 @@ class RouterState:
                 f"all {len(added)} subscriptions were stored, but {exc}; they take effect as "
                 "the services catch up (list your subscriptions for their ids)"
             ) from exc
-        return [sub for sub, _ in added]
+        return [sub for sub, _ in added if split_part_id(sub.id)[1] == 0]
 
     async def _withdraw(self, subs: Sequence[Subscription]) -> bool:
         """Delete what a failed batch stored; False if Redis would not let us."""
         try:
-            events = [(await self.store.delete(sub.id))[1] for sub in subs]
+            # Later alternatives first: one never outlives the records before it.
+            events = [(await self.store.delete(sub.id))[1] for sub in reversed(subs)]
         except StoreUnavailable as exc:
             log.error("could not withdraw a failed batch's subscriptions: %s", exc)
             return False
@@ -436,20 +493,49 @@ class RouterState:
             await self._announce(events[-1], sorted({m for s in subs for m in s.matchers}))
         return True
 
-    async def _store(self, window: str = "0 0", **fields: Any) -> tuple[Subscription, str]:
-        """Store a validated, placed subscription under a fresh id and secret; the caller
-        announces it (once, for a whole batch)."""
+    async def _store(
+        self,
+        sub_id: str | None = None,
+        secret: str | None = None,
+        window: str = "0 0",
+        **fields: Any,
+    ) -> tuple[Subscription, str]:
+        """Store a validated, placed subscription (under a fresh id and secret unless given);
+        the caller announces it (once, for a whole batch)."""
         sub = Subscription(
-            id=uuid.uuid4().hex, created=time.time(), secret=self.new_secret(), **fields
+            id=sub_id or uuid.uuid4().hex,
+            created=time.time(),
+            secret=self.new_secret() if secret is None else secret,
+            **fields,
         )
         event_id = await self.store.add(sub, self.settings.max_subscriptions_per_tenant, window)
         return sub, event_id
 
     async def unsubscribe(self, sub_id: str, tenant: str) -> Subscription:
-        await self.owned(sub_id, tenant)
+        owned = await self.owned(sub_id, tenant)
+        matchers: set[int] = set()
+        event_id = ""
+        # A boolean query's later alternatives go first, so that a failure part-way leaves the
+        # subscription listed (and deletable again), never alternatives without their first.
+        for part in reversed(range(1, self._alternatives(owned))):
+            try:
+                gone, event_id = await self.store.delete(part_id(sub_id, part))
+            except NotFound:  # an earlier attempt got this far
+                continue
+            matchers.update(gone.matchers)
         sub, event_id = await self.store.delete(sub_id)
-        await self._announce(event_id, sub.matchers)
+        matchers.update(sub.matchers)
+        await self._announce(event_id, sorted(matchers))
         return sub
+
+    def _alternatives(self, sub: Subscription) -> int:
+        """How many records a stored keyword subscription spans (several for a boolean query)."""
+        if sub.is_pattern or not has_operators(sub.query):
+            return 1
+        try:
+            return len(parse_query(sub.query, self.analyzer).clauses)
+        except InvalidInput:  # stored by a version that read it differently: one record
+            return 1
 
     async def _announce(self, event_id: str, matchers: Sequence[int]) -> None:
         """Make the change effective here and on its matchers before answering the client.

@@ -4,9 +4,11 @@ from typing import Annotated
 
 from fastapi import APIRouter, HTTPException, Path, Query
 
+from ....boolean import has_operators, parse_query
 from ....errors import InvalidInput, NotFound, StoreUnavailable
 from ....schemas import (
     ERRORS,
+    AlternativeOut,
     SecretOut,
     SubscriptionIn,
     SubscriptionOut,
@@ -41,9 +43,22 @@ def _out(sub: Subscription) -> SubscriptionOut:
         kind="keywords",
         query=sub.query,
         terms=list(sub.terms),
+        alternatives=_alternatives(sub.query),
         callback_url=sub.callback_url,
         matcher=sub.matcher,
     )
+
+
+def _alternatives(query: str) -> list[AlternativeOut] | None:
+    if not has_operators(query):
+        return None
+    try:
+        read = parse_query(query)
+    except InvalidInput:  # stored as a plain query by a version that read it so
+        return None
+    if read.is_plain:
+        return None
+    return [AlternativeOut(terms=list(c.words), without=list(c.without)) for c in read.clauses]
 
 
 @router.post("", status_code=201, response_model=SubscriptionOut)
