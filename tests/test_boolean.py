@@ -14,6 +14,7 @@ from wordcast.boolean import (
     MAX_ALTERNATIVES,
     And,
     Clause,
+    HeldAlternatives,
     InvalidQuery,
     Node,
     Not,
@@ -145,3 +146,35 @@ def test_part_ids_round_trip() -> None:
     assert part_id("abc", 0) == "abc"
     assert split_part_id(part_id("abc", 3)) == ("abc", 3)
     assert split_part_id("abc") == ("abc", 0)
+
+
+def test_held_alternatives_keep_one_match_per_query_and_name_it() -> None:
+    held = HeldAlternatives()
+    queries = {
+        "q": parse_query("apple OR berry OR (cherry -dates)"),
+        "r": parse_query("apple -figs"),
+    }
+    for sub_id, query in queries.items():
+        for k in range(len(query.clauses)):
+            held.add(part_id(sub_id, k), query)
+    posts = [analyze(t) for t in ["apple berry cherry", "cherry dates", "cherry", "figs apple"]]
+    # What a trie over the required words would find: every alternative whose words occur.
+    found = [
+        (part_id(sub_id, k), position)
+        for position, terms in enumerate(posts)
+        for sub_id, query in queries.items()
+        for k, clause in enumerate(query.clauses)
+        if set(clause.words) <= terms
+    ]
+    kept = held.delivering(found, posts.__getitem__)
+    assert sorted((held.subscription_id(i), p) for i, p in kept) == [
+        ("q", 0),
+        ("q", 2),
+        ("q", 3),
+        ("r", 0),
+    ]
+    held.discard(part_id("q", 1))
+    assert part_id("q", 1) not in held and len(held) == len(queries["q"].clauses)
+    assert held.subscription_id("plain") == "plain"
+    with pytest.raises(ValueError, match="not an alternative"):
+        held.add("x", parse_query("apple berry"))

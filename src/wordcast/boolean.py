@@ -29,7 +29,7 @@ only of exclusions would match almost everything) and at most
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 
@@ -285,3 +285,67 @@ def split_part_id(stored_id: str) -> tuple[str, int]:
 
 def part_ids(subscription_id: str, parts: int) -> Sequence[str]:
     return [part_id(subscription_id, k) for k in range(parts)]
+
+
+class HeldAlternatives:
+    """The alternatives of boolean queries one index holds, and the check their matches pass.
+
+    The index matches an alternative on its required words like any conjunction; ``delivering``
+    then keeps a (stored id, publication) match only where that alternative is the one that
+    delivers, and ``subscription_id`` names the query it belongs to. What the check needs is
+    prepared when an alternative is added: its excluded terms and the earlier alternatives, as
+    sets, so that a match costs a few set operations in C.
+    """
+
+    def __init__(self) -> None:
+        self._subscription: dict[str, str] = {}  # stored id -> the query's id
+        # Only alternatives that can be overruled: stored id -> (excluded terms, the earlier
+        # alternatives as (required, excluded)).
+        self._checks: dict[str, tuple[frozenset[str], tuple[_Conjunct, ...]]] = {}
+
+    def __len__(self) -> int:
+        return len(self._subscription)
+
+    def __contains__(self, stored_id: object) -> bool:
+        return stored_id in self._subscription
+
+    def add(self, stored_id: str, query: BooleanQuery) -> None:
+        part = split_part_id(stored_id)[1]
+        if query.is_plain or part >= len(query.clauses):
+            raise ValueError(f"{stored_id!r} is not an alternative of {query}")
+        earlier = tuple((frozenset(c.words), frozenset(c.without)) for c in query.clauses[:part])
+        without = frozenset(query.clauses[part].without)
+        self._subscription[stored_id] = split_part_id(stored_id)[0]
+        if without or earlier:
+            self._checks[stored_id] = (without, earlier)
+
+    def discard(self, stored_id: str) -> None:
+        self._subscription.pop(stored_id, None)
+        self._checks.pop(stored_id, None)
+
+    def subscription_id(self, stored_id: str) -> str:
+        return self._subscription.get(stored_id, stored_id)
+
+    def delivering(
+        self, pairs: Iterable[tuple[str, int]], terms_of: Callable[[int], AbstractSet[str]]
+    ) -> list[tuple[str, int]]:
+        """The (stored id, position) matches that stand, from an index that matched each
+        alternative's required words; ``terms_of(position)`` gives the publication's terms (asked
+        once per publication that needs them)."""
+        checks = self._checks
+        term_sets: dict[int, AbstractSet[str]] = {}
+        kept = []
+        for stored_id, position in pairs:
+            check = checks.get(stored_id)
+            if check is not None:
+                terms = term_sets.get(position)
+                if terms is None:
+                    terms = term_sets[position] = terms_of(position)
+                without, earlier = check
+                if not terms.isdisjoint(without) or any(
+                    required <= terms and terms.isdisjoint(excluded)
+                    for required, excluded in earlier
+                ):
+                    continue
+            kept.append((stored_id, position))
+        return kept

@@ -32,9 +32,9 @@ import orjson
 from prometheus_client import Counter, Gauge
 
 from ...ac_retriever import AhoCorasickREtriever
-from ...boolean import BooleanQuery, has_operators, parse_query, split_part_id
+from ...boolean import HeldAlternatives, has_operators, parse_query
 from ...compact_trie import CompactTrie
-from ...errors import InvalidInput, StoreUnavailable
+from ...errors import StoreUnavailable
 from ...naive_patterns import NaivePatterns
 from ...nfa import NFAMatcher
 from ...outbox import MAX_SIGNERS, Message, Outbox, webhook_id
@@ -95,8 +95,7 @@ class MatcherState:
         self.subscriptions: dict[str, Subscription] = {}
         # Placements here of the subscriptions that do not serve every version from 0 on.
         self.restricted: dict[str, tuple[Placement, ...]] = {}
-        # Alternatives of boolean queries held here: stored id -> (the query, which alternative).
-        self.alternatives: dict[str, tuple[BooleanQuery, int]] = {}
+        self.alternatives = HeldAlternatives()  # of boolean queries
         self.follower = EventFollower(store, self._load_snapshot, self._apply)
         self.outbox = Outbox(store.client, store.ns, settings.ordinal)
         self.dispatcher = Dispatcher(
@@ -155,7 +154,7 @@ class MatcherState:
         patterns = make_pattern_engine(self.settings)
         subscriptions: dict[str, Subscription] = {}
         restricted: dict[str, tuple[Placement, ...]] = {}
-        alternatives: dict[str, tuple[BooleanQuery, int]] = {}
+        alternatives = HeldAlternatives()
         async for page in self.store.placed_on(self.ordinal):
             for sub in page:
                 self._index(sub, index, hot_indexes, patterns)
@@ -175,19 +174,15 @@ class MatcherState:
         elif here:
             restricted[sub.id] = here
 
-    def _read_alternative(
-        self, sub: Subscription, alternatives: dict[str, tuple[BooleanQuery, int]]
-    ) -> None:
+    def _read_alternative(self, sub: Subscription, alternatives: HeldAlternatives) -> None:
         if sub.is_pattern or not has_operators(sub.query) or sub.id in alternatives:
             return
         try:
             query = parse_query(sub.query)
-        except InvalidInput as exc:  # the router checked it: only a changed analyser gets here
+            if not query.is_plain:
+                alternatives.add(sub.id, query)
+        except ValueError as exc:  # the router checked it: only a changed analyser gets here
             log.error("subscription %s: %s; matching its terms as a conjunction", sub.id, exc)
-            return
-        part = split_part_id(sub.id)[1]
-        if not query.is_plain and part < len(query.clauses):
-            alternatives[sub.id] = (query, part)
 
     def _apply(self, events: Iterable[SubscriptionEvent]) -> None:
         for event in events:
@@ -205,7 +200,7 @@ class MatcherState:
             elif held is not None:  # deleted, or moved away from this matcher
                 del self.subscriptions[sub.id]
                 self.restricted.pop(sub.id, None)
-                self.alternatives.pop(sub.id, None)
+                self.alternatives.discard(sub.id)
                 self._unindex(held)
         SUBSCRIPTIONS.set(len(self.subscriptions))
 
@@ -252,7 +247,7 @@ class MatcherState:
             field, value = ("pattern", sub.pattern) if sub.is_pattern else ("query", sub.query)
             pub_id, text = publications[position][0], publications[position][1]
             # An alternative's match is its subscription's, signed with that one's secret.
-            sub_id = split_part_id(stored_id)[0] if stored_id in alternatives else stored_id
+            sub_id = alternatives.subscription_id(stored_id)
             matches.append(
                 {"subscription_id": sub_id, field: value, "publication_id": pub_id, "text": text}
             )
@@ -260,28 +255,6 @@ class MatcherState:
         found = [(m["subscription_id"], m["publication_id"]) for m in matches]
         body = orjson.dumps({"type": "matches", "matches": matches}).decode()
         return Message(signers, tenant, url, webhook_id(found), body, len(found), now)
-
-    def _first_alternatives(
-        self,
-        pairs: list[tuple[str, int]],
-        publications: Sequence[tuple[str, str, Iterable[str], bool]],
-    ) -> list[tuple[str, int]]:
-        """Keep an alternative's match only where that alternative delivers for the publication:
-        another matcher (or this one) holds the alternative that does."""
-        alternatives = self.alternatives
-        term_sets: dict[int, frozenset[str]] = {}
-        kept = []
-        for sub_id, position in pairs:
-            alternative = alternatives.get(sub_id)
-            if alternative is not None:
-                terms = term_sets.get(position)
-                if terms is None:
-                    terms = term_sets[position] = frozenset(publications[position][2])
-                query, part = alternative
-                if not query.delivers(part, terms):
-                    continue
-            kept.append((sub_id, position))
-        return kept
 
     def match(
         self,
@@ -335,7 +308,7 @@ class MatcherState:
                 )
             ]
         if self.alternatives:
-            pairs = self._first_alternatives(pairs, publications)
+            pairs = self.alternatives.delivering(pairs, lambda k: frozenset(publications[k][2]))
         per_subscription: dict[str, list[int]] = {}
         for sub_id, position in pairs:
             per_subscription.setdefault(sub_id, []).append(position)

@@ -1,0 +1,221 @@
+"""Boolean queries matched as the matcher does it, against the plain workload and two peers:
+``make bench-boolean``.
+
+On short pypi posts, for 1K … 100K queries drawn from other posts (``post_boolean_queries``):
+
+* ``plain``: a trie of as many plain conjunctions (``post_queries``), the cost boolean queries add to;
+* ``wordcast``: a trie over the alternatives' required words (one record per alternative), then
+  :class:`wordcast.boolean.HeldAlternatives`' check (exclusions, first alternative delivers);
+* ``luwak``: Luwak's two-phase matching (Luwak thesis §2): each query is indexed under one
+  representative term per alternative, its rarest required term by document frequency here; a
+  post's candidates are the queries with a representative term in it, each evaluated in full on
+  the query's tree;
+* ``brute force``: every query's tree evaluated on every post (the tests' oracle), up to 10K.
+
+Every figure is one core, single-threaded, matching already analysed term sets, median of passes
+over the same posts. Every engine's matches are checked against brute force before timing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import statistics
+import sys
+import time
+from collections import Counter
+from collections.abc import Callable
+from typing import Any
+
+from wordcast.analysis import analyze
+from wordcast.boolean import (
+    BooleanQuery,
+    HeldAlternatives,
+    Node,
+    evaluate,
+    parse_query,
+    parse_tree,
+    part_id,
+)
+from wordcast.trie import Trie
+from wordcast.workload import post_boolean_queries, post_queries, sample_posts
+
+from .common import RESULTS, machine, write_json
+
+Terms = frozenset[str]
+
+
+def log(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+class Alternatives:
+    """wordcast's way, as the matcher runs it."""
+
+    def __init__(self, queries: dict[str, str]) -> None:
+        self.trie: Trie[str] = Trie()
+        self.held = HeldAlternatives()
+        for sub_id, text in queries.items():
+            query = parse_query(text)
+            for k, clause in enumerate(query.clauses):
+                stored = part_id(sub_id, k)
+                self.trie.add(stored, clause.words)
+                if not query.is_plain:
+                    self.held.add(stored, query)
+
+    def match(self, posts: list[Terms]) -> list[tuple[str, int]]:
+        pairs = [(s, k) for k, terms in enumerate(posts) for s in self.trie.match(terms)]
+        if self.held:
+            pairs = self.held.delivering(pairs, posts.__getitem__)
+        return [(self.held.subscription_id(s), k) for s, k in pairs]
+
+
+class LuwakPresearch:
+    """Two phases: candidates by one representative term per alternative, then the full query."""
+
+    def __init__(self, queries: dict[str, str], df: Counter[str]) -> None:
+        self.trees: dict[str, Node] = {}
+        self.by_term: dict[str, list[str]] = {}
+        for sub_id, text in queries.items():
+            self.trees[sub_id] = parse_tree(text)
+            query: BooleanQuery = parse_query(text)
+            representatives = {min(c.words, key=lambda t: (df[t], t)) for c in query.clauses}
+            for term in representatives:
+                self.by_term.setdefault(term, []).append(sub_id)
+
+    def match(self, posts: list[Terms]) -> list[tuple[str, int]]:
+        pairs = []
+        by_term, trees = self.by_term, self.trees
+        for k, terms in enumerate(posts):
+            candidates = {s for t in terms for s in by_term.get(t, ())}
+            pairs += [(s, k) for s in candidates if evaluate(trees[s], terms)]
+        return pairs
+
+
+class BruteForce:
+    def __init__(self, queries: dict[str, str]) -> None:
+        self.trees = {sub_id: parse_tree(text) for sub_id, text in queries.items()}
+
+    def match(self, posts: list[Terms]) -> list[tuple[str, int]]:
+        items = self.trees.items()
+        return [
+            (s, k) for k, terms in enumerate(posts) for s, tree in items if evaluate(tree, terms)
+        ]
+
+
+def timed(
+    name: str,
+    build: Callable[[], Any],
+    posts: list[Terms],
+    passes: int,
+    check: set[tuple[str, int]] | None,
+) -> dict[str, Any]:
+    gc.collect()
+    started = time.perf_counter()
+    engine = build()
+    build_s = time.perf_counter() - started
+    found = engine.match(posts)
+    if check is not None:
+        assert len(found) == len(set(found)), f"{name}: a match found twice"
+        assert set(found) == check, f"{name}: {len(set(found) ^ check)} matches differ"
+    seconds = []
+    for _ in range(passes):
+        started = time.perf_counter()
+        engine.match(posts)
+        seconds.append(time.perf_counter() - started)
+    per_post = statistics.median(seconds) / len(posts)
+    return {
+        "engine": name,
+        "build_s": build_s,
+        "publications_per_s": 1 / per_post,
+        "us_per_publication": per_post * 1e6,
+        "matches_per_publication": len(found) / len(posts),
+    }
+
+
+def run(sizes: list[int], posts_count: int, passes: int, brute_max: int) -> dict[str, Any]:
+    pool = sample_posts(max(sizes) * 2 + posts_count, seed=4242)
+    stream = [analyze(p.text) for p in pool[:posts_count]]
+    source = pool[posts_count:]
+    df: Counter[str] = Counter(t for post in source for t in analyze(post.text))
+    rows: list[dict[str, Any]] = []
+    for size in sizes:
+        log(f"{size:,} queries…")
+        boolean = dict(enumerate(post_boolean_queries(source, size, seed=size)))
+        queries = {str(k): q for k, q in boolean.items()}
+        plain = {str(k): q for k, q in enumerate(post_queries(source, size, seed=size + 1))}
+        alternatives = sum(len(parse_query(q).clauses) for q in queries.values())
+        # Brute force is the judge; past brute_max it is checked on a slice and not timed.
+        judged = stream if size <= brute_max else stream[: max(50, posts_count * brute_max // size)]
+        truth = set(BruteForce(queries).match(judged))
+        engines: list[tuple[str, Callable[[], Any], set[tuple[str, int]] | None]] = [
+            ("plain", lambda p=plain: Alternatives(p), None),  # type: ignore[misc]
+            ("wordcast", lambda q=queries: Alternatives(q), truth),  # type: ignore[misc]
+            ("luwak", lambda q=queries: LuwakPresearch(q, df), truth),  # type: ignore[misc]
+        ]
+        for name, build, check in engines:
+            if check is not None and judged is not stream:
+                engine = build()
+                assert set(engine.match(judged)) == check, f"{name} differs from brute force"
+                check = None
+            rows.append({**timed(name, build, stream, passes, check), "subscriptions": size})
+        if size <= brute_max:
+            brute = timed("brute force", lambda q=queries: BruteForce(q), stream[:200], 1, None)  # type: ignore[misc]
+            rows.append({**brute, "subscriptions": size})
+        rows[-1]["alternatives"] = alternatives
+        for row in rows:
+            if row["subscriptions"] == size:
+                row["alternatives_per_query"] = alternatives / size
+        mine = {r["engine"]: r for r in rows if r["subscriptions"] == size}
+        log(
+            "  "
+            + ", ".join(f"{n} {r['publications_per_s']:,.0f}/s" for n, r in mine.items())
+            + f"; {alternatives / size:.2f} alternatives a query"
+        )
+    return {"machine": machine(), "posts": posts_count, "passes": passes, "rows": rows}
+
+
+def plot(result: dict[str, Any]) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 5))
+    rows = result["rows"]
+    for name in dict.fromkeys(r["engine"] for r in rows):
+        mine = [r for r in rows if r["engine"] == name]
+        ax.plot(
+            [r["subscriptions"] for r in mine],
+            [r["publications_per_s"] for r in mine],
+            marker="o",
+            label=name,
+        )
+    ax.set(
+        xscale="log",
+        yscale="log",
+        xlabel="queries",
+        ylabel="publications per second (one core)",
+        title="Boolean queries on short pypi posts",
+    )
+    ax.grid(alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(RESULTS / "boolean.png", dpi=110)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[1_000, 10_000, 100_000])
+    parser.add_argument("--posts", type=int, default=2_000)
+    parser.add_argument("--passes", type=int, default=3)
+    parser.add_argument("--brute-max", type=int, default=10_000)
+    args = parser.parse_args()
+    result = run(args.sizes, args.posts, args.passes, args.brute_max)
+    path = write_json("boolean", result)
+    plot(result)
+    log(f"wrote {path} and {RESULTS / 'boolean.png'}")
+
+
+if __name__ == "__main__":
+    main()
