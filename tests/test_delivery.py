@@ -10,6 +10,7 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
+import redis
 from standardwebhooks import Webhook
 
 from wordcast.analysis import analyze
@@ -183,6 +184,36 @@ def test_gone_receiver_disables_the_subscription(api: httpx.Client, receiver: Re
     _behave(receiver, status=410)
     api.post("/publications", json={"text": "a numbat"}).raise_for_status()
     _wait(lambda: api.get(f"/subscriptions/{sub_id}").status_code == 404, what="the 410 to bite")
+    _behave(receiver)
+
+
+def test_a_boolean_query_is_signed_with_its_secret_and_a_410_deletes_every_alternative(
+    api: httpx.Client, receiver: Receiver, delivery_cluster: RunningCluster, redis_url: str
+) -> None:
+    _behave(receiver)
+    created = api.post(
+        "/subscriptions", json={"query": "dingo OR (wallaby -zoo)", "callback_url": receiver.hook}
+    )
+    assert created.status_code == 201, created.text
+    sub_id, secret = created.json()["id"], created.json()["secret"]
+    store = redis.Redis.from_url(redis_url, decode_responses=True)
+    second = f"{delivery_cluster.namespace}:sub:{sub_id}~1"
+    assert store.exists(second), "the second alternative has a record of its own"
+
+    # Matched by the second alternative only: delivered under the query's id, with its secret.
+    api.post("/publications", json={"id": "wallaby-1", "text": "A wallaby hops"}).raise_for_status()
+    _wait(
+        lambda: any("wallaby-1" in str(r["body"]) for r in _raw(receiver)),
+        what="delivery of wallaby-1",
+    )
+    raw = next(r for r in _raw(receiver) if "wallaby-1" in str(r["body"]))
+    payload = Webhook(secret).verify(str(raw["body"]), dict(raw["headers"]))  # type: ignore[call-overload]
+    assert [m["subscription_id"] for m in payload["matches"]] == [sub_id]
+
+    _behave(receiver, status=410)
+    api.post("/publications", json={"text": "a dingo and a wallaby"}).raise_for_status()
+    _wait(lambda: api.get(f"/subscriptions/{sub_id}").status_code == 404, what="the 410 to bite")
+    assert not store.exists(second)
     _behave(receiver)
 
 

@@ -50,7 +50,7 @@ from typing import Any
 import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
-from .boolean import PART_SEPARATOR
+from .boolean import MAX_ALTERNATIVES, PART_SEPARATOR, part_id
 from .errors import LimitExceeded, NotFound, StaleMapping, StoreUnavailable
 from .placement import Placement, decode, encode, matchers_of
 
@@ -461,6 +461,28 @@ class SubscriptionStore:
                 return sub, str(event_id)
             # The record changed between the read and the script (deleted or moved): look again.
         raise StoreUnavailable(f"subscription {sub_id} kept changing while being deleted")
+
+    async def delete_with_alternatives(self, sub_id: str) -> tuple[Subscription, str, set[int]]:
+        """Delete a subscription and, for a boolean query, its other alternatives' records:
+        later ones first and its own record last, so that a failure part-way leaves it listed
+        and deletable again, never alternatives without it. Returns it, the last event id and
+        every matcher that held one of the records. Raises NotFound."""
+        others = [part_id(sub_id, k) for k in range(1, MAX_ALTERNATIVES)]
+        with translated("looking for a subscription's alternatives"):
+            pipe = self.client.pipeline(transaction=False)
+            for other in others:
+                pipe.exists(self.sub_key(other))
+            present = [other for other, n in zip(others, await pipe.execute(), strict=True) if n]
+        matchers: set[int] = set()
+        for other in reversed(present):
+            try:
+                gone, _ = await self.delete(other)
+            except NotFound:  # deleted meanwhile
+                continue
+            matchers.update(gone.matchers)
+        sub, event_id = await self.delete(sub_id)
+        matchers.update(sub.matchers)
+        return sub, event_id, matchers
 
     def _pattern_keys(self, sub: Subscription, matchers: Iterable[int]) -> list[str]:
         keys = [self.sub_key(sub.id), self.events_key, self.pattern_load_key]

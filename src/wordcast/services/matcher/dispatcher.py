@@ -326,7 +326,7 @@ class Dispatcher:
     async def _disable(self, sub_id: str) -> None:
         """A 410 means the receiver is gone for good: delete its subscriptions."""
         try:
-            await self._store.delete(sub_id)
+            await self._store.delete_with_alternatives(sub_id)
             log.warning("subscription %s deleted: its webhook answered 410 Gone", sub_id)
         except NotFound:
             pass

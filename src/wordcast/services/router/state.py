@@ -512,30 +512,10 @@ class RouterState:
         return sub, event_id
 
     async def unsubscribe(self, sub_id: str, tenant: str) -> Subscription:
-        owned = await self.owned(sub_id, tenant)
-        matchers: set[int] = set()
-        event_id = ""
-        # A boolean query's later alternatives go first, so that a failure part-way leaves the
-        # subscription listed (and deletable again), never alternatives without their first.
-        for part in reversed(range(1, self._alternatives(owned))):
-            try:
-                gone, event_id = await self.store.delete(part_id(sub_id, part))
-            except NotFound:  # an earlier attempt got this far
-                continue
-            matchers.update(gone.matchers)
-        sub, event_id = await self.store.delete(sub_id)
-        matchers.update(sub.matchers)
+        await self.owned(sub_id, tenant)
+        sub, event_id, matchers = await self.store.delete_with_alternatives(sub_id)
         await self._announce(event_id, sorted(matchers))
         return sub
-
-    def _alternatives(self, sub: Subscription) -> int:
-        """How many records a stored keyword subscription spans (several for a boolean query)."""
-        if sub.is_pattern or not has_operators(sub.query):
-            return 1
-        try:
-            return len(parse_query(sub.query, self.analyzer).clauses)
-        except InvalidInput:  # stored by a version that read it differently: one record
-            return 1
 
     async def _announce(self, event_id: str, matchers: Sequence[int]) -> None:
         """Make the change effective here and on its matchers before answering the client.
