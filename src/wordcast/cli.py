@@ -2,6 +2,8 @@
 
 wordcast up [--matchers N] [--port P] [--no-demo]   start a local cluster in the foreground
 wordcast subscribe QUERY --callback URL             register a keyword subscription
+                                                    (QUERY may use OR, NOT, -word, parentheses:
+                                                    quote it, 'senate -house')
 wordcast subscribe --pattern 'pie*tea' --callback URL  register a wildcard pattern
 wordcast publish TEXT... | --corpus N               publish texts or corpus posts
 wordcast status                                     mapping version, spread, imbalance, loads
@@ -127,18 +129,20 @@ async def _demo(cluster: object, subscriptions: int, rate: float) -> None:
     """Register corpus-drawn subscriptions, then publish corpus posts at a readable pace forever."""
     from .client import RouterClient
     from .cluster import Cluster
-    from .workload import post_patterns, post_queries, sample_posts
+    from .workload import post_boolean_queries, post_patterns, post_queries, sample_posts
 
     assert isinstance(cluster, Cluster)
     print("demo: loading posts from the pypi corpus…", flush=True)
     posts = sample_posts(20_000, seed=int(time.time()))
     queries = post_queries(posts, subscriptions, sizes=(2, 2, 3))
+    boolean = post_boolean_queries(posts, max(1, subscriptions // 5))
     patterns = post_patterns(posts, max(1, subscriptions // 3), min_length=6, max_length=12)
     async with RouterClient(cluster.router_url) as client:
-        await client.subscribe_many(queries, cluster.callback_url)
+        await client.subscribe_many(queries + boolean, cluster.callback_url)
         await client.subscribe_many(patterns, cluster.callback_url, kind="pattern")
         print(
-            f"demo: {len(queries)} keyword subscriptions registered, e.g. {queries[:3]}, and "
+            f"demo: {len(queries)} keyword subscriptions registered, e.g. {queries[:3]}, "
+            f"{len(boolean)} boolean queries, e.g. {boolean[:2]}, and "
             f"{len(patterns)} wildcard patterns, e.g. {patterns[:3]}; "
             f"publishing {rate:g} posts/s (Ctrl-C stops)",
             flush=True,

@@ -15,6 +15,8 @@ Pattern subscriptions are routed by their anchors (:mod:`wordcast.anchors`): a p
 goes to the matchers owning an anchor that occurs in its normalised text, in the same request,
 flagged so that the matcher runs its pattern engine on it. The router keeps only state it can
 rebuild from Redis: the subscribed words s(W), the owners of each anchor, and the mapping versions.
+A boolean query (:mod:`wordcast.boolean`) is stored as one keyword subscription per alternative,
+each placed with LASP on its own required words; routing does not know the difference.
 """
 
 from __future__ import annotations
