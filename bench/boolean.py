@@ -43,6 +43,12 @@ from wordcast.workload import post_boolean_queries, post_queries, sample_posts
 from .common import RESULTS, machine, write_json
 
 Terms = frozenset[str]
+LABELS = {
+    "plain": "plain conjunctions (as many queries, trie)",
+    "wordcast": "boolean: wordcast (alternatives in a trie, then the check)",
+    "luwak": "boolean: Luwak two-phase (representative terms, then the query)",
+    "brute force": "boolean: brute force (every query on every post)",
+}
 
 
 def log(message: str) -> None:
@@ -189,7 +195,7 @@ def plot(result: dict[str, Any]) -> None:
             [r["subscriptions"] for r in mine],
             [r["publications_per_s"] for r in mine],
             marker="o",
-            label=name,
+            label=LABELS.get(name, name),
         )
     ax.set(
         xscale="log",
@@ -199,7 +205,7 @@ def plot(result: dict[str, Any]) -> None:
         title="Boolean queries on short pypi posts",
     )
     ax.grid(alpha=0.3)
-    ax.legend()
+    ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(RESULTS / "boolean.png", dpi=110)
 
