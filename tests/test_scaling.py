@@ -1,7 +1,8 @@
 """Changing the number of matchers of a running cluster: `wordcast scale`, under a steady stream.
 
 A local cluster of two matchers and two routers (one checks for mapping changes every 0.3 s, the
-other every 3 s, so they switch at different moments) holds keyword and pattern subscriptions.
+other every 3 s, so they switch at different moments) holds keyword subscriptions, boolean queries
+(their alternatives move like keyword subscriptions) and patterns.
 While publications flow through both routers, `wordcast scale 3` makes the supervisor start a
 third matcher and moves the cluster onto it; `wordcast scale 1` then moves everything, patterns
 included, onto matcher 0, after which the supervisor stops the other two; `wordcast scale 2`
@@ -22,11 +23,14 @@ import pytest
 import redis
 
 from wordcast.analysis import analyze
+from wordcast.boolean import parse_query
 from wordcast.bruteforce import match_pairs
-from wordcast.workload import post_patterns, post_queries, sample_posts
+from wordcast.workload import post_boolean_queries, post_patterns, post_queries, sample_posts
 
 from .conftest import Receiver, RunningCluster, extra_router, start_cluster, stop_cluster
 from .test_e2e import _check, _subscribe
+from .test_e2e_boolean import _oracle as _boolean_oracle
+from .test_e2e_boolean import _subscribe as _subscribe_boolean
 from .test_e2e_patterns import _create, _pattern_oracle
 from .test_learned_routing import Stream
 
@@ -83,6 +87,10 @@ def test_scaling_up_and_down_under_a_stream_loses_and_duplicates_nothing(
     posts = sample_posts(7_000, seed=515)
     learning, stream = posts[:3_000], posts[3_000:]
     keywords = _subscribe(cluster, post_queries(learning, 400, seed=51), receiver.hook)
+    boolean = _subscribe_boolean(
+        cluster, post_boolean_queries(learning, 100, seed=53), receiver.hook
+    )
+    alternatives = sum(len(parse_query(q).clauses) for q in boolean.values())
     created = _create(
         cluster.router_url,
         [
@@ -128,7 +136,9 @@ def test_scaling_up_and_down_under_a_stream_loses_and_duplicates_nothing(
         with pytest.raises(httpx.HTTPError):
             httpx.get(f"{cluster.matcher_urls[1]}/readyz", timeout=2)
         # Everything lives on matcher 0 now, patterns included (moved with versioned placements).
-        assert _stats(cluster.matcher_urls[0])["subscriptions"] == len(keywords) + len(patterns)
+        assert _stats(cluster.matcher_urls[0])["subscriptions"] == (
+            len(keywords) + alternatives + len(patterns)
+        )
         moved = [client.hget(f"{namespace}:sub:{sid}", "matcher") for sid in on_one]
         assert set(moved) == {"0"}
 
@@ -139,8 +149,7 @@ def test_scaling_up_and_down_under_a_stream_loses_and_duplicates_nothing(
         assert _stats(cluster.matcher_urls[1])["pid"] != first_pid
         assert _stats(cluster.matcher_urls[1])["subscriptions"] > 50
 
-        publisher.finish.set()
-        publisher.thread.join(120)
+        publisher.end()
         assert 0 < at_up < at_down < publisher.sent == len(stream) // 50, (
             "the changes should happen while publications flow"
         )
@@ -154,6 +163,7 @@ def test_scaling_up_and_down_under_a_stream_loses_and_duplicates_nothing(
 
     analysed = {p.id: analyze(p.text) for p in stream}
     expected = match_pairs(keywords, analysed) | _pattern_oracle(patterns, stream)
+    expected |= _boolean_oracle(boolean, stream)
     assert len(expected) > 2_000, "the stream should produce plenty of matches"
     _check(_quiet(client, namespace, receiver, len(expected)), expected)
 
