@@ -123,6 +123,8 @@ def test_the_documented_examples() -> None:
         ("apple -(the)", "excludes nothing"),
         ("apple -apple", "never match"),
         (" ".join(f"(a{k} OR b{k})" for k in range(5)) + " OR xy", "alternatives"),
+        ("(" * 33 + "apple OR berry" + ")" * 33, "nested more than 32"),
+        ("NOT " * 33 + "apple berry", "nested more than 32"),
     ],
 )
 def test_bad_queries_are_refused_naming_the_problem(text: str, problem: str) -> None:
@@ -137,9 +139,12 @@ def test_a_query_of_stop_words_is_empty_whatever_its_operators() -> None:
         parse_query("(the)")
 
 
-def test_sixteen_alternatives_are_allowed() -> None:
+def test_sixteen_alternatives_and_32_levels_are_allowed() -> None:
     text = " ".join(f"(a{k} OR b{k})" for k in range(4))
     assert len(parse_query(text).clauses) == MAX_ALTERNATIVES
+    assert len(parse_query("(" * 32 + "apple OR berry" + ")" * 32).clauses) == 2
+    siblings = "(" * 32 + "apple" + ")" * 32 + " AND " + "(" * 32 + "berry" + ")" * 32
+    assert parse_query(siblings).is_plain  # depth, not the count of parentheses
 
 
 def test_part_ids_round_trip() -> None:

@@ -23,7 +23,8 @@ A query without ``OR``, ``AND``, ``NOT`` or a word starting with ``-`` is a plai
 its terms, whatever punctuation it holds (a stray ``:)`` is not a parse error). Limits: at most
 ``MAX_ALTERNATIVES`` alternatives after rewriting, each with at least one required word (one made
 only of exclusions would match almost everything) and at most
-:data:`wordcast.limits.MAX_TERMS_PER_SUBSCRIPTION` required and as many excluded terms.
+:data:`wordcast.limits.MAX_TERMS_PER_SUBSCRIPTION` required and as many excluded terms;
+parentheses and NOTs nested at most ``MAX_NESTING`` deep.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from .errors import EmptyQuery, InvalidInput
 from .limits import MAX_TERMS_PER_SUBSCRIPTION
 
 MAX_ALTERNATIVES = 16
+MAX_NESTING = 32  # parentheses and NOTs inside one another
 PART_SEPARATOR = "~"  # never in a subscription id the router makes (hex)
 
 _TOKEN = re.compile(r"-?\(|\)|[^\s()]+")
@@ -113,6 +115,12 @@ class _Parser:
     def __init__(self, tokens: list[str], analyzer: Analyzer, text: str) -> None:
         self.tokens, self.analyzer, self.text = tokens, analyzer, text
         self.position = 0
+        self.depth = 0
+
+    def _nested(self) -> None:
+        self.depth += 1
+        if self.depth > MAX_NESTING:
+            raise self._fail(f"nested more than {MAX_NESTING} levels deep")
 
     def _peek(self) -> str | None:
         return self.tokens[self.position] if self.position < len(self.tokens) else None
@@ -152,12 +160,17 @@ class _Parser:
         if token == "NOT":
             if self._peek() in (None, "OR", ")", "AND"):
                 raise self._fail("NOT needs a word or a group after it")
-            return self._negated(self.factor(), "NOT")
+            self._nested()
+            negated = self._negated(self.factor(), "NOT")
+            self.depth -= 1
+            return negated
         if token in ("(", "-("):
+            self._nested()
             inner = self.alternatives()
             if self._peek() != ")":
                 raise self._fail("'(' without its ')'")
             self.position += 1
+            self.depth -= 1
             if token == "-(":
                 return self._negated(inner, "-(…)")
             return inner
