@@ -26,7 +26,7 @@ from wordcast.boolean import (
     part_id,
     split_part_id,
 )
-from wordcast.errors import EmptyQuery
+from wordcast.errors import EmptyQuery, InvalidInput
 
 # "ice-cream" is one written word of two terms: excluding it excludes only posts with both.
 WORDS = ["apple", "berry", "cherry", "dates", "cream", "ice-cream"]
@@ -183,3 +183,20 @@ def test_held_alternatives_keep_one_match_per_query_and_name_it() -> None:
     assert held.subscription_id("plain") == "plain"
     with pytest.raises(ValueError, match="not an alternative"):
         held.add("x", parse_query("apple berry"))
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    st.lists(
+        st.sampled_from(["(", ")", "-(", "-", "OR", "AND", "NOT", "apple", "-berry", "the", ":)"]),
+        max_size=20,
+    ).map(" ".join)
+    | st.text(alphabet="()- ORANDTapl", max_size=40)
+)
+def test_any_text_is_parsed_or_refused_as_bad_input(text: str) -> None:
+    """Whatever is sent, the answer is alternatives or InvalidInput (a 422), never a crash."""
+    try:
+        query = parse_query(text)
+    except InvalidInput:
+        return
+    assert query.clauses and all(clause.words for clause in query.clauses)
