@@ -1,9 +1,11 @@
-"""Boolean queries through the whole cluster, beside plain ones, judged by an oracle that evaluates
-each query's tree on each post's terms (not the alternatives the cluster stores and routes)."""
+"""Boolean queries through the whole cluster, beside plain ones and with every matcher engine,
+judged by an oracle that evaluates each query's tree on each post's terms (not the alternatives
+the cluster stores and routes)."""
 
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 
 import httpx
 import pytest
@@ -12,9 +14,10 @@ import redis
 from wordcast.analysis import analyze
 from wordcast.boolean import evaluate, parse_query, parse_tree
 from wordcast.client import RouterClient
+from wordcast.termstats import TermStats
 from wordcast.workload import Post, post_boolean_queries, post_queries, sample_posts
 
-from .conftest import AUTH, Receiver, RunningCluster
+from .conftest import AUTH, Receiver, RunningCluster, start_cluster, stop_cluster
 from .test_e2e import _check, _delivered_after, _publish
 
 pytestmark = pytest.mark.e2e
@@ -108,3 +111,27 @@ def test_boolean_queries_deliver_exactly_the_oracle_matches_once(
     assert _records(store, cluster.namespace, len(cluster.matcher_urls)) == (
         records_before + remaining
     )
+
+
+@pytest.mark.parametrize("engine", ["trie", "querynote"])  # the default is tested above
+def test_every_matcher_engine_delivers_the_oracle_matches_of_boolean_queries(
+    engine: str, redis_url: str, receiver: Receiver, tmp_path: Path
+) -> None:
+    posts = sample_posts(3_000, seed=313)
+    stats = TermStats.from_documents(analyze(p.text) for p in posts[:1_500])
+    stats_file = tmp_path / "stats.json"
+    stats.save(stats_file)
+    env = {"WORDCAST_MATCHER_ENGINE": engine, "WORDCAST_MATCHER_TERM_STATS": str(stats_file)}
+    cluster = start_cluster(redis_url, f"test-boolean-{engine}", env=env)
+    try:
+        queries = _subscribe(
+            cluster, post_boolean_queries(posts[:1_500], 200, seed=31), receiver.hook
+        )
+        offset = len(receiver.pairs())
+        published = [Post(f"boolean-{engine}:{p.id}", p.text) for p in posts[1_500:]]
+        expected = _oracle(queries, published)
+        assert len(expected) > 500
+        _publish(cluster, published)
+        _check(_delivered_after(cluster, receiver, offset, len(expected)), expected)
+    finally:
+        stop_cluster(cluster)
