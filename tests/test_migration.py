@@ -15,7 +15,7 @@ from wordcast.corpus import pypi_posts
 from wordcast.errors import MappingUnconfirmed, NotFound
 from wordcast.mapping_store import MappingStore
 from wordcast.migration import BATCH, move_to, retire
-from wordcast.placement import Placement, matchers_of, still_valid
+from wordcast.placement import PATTERN_TOLERANCE, Placement, matchers_of, still_valid
 from wordcast.routing import HashMapping, LearnedMapping, copy_name
 from wordcast.services.router.settings import RouterSettings
 from wordcast.services.router.state import RouterState
@@ -229,22 +229,104 @@ def test_a_migration_to_fewer_matchers_empties_the_removed_ones_patterns_include
             assert await client.scard(store.matcher_subs_key(matcher)) == 0
             assert await store.word_map(matcher) == {}
             assert await store.anchor_map(matcher) == {}
-        held = {p.id: (await store.get(p.id)).matchers for p in live_patterns}
-        assert all(len(m) == 1 and m[0] < 2 for m in held.values())
-        for matcher in (0, 1):
-            here = [p.anchor for p in live_patterns if held[p.id] == [matcher]]
-            assert await store.anchor_map(matcher) == dict(Counter(here))
-        loads = Counter(held[p.id][0] for p in live_patterns)
-        assert await store.pattern_loads() == dict(loads)
-        assert sum(loads.values()) == len(live_patterns)
-        expected = await _expected_word_maps(store, [f"s{k}" for k in range(len(terms))])
-        for matcher in range(2):
-            assert Counter(await store.word_map(matcher)) == expected[matcher]
-        await follower.catch_up()
-        owners = {a: {m for m, n in c.items() if n > 0} for a, c in follower_owners.items()}
-        for anchor in anchors:
-            redis_owners = {m for m in range(4) if anchor in await store.anchor_map(m)}
-            assert owners.get(anchor, set()) == redis_owners, anchor
+        held = await _assert_exact(
+            store, live_patterns, anchors, len(terms), 2, follower, follower_owners
+        )
+        assert all(m[0] < 2 for m in held.values())
+        await client.aclose()
+
+    asyncio.run(scenario())
+
+
+async def _assert_exact(
+    store: SubscriptionStore,
+    live_patterns: list[Subscription],
+    anchors: list[str],
+    keywords: int,
+    matchers: int,
+    follower: EventFollower,
+    follower_owners: dict[str, Counter[int]],
+) -> dict[str, list[int]]:
+    """After a migration and its retirement: each pattern on one matcher; anchor maps, pattern
+    loads and word maps exactly what the records say; the anchor owners a router rebuilds from
+    the events alone equal to Redis's (for ``anchors``, those of deleted patterns included).
+    Returns where each pattern is."""
+    held = {p.id: (await store.get(p.id)).matchers for p in live_patterns}
+    assert all(len(m) == 1 for m in held.values())
+    for matcher in range(matchers):
+        here = [p.anchor for p in live_patterns if held[p.id] == [matcher]]
+        assert await store.anchor_map(matcher) == dict(Counter(here))
+    loads = Counter(held[p.id][0] for p in live_patterns)
+    assert await store.pattern_loads() == dict(loads)
+    assert sum(loads.values()) == len(live_patterns)
+    expected = await _expected_word_maps(store, [f"s{k}" for k in range(keywords)])
+    for matcher in range(matchers):
+        assert Counter(await store.word_map(matcher)) == expected[matcher]
+    await follower.catch_up()
+    owners = {a: {m for m, n in c.items() if n > 0} for a, c in follower_owners.items()}
+    for anchor in anchors:
+        redis_owners = {m for m in range(matchers) if anchor in await store.anchor_map(m)}
+        assert owners.get(anchor, set()) == redis_owners, anchor
+    return held
+
+
+def test_a_migration_to_more_matchers_gives_them_whole_anchor_groups_of_patterns(
+    redis_url: str, namespace: str
+) -> None:
+    """Scaling 2 -> 4: the new matchers hold no pattern until the migration moves whole anchor
+    groups onto them, with versioned placements, until no matcher holds more than its share."""
+
+    async def scenario() -> None:
+        client = connect(redis_url)
+        store, mappings = SubscriptionStore(client, namespace), MappingStore(client, namespace)
+        follower_owners: dict[str, Counter[int]] = {}
+
+        def apply(events: object) -> None:
+            for event in events:  # type: ignore[attr-defined]
+                owners = follower_owners.setdefault(event.subscription.anchor, Counter())
+                owners.update(event.anchor_joined)
+                owners.subtract(event.anchor_left)
+
+        follower = EventFollower(store, _nothing, apply)
+        await follower.start()
+        old = HashMapping(2, 0)
+        terms = _corpus_terms(300)
+        for k, words in enumerate(terms):
+            matcher = old(words[0])
+            sub = Subscription(f"s{k}", " ".join(words), words, "http://x/hook", matcher)
+            await store.add(replace(sub, placements=(Placement(matcher, 0),)))
+        rng = random.Random(11)
+        patterns = [
+            Subscription(f"p{i}", "", (), "http://x/hook", i % 2, 0.0, f"x?{a}*", a)
+            for i, a in enumerate(f"anchor{rng.randrange(40)}" for _ in range(240))
+        ]
+        for pattern in patterns:
+            await store.add(pattern)
+
+        async def sync(_event_id: str) -> None:
+            return None
+
+        await move_to(store, mappings, LearnedMapping(1, 4, {}), 0, sync, _nothing, span=4)
+        moved = {}
+        for pattern in patterns:
+            stored = await store.get(pattern.id)
+            if stored.placements:  # served by its old matcher before v1, a new one from v1 on
+                old_one, new_one = stored.placements
+                assert (old_one.matcher, old_one.until) == (pattern.matcher, 1)
+                assert new_one.first == 1 and new_one.is_open and new_one.matcher >= 2
+                moved[pattern.id] = new_one.matcher
+        # Whole groups: a moved pattern's anchor left its old matcher entirely.
+        for pattern in patterns:
+            group = [
+                p for p in patterns if (p.matcher, p.anchor) == (pattern.matcher, pattern.anchor)
+            ]
+            assert len({moved.get(p.id) for p in group}) == 1
+        await retire(store, mappings, 1, 4, sync, _nothing)
+        anchors = sorted({p.anchor for p in patterns})
+        await _assert_exact(store, patterns, anchors, len(terms), 4, follower, follower_owners)
+        loads = await store.pattern_loads()
+        assert min(loads.get(m, 0) for m in range(4)) > 0
+        assert max(loads.values()) <= PATTERN_TOLERANCE * len(patterns) / 4, loads
         await client.aclose()
 
     asyncio.run(scenario())

@@ -8,6 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from wordcast.placement import (
+    PATTERN_TOLERANCE,
     Placement,
     decode,
     encode,
@@ -16,6 +17,7 @@ from wordcast.placement import (
     place_pattern,
     plan,
     prune,
+    rebalance_patterns,
     reopen,
     still_valid,
 )
@@ -137,3 +139,45 @@ def test_a_pattern_leaving_a_removed_matcher_is_served_once_by_each_version(
         serving = [p.matcher for p in moved if p.serves(routed_with, {})]
         assert serving == [matcher if routed_with < version else target]
     assert prune(moved, version) == (Placement(target, version),)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.dictionaries(st.sampled_from([f"a{k}" for k in range(12)]), st.integers(1, 30)),
+        min_size=1,
+        max_size=6,
+    )
+)
+def test_rebalancing_patterns_moves_whole_anchor_groups_and_evens_the_loads(
+    counts: list[dict[str, int]],
+) -> None:
+    moves = rebalance_patterns(counts)
+    loads = [sum(c.values()) for c in counts]
+    after = list(loads)
+    for (source, anchor), target in moves.items():
+        assert anchor in counts[source] and target != source
+        after[source] -= counts[source][anchor]
+        after[target] += counts[source][anchor]
+    assert sum(after) == sum(loads)
+    assert sum(x * x for x in after) <= sum(x * x for x in loads)  # never more uneven
+    if not moves:
+        mean = sum(loads) / len(loads) if loads else 0
+        over = [m for m, load in enumerate(loads) if load > PATTERN_TOLERANCE * mean]
+        gap = (max(loads) - min(loads)) / 2 if loads else 0
+        # Nothing moves only when every matcher is within bounds or no group fits.
+        assert not over or all(c > gap for m in over for c in counts[m].values())
+
+
+def test_new_matchers_get_an_even_share_of_the_patterns() -> None:
+    """Growing 2 -> 4: 40 anchors of 3 patterns on each old matcher, none on the new ones."""
+    counts: list[dict[str, int]] = [
+        {f"a{k}": 3 for k in range(40)},
+        {f"b{k}": 3 for k in range(40)},
+    ]
+    moves = rebalance_patterns([*counts, {}, {}])
+    after = [120, 120, 0, 0]
+    for (source, _anchor), target in moves.items():
+        after[source] -= 3
+        after[target] += 3
+    assert max(after) <= PATTERN_TOLERANCE * 60 and min(after) > 0, after

@@ -120,6 +120,9 @@ def test_scaling_up_and_down_under_a_stream_loses_and_duplicates_nothing(
         held = _stats(third)["subscriptions"]
         assert isinstance(held, int) and held > 50, held
         assert any("started matcher-2" in line for line in cluster.output)
+        # Patterns too: whole anchor groups moved onto the new matcher, none of its share before.
+        pattern_loads = client.hgetall(f"{namespace}:pattern_load")
+        assert int(pattern_loads.get("2", 0)) > 0, pattern_loads
 
         down = _scale(cluster, redis_url, "1", "--algorithm", "hash")
         assert down.returncode == 0, down.stdout + down.stderr

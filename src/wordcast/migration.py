@@ -13,7 +13,9 @@ finishes:
    placement is closed at v and the new one opened at v, in one atomic move. Patterns are routed
    by their anchors, so only those on a matcher v no longer has (a mapping for fewer matchers:
    the cluster is scaled down) move, to the least pattern-loaded matcher, preferring one that
-   holds their anchor already;
+   holds their anchor already; or, when v removes no matcher, whole anchor groups from a matcher
+   holding far more than its share of patterns (new matchers hold none) to the least loaded
+   (:func:`wordcast.placement.rebalance_patterns`);
 3. wait until every matcher has applied every move, then make v the active version: routers
    switch, tagging their batches with v;
 4. once every live router reports that nothing older than v is in use (in flight included), narrow
@@ -41,6 +43,7 @@ from .placement import (
     pattern_still_valid,
     place_pattern,
     prune,
+    rebalance_patterns,
     reopen,
     still_valid,
 )
@@ -141,15 +144,22 @@ async def move_to(
     await mappings.set_window(low, target.version)
     word_maps = [set(await store.word_map(i)) for i in range(target.matchers)]
     pattern_loads = await store.pattern_loads()
+    anchor_counts = [await store.anchor_map(matcher) for matcher in range(target.matchers)]
     anchor_owners: dict[str, set[int]] = {}
-    for matcher in range(target.matchers):
-        for anchor in await store.anchor_map(matcher):
+    for matcher, counts in enumerate(anchor_counts):
+        for anchor in counts:
             anchor_owners.setdefault(anchor, set()).add(matcher)
+    # Rebalancing while matchers are removed would plan around patterns about to move anyway.
+    removing = (span or 0) > target.matchers
+    rebalanced = {} if removing else rebalance_patterns(anchor_counts)
     draw = random.Random(target.version).choice
 
     def change_pattern(sub: Subscription) -> tuple[Placement, ...] | None:
         if pattern_still_valid(sub.placements, sub.matcher, target.matchers):
-            return None
+            moved_to = rebalanced.get((sub.matcher, sub.anchor))
+            if moved_to is None:
+                return None
+            return move_pattern(sub.placements, sub.matcher, target.version, moved_to)
         owners = anchor_owners.setdefault(sub.anchor, set())
         matcher = place_pattern(owners, pattern_loads, target.matchers, draw)
         pattern_loads[matcher] = pattern_loads.get(matcher, 0) + 1

@@ -13,8 +13,10 @@ A placement of a subscription made only of hot words (§5.1) names its least fre
 the copies of it the matcher holds: it serves a publication only when the router drew one of them.
 
 Pattern subscriptions are routed by their anchors, not by the mapping, so a mapping change leaves
-them where they are, except when it removes their matcher: a mapping for fewer matchers (the
-cluster is scaled down) re-places them with the same versioned placements.
+them where they are, except when it removes their matcher (a mapping for fewer matchers: the
+cluster is scaled down) or when their matchers' pattern loads have drifted far apart (a mapping for
+more matchers: the new ones hold none). Either way they are re-placed with the same versioned
+placements.
 """
 
 from __future__ import annotations
@@ -196,3 +198,44 @@ def move_pattern(
         if not (p.is_open and p.first >= version)
     ]
     return (*kept, Placement(target, version))
+
+
+PATTERN_TOLERANCE = (
+    1.25  # most patterns a matcher may hold, over the even share, before rebalancing
+)
+
+
+def rebalance_patterns(
+    anchor_counts: Sequence[Mapping[str, int]], tolerance: float = PATTERN_TOLERANCE
+) -> dict[tuple[int, str], int]:
+    """Anchor groups to move so that no matcher holds more than ``tolerance`` times the even
+    share of patterns: {(matcher, anchor): new matcher}, for ``anchor_counts[i]``, matcher i's
+    patterns per anchor.
+
+    A group (every pattern of one anchor on one matcher) moves whole: splitting it would send the
+    anchor's publications to one more matcher. Greedily, the largest group of the most loaded
+    matcher that fits in half the gap to the least loaded one moves there, so that every move
+    lowers the spread of loads; it stops when the most loaded is within bounds or nothing fits.
+    """
+    loads = [sum(counts.values()) for counts in anchor_counts]
+    if not loads or not sum(loads):
+        return {}
+    limit = tolerance * sum(loads) / len(loads)
+    moves: dict[tuple[int, str], int] = {}
+    while True:
+        source = max(range(len(loads)), key=loads.__getitem__)
+        target = min(range(len(loads)), key=loads.__getitem__)
+        if loads[source] <= limit:
+            return moves
+        room = (loads[source] - loads[target]) / 2
+        fitting = [
+            (count, anchor)
+            for anchor, count in anchor_counts[source].items()
+            if count <= room and (source, anchor) not in moves
+        ]
+        if not fitting:
+            return moves
+        count, anchor = max(fitting)
+        moves[(source, anchor)] = target
+        loads[source] -= count
+        loads[target] += count
