@@ -6,6 +6,9 @@ import asyncio
 import os
 import signal
 import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
@@ -131,14 +134,7 @@ def test_every_matcher_engine_delivers_the_oracle_matches(
     engine: str, redis_url: str, receiver: Receiver, tmp_path: Path
 ) -> None:
     posts = sample_posts(4_000, seed=77)
-    stats = TermStats.from_documents(analyze(p.text) for p in posts[:2_000])
-    stats_file = tmp_path / "stats.json"
-    stats.save(stats_file)
-    env = {"WORDCAST_MATCHER_ENGINE": engine, "WORDCAST_MATCHER_TERM_STATS": str(stats_file)}
-    cluster = start_cluster(redis_url, f"test-{engine}", env=env)
-    try:
-        engines = {httpx.get(f"{u}/stats").json()["engine"] for u in cluster.matcher_urls}
-        assert engines == {engine}
+    with engine_cluster(redis_url, engine, posts[:2_000], tmp_path) as cluster:
         subscriptions = _subscribe(cluster, post_queries(posts, 400, seed=78), receiver.hook)
         offset = len(receiver.pairs())
         published = [Post(f"{engine}:{p.id}", p.text) for p in posts[2_000:]]
@@ -146,5 +142,21 @@ def test_every_matcher_engine_delivers_the_oracle_matches(
         assert len(expected) > 500
         _publish(cluster, published)
         _check(_delivered_after(cluster, receiver, offset, len(expected)), expected)
+
+
+@contextmanager
+def engine_cluster(
+    redis_url: str, engine: str, sample: list[Post], tmp_path: Path
+) -> Iterator[RunningCluster]:
+    """A cluster whose matchers run ``engine``, with term statistics of ``sample``."""
+    stats = TermStats.from_documents(analyze(p.text) for p in sample)
+    stats_file = tmp_path / "stats.json"
+    stats.save(stats_file)
+    env = {"WORDCAST_MATCHER_ENGINE": engine, "WORDCAST_MATCHER_TERM_STATS": str(stats_file)}
+    cluster = start_cluster(redis_url, f"test-{engine}-{uuid.uuid4().hex[:6]}", env=env)
+    try:
+        engines = {httpx.get(f"{u}/stats").json()["engine"] for u in cluster.matcher_urls}
+        assert engines == {engine}
+        yield cluster
     finally:
         stop_cluster(cluster)

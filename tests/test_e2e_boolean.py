@@ -14,11 +14,10 @@ import redis
 from wordcast.analysis import analyze
 from wordcast.boolean import evaluate, parse_query, parse_tree
 from wordcast.client import RouterClient
-from wordcast.termstats import TermStats
 from wordcast.workload import Post, post_boolean_queries, post_queries, sample_posts
 
-from .conftest import AUTH, Receiver, RunningCluster, start_cluster, stop_cluster
-from .test_e2e import _check, _delivered_after, _publish
+from .conftest import AUTH, Receiver, RunningCluster
+from .test_e2e import _check, _delivered_after, _publish, engine_cluster
 
 pytestmark = pytest.mark.e2e
 
@@ -118,12 +117,7 @@ def test_every_matcher_engine_delivers_the_oracle_matches_of_boolean_queries(
     engine: str, redis_url: str, receiver: Receiver, tmp_path: Path
 ) -> None:
     posts = sample_posts(3_000, seed=313)
-    stats = TermStats.from_documents(analyze(p.text) for p in posts[:1_500])
-    stats_file = tmp_path / "stats.json"
-    stats.save(stats_file)
-    env = {"WORDCAST_MATCHER_ENGINE": engine, "WORDCAST_MATCHER_TERM_STATS": str(stats_file)}
-    cluster = start_cluster(redis_url, f"test-boolean-{engine}", env=env)
-    try:
+    with engine_cluster(redis_url, engine, posts[:1_500], tmp_path) as cluster:
         queries = _subscribe(
             cluster, post_boolean_queries(posts[:1_500], 200, seed=31), receiver.hook
         )
@@ -133,5 +127,3 @@ def test_every_matcher_engine_delivers_the_oracle_matches_of_boolean_queries(
         assert len(expected) > 500
         _publish(cluster, published)
         _check(_delivered_after(cluster, receiver, offset, len(expected)), expected)
-    finally:
-        stop_cluster(cluster)

@@ -174,30 +174,9 @@ def test_a_migration_to_fewer_matchers_empties_the_removed_ones_patterns_include
     async def scenario() -> None:
         client = connect(redis_url)
         store, mappings = SubscriptionStore(client, namespace), MappingStore(client, namespace)
-        follower_owners: dict[str, Counter[int]] = {}
-
-        def apply(events: object) -> None:
-            for event in events:  # type: ignore[attr-defined]
-                owners = follower_owners.setdefault(event.subscription.anchor, Counter())
-                owners.update(event.anchor_joined)
-                owners.subtract(event.anchor_left)
-
-        follower = EventFollower(store, _nothing, apply)
-        await follower.start()
-        old = HashMapping(4, 0)
-        terms = _corpus_terms(600)
-        for k, words in enumerate(terms):
-            matcher = old(words[0])
-            sub = Subscription(f"s{k}", " ".join(words), words, "http://x/hook", matcher)
-            await store.add(replace(sub, placements=(Placement(matcher, 0),)))
-        rng = random.Random(9)
+        follower, follower_owners = await _anchor_follower(store)
         anchors = [f"anchor{i}" for i in range(15)]
-        patterns = [
-            Subscription(f"p{i}", "", (), "http://x/hook", i % 4, 0.0, f"x?{a}*", a)
-            for i, a in enumerate(rng.choice(anchors) for _ in range(200))
-        ]
-        for pattern in patterns:
-            await store.add(pattern)
+        terms, patterns = await _seed(store, 4, 600, [anchors[k % 15] for k in range(200)], 9)
         target = LearnedMapping(1, 2, {})  # stable hashing over two matchers
         # Deleted mid-migration: those moved already are held by two matchers at that moment.
         deleted = [p.id for p in patterns[2::10] + patterns[3::10]]
@@ -236,6 +215,45 @@ def test_a_migration_to_fewer_matchers_empties_the_removed_ones_patterns_include
         await client.aclose()
 
     asyncio.run(scenario())
+
+
+async def _anchor_follower(
+    store: SubscriptionStore,
+) -> tuple[EventFollower, dict[str, Counter[int]]]:
+    """A follower keeping, from the events alone, how many patterns of each anchor each matcher
+    holds (as a router keeps its anchor owners)."""
+    owners_by_anchor: dict[str, Counter[int]] = {}
+
+    def apply(events: object) -> None:
+        for event in events:  # type: ignore[attr-defined]
+            owners = owners_by_anchor.setdefault(event.subscription.anchor, Counter())
+            owners.update(event.anchor_joined)
+            owners.subtract(event.anchor_left)
+
+    follower = EventFollower(store, _nothing, apply)
+    await follower.start()
+    return follower, owners_by_anchor
+
+
+async def _seed(
+    store: SubscriptionStore, matchers: int, keywords: int, anchors: list[str], seed: int
+) -> tuple[list[tuple[str, ...]], list[Subscription]]:
+    """Corpus keyword subscriptions placed by hash over ``matchers``, and a pattern per anchor
+    given (shuffled), spread round-robin."""
+    old = HashMapping(matchers, 0)
+    terms = _corpus_terms(keywords)
+    for k, words in enumerate(terms):
+        matcher = old(words[0])
+        sub = Subscription(f"s{k}", " ".join(words), words, "http://x/hook", matcher)
+        await store.add(replace(sub, placements=(Placement(matcher, 0),)))
+    shuffled = random.Random(seed).sample(anchors, len(anchors))
+    patterns = [
+        Subscription(f"p{i}", "", (), "http://x/hook", i % matchers, 0.0, f"x?{a}*", a)
+        for i, a in enumerate(shuffled)
+    ]
+    for pattern in patterns:
+        await store.add(pattern)
+    return terms, patterns
 
 
 async def _assert_exact(
@@ -279,29 +297,9 @@ def test_a_migration_to_more_matchers_gives_them_whole_anchor_groups_of_patterns
     async def scenario() -> None:
         client = connect(redis_url)
         store, mappings = SubscriptionStore(client, namespace), MappingStore(client, namespace)
-        follower_owners: dict[str, Counter[int]] = {}
-
-        def apply(events: object) -> None:
-            for event in events:  # type: ignore[attr-defined]
-                owners = follower_owners.setdefault(event.subscription.anchor, Counter())
-                owners.update(event.anchor_joined)
-                owners.subtract(event.anchor_left)
-
-        follower = EventFollower(store, _nothing, apply)
-        await follower.start()
-        old = HashMapping(2, 0)
-        terms = _corpus_terms(300)
-        for k, words in enumerate(terms):
-            matcher = old(words[0])
-            sub = Subscription(f"s{k}", " ".join(words), words, "http://x/hook", matcher)
-            await store.add(replace(sub, placements=(Placement(matcher, 0),)))
-        rng = random.Random(11)
-        patterns = [
-            Subscription(f"p{i}", "", (), "http://x/hook", i % 2, 0.0, f"x?{a}*", a)
-            for i, a in enumerate(f"anchor{rng.randrange(40)}" for _ in range(240))
-        ]
-        for pattern in patterns:
-            await store.add(pattern)
+        follower, follower_owners = await _anchor_follower(store)
+        anchors = [f"anchor{k}" for k in range(40)]
+        terms, patterns = await _seed(store, 2, 300, anchors * 6, 11)
 
         async def sync(_event_id: str) -> None:
             return None
@@ -322,7 +320,6 @@ def test_a_migration_to_more_matchers_gives_them_whole_anchor_groups_of_patterns
             ]
             assert len({moved.get(p.id) for p in group}) == 1
         await retire(store, mappings, 1, 4, sync, _nothing)
-        anchors = sorted({p.anchor for p in patterns})
         await _assert_exact(store, patterns, anchors, len(terms), 4, follower, follower_owners)
         loads = await store.pattern_loads()
         assert min(loads.get(m, 0) for m in range(4)) > 0
