@@ -102,6 +102,8 @@ async def _one_run(cluster: Cluster, args: argparse.Namespace) -> dict[str, Any]
         await asyncio.sleep(args.steady_s)
         up = await _scale(cluster, store, mappings, 4)
         on_new = sum([await redis.scard(store.matcher_subs_key(m)) for m in (2, 3)])
+        pattern_loads = await store.pattern_loads()
+        patterns_on_new = sum(pattern_loads.get(m, 0) for m in (2, 3))
         await asyncio.sleep(args.steady_s)
         down = await _scale(cluster, store, mappings, 2)
         await asyncio.sleep(args.steady_s)
@@ -115,6 +117,7 @@ async def _one_run(cluster: Cluster, args: argparse.Namespace) -> dict[str, Any]
     return {
         "subscriptions": len(queries) + len(patterns),
         "moved_onto_new_matchers": on_new,
+        "patterns_onto_new_matchers": patterns_on_new,
         "up": {k: v for k, v in up.items() if k != "started"},
         "down": {k: v for k, v in down.items() if k != "started"},
         "publications_per_s": {
@@ -144,7 +147,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         rates = row["publications_per_s"]
         print(
             f"run {run_no + 1}: up {row['up']['total_s']:.1f} s "
-            f"({row['moved_onto_new_matchers']:,} subscriptions onto the new matchers), down "
+            f"({row['moved_onto_new_matchers']:,} subscriptions onto the new matchers, "
+            f"{row['patterns_onto_new_matchers']:,} of them patterns), down "
             f"{row['down']['total_s']:.1f} s; publications/s "
             + ", ".join(f"{k} {v:,.0f}" for k, v in rates.items()),
             flush=True,
