@@ -7,6 +7,9 @@ Keys (all under a namespace, ``wordcast`` by default, so several clusters can sh
                             which mapping versions); a pattern subscription has pattern and anchor
                             instead of query and terms, and lives on ``matcher`` only until a
                             change in the number of matchers moves it: then it has placements too
+``{ns}:sub:{id}~{k}``       alternative k ≥ 1 of a boolean query (:mod:`wordcast.boolean`): a keyword
+                            record of its own, with the query's text and the words it requires;
+                            alternative 0 is ``{ns}:sub:{id}`` itself, the subscription
 ``{ns}:matcher:{i}:subs``   set of the ids placed on matcher i (for any mapping version)
 ``{ns}:matcher:{i}:words``  hash word -> count: the subscription word map H(i) of S³-TM §4.2
 ``{ns}:mapping:window``     "low high": the mapping versions routers may be routing with; a
