@@ -214,8 +214,9 @@ def rebalance_patterns(
 
     A group (every pattern of one anchor on one matcher) moves whole: splitting it would send the
     anchor's publications to one more matcher. Greedily, the largest group of the most loaded
-    matcher that fits in half the gap to the least loaded one moves there, so that every move
-    lowers the spread of loads; it stops when the most loaded is within bounds or nothing fits.
+    overloaded matcher that fits in half the gap to the least loaded one moves there, so that
+    every move lowers the spread of loads; it stops when every matcher is within bounds or no
+    overloaded one has a group that fits.
     """
     loads = [sum(counts.values()) for counts in anchor_counts]
     if not loads or not sum(loads):
@@ -223,19 +224,20 @@ def rebalance_patterns(
     limit = tolerance * sum(loads) / len(loads)
     moves: dict[tuple[int, str], int] = {}
     while True:
-        source = max(range(len(loads)), key=loads.__getitem__)
         target = min(range(len(loads)), key=loads.__getitem__)
-        if loads[source] <= limit:
+        over = sorted((m for m in range(len(loads)) if loads[m] > limit), key=lambda m: -loads[m])
+        for source in over:
+            room = (loads[source] - loads[target]) / 2
+            fitting = [
+                (count, anchor)
+                for anchor, count in anchor_counts[source].items()
+                if count <= room and (source, anchor) not in moves
+            ]
+            if fitting:
+                count, anchor = max(fitting)
+                moves[(source, anchor)] = target
+                loads[source] -= count
+                loads[target] += count
+                break
+        else:  # every matcher within bounds, or no group of an overloaded one fits
             return moves
-        room = (loads[source] - loads[target]) / 2
-        fitting = [
-            (count, anchor)
-            for anchor, count in anchor_counts[source].items()
-            if count <= room and (source, anchor) not in moves
-        ]
-        if not fitting:
-            return moves
-        count, anchor = max(fitting)
-        moves[(source, anchor)] = target
-        loads[source] -= count
-        loads[target] += count
