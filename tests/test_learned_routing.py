@@ -27,10 +27,12 @@ from wordcast.mapping_store import MappingStore
 from wordcast.routing import HashMapping, copy_name
 from wordcast.salb import learn
 from wordcast.store import SubscriptionStore
-from wordcast.workload import Post, post_queries, sample_posts
+from wordcast.workload import Post, post_boolean_queries, post_queries, sample_posts
 
 from .conftest import AUTH, Receiver, RunningCluster, extra_router, start_cluster, stop_cluster
 from .test_e2e import _check, _delivered_after, _subscribe
+from .test_e2e_boolean import _oracle as _boolean_oracle
+from .test_e2e_boolean import _subscribe as _subscribe_boolean
 
 pytestmark = pytest.mark.e2e
 
@@ -139,6 +141,10 @@ def test_two_live_mapping_swaps_lose_and_duplicate_nothing(
         queries = post_queries(learning, 500, seed=5)
         queries += [hot[0], f"{hot[0]} {hot[1]}", " ".join(hot[2:4]), hot[4]]
         subscriptions = _subscribe(swap_cluster, queries, receiver.hook)
+        # Boolean queries: alternatives of hot words alone are multicast like any others.
+        boolean_queries = post_boolean_queries(learning, 80, seed=7)
+        boolean_queries += [f"{hot[0]} OR {hot[2]}", f"{hot[1]} -{hot[3]}"]
+        boolean = _subscribe_boolean(swap_cluster, boolean_queries, receiver.hook)
 
         learned = learn([analyze(p.text) for p in learning], MATCHERS, seed=3)
         publisher = Stream([swap_cluster.router_url, slow_url], stream)
@@ -183,6 +189,10 @@ def test_two_live_mapping_swaps_lose_and_duplicate_nothing(
         )
         assert {p.hot for p in placed.placements} == {hot[0]}  # type: ignore[attr-defined]
         assert len(placed.placements) == 3  # type: ignore[attr-defined]
+        either = next(sid for sid, q in boolean.items() if q == f"{hot[0]} OR {hot[2]}")
+        first_alternative = _run(redis_url, namespace, "get", either)
+        assert {p.hot for p in first_alternative.placements} <= {hot[0], hot[2]}  # type: ignore[attr-defined]
+        assert len(first_alternative.placements) == 3  # type: ignore[attr-defined]
         moved = 0
         for sid in list(early)[:100]:
             record = _run(redis_url, namespace, "get", sid)
@@ -191,7 +201,7 @@ def test_two_live_mapping_swaps_lose_and_duplicate_nothing(
 
         # Subscriptions added after the first swap missed the posts published before them.
         analysed = {p.id: analyze(p.text) for p in stream}
-        expected = match_pairs(early, analysed)
+        expected = match_pairs(early, analysed) | _boolean_oracle(boolean, stream)
         delivered = _delivered_after(swap_cluster, receiver, 0, len(expected))
         late_pairs = [pair for pair in delivered if pair[0] in late]
         _check([pair for pair in delivered if pair[0] not in late], expected)
