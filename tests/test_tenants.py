@@ -168,8 +168,26 @@ def test_a_batch_over_the_quota_stores_nothing(
         assert batch("lambda mu").status_code == 422  # three records held
 
 
+@pytest.mark.parametrize(
+    ("items", "refused"),
+    [
+        (
+            [("query", "alpha beta", HOOK), ("pattern", "abc*def", HOOK), ("query", "gamma", HOOK)],
+            r"subscription 1: .*the 1 stored before it were withdrawn",
+        ),
+        # The second alternative of the first query does not fit: its first is withdrawn.
+        (
+            [("query", "alpha OR beta", HOOK), ("query", "gamma", HOOK)],
+            r"subscription 0: .*the 1 stored before it were withdrawn",
+        ),
+    ],
+)
 def test_a_batch_that_fails_halfway_withdraws_what_it_stored(
-    redis_url: str, namespace: str, monkeypatch: pytest.MonkeyPatch
+    items: list[tuple[str, str, str]],
+    refused: str,
+    redis_url: str,
+    namespace: str,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The quota can fill between the batch's check and its last item (another router, another
     request): what the batch stored before is deleted again, and the error says so."""
@@ -197,14 +215,7 @@ def test_a_batch_that_fails_halfway_withdraws_what_it_stored(
             return held
 
         monkeypatch.setattr(store, "tenant_count", count_then_race)
-        items = [
-            ("query", "alpha beta", HOOK),
-            ("pattern", "abc*def", HOOK),
-            ("query", "gamma", HOOK),
-        ]
-        with pytest.raises(
-            LimitExceeded, match=r"subscription 1: .*the 1 stored before it were withdrawn"
-        ):
+        with pytest.raises(LimitExceeded, match=refused):
             await state.subscribe_batch(items, "t1")
         assert await real_count("t1") == 2  # the other request's two, none of the batch
         assert await store.subscribed_words() == {"x", "y"}
