@@ -214,12 +214,6 @@ class BooleanQuery:
     def matches(self, terms: AbstractSet[str]) -> bool:
         return any(clause.holds(terms) for clause in self.clauses)
 
-    def delivers(self, part: int, terms: AbstractSet[str]) -> bool:
-        """Whether alternative ``part`` is the one that delivers for a publication: it holds and
-        no alternative before it does."""
-        clauses = self.clauses
-        return clauses[part].holds(terms) and not any(c.holds(terms) for c in clauses[:part])
-
 
 _Conjunct = tuple[frozenset[str], frozenset[str]]  # (required, excluded)
 
@@ -275,9 +269,10 @@ def parse_query(text: str, analyzer: Analyzer | None = None) -> BooleanQuery:
             )
         for kind, terms in (("required", clause.words), ("excluded", clause.without)):
             if len(terms) > MAX_TERMS_PER_SUBSCRIPTION:
+                where = "an alternative has" if has_operators(text) else "the query has"
                 raise InvalidQuery(
-                    f"query {text!r}: an alternative has {len(terms)} {kind} terms; the limit is "
-                    f"{MAX_TERMS_PER_SUBSCRIPTION}"
+                    f"query {text!r}: {where} {len(terms)} {kind} terms after analysis; the "
+                    f"limit is {MAX_TERMS_PER_SUBSCRIPTION}"
                 )
     return BooleanQuery(tuple(clauses))
 

@@ -311,7 +311,7 @@ class Cluster:
 
     async def _follow_scale_async(self) -> None:
         """Start or stop matchers as ``wordcast scale`` asks (see the module docstring)."""
-        from .errors import StoreUnavailable
+        from .errors import MappingError, StoreUnavailable
         from .mapping_store import MappingStore
         from .store import SubscriptionStore, connect
 
@@ -329,7 +329,7 @@ class Cluster:
                         await asyncio.to_thread(self._add_matchers, wanted)
                     elif await self._drained(store, mappings, wanted):
                         await self._remove_matchers(store, wanted)
-                except (StoreUnavailable, RuntimeError, TimeoutError) as exc:
+                except (StoreUnavailable, MappingError, RuntimeError, TimeoutError) as exc:
                     self._out(f"[supervisor] scaling: {exc}")
         finally:
             await client.aclose()
@@ -355,8 +355,7 @@ class Cluster:
         _, active, window = await mappings.state()
         if window != (active, active):
             return False
-        meta = await mappings.meta(active) if active else {}
-        if int(meta.get("matchers", self._initial_matchers)) > wanted:
+        if await mappings.matchers_of(active, self._initial_matchers) > wanted:
             return False
         held = [await store.held_by(k) for k in range(wanted, self.matcher_count)]
         return not any(held)
@@ -416,11 +415,8 @@ class Cluster:
                 MatcherSettings.model_fields["delivery_take_over_after_s"].default,
             )
         )
-        released = 0
-        for outbox in await Outbox(store.client, self.namespace, 0).every_outbox():
-            for ordinal in ordinals:
-                released += await outbox.release(f"matcher-{ordinal}", bound)
-        return released
+        outbox = Outbox(store.client, self.namespace, 0)
+        return sum([await outbox.release_everywhere(f"matcher-{k}", bound) for k in ordinals])
 
     def wait_ready(self, timeout: float = 60.0) -> None:
         """Block until every service answers its readiness probe (e.g. after a restart)."""

@@ -104,16 +104,22 @@ class MappingStore:
         with translated("reading a mapping version"):
             return dict(await self.client.hgetall(self.key(f"{version}:meta")))
 
-    async def load(self, version: int, initial_matchers: int) -> HashMapping:
-        """Version ``version``, for as many matchers as it was made for; version 0 is stable
-        hashing over the cluster's ``initial_matchers`` (a cluster changes its number of
-        matchers by moving to a version made for the new number)."""
+    async def matchers_of(self, version: int, initial_matchers: int) -> int:
+        """How many matchers ``version`` routes to: as many as it was made for; version 0 is
+        stable hashing over the cluster's ``initial_matchers`` (a cluster changes its number of
+        matchers by moving to a version made for the new number). Raises MappingError."""
         if version == 0:
-            return HashMapping(initial_matchers)
+            return initial_matchers
         meta = await self.meta(version)
         if not meta:
             raise MappingError(f"mapping version {version} does not exist (or is incomplete)")
-        matchers = int(meta["matchers"])
+        return int(meta["matchers"])
+
+    async def load(self, version: int, initial_matchers: int) -> HashMapping:
+        """Version ``version``, for as many matchers as it routes to (:meth:`matchers_of`)."""
+        matchers = await self.matchers_of(version, initial_matchers)
+        if version == 0:
+            return HashMapping(matchers)
         with translated("reading a mapping version"):
             raw_words = await self.client.hgetall(self.key(f"{version}:words"))
             raw_hot = await self.client.hgetall(self.key(f"{version}:hot"))

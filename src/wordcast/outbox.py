@@ -206,6 +206,10 @@ class Outbox:
                 if len(ids) < 1_000:
                     return released
 
+    async def release_everywhere(self, consumer: str, stale_after_s: float) -> int:
+        """:meth:`release` in every registered outbox; returns how many in all."""
+        return sum([await o.release(consumer, stale_after_s) for o in await self.every_outbox()])
+
     @staticmethod
     async def read_new(
         outboxes: Sequence[Outbox], count: int, block_ms: int | None

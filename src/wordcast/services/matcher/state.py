@@ -137,9 +137,9 @@ class MatcherState:
         wanted = await self.store.matchers_wanted()
         if wanted is None or self.ordinal < wanted or await self.store.held_by(self.ordinal):
             return 0
-        consumer, released = self.outbox.consumer, 0
-        for outbox in await self.outbox.every_outbox():
-            released += await outbox.release(consumer, self.settings.delivery_take_over_after_s)
+        released = await self.outbox.release_everywhere(
+            self.outbox.consumer, self.settings.delivery_take_over_after_s
+        )
         if released:
             log.info(
                 "matcher %d removed: %d unfinished deliveries go to the others",

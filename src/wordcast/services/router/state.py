@@ -41,12 +41,10 @@ import orjson
 from prometheus_client import Counter, Gauge, Histogram
 from redis.exceptions import RedisError
 
-from ... import limits
 from ...analysis import Analyzer
 from ...anchors import AnchorIndex
-from ...boolean import BooleanQuery, Clause, has_operators, parse_query, part_id, split_part_id
+from ...boolean import BooleanQuery, parse_query, part_id, split_part_id
 from ...errors import (
-    EmptyQuery,
     InvalidInput,
     LimitExceeded,
     MappingError,
@@ -274,17 +272,7 @@ class RouterState:
     def analyse_query(self, query: str) -> BooleanQuery:
         """The query's alternatives (:mod:`wordcast.boolean`); one without operators is a
         single conjunction of its terms. Raises InvalidInput naming the problem."""
-        if has_operators(query):
-            return parse_query(query, self.analyzer)
-        terms = self.analyzer.terms(query)
-        if not terms:
-            raise EmptyQuery(query)
-        if len(terms) > limits.MAX_TERMS_PER_SUBSCRIPTION:
-            raise InvalidInput(
-                f"query has {len(terms)} distinct terms after analysis; "
-                f"the limit is {limits.MAX_TERMS_PER_SUBSCRIPTION}"
-            )
-        return BooleanQuery((Clause(tuple(sorted(terms))),))
+        return parse_query(query, self.analyzer)
 
     @staticmethod
     def new_secret() -> str:
