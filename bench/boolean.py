@@ -40,7 +40,7 @@ from wordcast.boolean import (
 from wordcast.trie import Trie
 from wordcast.workload import post_boolean_queries, post_queries, sample_posts
 
-from .common import RESULTS, machine, write_json
+from .common import RESULTS, machine, plot_engines, write_json
 
 Terms = frozenset[str]
 LABELS = {
@@ -189,14 +189,7 @@ def plot(result: dict[str, Any]) -> None:
 
     fig, ax = plt.subplots(figsize=(7, 5))
     rows = result["rows"]
-    for name in dict.fromkeys(r["engine"] for r in rows):
-        mine = [r for r in rows if r["engine"] == name]
-        ax.plot(
-            [r["subscriptions"] for r in mine],
-            [r["publications_per_s"] for r in mine],
-            marker="o",
-            label=LABELS.get(name, name),
-        )
+    plot_engines(ax, rows, "subscriptions", "publications_per_s", labels=LABELS)
     ax.set(
         xscale="log",
         yscale="log",

@@ -37,7 +37,7 @@ from wordcast.retriever import REtriever
 from wordcast.synthetic_patterns import PatternWorkload
 from wordcast.workload import post_patterns, sample_posts
 
-from .common import RESULTS, machine, write_json
+from .common import RESULTS, machine, plot_engines, write_json
 
 ENGINES: dict[str, Callable[[], Any]] = {
     "naive": NaivePatterns,
@@ -240,12 +240,7 @@ def plot(result: dict[str, Any]) -> None:
     color = {name: palette(k) for k, name in enumerate(result["engines"])}
 
     def lines(ax: Any, rows: list[dict[str, Any]], key: str, skip: tuple[str, ...] = ()) -> None:
-        for name in dict.fromkeys(r["engine"] for r in rows):
-            if name in skip:
-                continue
-            mine = [r for r in rows if r["engine"] == name]
-            xs, ys = [r["x"] for r in mine], [r[key] for r in mine]
-            ax.plot(xs, ys, marker="o", label=name, color=color[name])
+        plot_engines(ax, rows, "x", key, colors=color, skip=skip)
 
     fig, axes = plt.subplots(2, 2, figsize=(13, 10))
     subs = result["subscriptions"]
@@ -270,15 +265,7 @@ def plot(result: dict[str, Any]) -> None:
 
     fig, axes = plt.subplots(1, 2, figsize=(13, 5))
     for ax, (key, rows) in zip(axes, result["real"].items(), strict=False):
-        for name in dict.fromkeys(r["engine"] for r in rows):
-            mine = [r for r in rows if r["engine"] == name]
-            ax.plot(
-                [r["subscriptions"] for r in mine],
-                [r["publications_per_s"] for r in mine],
-                marker="o",
-                label=name,
-                color=color[name],
-            )
+        plot_engines(ax, rows, "subscriptions", "publications_per_s", colors=color)
         ax.axhline(5_000, color="grey", linestyle="--", label="target at 100K")
         ax.set(
             xscale="log",
