@@ -3,7 +3,8 @@
 Each run starts a local cluster of 2 matchers (``wordcast up``'s supervisor, in this process),
 registers keyword subscriptions and patterns drawn from corpus posts, and keeps publishing corpus
 posts (2 publishers, batches of 200) while it scales 2 → 4 → 2 with the steps of ``wordcast
-scale`` (``scaling.py``, hash mappings, so no Spark): how long the matchers take to start, the
+scale`` (``scaling.py``: it asks for the number, a router writes a version with stable hashing, so
+no Spark): how long the matchers take to start, the
 routers to move the subscriptions and switch, and every router to leave the old version; the
 publication rate before, during and after; and, when shrinking, how long until the supervisor has
 stopped the matchers left empty. → ``bench/results/scale.json`` and ``scale.png``.
@@ -63,13 +64,13 @@ async def _scale(
     await scaling.request(store, matchers)
     await scaling.wait_for_matchers(store, matchers, 120, silent)
     ready = time.monotonic()
-    version = await scaling.write_hash_version(mappings, matchers)
+    version = await scaling.wait_for_version(mappings, matchers, 2, 120, silent)
     while (await mappings.state())[1] != version:
         await asyncio.sleep(0.05)
     active = time.monotonic()
     await scaling.wait_settled(mappings, version, 120, silent)
     settled = time.monotonic()
-    await scaling.wait_emptied(store, matchers, before, 120, silent)
+    await scaling.wait_removable(store, mappings, matchers, before, 120, silent)
     emptied = time.monotonic()
     while cluster.matcher_count != matchers:
         await asyncio.sleep(0.05)

@@ -204,3 +204,38 @@ def test_network_policies_let_exactly_wordcast_pods_in() -> None:
     (expression,) = peer["podSelector"]["matchExpressions"]
     assert set(expression["values"]) == {router, matcher, learner}
     assert rule["ports"][0]["port"] == int(CONFIG["REDIS_URL"].rsplit(":", 1)[1].split("/")[0])
+
+
+def test_kubectl_scale_alone_re_maps_the_cluster() -> None:
+    """Routers follow the matcher StatefulSet's replicas, a pod being removed waits in its preStop
+    hook until it is empty and may be reached meanwhile, and both may read that one number."""
+    matchers = BY_KIND[("StatefulSet", "matcher")]
+    name = matchers["metadata"]["name"]
+    router_env = _env(_container("Deployment", "router"))
+    assert router_env["WORDCAST_ROUTER_FOLLOW_STATEFULSET"] == name
+
+    pod = matchers["spec"]["template"]["spec"]
+    hook = _container("StatefulSet", "matcher")["lifecycle"]["preStop"]["exec"]["command"]
+    assert hook[0] == "wordcast"
+    drain = build_parser().parse_args(hook[1:])
+    assert (drain.command, drain.statefulset, drain.ordinal) == ("drain", name, None)
+    matcher_settings = MatcherSettings.model_fields
+    shutdown = float(matcher_settings["shutdown_drain_s"].default)
+    assert drain.timeout + shutdown < pod["terminationGracePeriodSeconds"]
+    assert BY_KIND[("Service", "matcher")]["spec"]["publishNotReadyAddresses"] is True
+
+    role = BY_KIND[("Role", "read-matcher-scale")]
+    assert role["rules"] == [
+        {
+            "apiGroups": ["apps"],
+            "resources": ["statefulsets/scale"],
+            "resourceNames": [name],
+            "verbs": ["get"],
+        }
+    ]
+    binding = BY_KIND[("RoleBinding", "wordcast-reads-matcher-scale")]
+    assert binding["roleRef"]["name"] == role["metadata"]["name"]
+    accounts = {s["name"] for s in binding["subjects"] if s["kind"] == "ServiceAccount"}
+    router_pod = BY_KIND[("Deployment", "router")]["spec"]["template"]["spec"]
+    assert {pod["serviceAccountName"], router_pod["serviceAccountName"]} <= accounts
+    assert ("ServiceAccount", pod["serviceAccountName"]) in BY_KIND

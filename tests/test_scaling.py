@@ -4,10 +4,11 @@ A local cluster of two matchers and two routers (one checks for mapping changes 
 other every 3 s, so they switch at different moments) holds keyword subscriptions, boolean queries
 (their alternatives move like keyword subscriptions) and patterns.
 While publications flow through both routers, `wordcast scale 3` makes the supervisor start a
-third matcher and moves the cluster onto it; `wordcast scale 1` then moves everything, patterns
-included, onto matcher 0, after which the supervisor stops the other two; `wordcast scale 2`
-brings matcher 1 back, on another port. The oracle judges every delivery: nothing lost, nothing
-twice.
+third matcher and moves the cluster onto it. Then only the number of matchers wanted is set to 1,
+as routers following `kubectl scale` do on Kubernetes: the routers move everything, patterns
+included, onto matcher 0 by themselves, matcher 2's preStop hook (`wordcast drain`) returns once
+it is empty, and the supervisor stops matchers 1 and 2. `wordcast scale 2` brings matcher 1 back,
+on another port. The oracle judges every delivery: nothing lost, nothing twice.
 """
 
 from __future__ import annotations
@@ -53,6 +54,19 @@ def _scale(cluster: RunningCluster, redis_url: str, *args: str) -> subprocess.Co
     env = os.environ | {"REDIS_URL": redis_url, "WORDCAST_NAMESPACE": cluster.namespace}
     return subprocess.run(
         [sys.executable, "-m", "wordcast", "scale", *args, "--router", cluster.router_url],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
+
+
+def _drain(
+    cluster: RunningCluster, redis_url: str, ordinal: int
+) -> subprocess.CompletedProcess[str]:
+    env = os.environ | {"REDIS_URL": redis_url, "WORDCAST_NAMESPACE": cluster.namespace}
+    return subprocess.run(
+        [sys.executable, "-m", "wordcast", "drain", "--ordinal", str(ordinal), "--timeout", "120"],
         capture_output=True,
         text=True,
         timeout=300,
@@ -124,9 +138,24 @@ def test_scaling_up_and_down_under_a_stream_loses_and_duplicates_nothing(
         pattern_loads = client.hgetall(f"{namespace}:pattern_load")
         assert int(pattern_loads.get("2", 0)) > 0, pattern_loads
 
-        down = _scale(cluster, redis_url, "1", "--algorithm", "hash")
-        assert down.returncode == 0, down.stdout + down.stderr
-        assert "matchers 1 to 2 hold nothing now" in down.stdout
+        # What a router following `kubectl scale statefulset/matcher --replicas=1` writes.
+        staying = _drain(cluster, redis_url, 0)
+        assert staying.returncode == 0, staying.stderr
+        assert "only restarting, nothing to drain" in staying.stdout
+        client.set(f"{namespace}:cluster:matchers", 1)
+        removed = _drain(cluster, redis_url, 2)
+        assert removed.returncode == 0, removed.stdout + removed.stderr
+        assert "drained: nothing routes to it and it holds nothing" in removed.stdout
+        assert client.scard(f"{namespace}:matcher:2:subs") == 0
+        # Written by a router, which nothing but that number told to.
+        written = client.hgetall(
+            f"{namespace}:mapping:{client.get(f'{namespace}:mapping:latest')}:meta"
+        )
+        assert (written["matchers"], written["algorithm"], written["reason"]) == (
+            "1",
+            "hash",
+            "scale",
+        )
         at_down = publisher.sent
         deadline = time.monotonic() + 30
         while not all(
@@ -191,6 +220,50 @@ def test_scale_refuses_bad_requests_clearly(
         env=os.environ | env,
     )
     assert result.returncode == 2 and message in result.stderr, result.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "env", "message"),
+    [
+        ([], {"HOSTNAME": "laptop", "WORDCAST_MATCHER_ORDINAL": ""}, "cannot tell which matcher"),
+        (
+            ["--ordinal", "3", "--statefulset", "matcher"],
+            {"KUBECONFIG": "", "HOME": "/nonexistent"},
+            "matcher-3: reading the replicas of statefulset/matcher from the Kubernetes API: "
+            "not in a pod?",
+        ),
+        (["--ordinal", "1"], {"REDIS_URL": "redis://127.0.0.1:1/0"}, "matcher-1: Redis"),
+    ],
+)
+def test_drain_refuses_clearly(args: list[str], env: dict[str, str], message: str) -> None:
+    environment = {k: v for k, v in (os.environ | env).items() if v != ""}
+    result = subprocess.run(
+        [sys.executable, "-m", "wordcast", "drain", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=environment,
+    )
+    assert result.returncode == 2 and message in result.stderr, result.stderr
+
+
+def test_learn_refuses_a_number_of_matchers_the_cluster_does_not_have(
+    redis_url: str, namespace: str
+) -> None:
+    client = redis.Redis.from_url(redis_url, decode_responses=True)
+    client.set(f"{namespace}:cluster:matchers", 4)
+    env = os.environ | {"REDIS_URL": redis_url, "WORDCAST_NAMESPACE": namespace}
+    result = subprocess.run(
+        [sys.executable, "-m", "wordcast", "learn", "--matchers", "6"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+    )
+    assert result.returncode == 2, result.stderr
+    assert "the cluster has 4 matchers" in result.stderr
+    assert "wordcast scale 6 --algorithm salb" in result.stderr
+    assert client.get(f"{namespace}:mapping:latest") is None, "nothing was learned or written"
 
 
 def test_a_router_needs_the_size_of_version_0_with_a_url_template() -> None:

@@ -7,8 +7,10 @@ wordcast subscribe QUERY --callback URL             register a keyword subscript
 wordcast subscribe --pattern 'pie*tea' --callback URL  register a wildcard pattern
 wordcast publish TEXT... | --corpus N               publish texts or corpus posts
 wordcast status                                     mapping version, spread, imbalance, loads
-wordcast learn --matchers N                         learn a routing mapping with Spark
+wordcast learn                                      learn a routing mapping with Spark
 wordcast scale N                                    change the number of matchers, live
+wordcast drain                                      a matcher pod's preStop hook: wait until
+                                                    scaling down has emptied it
 wordcast router | matcher | receiver                run one service (settings from the env)
 """
 
@@ -258,6 +260,20 @@ def cmd_status(args: argparse.Namespace) -> int:
     return 0
 
 
+def _wanted_matchers(redis_url: str, namespace: str) -> int | None:
+    """The number of matchers the cluster is asked to have (StoreUnavailable)."""
+    from .store import SubscriptionStore, connect
+
+    async def read() -> int | None:
+        client = connect(redis_url)
+        try:
+            return await SubscriptionStore(client, namespace).matchers_wanted()
+        finally:
+            await client.aclose()
+
+    return asyncio.run(read())
+
+
 def cmd_learn(args: argparse.Namespace) -> int:
     """Run the Spark mapping learner on the routers' publication log and publish the result."""
     try:
@@ -271,24 +287,21 @@ def cmd_learn(args: argparse.Namespace) -> int:
             "written to that Redis"
         )
     namespace = os.environ.get("WORDCAST_NAMESPACE", "wordcast")
-    matchers = args.matchers
+    from .errors import StoreUnavailable
+
+    try:
+        wanted = _wanted_matchers(redis_url, namespace)
+    except StoreUnavailable as exc:
+        return _fail(str(exc))
+    matchers = args.matchers or wanted
     if matchers is None:
-        from .errors import StoreUnavailable
-        from .store import SubscriptionStore, connect
-
-        async def wanted() -> int | None:
-            client = connect(redis_url)
-            try:
-                return await SubscriptionStore(client, namespace).matchers_wanted()
-            finally:
-                await client.aclose()
-
-        try:
-            matchers = asyncio.run(wanted())
-        except StoreUnavailable as exc:
-            return _fail(str(exc))
-        if matchers is None:
-            return _fail("no router has recorded the cluster's number of matchers: give --matchers")
+        return _fail("no router has recorded the cluster's number of matchers: give --matchers")
+    if wanted is not None and matchers != wanted:
+        # The routers would soon replace a version for another number (wordcast.scaling).
+        return _fail(
+            f"the cluster has {wanted} matchers: learn for them (leave out --matchers), or "
+            f"change their number with: wordcast scale {matchers} --algorithm salb"
+        )
     argv = ["--matchers", str(matchers), "--algorithm", args.algorithm]
     argv += ["--namespace", namespace, "--publish", redis_url]
     argv += ["--corpus", args.corpus] if args.corpus else ["--publication-log", redis_url]
@@ -329,16 +342,15 @@ def cmd_scale(args: argparse.Namespace) -> int:
         namespace = os.environ.get("WORDCAST_NAMESPACE", "wordcast")
         store, mappings = SubscriptionStore(client, namespace), MappingStore(client, namespace)
         try:
-            await scaling.request(store, args.matchers)
-            await scaling.wait_for_matchers(store, args.matchers, args.timeout, say)
             algorithm = args.algorithm
             if algorithm == "auto":
                 logged = await scaling.logged_publications(store)
                 algorithm = "salb" if logged >= SCALE_MIN_LOG else "hash"
                 say(f"{logged:,} publications logged: the new mapping is {algorithm}")
-            if algorithm == "hash":
-                version = await scaling.write_hash_version(mappings, args.matchers)
-            else:
+            learned = None
+            if algorithm != "hash":
+                # Written before the number is asked for, so that the routers move to this
+                # version rather than write one with stable hashing (wordcast.scaling, step 3).
                 from spark_jobs import learn_mapping
 
                 argv = ["--matchers", str(args.matchers), "--algorithm", algorithm]
@@ -347,11 +359,23 @@ def cmd_scale(args: argparse.Namespace) -> int:
                 say(f"learning a {algorithm} mapping for {args.matchers} matchers with Spark…")
                 if await asyncio.to_thread(learn_mapping.main, argv) != 0:
                     raise RuntimeError("the mapping learner failed")
-                version = (await mappings.state())[0]
-            say(f"mapping v{version} for {args.matchers} matchers written")
+                learned = (await mappings.state())[0]
+                say(f"mapping v{learned} for {args.matchers} matchers written")
+            await scaling.request(store, args.matchers)
+            await scaling.wait_for_matchers(store, args.matchers, args.timeout, say)
+            if learned is None:
+                initial = await mappings.initial() or current
+                version = await scaling.wait_for_version(
+                    mappings, args.matchers, initial, args.timeout, say
+                )
+                say(f"mapping v{version} for {args.matchers} matchers written by a router")
+            else:
+                version = learned
             await scaling.wait_settled(mappings, version, args.timeout, say)
             if args.matchers < current:
-                await scaling.wait_emptied(store, args.matchers, current, args.timeout, say)
+                await scaling.wait_removable(
+                    store, mappings, args.matchers, current, args.timeout, say
+                )
             return version
         finally:
             await client.aclose()
@@ -366,6 +390,73 @@ def cmd_scale(args: argparse.Namespace) -> int:
             f"matchers {args.matchers} to {current - 1} hold nothing now: a local cluster stops "
             f"them; on Kubernetes: kubectl scale statefulset/matcher --replicas={args.matchers}"
         )
+    return 0
+
+
+def cmd_drain(args: argparse.Namespace) -> int:
+    """Hold a matcher being removed up until nothing routes to it and it holds nothing."""
+    from pydantic import ValidationError
+
+    from . import scaling
+    from .errors import KubernetesUnavailable, MappingError, StoreUnavailable
+    from .kube import StatefulSetReplicas
+    from .mapping_store import MappingStore
+    from .services.matcher.settings import MatcherSettings
+    from .store import SubscriptionStore, connect
+
+    try:
+        given = {} if args.ordinal is None else {"ordinal": args.ordinal}
+        settings = MatcherSettings(**given)
+    except ValidationError as exc:
+        return _fail(f"cannot tell which matcher this is: {exc.errors()[0]['msg']}")
+    ordinal = settings.ordinal
+
+    def say(line: str) -> None:
+        print(f"matcher-{ordinal}: {line}", flush=True)
+
+    async def wanted_now(store: SubscriptionStore) -> int | None:
+        if not args.statefulset:
+            return await store.matchers_wanted()
+        replicas = StatefulSetReplicas(args.statefulset)
+        try:
+            wanted = await replicas.get()
+        finally:
+            await replicas.aclose()
+        if 1 <= wanted <= ordinal:
+            # Said at once, rather than at the routers' next look at the StatefulSet.
+            await store.want_matchers(wanted)
+        return wanted
+
+    async def run() -> str:
+        client = connect(settings.redis_url)
+        store = SubscriptionStore(client, settings.namespace)
+        mappings = MappingStore(client, settings.namespace)
+        try:
+            wanted = await wanted_now(store)
+            if wanted is None or ordinal < wanted:
+                return f"stays ({wanted} matchers wanted): only restarting, nothing to drain"
+            if wanted == 0:
+                return "the whole cluster stops: nothing to move to (subscriptions stay in Redis)"
+            say(f"removed ({wanted} matchers wanted): waiting until nothing routes to it…")
+            initial = await mappings.initial()
+
+            async def in_use() -> tuple[str, str] | None:
+                if await scaling.removable(store, mappings, ordinal, ordinal + 1, initial):
+                    return None
+                return (
+                    f"held: {await store.held_by(ordinal)} subscriptions, or still routed to",
+                    f"still in use after {args.timeout:g} s",
+                )
+
+            await scaling.wait(in_use, args.timeout, say)
+            return "drained: nothing routes to it and it holds nothing"
+        finally:
+            await client.aclose()
+
+    try:
+        say(asyncio.run(run()))
+    except (StoreUnavailable, KubernetesUnavailable, MappingError, TimeoutError) as exc:
+        return _fail(f"matcher-{ordinal}: {exc}")
     return 0
 
 
@@ -442,9 +533,10 @@ def build_parser() -> argparse.ArgumentParser:
     scale = sub.add_parser(
         "scale",
         help="change the number of matchers: subscriptions move live, nothing is lost",
-        description="Start (or wait for) the matchers, write a mapping version for them and wait "
-        "until every router uses only it. A local cluster (wordcast up) starts and stops its "
-        "matcher processes itself; on Kubernetes, scale the StatefulSet up before and down after.",
+        description="Ask for N matchers and follow the routers as they move the cluster onto them "
+        "(a version with stable hashing, or one learned first) until every router uses only it. "
+        "A local cluster (wordcast up) starts and stops its matcher processes itself; on "
+        "Kubernetes, kubectl scale the StatefulSet instead (routers that follow it re-map).",
     )
     scale.add_argument("matchers", type=int, help="the number of matchers wanted")
     scale.add_argument(
@@ -458,6 +550,20 @@ def build_parser() -> argparse.ArgumentParser:
     scale.add_argument("--router", default=DEFAULT_ROUTER)
     scale.add_argument("--redis-url", help="default: $REDIS_URL")
     scale.set_defaults(func=cmd_scale)
+
+    drain = sub.add_parser(
+        "drain",
+        help="a matcher pod's preStop hook: when scaling down removes it, wait until it is empty",
+        description="If the number of matchers wanted (from --statefulset, or Redis) leaves this "
+        "matcher out, wait until the routers have moved everything off it and route nothing to "
+        "it; otherwise (a restart) return at once. Settings as the matcher's (WORDCAST_MATCHER_*).",
+    )
+    drain.add_argument("--ordinal", type=int, help="default: the matcher's (host name matcher-K)")
+    drain.add_argument(
+        "--statefulset", help="read the number wanted from this StatefulSet's replicas"
+    )
+    drain.add_argument("--timeout", type=float, default=240.0, help="seconds (default 240)")
+    drain.set_defaults(func=cmd_drain)
 
     for name, func in (("router", cmd_router), ("matcher", cmd_matcher)):
         service = sub.add_parser(name, help=f"run one {name} (configured by environment)")

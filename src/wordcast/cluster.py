@@ -32,7 +32,6 @@ from typing import TYPE_CHECKING
 import httpx
 
 if TYPE_CHECKING:
-    from .mapping_store import MappingStore
     from .store import SubscriptionStore
 
 _PR_SET_PDEATHSIG = 1
@@ -311,6 +310,7 @@ class Cluster:
 
     async def _follow_scale_async(self) -> None:
         """Start or stop matchers as ``wordcast scale`` asks (see the module docstring)."""
+        from . import scaling
         from .errors import MappingError, StoreUnavailable
         from .mapping_store import MappingStore
         from .store import SubscriptionStore, connect
@@ -327,7 +327,9 @@ class Cluster:
                         continue
                     if wanted > self.matcher_count:
                         await asyncio.to_thread(self._add_matchers, wanted)
-                    elif await self._drained(store, mappings, wanted):
+                    elif await scaling.removable(
+                        store, mappings, wanted, self.matcher_count, self._initial_matchers
+                    ):
                         await self._remove_matchers(store, wanted)
                 except (StoreUnavailable, MappingError, RuntimeError, TimeoutError) as exc:
                     self._out(f"[supervisor] scaling: {exc}")
@@ -349,16 +351,6 @@ class Cluster:
         for service in started:
             self._wait_ready(service, 60.0)
             self._out(f"[supervisor] started {service.name} (scaling to {wanted} matchers)")
-
-    async def _drained(self, store: SubscriptionStore, mappings: MappingStore, wanted: int) -> bool:
-        """Whether matchers from ``wanted`` on hold nothing and no router may route to them."""
-        _, active, window = await mappings.state()
-        if window != (active, active):
-            return False
-        if await mappings.matchers_of(active, self._initial_matchers) > wanted:
-            return False
-        held = [await store.held_by(k) for k in range(wanted, self.matcher_count)]
-        return not any(held)
 
     def _stop_processes(self, removed: list[Service]) -> None:
         """SIGTERM them all at once (each may take its drain time), SIGKILL what outlives 15 s."""

@@ -16,7 +16,9 @@
     │                           (the router plans again; never reaches a client)
     ├── MappingError            a mapping version that cannot be used (unknown version, or one
     │                           for matchers not started); the CLI and the Spark job report it
-    └── MatcherUnavailable      a matcher did not accept a routed batch (HTTP 503)
+    ├── MatcherUnavailable      a matcher did not accept a routed batch (HTTP 503)
+    └── KubernetesUnavailable   the Kubernetes API did not tell a StatefulSet's replicas (the
+                                router retries; ``wordcast drain`` reports it)
 
 Routes turn these into HTTP errors; nothing below the routes knows about HTTP.
 """
@@ -84,3 +86,7 @@ class MatcherUnavailable(WordcastError):
     def __init__(self, matcher: int, reason: str) -> None:
         super().__init__(f"matcher {matcher} did not accept the batch: {reason}")
         self.matcher = matcher
+
+
+class KubernetesUnavailable(WordcastError):
+    """The Kubernetes API could not be reached or did not answer as expected."""

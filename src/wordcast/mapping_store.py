@@ -9,6 +9,8 @@ Keys (under the namespace):
                                 another number is how the cluster is scaled), algorithm, created,
                                 posts, and the learner's figures; written last, so a version with
                                 meta is complete
+``{ns}:mapping:initial``        how many matchers version 0 hashes over (the first router's
+                                configuration; set once)
 ``{ns}:mapping:latest``         the newest complete version (announced on ``{ns}:mapping:announce``)
 ``{ns}:mapping:active``         the version routers route new batches with
 ``{ns}:mapping:window``         "low high": versions routers may still be routing with (see
@@ -103,6 +105,17 @@ class MappingStore:
     async def meta(self, version: int) -> dict[str, str]:
         with translated("reading a mapping version"):
             return dict(await self.client.hgetall(self.key(f"{version}:meta")))
+
+    async def record_initial(self, matchers: int) -> None:
+        """Record version 0's number of matchers, for processes without a router's settings
+        (``wordcast drain``); the first router to start sets it."""
+        with translated("recording version 0's number of matchers"):
+            await self.client.set(self.key("initial"), matchers, nx=True)
+
+    async def initial(self) -> int | None:
+        with translated("reading version 0's number of matchers"):
+            value = await self.client.get(self.key("initial"))
+        return int(value) if value is not None else None
 
     async def matchers_of(self, version: int, initial_matchers: int) -> int:
         """How many matchers ``version`` routes to: as many as it was made for; version 0 is

@@ -1,19 +1,24 @@
-"""Changing the number of matchers (``wordcast scale N``).
+"""Changing the number of matchers: ``kubectl scale``, ``wordcast scale N``, and what they set off.
 
 The number of matchers is a property of a mapping version (:mod:`wordcast.mapping_store`), so
 scaling the cluster is moving it to a version made for the new number, with the same live
 migration as any mapping change (:mod:`wordcast.migration`): nothing is lost or delivered twice
-while routers switch. The steps:
+while routers switch. What drives it is one number, the matchers wanted (``{ns}:cluster:matchers``):
 
-1. ask for N matchers: ``{ns}:cluster:matchers``, which a local cluster's supervisor
-   (:mod:`wordcast.cluster`) follows as a StatefulSet controller would; on Kubernetes,
-   ``kubectl scale statefulset/matcher --replicas=N`` is this step (before scaling up only);
-2. wait until matchers 0 … N-1 answer, each at the URL it registered, as ready;
-3. write a mapping version for N (learned from the publication log, or stable hashing); the
-   routers move every subscription to it, switch to it, then retire the old version;
-4. wait until it is the only version in use and, when shrinking, until the matchers from N on
-   hold nothing (the old placements are dropped after the switch). No router sends them anything
-   then: a local cluster stops them; on Kubernetes, scale the StatefulSet down now.
+1. something sets it: ``wordcast scale N``; or, on Kubernetes, routers that follow the matcher
+   StatefulSet (``WORDCAST_ROUTER_FOLLOW_STATEFULSET``) copy its replicas into it, so that
+   ``kubectl scale statefulset/matcher --replicas=N`` alone is enough;
+2. matchers are started: a local cluster's supervisor (:mod:`wordcast.cluster`) follows the number
+   as a StatefulSet controller would;
+3. routers reconcile (:func:`version_for`): while the versions are settled and the active one
+   routes to another number than is wanted, and, when growing, once every matcher below the new
+   number answers as ready, the router holding the migration lock writes a version for it (stable
+   hashing; the nightly learner learns one for that number later) and the routers move every
+   subscription to it, switch to it, then retire the old version. ``wordcast scale N --algorithm
+   salb`` writes a learned version for N before asking for N, and the routers move to that;
+4. the matchers from N on are removable (:func:`removable`) once no version in use routes to them
+   and they hold nothing: a local supervisor stops them then; on Kubernetes, where the StatefulSet
+   stops the pod at once, its preStop hook (``wordcast drain``) holds the pod up until then.
 """
 
 from __future__ import annotations
@@ -32,7 +37,7 @@ Progress = Callable[[str], None]
 Check = Callable[[], Awaitable[tuple[str, str] | None]]
 
 
-async def _wait(check: Check, timeout_s: float, progress: Progress, pause_s: float = 0.3) -> None:
+async def wait(check: Check, timeout_s: float, progress: Progress, pause_s: float = 0.3) -> None:
     """Call ``check`` until it says done, telling ``progress`` what it waits for whenever that
     changes (TimeoutError after ``timeout_s``)."""
     deadline = time.monotonic() + timeout_s
@@ -52,6 +57,43 @@ async def request(store: SubscriptionStore, matchers: int) -> None:
     await store.want_matchers(matchers)
 
 
+def version_for(wanted: int | None, routed: int, settled: bool, first_missing: int | None) -> bool:
+    """Step 3's rule: whether to write a version for ``wanted`` matchers, given how many the
+    active version routes to, whether the versions are settled (the latest is active and the only
+    one in use: a migration in progress, or a version someone just wrote, goes first) and the
+    first matcher below ``wanted`` that is not ready (None: all are)."""
+    if wanted is None or wanted == routed or not settled:
+        return False
+    return wanted < routed or first_missing is None
+
+
+async def first_not_ready(
+    store: SubscriptionStore, client: httpx.AsyncClient, matchers: int, start: int = 0
+) -> int | None:
+    """The first matcher from ``start`` below ``matchers`` that is not up, ready and registered."""
+    for ordinal in range(start, matchers):
+        url = await store.matcher_url(ordinal)
+        if url is None or not await _ready_at(client, url, ordinal):
+            return ordinal
+    return None
+
+
+async def removable(
+    store: SubscriptionStore, mappings: MappingStore, first: int, end: int, initial: int | None
+) -> bool:
+    """Step 4: whether matchers ``first`` … ``end`` - 1 may be stopped: no version in use routes
+    to them (every router uses the active version only, made for at most ``first`` matchers) and
+    they hold no subscription. ``initial`` is version 0's number of matchers (None: unknown)."""
+    _, active, window = await mappings.state()
+    if window != (active, active):
+        return False
+    if active == 0 and initial is None:
+        return False
+    if await mappings.matchers_of(active, initial or 0) > first:
+        return False
+    return not any([await store.held_by(k) for k in range(first, end)])
+
+
 async def logged_publications(store: SubscriptionStore) -> int:
     with translated("reading the publication log"):
         return int(await store.client.xlen(store.publications_key))
@@ -59,7 +101,8 @@ async def logged_publications(store: SubscriptionStore) -> int:
 
 async def _ready_at(client: httpx.AsyncClient, url: str, ordinal: int) -> bool:
     try:
-        response = await client.get(f"{url}/stats")
+        # Short: a router asks this in its mapping step, which must not hang on one matcher.
+        response = await client.get(f"{url}/stats", timeout=5)
     except httpx.HTTPError:
         return False
     if response.status_code != 200:
@@ -74,18 +117,17 @@ async def wait_for_matchers(
     """Step 2: every matcher below ``matchers`` is up, ready and registered (TimeoutError)."""
     async with httpx.AsyncClient(timeout=5) as client:
 
-        async def first_not_ready() -> tuple[str, str] | None:
-            for ordinal in range(matchers):
-                url = await store.matcher_url(ordinal)
-                if url is None or not await _ready_at(client, url, ordinal):
-                    return (
-                        f"waiting for matcher-{ordinal} to start and register…",
-                        f"matcher-{ordinal} did not become ready within {timeout_s:g} s (on "
-                        f"Kubernetes, first: kubectl scale statefulset/matcher --replicas={matchers})",
-                    )
-            return None
+        async def missing() -> tuple[str, str] | None:
+            ordinal = await first_not_ready(store, client, matchers)
+            if ordinal is None:
+                return None
+            return (
+                f"waiting for matcher-{ordinal} to start and register…",
+                f"matcher-{ordinal} did not become ready within {timeout_s:g} s (on "
+                f"Kubernetes, first: kubectl scale statefulset/matcher --replicas={matchers})",
+            )
 
-        await _wait(first_not_ready, timeout_s, progress, pause_s=0.5)
+        await wait(missing, timeout_s, progress, pause_s=0.5)
 
 
 async def write_hash_version(mappings: MappingStore, matchers: int) -> int:
@@ -120,22 +162,49 @@ async def wait_settled(
             f"versions in use {window[0]}..{window[1]}); the routers keep at it",
         )
 
-    await _wait(unsettled, timeout_s, progress)
+    await wait(unsettled, timeout_s, progress)
 
 
-async def wait_emptied(
-    store: SubscriptionStore, first: int, end: int, timeout_s: float, progress: Progress
-) -> None:
-    """Step 4 when shrinking: matchers ``first`` … ``end`` - 1 hold no subscription (TimeoutError)."""
+async def wait_for_version(
+    mappings: MappingStore, matchers: int, initial: int, timeout_s: float, progress: Progress
+) -> int:
+    """Step 3 from outside: a version for ``matchers`` is the latest; returns its number."""
+    found: list[int] = []
 
-    async def still_held() -> tuple[str, str] | None:
-        left = sum([await store.held_by(m) for m in range(first, end)])
-        if not left:
+    async def unwritten() -> tuple[str, str] | None:
+        latest = (await mappings.state())[0]
+        if await mappings.matchers_of(latest, initial) == matchers:
+            found.append(latest)
             return None
         return (
+            f"waiting for a router to write a mapping version for {matchers} matchers…",
+            f"no router wrote a mapping version for {matchers} matchers within {timeout_s:g} s "
+            "(is a migration still running?)",
+        )
+
+    await wait(unwritten, timeout_s, progress)
+    return found[0]
+
+
+async def wait_removable(
+    store: SubscriptionStore,
+    mappings: MappingStore,
+    first: int,
+    end: int,
+    timeout_s: float,
+    progress: Progress,
+) -> None:
+    """Step 4 when shrinking: matchers ``first`` … ``end`` - 1 may be stopped (TimeoutError)."""
+    initial = await mappings.initial()
+
+    async def still_used() -> tuple[str, str] | None:
+        if await removable(store, mappings, first, end, initial):
+            return None
+        left = sum([await store.held_by(m) for m in range(first, end)])
+        return (
             f"dropping the old placements on matchers {first} to {end - 1}…",
-            f"matchers {first} to {end - 1} still hold {left} subscriptions after "
+            f"matchers {first} to {end - 1} are still in use ({left} subscriptions held) after "
             f"{timeout_s:g} s; do not remove them yet",
         )
 
-    await _wait(still_held, timeout_s, progress)
+    await wait(still_used, timeout_s, progress)

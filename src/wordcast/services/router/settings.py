@@ -48,6 +48,16 @@ class RouterSettings(ServiceSettings):
         description="How often the router checks for a new mapping version even without an "
         "announcement, and refreshes the report of the versions it still uses.",
     )
+    follow_statefulset: str | None = Field(
+        default=None,
+        description="On Kubernetes: the matchers' StatefulSet (matcher), whose replicas this "
+        "router copies into the number of matchers wanted, so that `kubectl scale` alone "
+        "re-maps the cluster (the pod's service account may get its scale). Unset: that "
+        "number changes only with `wordcast scale`.",
+    )
+    follow_poll_s: float = Field(
+        default=5.0, gt=0, description="How often the followed StatefulSet's replicas are read."
+    )
     mapping_lock_ttl_s: float = Field(
         default=60.0, gt=0, description="A migrating router that stops renewing loses the lock."
     )

@@ -27,6 +27,7 @@ import contextlib
 import hashlib
 import hmac
 import logging
+import math
 import random
 import secrets
 import time
@@ -46,6 +47,7 @@ from ...anchors import AnchorIndex
 from ...boolean import BooleanQuery, parse_query, part_id, split_part_id
 from ...errors import (
     InvalidInput,
+    KubernetesUnavailable,
     LimitExceeded,
     MappingError,
     MappingUnconfirmed,
@@ -55,6 +57,7 @@ from ...errors import (
     StoreUnavailable,
     Unauthenticated,
 )
+from ...kube import StatefulSetReplicas
 from ...lasp import LinearCost
 from ...mapping_store import MappingStore
 from ...migration import move_to, retire
@@ -64,6 +67,7 @@ from ...patterns import normalise, parse
 from ...placement import candidates, place_pattern, plan
 from ...ratelimit import RateLimiter
 from ...routing import HashMapping, route
+from ...scaling import first_not_ready, version_for, write_hash_version
 from ...store import EventFollower, Subscription, SubscriptionEvent, SubscriptionStore
 from .overload import LoadShedder
 from .settings import DEVELOPMENT_API_KEY, RouterSettings
@@ -155,6 +159,10 @@ class RouterState:
         self._mapping_cache: dict[int, HashMapping] = {}
         self.latest = 0
         self.router_id = uuid.uuid4().hex
+        name = settings.follow_statefulset
+        self.statefulset = StatefulSetReplicas(name) if name else None
+        self._statefulset_read_at = -math.inf
+        self._awaited_matcher: int | None = None
         self._in_flight: Tally[int] = Tally()
         # Routing stops once the last report is older than the fence; the report lives long enough
         # for every batch sent before the fence to finish (a matcher answers within its timeout).
@@ -196,11 +204,14 @@ class RouterState:
 
     async def close(self) -> None:
         await self.client.aclose()
+        if self.statefulset is not None:
+            await self.statefulset.aclose()
 
     # -- replica of s(W) ----------------------------------------------------------------------
     async def _load_snapshot(self) -> None:
         # The nightly learner learns for the number recorded (wordcast scale changes it).
         await self.store.want_matchers(self.settings.initial_matchers, only_if_unset=True)
+        await self.mappings.record_initial(self.settings.initial_matchers)
         await self.refresh_mappings()
         subscribed = await self.store.subscribed_words()
         anchors = AnchorIndex()
@@ -629,6 +640,58 @@ class RouterState:
             oldest = await self.mappings.oldest_in_use()
             if oldest is not None and oldest >= active:
                 await self._locked(self._retire, active)
+        else:
+            await self._follow_wanted()
+
+    async def _follow_wanted(self) -> None:
+        """Scaling's step 3 (:mod:`wordcast.scaling`): the versions are settled; if the active
+        one routes to another number of matchers than is wanted, write a version for that number
+        (once the new matchers are ready), which the next step moves the cluster to."""
+        await self._copy_statefulset_replicas()
+        wanted = await self.store.matchers_wanted()
+        routed = self.view.active.matchers
+        missing = None
+        if wanted is not None and wanted > routed:
+            missing = await first_not_ready(self.store, self.client, wanted, start=routed)
+            if missing is not None and missing != self._awaited_matcher:
+                log.info("%d matchers wanted: waiting for matcher-%d to be ready", wanted, missing)
+            self._awaited_matcher = missing
+        if version_for(wanted, routed, True, missing):
+            await self._locked(self._write_version_for, wanted)
+
+    async def _copy_statefulset_replicas(self) -> None:
+        if self.statefulset is None:
+            return
+        now = time.monotonic()
+        if now - self._statefulset_read_at < self.settings.follow_poll_s:
+            return
+        self._statefulset_read_at = now
+        try:
+            replicas = await self.statefulset.get()
+        except KubernetesUnavailable as exc:
+            log.warning("cannot follow the matchers' StatefulSet: %s", exc)
+            return
+        if replicas >= 1 and replicas != await self.store.matchers_wanted():
+            log.info("statefulset/%s asks for %d matchers", self.statefulset.name, replicas)
+            await self.store.want_matchers(replicas)
+
+    async def _write_version_for(self, wanted: int, keep_alive: Any) -> None:
+        # Checked again under the lock: another router may have written one meanwhile.
+        latest, active, window = await self.mappings.state()
+        settled = latest == active and window == (active, active)
+        routed = await self.mappings.matchers_of(active, self.settings.initial_matchers)
+        if await self.store.matchers_wanted() != wanted:
+            return  # asked again meanwhile: the next step judges the new number
+        if not version_for(wanted, routed, settled, None):
+            return
+        version = await write_hash_version(self.mappings, wanted)
+        log.info(
+            "mapping v%d (stable hashing) written for the %d matchers wanted; v%d routes to %d",
+            version,
+            wanted,
+            active,
+            routed,
+        )
 
     async def report_versions(self) -> None:
         """Report the oldest version in use every poll interval, apart from the mapping watch (a
