@@ -13,6 +13,7 @@ on another port. The oracle judges every delivery: nothing lost, nothing twice.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import subprocess
 import sys
@@ -50,28 +51,34 @@ def scaling_cluster(redis_url: str) -> Iterator[RunningCluster]:
     stop_cluster(running)
 
 
-def _scale(cluster: RunningCluster, redis_url: str, *args: str) -> subprocess.CompletedProcess[str]:
-    env = os.environ | {"REDIS_URL": redis_url, "WORDCAST_NAMESPACE": cluster.namespace}
+def _wordcast(
+    *args: str, env: dict[str, str], timeout: float = 60
+) -> subprocess.CompletedProcess[str]:
+    """Run the CLI; an empty value in ``env`` unsets that variable."""
+    environment = {k: v for k, v in (os.environ | env).items() if v != ""}
     return subprocess.run(
-        [sys.executable, "-m", "wordcast", "scale", *args, "--router", cluster.router_url],
+        [sys.executable, "-m", "wordcast", *args],
         capture_output=True,
         text=True,
-        timeout=300,
-        env=env,
+        timeout=timeout,
+        env=environment,
     )
+
+
+def _on(cluster: RunningCluster, redis_url: str) -> dict[str, str]:
+    return {"REDIS_URL": redis_url, "WORDCAST_NAMESPACE": cluster.namespace}
+
+
+def _scale(cluster: RunningCluster, redis_url: str, *args: str) -> subprocess.CompletedProcess[str]:
+    env = _on(cluster, redis_url)
+    return _wordcast("scale", *args, "--router", cluster.router_url, env=env, timeout=300)
 
 
 def _drain(
     cluster: RunningCluster, redis_url: str, ordinal: int
 ) -> subprocess.CompletedProcess[str]:
-    env = os.environ | {"REDIS_URL": redis_url, "WORDCAST_NAMESPACE": cluster.namespace}
-    return subprocess.run(
-        [sys.executable, "-m", "wordcast", "drain", "--ordinal", str(ordinal), "--timeout", "120"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env=env,
-    )
+    env = _on(cluster, redis_url)
+    return _wordcast("drain", "--ordinal", str(ordinal), "--timeout", "120", env=env, timeout=300)
 
 
 def _stats(url: str) -> dict[str, object]:
@@ -165,6 +172,7 @@ def test_scaling_up_and_down_under_a_stream_loses_and_duplicates_nothing(
             time.sleep(0.2)
         for url in (cluster.router_url, slow_url):
             assert _stats(url)["matchers"] == 1
+            assert (_stats(url)["matchers_wanted"], _stats(url)["awaiting_matcher"]) == (1, None)
         with pytest.raises(httpx.HTTPError):
             httpx.get(f"{cluster.matcher_urls[1]}/readyz", timeout=2)
         # Everything lives on matcher 0 now, patterns included (moved with versioned placements).
@@ -185,13 +193,9 @@ def test_scaling_up_and_down_under_a_stream_loses_and_duplicates_nothing(
         assert 0 < at_up < at_down < publisher.sent == len(stream) // 50, (
             "the changes should happen while publications flow"
         )
-    status = subprocess.run(
-        [sys.executable, "-m", "wordcast", "status", "--router", cluster.router_url],
-        capture_output=True,
-        text=True,
-        timeout=30,
-    )
+    status = _wordcast("status", "--router", cluster.router_url, env={})
     assert status.returncode == 0 and status.stdout.count("matcher-") == 2, status.stdout
+    assert "scaling to" not in status.stdout, "the cluster has the number wanted"
 
     analysed = {p.id: analyze(p.text) for p in stream}
     expected = match_pairs(keywords, analysed) | _pattern_oracle(patterns, stream)
@@ -212,13 +216,7 @@ def test_scaling_up_and_down_under_a_stream_loses_and_duplicates_nothing(
 def test_scale_refuses_bad_requests_clearly(
     args: list[str], env: dict[str, str], message: str
 ) -> None:
-    result = subprocess.run(
-        [sys.executable, "-m", "wordcast", "scale", *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env=os.environ | env,
-    )
+    result = _wordcast("scale", *args, env=env)
     assert result.returncode == 2 and message in result.stderr, result.stderr
 
 
@@ -236,14 +234,7 @@ def test_scale_refuses_bad_requests_clearly(
     ],
 )
 def test_drain_refuses_clearly(args: list[str], env: dict[str, str], message: str) -> None:
-    environment = {k: v for k, v in (os.environ | env).items() if v != ""}
-    result = subprocess.run(
-        [sys.executable, "-m", "wordcast", "drain", *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env=environment,
-    )
+    result = _wordcast("drain", *args, env=env)
     assert result.returncode == 2 and message in result.stderr, result.stderr
 
 
@@ -252,14 +243,8 @@ def test_learn_refuses_a_number_of_matchers_the_cluster_does_not_have(
 ) -> None:
     client = redis.Redis.from_url(redis_url, decode_responses=True)
     client.set(f"{namespace}:cluster:matchers", 4)
-    env = os.environ | {"REDIS_URL": redis_url, "WORDCAST_NAMESPACE": namespace}
-    result = subprocess.run(
-        [sys.executable, "-m", "wordcast", "learn", "--matchers", "6"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env=env,
-    )
+    env = {"REDIS_URL": redis_url, "WORDCAST_NAMESPACE": namespace}
+    result = _wordcast("learn", "--matchers", "6", env=env)
     assert result.returncode == 2, result.stderr
     assert "the cluster has 4 matchers" in result.stderr
     assert "wordcast scale 6 --algorithm salb" in result.stderr
@@ -282,14 +267,7 @@ def test_a_router_needs_the_size_of_version_0_with_a_url_template() -> None:
 
 
 def test_learn_without_matchers_needs_a_recorded_number(redis_url: str, namespace: str) -> None:
-    env = os.environ | {"REDIS_URL": redis_url, "WORDCAST_NAMESPACE": namespace}
-    result = subprocess.run(
-        [sys.executable, "-m", "wordcast", "learn"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env=env,
-    )
+    result = _wordcast("learn", env={"REDIS_URL": redis_url, "WORDCAST_NAMESPACE": namespace})
     assert result.returncode == 2, result.stderr
     assert "no router has recorded the cluster's number of matchers" in result.stderr
 
@@ -320,3 +298,47 @@ def test_a_background_loop_that_swallows_a_cancellation_still_stops() -> None:
 
     asyncio.run(asyncio.wait_for(scenario(), timeout=5))
     assert swallowed == 2
+
+
+def test_a_router_writes_a_version_for_the_number_wanted_once_the_cluster_can_take_it(
+    redis_url: str, namespace: str
+) -> None:
+    """Growing waits for the new matchers to be ready (none answers here, so nothing is
+    written); shrinking needs nothing started; the same number again changes nothing."""
+    from wordcast.mapping_store import MappingStore
+    from wordcast.services.router.settings import RouterSettings
+    from wordcast.services.router.state import RouterState
+    from wordcast.store import SubscriptionStore, connect
+
+    async def scenario() -> None:
+        settings = RouterSettings(
+            redis_url=redis_url,
+            namespace=namespace,
+            environment="development",
+            matcher_urls=["http://127.0.0.1:1", "http://127.0.0.1:2"],
+        )
+        client = connect(redis_url)
+        store, mappings = SubscriptionStore(client, namespace), MappingStore(client, namespace)
+        state = RouterState(settings, store)
+        try:
+            await store.want_matchers(3)
+            await store.register_matcher(2, "http://127.0.0.1:3")  # registered, not answering
+            await state._mapping_step()
+            assert (state.matchers_wanted, state.awaited_matcher) == (3, 2)
+            assert (await mappings.state())[0] == 0, "no version before matcher 2 is ready"
+
+            await store.want_matchers(1)
+            await state._mapping_step()
+            latest = (await mappings.state())[0]
+            assert latest == 1 and state.awaited_matcher is None
+            meta = await mappings.meta(1)
+            assert (meta["matchers"], meta["algorithm"], meta["reason"]) == ("1", "hash", "scale")
+
+            await store.want_matchers(2)
+            await state._mapping_step()  # moving to v1 is under way (no matcher answers): wait
+            assert (await mappings.state())[0] == 1
+        finally:
+            await state.close()
+            await client.aclose()
+
+    asyncio.run(scenario())

@@ -246,6 +246,16 @@ def cmd_status(args: argparse.Namespace) -> int:
     )
     for matcher, load in enumerate(mapping["loads"]):
         print(f"  matcher-{matcher}: {load:,} publications")
+    wanted, awaited = stats.get("matchers_wanted"), stats.get("awaiting_matcher")
+    if wanted is not None and wanted != stats["matchers"]:
+        step = (
+            f"waiting for matcher-{awaited} to be ready"
+            if awaited is not None
+            else f"moving to mapping version {mapping['latest']}"
+            if mapping["latest"] != mapping["active"]
+            else "writing a mapping version for them"
+        )
+        print(f"scaling to {wanted} matchers: {step}")
     shedding = stats.get("shedding") or {"strategy": "off"}
     if shedding["strategy"] == "off":
         print("load shedding: off")

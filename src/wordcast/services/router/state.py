@@ -162,7 +162,10 @@ class RouterState:
         name = settings.follow_statefulset
         self.statefulset = StatefulSetReplicas(name) if name else None
         self._statefulset_read_at = -math.inf
-        self._awaited_matcher: int | None = None
+        # Scaling as this router last saw it, for /stats: the number wanted, and the first new
+        # matcher not ready yet (growing waits for it).
+        self.matchers_wanted: int | None = None
+        self.awaited_matcher: int | None = None
         self._in_flight: Tally[int] = Tally()
         # Routing stops once the last report is older than the fence; the report lives long enough
         # for every batch sent before the fence to finish (a matcher answers within its timeout).
@@ -648,14 +651,14 @@ class RouterState:
         one routes to another number of matchers than is wanted, write a version for that number
         (once the new matchers are ready), which the next step moves the cluster to."""
         await self._copy_statefulset_replicas()
-        wanted = await self.store.matchers_wanted()
+        wanted = self.matchers_wanted = await self.store.matchers_wanted()
         routed = self.view.active.matchers
         missing = None
         if wanted is not None and wanted > routed:
             missing = await first_not_ready(self.store, self.client, wanted, start=routed)
-            if missing is not None and missing != self._awaited_matcher:
+            if missing is not None and missing != self.awaited_matcher:
                 log.info("%d matchers wanted: waiting for matcher-%d to be ready", wanted, missing)
-            self._awaited_matcher = missing
+        self.awaited_matcher = missing
         if version_for(wanted, routed, True, missing):
             await self._locked(self._write_version_for, wanted)
 

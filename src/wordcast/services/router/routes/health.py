@@ -26,6 +26,8 @@ async def stats(state: State) -> dict[str, Any]:
         "ready": state.ready,
         "matchers": state.view.active.matchers,
         "matchers_in_use": state.view.span,
+        "matchers_wanted": state.matchers_wanted,
+        "awaiting_matcher": state.awaited_matcher,
         "mapping": {
             **state.routing_stats.figures(),
             "latest": state.latest,
