@@ -342,3 +342,75 @@ def test_a_router_writes_a_version_for_the_number_wanted_once_the_cluster_can_ta
             await client.aclose()
 
     asyncio.run(scenario())
+
+
+def test_a_router_following_the_statefulset_copies_its_replicas(
+    redis_url: str, namespace: str
+) -> None:
+    """`kubectl scale` as a router sees it: the replicas (read from an in-process Kubernetes API,
+    see test_kube.py) become the number wanted, at most every follow_poll_s; scaling to 0 stops
+    pods without re-mapping and is not copied; while a router follows, `wordcast scale` refuses."""
+    import httpx2
+
+    from wordcast.kube import StatefulSetReplicas
+    from wordcast.services.router.settings import RouterSettings
+    from wordcast.services.router.state import RouterState
+    from wordcast.store import SubscriptionStore, connect
+
+    from .test_kube import CONFIG, _scale
+
+    replicas = {"now": 5}
+
+    def api(request: httpx2.Request) -> httpx2.Response:
+        return httpx2.Response(200, json=_scale({"replicas": replicas["now"]}))
+
+    async def scenario() -> None:
+        settings = RouterSettings(
+            redis_url=redis_url,
+            namespace=namespace,
+            environment="development",
+            matcher_urls=["http://127.0.0.1:1", "http://127.0.0.1:2"],
+            follow_statefulset="matcher",
+            follow_poll_s=0.2,
+        )
+        client = connect(redis_url)
+        store = SubscriptionStore(client, namespace)
+        state = RouterState(settings, store)
+        await state.statefulset.aclose()  # type: ignore[union-attr]
+        transport = httpx2.MockTransport(api)
+        state.statefulset = StatefulSetReplicas("matcher", CONFIG, transport=transport)
+        try:
+            await state._mapping_step()
+            assert await store.matchers_wanted() == 5
+            assert await store.followed() == "matcher"
+            replicas["now"] = 3
+            await state._mapping_step()
+            assert await store.matchers_wanted() == 5, "read again only after follow_poll_s"
+            await asyncio.sleep(0.25)
+            await state._mapping_step()
+            assert await store.matchers_wanted() == 3
+            replicas["now"] = 0
+            await asyncio.sleep(0.25)
+            await state._mapping_step()
+            assert await store.matchers_wanted() == 3
+        finally:
+            await state.close()
+            await client.aclose()
+
+    asyncio.run(scenario())
+
+
+def test_scale_refuses_while_the_routers_follow_a_statefulset(
+    scaling_cluster: RunningCluster, redis_url: str
+) -> None:
+    client = redis.Redis.from_url(redis_url, decode_responses=True)
+    namespace = scaling_cluster.namespace
+    wanted = client.get(f"{namespace}:cluster:matchers")
+    client.set(f"{namespace}:cluster:follows", "matcher", px=60_000)
+    try:
+        result = _scale(scaling_cluster, redis_url, "5", "--algorithm", "hash")
+    finally:
+        client.delete(f"{namespace}:cluster:follows")
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "kubectl scale statefulset/matcher --replicas=5 instead" in result.stderr
+    assert client.get(f"{namespace}:cluster:matchers") == wanted, "nothing was asked for"

@@ -352,6 +352,11 @@ def cmd_scale(args: argparse.Namespace) -> int:
         namespace = os.environ.get("WORDCAST_NAMESPACE", "wordcast")
         store, mappings = SubscriptionStore(client, namespace), MappingStore(client, namespace)
         try:
+            if followed := await store.followed():
+                raise RuntimeError(
+                    f"the routers follow statefulset/{followed}, and would undo this: kubectl "
+                    f"scale statefulset/{followed} --replicas={args.matchers} instead"
+                )
             algorithm = args.algorithm
             if algorithm == "auto":
                 logged = await scaling.logged_publications(store)

@@ -573,6 +573,18 @@ class SubscriptionStore:
             value = await self.client.get(f"{self.ns}:cluster:matchers")
         return int(value) if value is not None else None
 
+    async def note_followed(self, statefulset: str, ttl_s: float) -> None:
+        """Say that routers copy this StatefulSet's replicas into the number wanted (for a while:
+        a router that stops following stops saying so)."""
+        with translated("noting the StatefulSet the routers follow"):
+            await self.client.set(f"{self.ns}:cluster:follows", statefulset, px=int(ttl_s * 1000))
+
+    async def followed(self) -> str | None:
+        """The StatefulSet whose replicas the routers copy into the number wanted, if any."""
+        with translated("reading the StatefulSet the routers follow"):
+            value = await self.client.get(f"{self.ns}:cluster:follows")
+        return str(value) if value is not None else None
+
     async def held_by(self, matcher: int) -> int:
         """How many subscriptions matcher i holds (for any mapping version in use)."""
         with translated("counting a matcher's subscriptions"):

@@ -674,6 +674,8 @@ class RouterState:
         except KubernetesUnavailable as exc:
             log.warning("cannot follow the matchers' StatefulSet: %s", exc)
             return
+        # Lives a few reads: `wordcast scale` refuses to ask for a number the routers would undo.
+        await self.store.note_followed(self.statefulset.name, 3 * self.settings.follow_poll_s)
         if replicas >= 1 and replicas != await self.store.matchers_wanted():
             log.info("statefulset/%s asks for %d matchers", self.statefulset.name, replicas)
             await self.store.want_matchers(replicas)
