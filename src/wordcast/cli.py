@@ -6,6 +6,8 @@ wordcast subscribe QUERY --callback URL             register a keyword subscript
                                                     quote it, 'senate -house')
 wordcast subscribe --pattern 'pie*tea' --callback URL  register a wildcard pattern
 wordcast publish TEXT... | --corpus N               publish texts or corpus posts
+wordcast watch QUERY... [--pattern P]               subscribe, show matches as they are
+                                                    delivered, unsubscribe on Ctrl-C
 wordcast status                                     mapping version, spread, imbalance, loads
 wordcast learn                                      learn a routing mapping with Spark
 wordcast scale N                                    change the number of matchers, live
@@ -158,13 +160,15 @@ async def _demo(cluster: object, subscriptions: int, rate: float) -> None:
 
 def _against_router(router: str, work: Coroutine[Any, Any, T]) -> tuple[T | None, str | None]:
     """Run a client coroutine; API and connection failures become one clear message."""
+    import httpx
+
     from .client import ApiError
 
     try:
         return asyncio.run(work), None
     except ApiError as exc:
         return None, str(exc)
-    except OSError as exc:
+    except (OSError, httpx.HTTPError) as exc:
         return None, f"cannot reach the router at {router}: {exc}"
 
 
@@ -223,6 +227,36 @@ def cmd_publish(args: argparse.Namespace) -> int:
     if error:
         return _fail(error)
     print(f"{count} publications accepted")
+    return 0
+
+
+def cmd_watch(args: argparse.Namespace) -> int:
+    """Subscribe with a webhook of its own, print each match delivered, unsubscribe at the end."""
+    from .watch import Watcher
+
+    if not args.query and not args.pattern:
+        return _fail("give at least one QUERY or --pattern PATTERN to watch")
+    for name in ("count", "seconds"):
+        value = getattr(args, name)
+        if value is not None and value <= 0:
+            return _fail(f"--{name} must be positive")
+    try:
+        watcher = Watcher(
+            args.router, host=args.host, port=args.port, callback_host=args.callback_host
+        )
+    except OSError as exc:
+        return _fail(f"cannot serve the watch's webhook on {args.host}:{args.port}: {exc}")
+    _terminate_on_sigterm()
+    work = watcher.run(
+        args.query, args.pattern, count=args.count, seconds=args.seconds, keep=args.keep
+    )
+    try:
+        shown, error = _against_router(args.router, work)
+    except KeyboardInterrupt:
+        shown, error = watcher.shown, None
+    if error:
+        return _fail(error)
+    print(f"{shown} matches shown")
     return 0
 
 
@@ -524,6 +558,27 @@ def build_parser() -> argparse.ArgumentParser:
     status = sub.add_parser("status", help="mapping version, spread, imbalance, matcher loads")
     status.add_argument("--router", default=DEFAULT_ROUTER)
     status.set_defaults(func=cmd_status)
+
+    watch = sub.add_parser(
+        "watch",
+        help="subscribe, show each match as it is delivered, unsubscribe when stopped",
+        description="Serves a webhook of its own, registers the queries and patterns with it, "
+        "prints every match delivered (checking its signature) and deletes the subscriptions "
+        "when it stops: Ctrl-C, --count or --seconds. The matchers must reach the webhook: a "
+        "local cluster allows loopback; otherwise give --host and --callback-host.",
+    )
+    watch.add_argument("query", nargs="*", help="keyword or boolean queries, each quoted")
+    watch.add_argument(
+        "--pattern", action="append", default=[], help="a wildcard pattern (repeatable)"
+    )
+    watch.add_argument("--count", type=int, help="stop after this many matches")
+    watch.add_argument("--seconds", type=float, help="stop after this long")
+    watch.add_argument("--keep", action="store_true", help="leave the subscriptions registered")
+    watch.add_argument("--host", default="127.0.0.1", help="where the webhook listens")
+    watch.add_argument("--port", type=int, default=0, help="default: any free port")
+    watch.add_argument("--callback-host", help="the host the matchers reach it at")
+    watch.add_argument("--router", default=DEFAULT_ROUTER)
+    watch.set_defaults(func=cmd_watch)
 
     learn = sub.add_parser(
         "learn", help="learn a routing mapping with Spark and publish it as a new version"

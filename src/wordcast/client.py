@@ -82,6 +82,11 @@ class RouterClient:
         result: dict[str, Any] = response.json()
         return result
 
+    async def unsubscribe(self, sub_id: str) -> None:
+        async with self._limit:
+            response = await self._http.delete(f"/subscriptions/{sub_id}")
+        _raise_for_status(response)
+
     async def publish(self, publications: Sequence[dict[str, str]]) -> dict[str, Any]:
         async with self._limit:
             response = await self._http.post(
