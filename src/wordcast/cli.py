@@ -9,6 +9,7 @@ wordcast publish TEXT... | --corpus N               publish texts or corpus post
 wordcast watch QUERY... [--pattern P]               subscribe, show matches as they are
                                                     delivered, unsubscribe on Ctrl-C
 wordcast status                                     mapping version, spread, imbalance, loads
+wordcast bench NAME [ARGS]                          run a benchmark of the source checkout
 wordcast learn                                      learn a routing mapping with Spark
 wordcast scale N                                    change the number of matchers, live
 wordcast drain                                      a matcher pod's preStop hook: wait until
@@ -258,6 +259,38 @@ def cmd_watch(args: argparse.Namespace) -> int:
         return _fail(error)
     print(f"{shown} matches shown")
     return 0
+
+
+# The benchmarks `make bench` runs (bench/*.py of a source checkout; BENCHMARKS.md has figures).
+BENCHMARKS = (
+    "e2e", "matcher", "patterns", "boolean", "routing", "migration", "shedding", "subscribe", "scale",
+)  # fmt: skip
+
+
+def _source_checkout() -> Path | None:
+    """The wordcast source tree the benchmarks live in: around the working directory, or the one
+    an editable install runs from. A wheel does not ship them."""
+    here = Path.cwd().resolve()
+    package = Path(__file__).resolve().parents[2]
+    for root in (here, *here.parents, package):
+        if (root / "bench" / "__init__.py").is_file() and (root / "pyproject.toml").is_file():
+            return root
+    return None
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    """Run one benchmark as `make bench-NAME` does; its results go to bench/results/."""
+    import subprocess
+
+    root = _source_checkout()
+    if root is None:
+        return _fail(
+            "the benchmarks run from a source checkout of wordcast (its bench/ directory): "
+            "clone the repository and run this there, or make bench"
+        )
+    command = [sys.executable, "-m", f"bench.{args.name}", *args.options]
+    print(f"in {root}: {' '.join(command[1:])}", flush=True)
+    return subprocess.run(command, cwd=root).returncode
 
 
 def cmd_status(args: argparse.Namespace) -> int:
@@ -579,6 +612,17 @@ def build_parser() -> argparse.ArgumentParser:
     watch.add_argument("--callback-host", help="the host the matchers reach it at")
     watch.add_argument("--router", default=DEFAULT_ROUTER)
     watch.set_defaults(func=cmd_watch)
+
+    bench = sub.add_parser(
+        "bench",
+        help="run a benchmark (from a source checkout), as make bench-NAME does",
+        description="Runs python -m bench.NAME in the source checkout; results (JSON, plots) go "
+        "to bench/results/ (WORDCAST_BENCH_DIR elsewhere). Options after NAME go to the "
+        "benchmark: wordcast bench routing --help.",
+    )
+    bench.add_argument("name", choices=BENCHMARKS)
+    bench.add_argument("options", nargs=argparse.REMAINDER, help="the benchmark's own options")
+    bench.set_defaults(func=cmd_bench)
 
     learn = sub.add_parser(
         "learn", help="learn a routing mapping with Spark and publish it as a new version"
