@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -30,7 +31,7 @@ from wordcast.bruteforce import match_pairs
 from wordcast.workload import post_boolean_queries, post_patterns, post_queries, sample_posts
 
 from .conftest import Receiver, RunningCluster, extra_router, start_cluster, stop_cluster
-from .test_e2e import _check, _subscribe
+from .test_e2e import _check, _publish, _subscribe
 from .test_e2e_boolean import _oracle as _boolean_oracle
 from .test_e2e_boolean import _subscribe as _subscribe_boolean
 from .test_e2e_patterns import _create, _pattern_oracle
@@ -414,3 +415,53 @@ def test_scale_refuses_while_the_routers_follow_a_statefulset(
     assert result.returncode == 2, result.stdout + result.stderr
     assert "kubectl scale statefulset/matcher --replicas=5 instead" in result.stderr
     assert client.get(f"{namespace}:cluster:matchers") == wanted, "nothing was asked for"
+
+
+def test_a_removed_matcher_that_is_gone_does_not_hold_the_cluster_on_the_old_version(
+    redis_url: str, receiver: Receiver
+) -> None:
+    """A pod stopped before its subscriptions moved (its preStop hook timed out, or it was
+    deleted by force): matcher 2 is frozen, then 2 matchers are wanted. The routers move to a
+    version without it all the same, and every match is delivered once, the ones of the
+    subscriptions it held included."""
+    namespace = f"test-gone-{os.getpid()}"
+    cluster = start_cluster(
+        redis_url, namespace, matchers=3, env={"WORDCAST_ROUTER_MAPPING_POLL_S": "0.3"}
+    )
+    client = redis.Redis.from_url(redis_url, decode_responses=True)
+    frozen = cluster.matcher_pid(2)
+    try:
+        posts = sample_posts(3_000, seed=616)
+        already = len(receiver.pairs())
+        keywords = _subscribe(cluster, post_queries(posts[:1_000], 300, seed=61), receiver.hook)
+        held = client.smembers(f"{namespace}:matcher:2:subs")
+        assert len(held) > 30, "matcher 2 should hold a share"
+        os.kill(frozen, signal.SIGSTOP)
+        try:
+            client.set(f"{namespace}:cluster:matchers", 2)
+            deadline = time.monotonic() + 90
+            while True:
+                latest = client.get(f"{namespace}:mapping:latest")
+                settled = latest is not None and (
+                    client.get(f"{namespace}:mapping:active") == latest
+                    and client.get(f"{namespace}:mapping:window") == f"{latest} {latest}"
+                )
+                if settled:
+                    break
+                assert time.monotonic() < deadline, "the routers waited for the frozen matcher"
+                time.sleep(0.3)
+            assert client.scard(f"{namespace}:matcher:2:subs") == 0
+            moved = [client.hget(f"{namespace}:sub:{sid}", "matcher") for sid in held]
+            assert set(moved) <= {"0", "1"}
+            assert _stats(cluster.router_url)["matchers"] == 2
+            stream = posts[1_000:]
+            _publish(cluster, stream)
+        finally:
+            os.kill(frozen, signal.SIGCONT)
+        analysed = {p.id: analyze(p.text) for p in stream}
+        expected = match_pairs(keywords, analysed)
+        assert len(expected) > 200
+        delivered = _quiet(client, namespace, receiver, already + len(expected))[already:]
+        _check(delivered, expected)
+    finally:
+        stop_cluster(cluster)

@@ -5,7 +5,6 @@ deletes its subscriptions when stopped with Ctrl-C or after --count matches."""
 from __future__ import annotations
 
 import ast
-import asyncio
 import os
 import re
 import signal
@@ -17,11 +16,11 @@ from collections import Counter
 import httpx
 import pytest
 
-from wordcast.client import RouterClient
 from wordcast.cluster import free_port
 from wordcast.workload import post_boolean_queries, post_patterns, post_queries, sample_posts
 
 from .conftest import RunningCluster
+from .test_e2e import _publish
 from .test_e2e_boolean import _oracle as _query_oracle
 from .test_e2e_patterns import _pattern_oracle
 
@@ -62,14 +61,6 @@ def _read_until(process: subprocess.Popen[str], lines: list[str], needle: str) -
         assert line, "watch exited early:\n" + "".join(lines)
         lines.append(line)
         assert time.monotonic() < deadline, "".join(lines)
-
-
-def _publish(cluster: RunningCluster, texts: list[str]) -> None:
-    async def run() -> None:
-        async with RouterClient(cluster.router_url) as client:
-            await client.publish_many([{"text": t} for t in texts], progress=False)
-
-    asyncio.run(run())
 
 
 def _registered(cluster: RunningCluster) -> set[str]:
@@ -113,7 +104,7 @@ def test_watch_shows_the_oracles_matches_refuses_forgeries_and_cleans_up(
         assert httpx.post(hook, json=body, headers=forged, timeout=10).status_code == 401
         assert httpx.post(hook, content=b"{}", timeout=10).status_code == 400
 
-        _publish(cluster, [p.text for p in posts])
+        _publish(cluster, posts)
         assert process.stdout is not None
         while sum(_shown(line) is not None for line in lines) < sum(expected.values()):
             line = process.stdout.readline()  # the watch ends by itself after --seconds
@@ -143,7 +134,7 @@ def test_watch_stops_after_count_matches(cluster: RunningCluster) -> None:
     lines: list[str] = []
     try:
         _read_until(process, lines, "watching 1 subscriptions")
-        _publish(cluster, [p.text for p in posts])
+        _publish(cluster, posts)
         out, _ = process.communicate(timeout=90)
     finally:
         if process.poll() is None:

@@ -528,16 +528,22 @@ class RouterState:
         from the stream on its own, so a failure here only delays the change.
         """
         await self.follower.catch_up(until=event_id)
+        await self._sync_those_answering(matchers, event_id, "it will catch up")
+
+    async def _sync_those_answering(
+        self, matchers: Sequence[int], event_id: str, meanwhile: str
+    ) -> None:
         results = await asyncio.gather(
             *(self._sync(m, event_id) for m in matchers), return_exceptions=True
         )
         for matcher, result in zip(matchers, results, strict=True):
             if isinstance(result, Exception):
                 log.warning(
-                    "matcher %d not told of event %s now (%s); it will catch up",
+                    "matcher %d not told of event %s now (%s); %s",
                     matcher,
                     event_id,
                     result,
+                    meanwhile,
                 )
 
     async def _sync(self, matcher: int, event_id: str) -> None:
@@ -739,7 +745,13 @@ class RouterState:
         span = max(self.view.span, target.matchers)
 
         async def sync(event_id: str) -> None:
-            await self._sync_all(event_id, span)
+            await self._sync_all(event_id, target.matchers)
+            # No batch tagged with the new version reaches a matcher it does not have, so whether
+            # such a one applied its moves cannot change a match: one that is gone (a pod stopped
+            # before its subscriptions moved) must not hold the cluster on the old version.
+            await self._sync_those_answering(
+                range(target.matchers, span), event_id, f"v{version} removes it: going on"
+            )
 
         await move_to(
             self.store, self.mappings, target, low, sync, keep_alive, self.cost, span=span
