@@ -14,12 +14,14 @@ on another port. The oracle judges every delivery: nothing lost, nothing twice.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
 
 import httpx
 import pytest
@@ -301,27 +303,41 @@ def test_a_background_loop_that_swallows_a_cancellation_still_stops() -> None:
     assert swallowed == 2
 
 
-def test_a_router_writes_a_version_for_the_number_wanted_once_the_cluster_can_take_it(
-    redis_url: str, namespace: str
-) -> None:
-    """Growing waits for the new matchers to be ready (none answers here, so nothing is
-    written); shrinking needs nothing started; the same number again changes nothing."""
-    from wordcast.mapping_store import MappingStore
+@contextlib.asynccontextmanager
+async def _router_state(redis_url: str, namespace: str, **settings: Any) -> AsyncIterator[Any]:
+    """A router's state without its HTTP server or background loops, over two matchers that do
+    not answer: the tests drive its mapping step themselves."""
     from wordcast.services.router.settings import RouterSettings
     from wordcast.services.router.state import RouterState
     from wordcast.store import SubscriptionStore, connect
 
-    async def scenario() -> None:
-        settings = RouterSettings(
+    client = connect(redis_url)
+    state = RouterState(
+        RouterSettings(
             redis_url=redis_url,
             namespace=namespace,
             environment="development",
             matcher_urls=["http://127.0.0.1:1", "http://127.0.0.1:2"],
-        )
-        client = connect(redis_url)
-        store, mappings = SubscriptionStore(client, namespace), MappingStore(client, namespace)
-        state = RouterState(settings, store)
-        try:
+            **settings,
+        ),
+        SubscriptionStore(client, namespace),
+    )
+    try:
+        yield state
+    finally:
+        await state.close()
+        await client.aclose()
+
+
+def test_a_router_writes_a_version_for_the_number_wanted_once_the_cluster_can_take_it(
+    redis_url: str, namespace: str
+) -> None:
+    """Growing waits for the new matchers to be ready (none answers here, so nothing is
+    written); shrinking needs nothing started; a new number waits while a move is under way."""
+
+    async def scenario() -> None:
+        async with _router_state(redis_url, namespace) as state:
+            store, mappings = state.store, state.mappings
             await store.want_matchers(3)
             await store.register_matcher(2, "http://127.0.0.1:3")  # registered, not answering
             await state._mapping_step()
@@ -338,9 +354,6 @@ def test_a_router_writes_a_version_for_the_number_wanted_once_the_cluster_can_ta
             await store.want_matchers(2)
             await state._mapping_step()  # moving to v1 is under way (no matcher answers): wait
             assert (await mappings.state())[0] == 1
-        finally:
-            await state.close()
-            await client.aclose()
 
     asyncio.run(scenario())
 
@@ -349,14 +362,11 @@ def test_a_router_following_the_statefulset_copies_its_replicas(
     redis_url: str, namespace: str
 ) -> None:
     """`kubectl scale` as a router sees it: the replicas (read from an in-process Kubernetes API,
-    see test_kube.py) become the number wanted, at most every follow_poll_s; scaling to 0 stops
-    pods without re-mapping and is not copied; while a router follows, `wordcast scale` refuses."""
+    see test_kube.py) become the number wanted, at most every follow_poll_s, and the router says
+    it follows; scaling to 0 stops pods without re-mapping and is not copied."""
     import httpx2
 
     from wordcast.kube import StatefulSetReplicas
-    from wordcast.services.router.settings import RouterSettings
-    from wordcast.services.router.state import RouterState
-    from wordcast.store import SubscriptionStore, connect
 
     from .test_kube import CONFIG, _scale
 
@@ -366,21 +376,12 @@ def test_a_router_following_the_statefulset_copies_its_replicas(
         return httpx2.Response(200, json=_scale({"replicas": replicas["now"]}))
 
     async def scenario() -> None:
-        settings = RouterSettings(
-            redis_url=redis_url,
-            namespace=namespace,
-            environment="development",
-            matcher_urls=["http://127.0.0.1:1", "http://127.0.0.1:2"],
-            follow_statefulset="matcher",
-            follow_poll_s=0.2,
-        )
-        client = connect(redis_url)
-        store = SubscriptionStore(client, namespace)
-        state = RouterState(settings, store)
-        await state.statefulset.aclose()  # type: ignore[union-attr]
-        transport = httpx2.MockTransport(api)
-        state.statefulset = StatefulSetReplicas("matcher", CONFIG, transport=transport)
-        try:
+        following = {"follow_statefulset": "matcher", "follow_poll_s": 0.2}
+        async with _router_state(redis_url, namespace, **following) as state:
+            store = state.store
+            await state.statefulset.aclose()
+            transport = httpx2.MockTransport(api)
+            state.statefulset = StatefulSetReplicas("matcher", CONFIG, transport=transport)
             await state._mapping_step()
             assert await store.matchers_wanted() == 5
             assert await store.followed() == "matcher"
@@ -394,9 +395,6 @@ def test_a_router_following_the_statefulset_copies_its_replicas(
             await asyncio.sleep(0.25)
             await state._mapping_step()
             assert await store.matchers_wanted() == 3
-        finally:
-            await state.close()
-            await client.aclose()
 
     asyncio.run(scenario())
 
