@@ -176,6 +176,9 @@ def test_scaling_up_and_down_under_a_stream_loses_and_duplicates_nothing(
         for url in (cluster.router_url, slow_url):
             assert _stats(url)["matchers"] == 1
             assert (_stats(url)["matchers_wanted"], _stats(url)["awaiting_matcher"]) == (1, None)
+            metrics = httpx.get(f"{url}/metrics", timeout=10).text
+            assert "wordcast_router_matchers 1.0" in metrics
+            assert "wordcast_router_matchers_wanted 1.0" in metrics
         with pytest.raises(httpx.HTTPError):
             httpx.get(f"{cluster.matcher_urls[1]}/readyz", timeout=2)
         # Everything lives on matcher 0 now, patterns included (moved with versioned placements).

@@ -82,6 +82,10 @@ LOG_FAILURES = Counter("wordcast_router_log_failures", "Batches whose sample was
 BATCH_SECONDS = Histogram("wordcast_router_batch_seconds", "Time to analyse and route one batch")
 MAPPING_VERSION = Gauge("wordcast_router_mapping_version", "Mapping version new batches use")
 MIGRATIONS = Counter("wordcast_router_migrations", "Mapping migrations run here", ["step"])
+MATCHERS = Gauge("wordcast_router_matchers", "Matchers the active mapping version routes to")
+MATCHERS_WANTED = Gauge(
+    "wordcast_router_matchers_wanted", "Matchers the cluster is asked to have (scaling when apart)"
+)
 # S³-TM §3.1's measures of the traffic this router routed under the active mapping version.
 SPREAD = Gauge("wordcast_router_spread", "Mean matchers per publication (Eq. 3.2)")
 IMBALANCE = Gauge("wordcast_router_imbalance", "Max over mean matcher load (Eq. 3.4)")
@@ -659,6 +663,9 @@ class RouterState:
         await self._copy_statefulset_replicas()
         wanted = self.matchers_wanted = await self.store.matchers_wanted()
         routed = self.view.active.matchers
+        MATCHERS.set(routed)
+        if wanted is not None:
+            MATCHERS_WANTED.set(wanted)
         missing = None
         if wanted is not None and wanted > routed:
             missing = await first_not_ready(self.store, self.client, wanted, start=routed)
