@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from wordcast.cli import BENCHMARKS
+from wordcast.cli.bench import BENCHMARKS
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -1,0 +1,43 @@
+"""The ``wordcast`` command line: one module per group of commands, each adding its own to the
+parser (``register``): :mod:`.local` (a local cluster, single services), :mod:`.api` (talking to a
+router), :mod:`.routing` (learning, scaling, draining) and :mod:`.bench`."""
+
+from __future__ import annotations
+
+import argparse
+
+from . import api, bench, local, routing
+
+USAGE = """\
+wordcast up [--matchers N] [--port P] [--no-demo]   start a local cluster in the foreground
+wordcast subscribe QUERY --callback URL             register a keyword subscription
+                                                    (QUERY may use OR, NOT, -word, parentheses:
+                                                    quote it, 'senate -house')
+wordcast subscribe --pattern 'pie*tea' --callback URL  register a wildcard pattern
+wordcast publish TEXT... | --corpus N               publish texts or corpus posts
+wordcast watch QUERY... [--pattern P]               subscribe, show matches as they are
+                                                    delivered, unsubscribe on Ctrl-C
+wordcast status                                     mapping version, spread, imbalance, loads
+wordcast bench NAME [ARGS]                          run a benchmark of the source checkout
+wordcast learn                                      learn a routing mapping with Spark
+wordcast scale N                                    change the number of matchers, live
+wordcast drain                                      a matcher pod's preStop hook: wait until
+                                                    scaling down has emptied it
+wordcast router | matcher | receiver                run one service (settings from the env)
+"""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="wordcast", description=USAGE, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+    for commands in (local, api, routing, bench):
+        commands.register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    result: int = args.func(args)
+    return result

@@ -1,0 +1,197 @@
+"""The commands that talk to a router: ``subscribe``, ``publish``, ``watch`` and ``status``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from .common import DEFAULT_ROUTER, against_router, fail, terminate_on_sigterm
+
+
+def cmd_subscribe(args: argparse.Namespace) -> int:
+    from ..client import RouterClient
+
+    async def run() -> list[dict[str, object]]:
+        async with RouterClient(args.router) as client:
+            if args.from_corpus:
+                from ..workload import post_patterns, post_queries, sample_posts
+
+                posts = sample_posts(20_000, seed=args.seed)
+                if args.patterns:
+                    patterns = post_patterns(posts, args.from_corpus, seed=args.seed)
+                    return await client.subscribe_many(patterns, args.callback, kind="pattern")
+                queries = post_queries(posts, args.from_corpus, seed=args.seed)
+                return await client.subscribe_many(queries, args.callback)
+            if args.pattern is not None:
+                return [await client.subscribe(args.pattern, args.callback, kind="pattern")]
+            return [await client.subscribe(" ".join(args.query), args.callback)]
+
+    if sum(map(bool, (args.query, args.from_corpus, args.pattern is not None))) != 1:
+        return fail("give one of QUERY, --pattern PATTERN or --from-corpus N")
+    if args.patterns and not args.from_corpus:
+        return fail("--patterns goes with --from-corpus N")
+    results, error = against_router(args.router, run())
+    if error:
+        return fail(error)
+    assert results is not None
+    if len(results) == 1:
+        print(json.dumps(results[0], indent=2))
+    else:
+        print(f"{len(results)} subscriptions registered")
+    return 0
+
+
+def cmd_publish(args: argparse.Namespace) -> int:
+    from ..client import RouterClient
+
+    if args.corpus:
+        from ..workload import sample_posts
+
+        posts = [{"id": p.id, "text": p.text} for p in sample_posts(args.corpus, seed=args.seed)]
+    elif args.text:
+        posts = [{"text": text} for text in args.text]
+    else:
+        posts = [{"text": line.rstrip("\n")} for line in sys.stdin if line.strip()]
+    if not posts:
+        return fail("nothing to publish: give TEXT, --corpus N or lines on standard input")
+
+    async def run() -> int:
+        async with RouterClient(args.router) as client:
+            return await client.publish_many(posts, batch=args.batch)
+
+    count, error = against_router(args.router, run())
+    if error:
+        return fail(error)
+    print(f"{count} publications accepted")
+    return 0
+
+
+def cmd_watch(args: argparse.Namespace) -> int:
+    """Subscribe with a webhook of its own, print each match delivered, unsubscribe at the end."""
+    from ..watch import Watcher
+
+    if not args.query and not args.pattern:
+        return fail("give at least one QUERY or --pattern PATTERN to watch")
+    for name in ("count", "seconds"):
+        value = getattr(args, name)
+        if value is not None and value <= 0:
+            return fail(f"--{name} must be positive")
+    try:
+        watcher = Watcher(
+            args.router, host=args.host, port=args.port, callback_host=args.callback_host
+        )
+    except OSError as exc:
+        return fail(f"cannot serve the watch's webhook on {args.host}:{args.port}: {exc}")
+    terminate_on_sigterm()
+    work = watcher.run(
+        args.query, args.pattern, count=args.count, seconds=args.seconds, keep=args.keep
+    )
+    try:
+        shown, error = against_router(args.router, work)
+    except KeyboardInterrupt:
+        shown, error = watcher.shown, None
+    if error:
+        return fail(error)
+    print(f"{shown} matches shown")
+    return 0
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    """The router's view of routing: mapping version in use, spread, imbalance, loads."""
+    import httpx
+
+    try:
+        stats = httpx.get(f"{args.router}/stats", timeout=10).json()
+    except (httpx.HTTPError, ValueError) as exc:
+        return fail(f"cannot read {args.router}/stats: {exc}")
+    mapping = stats["mapping"]
+    print(
+        f"router {args.router}: {stats['matchers']} matchers, {stats['subscribed_words']:,} "
+        f"subscribed words\n"
+        f"mapping version {mapping['active']} (latest {mapping['latest']}, versions in use "
+        f"{mapping['window'][0]}..{mapping['window'][1]})\n"
+        f"since this version: {mapping['publications']:,} publications, spread "
+        f"{mapping['spread']:.2f}, imbalance {mapping['imbalance']:.2f} (max/avg), "
+        f"CV {mapping['cv']:.2f}"
+    )
+    for matcher, load in enumerate(mapping["loads"]):
+        print(f"  matcher-{matcher}: {load:,} publications")
+    wanted, awaited = stats.get("matchers_wanted"), stats.get("awaiting_matcher")
+    if wanted is not None and wanted != stats["matchers"]:
+        step = (
+            f"waiting for matcher-{awaited} to be ready"
+            if awaited is not None
+            else f"moving to mapping version {mapping['latest']}"
+            if mapping["latest"] != mapping["active"]
+            else "writing a mapping version for them"
+        )
+        print(f"scaling to {wanted} matchers: {step}")
+    shedding = stats.get("shedding") or {"strategy": "off"}
+    if shedding["strategy"] == "off":
+        print("load shedding: off")
+    else:
+        limit = shedding["threshold"]
+        print(
+            f"load shedding ({shedding['strategy']}): level {shedding['level']} of "
+            f"{shedding['max_level']} ({'no limit' if limit is None else f'at most {limit:g}'} "
+            f"matchers per publication), {shedding['in_flight']:,} of {shedding['buffer']:,} "
+            f"publications in flight, {shedding['shed_copies']:,} copies shed"
+        )
+    return 0
+
+
+def register(sub: Any) -> None:
+    """Add this module's commands to the ``wordcast`` parser."""
+    subscribe = sub.add_parser("subscribe", help="register a subscription")
+    subscribe.add_argument("query", nargs="*", help="keywords that must all occur")
+    subscribe.add_argument("--callback", required=True, help="webhook URL for the matches")
+    subscribe.add_argument(
+        "--from-corpus",
+        type=int,
+        metavar="N",
+        help="register N queries drawn from corpus posts instead",
+    )
+    subscribe.add_argument(
+        "--pattern", help="a wildcard pattern (? one character, * any run) instead of keywords"
+    )
+    subscribe.add_argument(
+        "--patterns", action="store_true", help="with --from-corpus: patterns cut from posts"
+    )
+    subscribe.add_argument("--seed", type=int, default=0)
+    subscribe.add_argument("--router", default=DEFAULT_ROUTER)
+    subscribe.set_defaults(func=cmd_subscribe)
+
+    publish = sub.add_parser("publish", help="publish texts (arguments, stdin or corpus)")
+    publish.add_argument("text", nargs="*")
+    publish.add_argument("--corpus", type=int, metavar="N", help="publish N corpus posts")
+    publish.add_argument("--batch", type=int, default=500)
+    publish.add_argument("--seed", type=int, default=0)
+    publish.add_argument("--router", default=DEFAULT_ROUTER)
+    publish.set_defaults(func=cmd_publish)
+
+    status = sub.add_parser("status", help="mapping version, spread, imbalance, matcher loads")
+    status.add_argument("--router", default=DEFAULT_ROUTER)
+    status.set_defaults(func=cmd_status)
+
+    watch = sub.add_parser(
+        "watch",
+        help="subscribe, show each match as it is delivered, unsubscribe when stopped",
+        description="Serves a webhook of its own, registers the queries and patterns with it, "
+        "prints every match delivered (checking its signature) and deletes the subscriptions "
+        "when it stops: Ctrl-C, --count or --seconds. The matchers must reach the webhook: a "
+        "local cluster allows loopback; otherwise give --host and --callback-host.",
+    )
+    watch.add_argument("query", nargs="*", help="keyword or boolean queries, each quoted")
+    watch.add_argument(
+        "--pattern", action="append", default=[], help="a wildcard pattern (repeatable)"
+    )
+    watch.add_argument("--count", type=int, help="stop after this many matches")
+    watch.add_argument("--seconds", type=float, help="stop after this long")
+    watch.add_argument("--keep", action="store_true", help="leave the subscriptions registered")
+    watch.add_argument("--host", default="127.0.0.1", help="where the webhook listens")
+    watch.add_argument("--port", type=int, default=0, help="default: any free port")
+    watch.add_argument("--callback-host", help="the host the matchers reach it at")
+    watch.add_argument("--router", default=DEFAULT_ROUTER)
+    watch.set_defaults(func=cmd_watch)

@@ -1,0 +1,59 @@
+"""What every command shares: the router URL default, errors, serving one service."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sys
+from collections.abc import Coroutine
+from types import FrameType
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+DEFAULT_ROUTER = os.environ.get("WORDCAST_URL", "http://127.0.0.1:8000")
+
+
+def fail(message: str) -> int:
+    print(f"wordcast: error: {message}", file=sys.stderr)
+    return 2
+
+
+def serve(app: object, host: str, port: int, log_level: str) -> int:
+    import uvicorn
+
+    # Keep idle connections open well past httpx's 5 s pool expiry: with equal timeouts a client can
+    # send on a connection the server is closing, and gets a reset instead of an answer.
+    uvicorn.run(
+        app,  # type: ignore[arg-type]
+        host=host,
+        port=port,
+        log_level=log_level,
+        access_log=False,
+        timeout_keep_alive=30,
+        # A request still open on shutdown must not keep a matcher being removed alive for ever.
+        timeout_graceful_shutdown=5,
+    )
+    return 0
+
+
+def terminate_on_sigterm() -> None:
+    def handler(signum: int, frame: FrameType | None) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, handler)
+
+
+def against_router(router: str, work: Coroutine[Any, Any, T]) -> tuple[T | None, str | None]:
+    """Run a client coroutine; API and connection failures become one clear message."""
+    import httpx
+
+    from ..client import ApiError
+
+    try:
+        return asyncio.run(work), None
+    except ApiError as exc:
+        return None, str(exc)
+    except (OSError, httpx.HTTPError) as exc:
+        return None, f"cannot reach the router at {router}: {exc}"

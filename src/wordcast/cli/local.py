@@ -1,0 +1,128 @@
+"""``wordcast up`` (a local cluster in the foreground) and the single services it runs:
+``wordcast router``, ``matcher`` and ``receiver`` (settings from the environment)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import itertools
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from .common import fail, serve, terminate_on_sigterm
+
+
+def cmd_router(_: argparse.Namespace) -> int:
+    from ..services.router.main import create_app
+    from ..services.router.settings import RouterSettings
+
+    settings = RouterSettings()
+    return serve(create_app(settings), settings.host, settings.port, settings.log_level)
+
+
+def cmd_matcher(_: argparse.Namespace) -> int:
+    from ..services.matcher.main import create_app
+    from ..services.matcher.settings import MatcherSettings
+
+    settings = MatcherSettings()
+    return serve(create_app(settings), settings.host, settings.port, settings.log_level)
+
+
+def cmd_receiver(args: argparse.Namespace) -> int:
+    from ..services.receiver.main import ReceiverSettings, create_app
+
+    settings = ReceiverSettings()
+    if args.port is not None:
+        settings.port = args.port
+    if args.quiet:
+        settings.quiet = True
+    return serve(create_app(settings), settings.host, settings.port, "warning")
+
+
+async def _demo(cluster: object, subscriptions: int, rate: float) -> None:
+    """Register corpus-drawn subscriptions, then publish corpus posts at a readable pace forever."""
+    from ..client import RouterClient
+    from ..cluster import Cluster
+    from ..workload import post_boolean_queries, post_patterns, post_queries, sample_posts
+
+    assert isinstance(cluster, Cluster)
+    print("demo: loading posts from the pypi corpus…", flush=True)
+    posts = sample_posts(20_000, seed=int(time.time()))
+    queries = post_queries(posts, subscriptions, sizes=(2, 2, 3))
+    boolean = post_boolean_queries(posts, max(1, subscriptions // 5))
+    patterns = post_patterns(posts, max(1, subscriptions // 3), min_length=6, max_length=12)
+    async with RouterClient(cluster.router_url) as client:
+        await client.subscribe_many(queries + boolean, cluster.callback_url)
+        await client.subscribe_many(patterns, cluster.callback_url, kind="pattern")
+        print(
+            f"demo: {len(queries)} keyword subscriptions registered, e.g. {queries[:3]}, "
+            f"{len(boolean)} boolean queries, e.g. {boolean[:2]}, and "
+            f"{len(patterns)} wildcard patterns, e.g. {patterns[:3]}; "
+            f"publishing {rate:g} posts/s (Ctrl-C stops)",
+            flush=True,
+        )
+        batch = max(1, int(rate / 2))
+        for start in itertools.count(0, batch):
+            chunk = [posts[(start + k) % len(posts)] for k in range(batch)]
+            await client.publish([{"id": p.id, "text": p.text} for p in chunk])
+            await asyncio.sleep(batch / rate)
+
+
+def cmd_up(args: argparse.Namespace) -> int:
+    from ..cluster import Cluster, describe
+
+    if args.matchers < 1:
+        return fail("--matchers must be at least 1")
+    terminate_on_sigterm()
+    cluster = Cluster(
+        matchers=args.matchers,
+        port=args.port,
+        redis_url=os.environ.get("REDIS_URL") or None,
+        namespace=os.environ.get("WORDCAST_NAMESPACE", "wordcast"),
+        receiver=not args.no_demo,
+        data_dir=Path(args.data_dir) if args.data_dir else None,
+    )
+    try:
+        cluster.start()
+        for line in describe(cluster):
+            print(line, flush=True)
+        print(f"wordcast is up: router at {cluster.router_url}", flush=True)
+        if args.no_demo:
+            while True:
+                time.sleep(3600)
+        else:
+            asyncio.run(_demo(cluster, args.demo_subscriptions, args.demo_rate))
+    except KeyboardInterrupt:
+        print("\nstopping wordcast…", flush=True)
+    except (RuntimeError, TimeoutError) as exc:
+        cluster.stop()
+        return fail(str(exc))
+    cluster.stop()
+    print("stopped", flush=True)
+    return 0
+
+
+def register(sub: Any) -> None:
+    """Add this module's commands to the ``wordcast`` parser."""
+    up = sub.add_parser("up", help="start a local cluster in the foreground")
+    up.add_argument("--matchers", type=int, default=2, help="number of matchers (default 2)")
+    up.add_argument("--port", type=int, default=8000, help="router port (default 8000)")
+    up.add_argument(
+        "--no-demo",
+        action="store_true",
+        help="no demo receiver and no demo traffic, just the cluster",
+    )
+    up.add_argument("--data-dir", help="keep Redis data here (default: a temporary directory)")
+    up.add_argument("--demo-subscriptions", type=int, default=300)
+    up.add_argument("--demo-rate", type=float, default=20.0, help="demo posts per second")
+    up.set_defaults(func=cmd_up)
+
+    for name, func in (("router", cmd_router), ("matcher", cmd_matcher)):
+        service = sub.add_parser(name, help=f"run one {name} (configured by environment)")
+        service.set_defaults(func=func)
+    receiver = sub.add_parser("receiver", help="run the demo webhook receiver")
+    receiver.add_argument("--port", type=int)
+    receiver.add_argument("--quiet", action="store_true")
+    receiver.set_defaults(func=cmd_receiver)

@@ -1,0 +1,275 @@
+"""Routing and the number of matchers: ``learn`` (the Spark mapping learner), ``scale`` and
+``drain`` (a matcher pod's preStop hook); see :mod:`wordcast.scaling`."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+from typing import Any
+
+from ..partitioning import VARIANTS
+from .common import DEFAULT_ROUTER, fail
+
+
+def _wanted_matchers(redis_url: str, namespace: str) -> int | None:
+    """The number of matchers the cluster is asked to have (StoreUnavailable)."""
+    from ..store import SubscriptionStore, connect
+
+    async def read() -> int | None:
+        client = connect(redis_url)
+        try:
+            return await SubscriptionStore(client, namespace).matchers_wanted()
+        finally:
+            await client.aclose()
+
+    return asyncio.run(read())
+
+
+def cmd_learn(args: argparse.Namespace) -> int:
+    """Run the Spark mapping learner on the routers' publication log and publish the result."""
+    try:
+        from spark_jobs import learn_mapping
+    except ImportError as exc:
+        return fail(f"the Spark jobs need the spark extra (pip install 'wordcast[spark]'): {exc}")
+    redis_url = args.redis_url or os.environ.get("REDIS_URL")
+    if not redis_url:
+        return fail(
+            "give --redis-url or set REDIS_URL: the log is read from and the mapping "
+            "written to that Redis"
+        )
+    namespace = os.environ.get("WORDCAST_NAMESPACE", "wordcast")
+    from ..errors import StoreUnavailable
+
+    try:
+        wanted = _wanted_matchers(redis_url, namespace)
+    except StoreUnavailable as exc:
+        return fail(str(exc))
+    matchers = args.matchers or wanted
+    if matchers is None:
+        return fail("no router has recorded the cluster's number of matchers: give --matchers")
+    if wanted is not None and matchers != wanted:
+        # The routers would soon replace a version for another number (wordcast.scaling).
+        return fail(
+            f"the cluster has {wanted} matchers: learn for them (leave out --matchers), or "
+            f"change their number with: wordcast scale {matchers} --algorithm salb"
+        )
+    argv = ["--matchers", str(matchers), "--algorithm", args.algorithm]
+    argv += ["--namespace", namespace, "--publish", redis_url]
+    argv += ["--corpus", args.corpus] if args.corpus else ["--publication-log", redis_url]
+    return learn_mapping.main(argv)
+
+
+# Fewer logged publications than this say too little to learn a mapping from.
+SCALE_MIN_LOG = 1_000
+
+
+def cmd_scale(args: argparse.Namespace) -> int:
+    """Move the cluster to N matchers (see wordcast.scaling for the steps)."""
+    import httpx
+
+    from .. import scaling
+    from ..errors import StoreUnavailable
+    from ..mapping_store import MappingStore
+    from ..store import SubscriptionStore, connect
+
+    if args.matchers < 1:
+        return fail("the number of matchers must be at least 1")
+    redis_url = args.redis_url or os.environ.get("REDIS_URL")
+    if not redis_url:
+        return fail("give --redis-url or set REDIS_URL: the cluster's Redis")
+    try:
+        current = int(httpx.get(f"{args.router}/stats", timeout=10).json()["matchers"])
+    except (httpx.HTTPError, ValueError, KeyError) as exc:
+        return fail(f"cannot read {args.router}/stats: {exc}")
+    if current == args.matchers and args.algorithm == "auto":
+        print(f"the cluster has {current} matchers already; to learn a new mapping: wordcast learn")
+        return 0
+
+    def say(line: str) -> None:
+        print(line, flush=True)
+
+    async def run() -> int:
+        client = connect(redis_url)
+        namespace = os.environ.get("WORDCAST_NAMESPACE", "wordcast")
+        store, mappings = SubscriptionStore(client, namespace), MappingStore(client, namespace)
+        try:
+            if followed := await store.followed():
+                raise RuntimeError(
+                    f"the routers follow statefulset/{followed}, and would undo this: kubectl "
+                    f"scale statefulset/{followed} --replicas={args.matchers} instead"
+                )
+            algorithm = args.algorithm
+            if algorithm == "auto":
+                logged = await scaling.logged_publications(store)
+                algorithm = "salb" if logged >= SCALE_MIN_LOG else "hash"
+                say(f"{logged:,} publications logged: the new mapping is {algorithm}")
+            learned = None
+            if algorithm != "hash":
+                # Written before the number is asked for, so that the routers move to this
+                # version rather than write one with stable hashing (wordcast.scaling, step 3).
+                from spark_jobs import learn_mapping
+
+                argv = ["--matchers", str(args.matchers), "--algorithm", algorithm]
+                argv += ["--namespace", namespace, "--publish", redis_url]
+                argv += ["--publication-log", redis_url]
+                say(f"learning a {algorithm} mapping for {args.matchers} matchers with Spark…")
+                if await asyncio.to_thread(learn_mapping.main, argv) != 0:
+                    raise RuntimeError("the mapping learner failed")
+                learned = (await mappings.state())[0]
+                say(f"mapping v{learned} for {args.matchers} matchers written")
+            await scaling.request(store, args.matchers)
+            await scaling.wait_for_matchers(store, args.matchers, args.timeout, say)
+            if learned is None:
+                initial = await mappings.initial() or current
+                version = await scaling.wait_for_version(
+                    mappings, args.matchers, initial, args.timeout, say
+                )
+                say(f"mapping v{version} for {args.matchers} matchers written by a router")
+            else:
+                version = learned
+            await scaling.wait_settled(mappings, version, args.timeout, say)
+            if args.matchers < current:
+                await scaling.wait_removable(
+                    store, mappings, args.matchers, current, args.timeout, say
+                )
+            return version
+        finally:
+            await client.aclose()
+
+    try:
+        version = asyncio.run(run())
+    except (StoreUnavailable, TimeoutError, RuntimeError) as exc:
+        return fail(str(exc))
+    say(f"the cluster routes to {args.matchers} matchers (mapping v{version})")
+    if args.matchers < current:
+        say(
+            f"matchers {args.matchers} to {current - 1} hold nothing now: a local cluster stops "
+            f"them; on Kubernetes: kubectl scale statefulset/matcher --replicas={args.matchers}"
+        )
+    return 0
+
+
+def cmd_drain(args: argparse.Namespace) -> int:
+    """Hold a matcher being removed up until nothing routes to it and it holds nothing."""
+    from pydantic import ValidationError
+
+    from .. import scaling
+    from ..errors import KubernetesUnavailable, MappingError, StoreUnavailable
+    from ..kube import StatefulSetReplicas
+    from ..mapping_store import MappingStore
+    from ..services.matcher.settings import MatcherSettings
+    from ..store import SubscriptionStore, connect
+
+    try:
+        given = {} if args.ordinal is None else {"ordinal": args.ordinal}
+        settings = MatcherSettings(**given)
+    except ValidationError as exc:
+        return fail(f"cannot tell which matcher this is: {exc.errors()[0]['msg']}")
+    ordinal = settings.ordinal
+
+    def say(line: str) -> None:
+        print(f"matcher-{ordinal}: {line}", flush=True)
+
+    async def wanted_now(store: SubscriptionStore) -> int | None:
+        if not args.statefulset:
+            return await store.matchers_wanted()
+        replicas = StatefulSetReplicas(args.statefulset)
+        try:
+            wanted = await replicas.get()
+        finally:
+            await replicas.aclose()
+        if 1 <= wanted <= ordinal:
+            # Said at once, rather than at the routers' next look at the StatefulSet.
+            await store.want_matchers(wanted)
+        return wanted
+
+    async def run() -> str:
+        client = connect(settings.redis_url)
+        store = SubscriptionStore(client, settings.namespace)
+        mappings = MappingStore(client, settings.namespace)
+        try:
+            wanted = await wanted_now(store)
+            if wanted is None or ordinal < wanted:
+                return f"stays ({wanted} matchers wanted): only restarting, nothing to drain"
+            if wanted == 0:
+                return "the whole cluster stops: nothing to move to (subscriptions stay in Redis)"
+            say(f"removed ({wanted} matchers wanted): waiting until nothing routes to it…")
+            initial = await mappings.initial()
+
+            async def in_use() -> tuple[str, str] | None:
+                if await scaling.removable(store, mappings, ordinal, ordinal + 1, initial):
+                    return None
+                return (
+                    f"held: {await store.held_by(ordinal)} subscriptions, or still routed to",
+                    f"still in use after {args.timeout:g} s",
+                )
+
+            await scaling.wait(in_use, args.timeout, say)
+            return "drained: nothing routes to it and it holds nothing"
+        finally:
+            await client.aclose()
+
+    try:
+        say(asyncio.run(run()))
+    except (StoreUnavailable, KubernetesUnavailable, MappingError, TimeoutError) as exc:
+        return fail(f"matcher-{ordinal}: {exc}")
+    return 0
+
+
+def register(sub: Any) -> None:
+    """Add this module's commands to the ``wordcast`` parser."""
+    learn = sub.add_parser(
+        "learn", help="learn a routing mapping with Spark and publish it as a new version"
+    )
+    learn.add_argument(
+        "--matchers",
+        type=int,
+        help="learn for this many matchers (another number than the cluster's scales it); "
+        "default: the cluster's number, as the routers and wordcast scale recorded it",
+    )
+    learn.add_argument(
+        "--algorithm",
+        default="salb",
+        choices=("salb", "salb-refined", "best", "hash", *VARIANTS),
+        help="salb-refined: SALB, then single-word moves that lower the busiest matchers' load; "
+        "best: SALB, SALB refined, gFCL, gNFCL or hash, whichever models best on held-out posts",
+    )
+    learn.add_argument("--corpus", help="learn from a corpus (pypi or a TSV) instead of the log")
+    learn.add_argument("--redis-url", help="default: $REDIS_URL")
+    learn.set_defaults(func=cmd_learn)
+
+    scale = sub.add_parser(
+        "scale",
+        help="change the number of matchers: subscriptions move live, nothing is lost",
+        description="Ask for N matchers and follow the routers as they move the cluster onto them "
+        "(a version with stable hashing, or one learned first) until every router uses only it. "
+        "A local cluster (wordcast up) starts and stops its matcher processes itself; on "
+        "Kubernetes, kubectl scale the StatefulSet instead (routers that follow it re-map).",
+    )
+    scale.add_argument("matchers", type=int, help="the number of matchers wanted")
+    scale.add_argument(
+        "--algorithm",
+        default="auto",
+        choices=("auto", "hash", "salb", "salb-refined", "best", *VARIANTS),
+        help=f"the new mapping; auto: SALB learned from the publication log when it holds at "
+        f"least {SCALE_MIN_LOG:,} publications, else stable hashing",
+    )
+    scale.add_argument("--timeout", type=float, default=600.0, help="seconds per step")
+    scale.add_argument("--router", default=DEFAULT_ROUTER)
+    scale.add_argument("--redis-url", help="default: $REDIS_URL")
+    scale.set_defaults(func=cmd_scale)
+
+    drain = sub.add_parser(
+        "drain",
+        help="a matcher pod's preStop hook: when scaling down removes it, wait until it is empty",
+        description="If the number of matchers wanted (from --statefulset, or Redis) leaves this "
+        "matcher out, wait until the routers have moved everything off it and route nothing to "
+        "it; otherwise (a restart) return at once. Settings as the matcher's (WORDCAST_MATCHER_*).",
+    )
+    drain.add_argument("--ordinal", type=int, help="default: the matcher's (host name matcher-K)")
+    drain.add_argument(
+        "--statefulset", help="read the number wanted from this StatefulSet's replicas"
+    )
+    drain.add_argument("--timeout", type=float, default=240.0, help="seconds (default 240)")
+    drain.set_defaults(func=cmd_drain)
