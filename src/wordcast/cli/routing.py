@@ -225,8 +225,9 @@ def register(sub: Any) -> None:
     learn.add_argument(
         "--matchers",
         type=int,
-        help="learn for this many matchers (another number than the cluster's scales it); "
-        "default: the cluster's number, as the routers and wordcast scale recorded it",
+        help="the cluster's number of matchers, as the routers and wordcast scale recorded it "
+        "(the default; another is refused: change it with wordcast scale N --algorithm salb); "
+        "needed only before any router has started",
     )
     learn.add_argument(
         "--algorithm",
