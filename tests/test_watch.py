@@ -146,6 +146,18 @@ def test_watch_stops_after_count_matches(cluster: RunningCluster) -> None:
     assert query not in _registered(cluster)
 
 
+def test_watch_keeps_its_subscriptions_when_asked_and_names_them(cluster: RunningCluster) -> None:
+    query = "keep watching this rare conjunction"
+    process = _watch(cluster, free_port(), query, "--seconds", "1", "--keep")
+    out, _ = process.communicate(timeout=60)
+    assert process.returncode == 0, out
+    [kept] = [line for line in out.splitlines() if line.startswith("kept the subscriptions")]
+    sub_id = kept.split(": ")[1]
+    held = httpx.get(f"{cluster.router_url}/subscriptions/{sub_id}", headers=AUTH, timeout=10)
+    assert held.status_code == 200 and held.json()["query"] == query
+    httpx.delete(f"{cluster.router_url}/subscriptions/{sub_id}", headers=AUTH, timeout=10)
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [

@@ -150,6 +150,8 @@ class Watcher:
                     self._registered.set()  # a delivery still waiting may be answered
                     if not keep:
                         await asyncio.shield(self._unregister(client))
+                    elif self.watched:
+                        self.out(f"kept the subscriptions of this watch: {' '.join(self.watched)}")
         finally:
             server.should_exit = True
             await serving
