@@ -344,13 +344,13 @@ def test_a_router_writes_a_version_for_the_number_wanted_once_the_cluster_can_ta
             await store.want_matchers(3)
             await store.register_matcher(2, "http://127.0.0.1:3")  # registered, not answering
             await state._mapping_step()
-            assert (state.matchers_wanted, state.awaited_matcher) == (3, 2)
+            assert (state.scale.wanted, state.scale.awaited) == (3, 2)
             assert (await mappings.state())[0] == 0, "no version before matcher 2 is ready"
 
             await store.want_matchers(1)
             await state._mapping_step()
             latest = (await mappings.state())[0]
-            assert latest == 1 and state.awaited_matcher is None
+            assert latest == 1 and state.scale.awaited is None
             meta = await mappings.meta(1)
             assert (meta["matchers"], meta["algorithm"], meta["reason"]) == ("1", "hash", "scale")
 
@@ -382,9 +382,9 @@ def test_a_router_following_the_statefulset_copies_its_replicas(
         following = {"follow_statefulset": "matcher", "follow_poll_s": 0.2}
         async with _router_state(redis_url, namespace, **following) as state:
             store = state.store
-            await state.statefulset.aclose()
+            await state.scale.aclose()
             transport = httpx2.MockTransport(api)
-            state.statefulset = StatefulSetReplicas("matcher", CONFIG, transport=transport)
+            state.scale.statefulset = StatefulSetReplicas("matcher", CONFIG, transport=transport)
             await state._mapping_step()
             assert await store.matchers_wanted() == 5
             assert await store.followed() == "matcher"

@@ -27,7 +27,6 @@ import contextlib
 import hashlib
 import hmac
 import logging
-import math
 import random
 import secrets
 import time
@@ -47,7 +46,6 @@ from ...anchors import AnchorIndex
 from ...boolean import BooleanQuery, parse_query, part_id, split_part_id
 from ...errors import (
     InvalidInput,
-    KubernetesUnavailable,
     LimitExceeded,
     MappingError,
     MappingUnconfirmed,
@@ -57,7 +55,6 @@ from ...errors import (
     StoreUnavailable,
     Unauthenticated,
 )
-from ...kube import StatefulSetReplicas
 from ...lasp import LinearCost
 from ...mapping_store import MappingStore
 from ...migration import move_to, retire
@@ -67,9 +64,9 @@ from ...patterns import normalise, parse
 from ...placement import candidates, place_pattern, plan
 from ...ratelimit import RateLimiter
 from ...routing import HashMapping, route
-from ...scaling import first_not_ready, version_for, write_hash_version
 from ...store import EventFollower, Subscription, SubscriptionEvent, SubscriptionStore
 from .overload import LoadShedder
+from .scale import ScaleFollower
 from .settings import DEVELOPMENT_API_KEY, RouterSettings
 
 log = logging.getLogger(__name__)
@@ -82,10 +79,6 @@ LOG_FAILURES = Counter("wordcast_router_log_failures", "Batches whose sample was
 BATCH_SECONDS = Histogram("wordcast_router_batch_seconds", "Time to analyse and route one batch")
 MAPPING_VERSION = Gauge("wordcast_router_mapping_version", "Mapping version new batches use")
 MIGRATIONS = Counter("wordcast_router_migrations", "Mapping migrations run here", ["step"])
-MATCHERS = Gauge("wordcast_router_matchers", "Matchers the active mapping version routes to")
-MATCHERS_WANTED = Gauge(
-    "wordcast_router_matchers_wanted", "Matchers the cluster is asked to have (scaling when apart)"
-)
 # S³-TM §3.1's measures of the traffic this router routed under the active mapping version.
 SPREAD = Gauge("wordcast_router_spread", "Mean matchers per publication (Eq. 3.2)")
 IMBALANCE = Gauge("wordcast_router_imbalance", "Max over mean matcher load (Eq. 3.4)")
@@ -163,13 +156,6 @@ class RouterState:
         self._mapping_cache: dict[int, HashMapping] = {}
         self.latest = 0
         self.router_id = uuid.uuid4().hex
-        name = settings.follow_statefulset
-        self.statefulset = StatefulSetReplicas(name) if name else None
-        self._statefulset_read_at = -math.inf
-        # Scaling as this router last saw it, for /stats: the number wanted, and the first new
-        # matcher not ready yet (growing waits for it).
-        self.matchers_wanted: int | None = None
-        self.awaited_matcher: int | None = None
         self._in_flight: Tally[int] = Tally()
         # Routing stops once the last report is older than the fence; the report lives long enough
         # for every batch sent before the fence to finish (a matcher answers within its timeout).
@@ -190,6 +176,7 @@ class RouterState:
             timeout=settings.matcher_timeout_s,
             limits=httpx.Limits(max_keepalive_connections=4 * max(hashing.matchers, 8)),
         )
+        self.scale = ScaleFollower(settings, store, self.mappings, self.client)
         self._random = random.Random()
         self.address_policy = settings.address_policy
         self._known_keys: dict[str, tuple[str, float]] = {}  # key hash -> (tenant, checked at)
@@ -211,8 +198,7 @@ class RouterState:
 
     async def close(self) -> None:
         await self.client.aclose()
-        if self.statefulset is not None:
-            await self.statefulset.aclose()
+        await self.scale.aclose()
 
     # -- replica of s(W) ----------------------------------------------------------------------
     async def _load_snapshot(self) -> None:
@@ -654,62 +640,7 @@ class RouterState:
             if oldest is not None and oldest >= active:
                 await self._locked(self._retire, active)
         else:
-            await self._follow_wanted()
-
-    async def _follow_wanted(self) -> None:
-        """Scaling's step 3 (:mod:`wordcast.scaling`): the versions are settled; if the active
-        one routes to another number of matchers than is wanted, write a version for that number
-        (once the new matchers are ready), which the next step moves the cluster to."""
-        await self._copy_statefulset_replicas()
-        wanted = self.matchers_wanted = await self.store.matchers_wanted()
-        routed = self.view.active.matchers
-        MATCHERS.set(routed)
-        if wanted is not None:
-            MATCHERS_WANTED.set(wanted)
-        missing = None
-        if wanted is not None and wanted > routed:
-            missing = await first_not_ready(self.store, self.client, wanted, start=routed)
-            if missing is not None and missing != self.awaited_matcher:
-                log.info("%d matchers wanted: waiting for matcher-%d to be ready", wanted, missing)
-        self.awaited_matcher = missing
-        if version_for(wanted, routed, True, missing):
-            await self._locked(self._write_version_for, wanted)
-
-    async def _copy_statefulset_replicas(self) -> None:
-        if self.statefulset is None:
-            return
-        now = time.monotonic()
-        if now - self._statefulset_read_at < self.settings.follow_poll_s:
-            return
-        self._statefulset_read_at = now
-        try:
-            replicas = await self.statefulset.get()
-        except KubernetesUnavailable as exc:
-            log.warning("cannot follow the matchers' StatefulSet: %s", exc)
-            return
-        # Lives a few reads: `wordcast scale` refuses to ask for a number the routers would undo.
-        await self.store.note_followed(self.statefulset.name, 3 * self.settings.follow_poll_s)
-        if replicas >= 1 and replicas != await self.store.matchers_wanted():
-            log.info("statefulset/%s asks for %d matchers", self.statefulset.name, replicas)
-            await self.store.want_matchers(replicas)
-
-    async def _write_version_for(self, wanted: int, keep_alive: Any) -> None:
-        # Checked again under the lock: another router may have written one meanwhile.
-        latest, active, window = await self.mappings.state()
-        settled = latest == active and window == (active, active)
-        routed = await self.mappings.matchers_of(active, self.settings.initial_matchers)
-        if await self.store.matchers_wanted() != wanted:
-            return  # asked again meanwhile: the next step judges the new number
-        if not version_for(wanted, routed, settled, None):
-            return
-        version = await write_hash_version(self.mappings, wanted)
-        log.info(
-            "mapping v%d (stable hashing) written for the %d matchers wanted; v%d routes to %d",
-            version,
-            wanted,
-            active,
-            routed,
-        )
+            await self.scale.step(self.view.active.matchers, self._locked)
 
     async def report_versions(self) -> None:
         """Report the oldest version in use every poll interval, apart from the mapping watch (a

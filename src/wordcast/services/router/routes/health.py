@@ -26,8 +26,8 @@ async def stats(state: State) -> dict[str, Any]:
         "ready": state.ready,
         "matchers": state.view.active.matchers,
         "matchers_in_use": state.view.span,
-        "matchers_wanted": state.matchers_wanted,
-        "awaiting_matcher": state.awaited_matcher,
+        "matchers_wanted": state.scale.wanted,
+        "awaiting_matcher": state.scale.awaited,
         "mapping": {
             **state.routing_stats.figures(),
             "latest": state.latest,
