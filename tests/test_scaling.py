@@ -466,3 +466,11 @@ def test_a_removed_matcher_that_is_gone_does_not_hold_the_cluster_on_the_old_ver
         _check(delivered, expected)
     finally:
         stop_cluster(cluster)
+
+
+def test_drain_with_no_number_recorded_lets_the_matcher_go(redis_url: str, namespace: str) -> None:
+    result = _wordcast(
+        "drain", "--ordinal", "5", env={"REDIS_URL": redis_url, "WORDCAST_NAMESPACE": namespace}
+    )
+    assert result.returncode == 0, result.stderr
+    assert "matcher-5: stays (no number of matchers recorded): nothing to drain" in result.stdout

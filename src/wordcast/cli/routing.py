@@ -190,7 +190,9 @@ def cmd_drain(args: argparse.Namespace) -> int:
         mappings = MappingStore(client, settings.namespace)
         try:
             wanted = await wanted_now(store)
-            if wanted is None or ordinal < wanted:
+            if wanted is None:
+                return "stays (no number of matchers recorded): nothing to drain"
+            if ordinal < wanted:
                 return f"stays ({wanted} matchers wanted): only restarting, nothing to drain"
             if wanted == 0:
                 return "the whole cluster stops: nothing to move to (subscriptions stay in Redis)"
