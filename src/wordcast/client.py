@@ -74,29 +74,33 @@ class RouterClient:
         self, query: str, callback_url: str, *, kind: str = "query"
     ) -> dict[str, Any]:
         """Register a keyword subscription, or a wildcard pattern with ``kind="pattern"``."""
-        async with self._limit:
-            response = await self._http.post(
-                "/subscriptions", json={kind: query, "callback_url": callback_url}
-            )
-        _raise_for_status(response)
-        result: dict[str, Any] = response.json()
+        result: dict[str, Any] = await self._call(
+            "POST", "/subscriptions", json={kind: query, "callback_url": callback_url}
+        )
         return result
 
     async def unsubscribe(self, sub_id: str) -> None:
-        async with self._limit:
-            response = await self._http.delete(f"/subscriptions/{sub_id}")
-        _raise_for_status(response)
+        await self._call("DELETE", f"/subscriptions/{sub_id}")
 
     async def publish(self, publications: Sequence[dict[str, str]]) -> dict[str, Any]:
-        async with self._limit:
-            response = await self._http.post(
-                "/publications",
-                content=orjson.dumps({"publications": list(publications)}),
-                headers={"content-type": "application/json"},
-            )
-        _raise_for_status(response)
-        result: dict[str, Any] = response.json()
+        result: dict[str, Any] = await self._call(
+            "POST",
+            "/publications",
+            content=orjson.dumps({"publications": list(publications)}),
+            headers={"content-type": "application/json"},
+        )
         return result
+
+    async def _call(self, method: str, path: str, **request: Any) -> Any:
+        """One request within the concurrency limit; the answer's JSON (None if it has none).
+        Raises ApiError for a refusal, RouterUnreachable when no answer came."""
+        try:
+            async with self._limit:
+                response = await self._http.request(method, path, **request)
+        except httpx.TransportError as exc:
+            raise RouterUnreachable(f"cannot reach the router at {self.base_url}: {exc}") from exc
+        _raise_for_status(response)
+        return response.json() if response.content else None
 
     async def subscribe_many(
         self,
@@ -111,11 +115,9 @@ class RouterClient:
 
         async def one(chunk: Sequence[str]) -> list[dict[str, Any]]:
             body = {"subscriptions": [{kind: q, "callback_url": callback_url} for q in chunk]}
-            async with self._limit:
-                response = await self._http.post("/subscriptions/batch", json=body)
-            _raise_for_status(response)
+            answer = await self._call("POST", "/subscriptions/batch", json=body)
             bar.advance(len(chunk))
-            created: list[dict[str, Any]] = response.json()["subscriptions"]
+            created: list[dict[str, Any]] = answer["subscriptions"]
             return created
 
         done = await asyncio.gather(*(one(c) for c in chunks(queries, SUBSCRIBE_BATCH)))
@@ -142,6 +144,11 @@ class ApiError(RuntimeError):
     def __init__(self, status: int, detail: str) -> None:
         super().__init__(f"HTTP {status}: {detail}")
         self.status = status
+
+
+class RouterUnreachable(RuntimeError):
+    """No answer came from the router (refused, reset, timed out, or a name that does not
+    resolve)."""
 
 
 def _raise_for_status(response: httpx.Response) -> None:

@@ -196,15 +196,17 @@ async def wait_removable(
 ) -> None:
     """Step 4 when shrinking: matchers ``first`` … ``end`` - 1 may be stopped (TimeoutError)."""
     initial = await mappings.initial()
+    one = end - first == 1
+    which = f"matcher {first}" if one else f"matchers {first} to {end - 1}"
 
     async def still_used() -> tuple[str, str] | None:
         if await removable(store, mappings, first, end, initial):
             return None
         left = sum([await store.held_by(m) for m in range(first, end)])
         return (
-            f"dropping the old placements on matchers {first} to {end - 1}…",
-            f"matchers {first} to {end - 1} are still in use ({left} subscriptions held) after "
-            f"{timeout_s:g} s; do not remove them yet",
+            f"dropping the old placements on {which}…",
+            f"{which} {'is' if one else 'are'} still in use ({left} subscriptions held) after "
+            f"{timeout_s:g} s; do not remove {'it' if one else 'them'} yet",
         )
 
     await wait(still_used, timeout_s, progress)

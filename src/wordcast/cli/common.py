@@ -47,13 +47,11 @@ def terminate_on_sigterm() -> None:
 
 def against_router(router: str, work: Coroutine[Any, Any, T]) -> tuple[T | None, str | None]:
     """Run a client coroutine; API and connection failures become one clear message."""
-    import httpx
-
-    from ..client import ApiError
+    from ..client import ApiError, RouterUnreachable
 
     try:
         return asyncio.run(work), None
-    except ApiError as exc:
+    except (ApiError, RouterUnreachable) as exc:
         return None, str(exc)
-    except (OSError, httpx.HTTPError) as exc:
+    except OSError as exc:
         return None, f"cannot reach the router at {router}: {exc}"

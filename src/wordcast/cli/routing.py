@@ -197,17 +197,7 @@ def cmd_drain(args: argparse.Namespace) -> int:
             if wanted == 0:
                 return "the whole cluster stops: nothing to move to (subscriptions stay in Redis)"
             say(f"removed ({wanted} matchers wanted): waiting until nothing routes to it…")
-            initial = await mappings.initial()
-
-            async def in_use() -> tuple[str, str] | None:
-                if await scaling.removable(store, mappings, ordinal, ordinal + 1, initial):
-                    return None
-                return (
-                    f"held: {await store.held_by(ordinal)} subscriptions, or still routed to",
-                    f"still in use after {args.timeout:g} s",
-                )
-
-            await scaling.wait(in_use, args.timeout, say)
+            await scaling.wait_removable(store, mappings, ordinal, ordinal + 1, args.timeout, say)
             return "drained: nothing routes to it and it holds nothing"
         finally:
             await client.aclose()
