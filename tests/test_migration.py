@@ -135,26 +135,27 @@ def test_a_router_that_cannot_report_its_mapping_version_stops_routing(
         )
         client = connect(redis_url)
         state = RouterState(settings, SubscriptionStore(client, namespace))
+        versions = state.versions
         batch = [(None, "fast json parser for python")]
         try:
             with pytest.raises(MappingUnconfirmed, match="has not reported its mapping version"):
                 await state.publish(batch)  # never reported yet
 
-            reporting = asyncio.create_task(state.report_versions())
+            reporting = asyncio.create_task(versions.report())
             await asyncio.sleep(0.12)
             ids, _ = await state.publish(batch)  # no subscribed word: nothing is sent
             assert len(ids) == 1
-            assert await state.mappings.oldest_in_use() == 0
-            key = f"{namespace}:router:{state.router_id}"
-            assert 0 < await client.pttl(key) <= state.report_ttl_s * 1000
+            assert await versions.mappings.oldest_in_use() == 0
+            key = f"{namespace}:router:{versions.router_id}"
+            assert 0 < await client.pttl(key) <= versions.report_ttl_s * 1000
             # The report outlives the fence by a poll or two and a matcher's timeout: every batch
             # sent before the fence has finished before a migration can see the report gone.
-            assert state.report_ttl_s >= state.report_fence_s + settings.matcher_timeout_s
+            assert versions.report_ttl_s >= versions.report_fence_s + settings.matcher_timeout_s
 
             reporting.cancel()  # as if Redis were out of reach from now on
             await asyncio.gather(reporting, return_exceptions=True)
-            await asyncio.sleep(state.report_fence_s + 0.05)
-            assert not state.reported
+            await asyncio.sleep(versions.report_fence_s + 0.05)
+            assert not versions.reported
             with pytest.raises(MappingUnconfirmed):
                 await state.publish(batch)
         finally:

@@ -340,22 +340,22 @@ def test_a_router_writes_a_version_for_the_number_wanted_once_the_cluster_can_ta
 
     async def scenario() -> None:
         async with _router_state(redis_url, namespace) as state:
-            store, mappings = state.store, state.mappings
+            store, mappings = state.store, state.versions.mappings
             await store.want_matchers(3)
             await store.register_matcher(2, "http://127.0.0.1:3")  # registered, not answering
-            await state._mapping_step()
-            assert (state.scale.wanted, state.scale.awaited) == (3, 2)
+            await state.versions.step()
+            assert (state.versions.scale.wanted, state.versions.scale.awaited) == (3, 2)
             assert (await mappings.state())[0] == 0, "no version before matcher 2 is ready"
 
             await store.want_matchers(1)
-            await state._mapping_step()
+            await state.versions.step()
             latest = (await mappings.state())[0]
-            assert latest == 1 and state.scale.awaited is None
+            assert latest == 1 and state.versions.scale.awaited is None
             meta = await mappings.meta(1)
             assert (meta["matchers"], meta["algorithm"], meta["reason"]) == ("1", "hash", "scale")
 
             await store.want_matchers(2)
-            await state._mapping_step()  # moving to v1 is under way (no matcher answers): wait
+            await state.versions.step()  # moving to v1 is under way (no matcher answers): wait
             assert (await mappings.state())[0] == 1
 
     asyncio.run(scenario())
@@ -382,21 +382,23 @@ def test_a_router_following_the_statefulset_copies_its_replicas(
         following = {"follow_statefulset": "matcher", "follow_poll_s": 0.2}
         async with _router_state(redis_url, namespace, **following) as state:
             store = state.store
-            await state.scale.aclose()
+            await state.versions.scale.aclose()
             transport = httpx2.MockTransport(api)
-            state.scale.statefulset = StatefulSetReplicas("matcher", CONFIG, transport=transport)
-            await state._mapping_step()
+            state.versions.scale.statefulset = StatefulSetReplicas(
+                "matcher", CONFIG, transport=transport
+            )
+            await state.versions.step()
             assert await store.matchers_wanted() == 5
             assert await store.followed() == "matcher"
             replicas["now"] = 3
-            await state._mapping_step()
+            await state.versions.step()
             assert await store.matchers_wanted() == 5, "read again only after follow_poll_s"
             await asyncio.sleep(0.25)
-            await state._mapping_step()
+            await state.versions.step()
             assert await store.matchers_wanted() == 3
             replicas["now"] = 0
             await asyncio.sleep(0.25)
-            await state._mapping_step()
+            await state.versions.step()
             assert await store.matchers_wanted() == 3
 
     asyncio.run(scenario())

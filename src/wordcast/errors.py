@@ -16,7 +16,8 @@
     │                           (the router plans again; never reaches a client)
     ├── MappingError            a mapping version that cannot be used (unknown version, or one
     │                           for matchers not started); the CLI and the Spark job report it
-    ├── MatcherUnavailable      a matcher did not accept a routed batch (HTTP 503)
+    ├── MatcherUnavailable      a matcher did not accept a routed batch (HTTP 503), or could
+    │                           not catch up with the subscription events
     └── KubernetesUnavailable   the Kubernetes API did not tell a StatefulSet's replicas (the
                                 router retries; ``wordcast drain`` reports it)
 
@@ -83,8 +84,8 @@ class MappingError(WordcastError, ValueError):
 
 
 class MatcherUnavailable(WordcastError):
-    def __init__(self, matcher: int, reason: str) -> None:
-        super().__init__(f"matcher {matcher} did not accept the batch: {reason}")
+    def __init__(self, matcher: int, reason: str, failed: str = "did not accept the batch") -> None:
+        super().__init__(f"matcher {matcher} {failed}: {reason}")
         self.matcher = matcher
 
 

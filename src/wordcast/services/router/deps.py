@@ -34,7 +34,7 @@ def _unauthorized(exc: Unauthenticated) -> HTTPException:
 
 async def get_tenant(state: ReadyState, credentials: Credentials) -> str:
     try:
-        return await state.authenticate(credentials.credentials if credentials else None)
+        return await state.tenants.authenticate(credentials.credentials if credentials else None)
     except Unauthenticated as exc:
         raise _unauthorized(exc) from exc
     except StoreUnavailable as exc:
@@ -43,7 +43,7 @@ async def get_tenant(state: ReadyState, credentials: Credentials) -> str:
 
 def require_admin(state: State, credentials: Credentials) -> None:
     try:
-        state.check_admin(credentials.credentials if credentials else None)
+        state.tenants.check_admin(credentials.credentials if credentials else None)
     except Unauthenticated as exc:
         raise _unauthorized(exc) from exc
 

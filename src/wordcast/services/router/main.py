@@ -27,8 +27,8 @@ def create_app(settings: RouterSettings | None = None) -> FastAPI:
         try:
             async with (
                 in_background(state.follower.run(), "events"),
-                in_background(state.watch_mappings(), "mappings"),
-                in_background(state.report_versions(), "version reports"),
+                in_background(state.versions.watch(), "mappings"),
+                in_background(state.versions.report(), "version reports"),
                 in_background(state.shedder.run(), "load shedding"),
             ):
                 yield

@@ -4,13 +4,9 @@ Keyword subscriptions are placed with LASP (S³-TM Alg. 2) among the eligible ma
 every mapping version in use (:mod:`wordcast.placement`); routing sends each publication to
 K(P, M) (Eq. 3.1) under the active mapping version (or to fewer of those matchers while the router
 sheds load, :mod:`.overload`), one request per matcher per batch, tagged with that version and the
-hot-word copies drawn (§5.1). A background task follows the mapping versions
-(announcements, plus a periodic check) and, when a new version appears, moves the subscriptions to
-it (:mod:`wordcast.migration`) if no other router is doing so. Another reports, every few seconds,
-the oldest version this router may still route with; a migration retires a version only once no
-live report names it, so a router that cannot renew its report (cut off from Redis, or stalled)
-stops routing well before the report expires: it answers 503 and turns unready rather than route
-with a version that may already be retired.
+hot-word copies drawn (§5.1). Which versions are in use, and moving the subscriptions when a new
+one appears, is :mod:`.versions`; the requests to matchers are :mod:`.matchers`; API keys are
+:mod:`.tenants`.
 Pattern subscriptions are routed by their anchors (:mod:`wordcast.anchors`): a publication also
 goes to the matchers owning an anchor that occurs in its normalised text, in the same request,
 flagged so that the matcher runs its pattern engine on it. The router keeps only state it can
@@ -23,23 +19,15 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import contextlib
-import hashlib
-import hmac
 import logging
 import random
 import secrets
 import time
 import uuid
-from collections import Counter as Tally
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
-import httpx
-import orjson
 from prometheus_client import Counter, Gauge, Histogram
-from redis.exceptions import RedisError
 
 from ...analysis import Analyzer
 from ...anchors import AnchorIndex
@@ -47,17 +35,12 @@ from ...boolean import BooleanQuery, parse_query, part_id, split_part_id
 from ...errors import (
     InvalidInput,
     LimitExceeded,
-    MappingError,
     MappingUnconfirmed,
-    MatcherUnavailable,
     NotFound,
     StaleMapping,
     StoreUnavailable,
-    Unauthenticated,
 )
 from ...lasp import LinearCost
-from ...mapping_store import MappingStore
-from ...migration import move_to, retire
 from ...netguard import resolve
 from ...outbox import DeadLetters, Message
 from ...patterns import normalise, parse
@@ -65,20 +48,19 @@ from ...placement import candidates, place_pattern, plan
 from ...ratelimit import RateLimiter
 from ...routing import HashMapping, route
 from ...store import EventFollower, Subscription, SubscriptionEvent, SubscriptionStore
+from .matchers import MatcherLinks
 from .overload import LoadShedder
-from .scale import ScaleFollower
-from .settings import DEVELOPMENT_API_KEY, RouterSettings
+from .settings import RouterSettings
+from .tenants import Tenants
+from .versions import MappingVersions, MappingView
 
 log = logging.getLogger(__name__)
 
 PUBLICATIONS = Counter("wordcast_router_publications", "Publications accepted")
 ROUTED = Counter("wordcast_router_routed", "Publication copies sent to matchers")
-KEY_CACHE_SECONDS = 30.0
 
 LOG_FAILURES = Counter("wordcast_router_log_failures", "Batches whose sample was not logged")
 BATCH_SECONDS = Histogram("wordcast_router_batch_seconds", "Time to analyse and route one batch")
-MAPPING_VERSION = Gauge("wordcast_router_mapping_version", "Mapping version new batches use")
-MIGRATIONS = Counter("wordcast_router_migrations", "Mapping migrations run here", ["step"])
 # S³-TM §3.1's measures of the traffic this router routed under the active mapping version.
 SPREAD = Gauge("wordcast_router_spread", "Mean matchers per publication (Eq. 3.2)")
 IMBALANCE = Gauge("wordcast_router_imbalance", "Max over mean matcher load (Eq. 3.4)")
@@ -119,93 +101,56 @@ class RoutingStats:
         }
 
 
-@dataclass(frozen=True)
-class MappingView:
-    """The mapping versions as this router last read them: one immutable snapshot per batch."""
-
-    active: HashMapping
-    window: tuple[int, int]
-    planning: tuple[HashMapping, ...]  # the window's versions: placements must serve each
-
-    @property
-    def window_text(self) -> str:
-        return f"{self.window[0]} {self.window[1]}"
-
-    @property
-    def span(self) -> int:
-        """Matchers that may hold subscriptions: every ordinal of any version in use."""
-        return max(m.matchers for m in (self.active, *self.planning))
-
-    @property
-    def common(self) -> int:
-        """Matchers that every version in use routes to (a new pattern goes to one of them)."""
-        return min(m.matchers for m in (self.active, *self.planning))
-
-
 class RouterState:
     def __init__(self, settings: RouterSettings, store: SubscriptionStore) -> None:
         self.settings = settings
         self.store = store
         self.analyzer = Analyzer()
-        template = settings.url_template
-        self.matcher_urls = [] if template else list(settings.matcher_urls)
-        self._registered_urls: dict[int, str] = {}  # matchers the configuration does not name
-        hashing = HashMapping(settings.initial_matchers)
-        self.view = MappingView(hashing, (0, 0), (hashing,))
-        self.mappings = MappingStore(store.client, store.ns)
-        self._mapping_cache: dict[int, HashMapping] = {}
-        self.latest = 0
-        self.router_id = uuid.uuid4().hex
-        self._in_flight: Tally[int] = Tally()
-        # Routing stops once the last report is older than the fence; the report lives long enough
-        # for every batch sent before the fence to finish (a matcher answers within its timeout).
-        self._reported_at: float | None = None
-        self.report_fence_s = 3 * settings.mapping_poll_s
-        self.report_ttl_s = self.report_fence_s + 2 * settings.mapping_poll_s
-        self.report_ttl_s += settings.matcher_timeout_s
+        self.tenants = Tenants(settings, store)
+        self.links = MatcherLinks(settings, store)
+        self.follower = EventFollower(store, self._load_snapshot, self._apply)
         self.cost = LinearCost(settings.lasp_cost_slope, settings.lasp_cost_intercept)
-        self.routing_stats = RoutingStats(hashing.matchers, 0)
+        self.versions = MappingVersions(
+            settings, store, self.links, self.follower, self.cost, self._switched
+        )
+        self.routing_stats = RoutingStats(settings.initial_matchers, 0)
         # Derived at scrape time, not per batch.
         SPREAD.set_function(lambda: self.routing_stats.figures()["spread"])
         IMBALANCE.set_function(lambda: self.routing_stats.figures()["imbalance"])
         IMBALANCE_CV.set_function(lambda: self.routing_stats.figures()["cv"])
         self.subscribed: set[str] = set()
         self.anchors = AnchorIndex()
-        self.follower = EventFollower(store, self._load_snapshot, self._apply)
-        self.client = httpx.AsyncClient(
-            timeout=settings.matcher_timeout_s,
-            limits=httpx.Limits(max_keepalive_connections=4 * max(hashing.matchers, 8)),
-        )
-        self.scale = ScaleFollower(settings, store, self.mappings, self.client)
         self._random = random.Random()
         self.address_policy = settings.address_policy
-        self._known_keys: dict[str, tuple[str, float]] = {}  # key hash -> (tenant, checked at)
         self.dead_letters = DeadLetters(store.client, store.ns)
-        self.shedder = LoadShedder(settings, hashing.matchers, store)
+        self.shedder = LoadShedder(settings, settings.initial_matchers, store)
         self.rate_limiter = RateLimiter(
             store.client, store.ns, settings.publications_per_second, settings.publication_burst
         )
 
     @property
-    def ready(self) -> bool:
-        return self.follower.ready.is_set() and self.reported
+    def view(self) -> MappingView:
+        return self.versions.view
 
     @property
-    def reported(self) -> bool:
-        """Whether the versions this router uses were reported recently enough to route."""
-        last = self._reported_at
-        return last is not None and time.monotonic() - last <= self.report_fence_s
+    def ready(self) -> bool:
+        return self.follower.ready.is_set() and self.versions.reported
 
     async def close(self) -> None:
-        await self.client.aclose()
-        await self.scale.aclose()
+        await self.links.aclose()
+        await self.versions.aclose()
+
+    def _switched(self, active: HashMapping) -> None:
+        """A new active version: new batches route with it, and are measured apart."""
+        self.routing_stats = RoutingStats(active.matchers, active.version)
+        self.shedder.resize(active.matchers)
 
     # -- replica of s(W) ----------------------------------------------------------------------
     async def _load_snapshot(self) -> None:
         # The nightly learner learns for the number recorded (wordcast scale changes it).
         await self.store.want_matchers(self.settings.initial_matchers, only_if_unset=True)
-        await self.mappings.record_initial(self.settings.initial_matchers)
-        await self.refresh_mappings()
+        await self.versions.mappings.record_initial(self.settings.initial_matchers)
+        await self.versions.refresh()
         subscribed = await self.store.subscribed_words()
         anchors = AnchorIndex()
         for matcher in range(self.view.span):
@@ -226,34 +171,7 @@ class RouterState:
             elif event.op == "del":
                 self.subscribed.difference_update(event.words)
 
-    # -- tenants ------------------------------------------------------------------------------
-    async def authenticate(self, api_key: str | None) -> str:
-        """The tenant an API key belongs to; raises Unauthenticated."""
-        if not api_key:
-            raise Unauthenticated("no API key: send Authorization: Bearer <key>")
-        if self.settings.environment == "development" and api_key == DEVELOPMENT_API_KEY:
-            return "dev"
-        key_hash = hashlib.sha256(api_key.encode()).hexdigest()
-        known = self._known_keys.get(key_hash)
-        if known is not None and time.monotonic() - known[1] < KEY_CACHE_SECONDS:
-            return known[0]
-        tenant = await self.store.tenant_for(key_hash)
-        if tenant is None:
-            raise Unauthenticated("unknown API key")
-        self._known_keys[key_hash] = (tenant, time.monotonic())
-        return tenant
-
-    def check_admin(self, token: str | None) -> None:
-        expected = self.settings.admin_token.get_secret_value().encode()
-        if not token or not hmac.compare_digest(token.encode(), expected):
-            raise Unauthenticated("admin operations need the admin token as a Bearer token")
-
-    async def create_api_key(self, tenant: str) -> str:
-        """A new API key for a tenant; only its hash is stored, so it is shown once."""
-        api_key = "wck_" + secrets.token_urlsafe(32)
-        await self.store.add_api_key(hashlib.sha256(api_key.encode()).hexdigest(), tenant)
-        return api_key
-
+    # -- tenants' subscriptions -----------------------------------------------------------------
     async def replay(self, tenant: str, dead_id: str) -> Message:
         """Send a dead letter again: back into the outbox of its subscription's matcher."""
         letter = await self.dead_letters.get(tenant, dead_id)
@@ -361,7 +279,7 @@ class RouterState:
                     window=view.window_text,
                 )
             except StaleMapping:
-                await self.refresh_mappings()  # the window moved: plan for the new one
+                await self.versions.refresh()  # the window moved: plan for the new one
         raise StoreUnavailable("the mapping window kept moving while placing a subscription")
 
     async def _plan(self, terms: Sequence[str], view: MappingView) -> Any:
@@ -401,7 +319,7 @@ class RouterState:
                     anchor=anchor,
                 )
             except StaleMapping:
-                await self.refresh_mappings()
+                await self.versions.refresh()
         raise StoreUnavailable("the mapping window kept moving while placing a subscription")
 
     async def subscribe_batch(
@@ -518,204 +436,18 @@ class RouterState:
         from the stream on its own, so a failure here only delays the change.
         """
         await self.follower.catch_up(until=event_id)
-        await self._sync_those_answering(matchers, event_id, "it will catch up")
-
-    async def _sync_those_answering(
-        self, matchers: Sequence[int], event_id: str, meanwhile: str
-    ) -> None:
-        results = await asyncio.gather(
-            *(self._sync(m, event_id) for m in matchers), return_exceptions=True
-        )
-        for matcher, result in zip(matchers, results, strict=True):
-            if isinstance(result, Exception):
-                log.warning(
-                    "matcher %d not told of event %s now (%s); %s",
-                    matcher,
-                    event_id,
-                    result,
-                    meanwhile,
-                )
-
-    async def _sync(self, matcher: int, event_id: str) -> None:
-        response = await self.client.post(
-            f"{self.matcher_url(matcher)}/internal/sync",
-            json={"until": event_id},
-            timeout=self.settings.sync_timeout_s,
-        )
-        response.raise_for_status()
-
-    async def _sync_all(self, event_id: str, matchers: int) -> None:
-        """Matchers 0 … ``matchers`` - 1 have applied every event up to ``event_id`` (raises if
-        one cannot)."""
-        try:
-            await asyncio.gather(*(self._sync(m, event_id) for m in range(matchers)))
-        except httpx.HTTPError as exc:
-            raise MatcherUnavailable(-1, f"a matcher could not catch up: {exc}") from exc
-
-    # -- matchers -----------------------------------------------------------------------------
-    def matcher_url(self, matcher: int) -> str:
-        template = self.settings.url_template
-        if template:
-            return template.format(ordinal=matcher)
-        if matcher < len(self.matcher_urls):
-            return self.matcher_urls[matcher]
-        return self._registered_urls[matcher]
-
-    async def _reach(self, matchers: int) -> None:
-        """Know the URL of every matcher below ``matchers``: those the configuration does not
-        name (added by scaling) registered theirs in Redis when they started. Read again for
-        every new mapping version: a matcher removed and added again may answer elsewhere."""
-        if self.settings.url_template:
-            return
-        for matcher in range(len(self.matcher_urls), matchers):
-            url = await self.store.matcher_url(matcher)
-            if url is None:
-                raise MappingError(
-                    f"matcher {matcher} has not registered its URL in Redis: start it (a mapping "
-                    f"version for {matchers} matchers needs matchers 0 to {matchers - 1})"
-                )
-            self._registered_urls[matcher] = url
-
-    # -- mapping versions ---------------------------------------------------------------------
-    async def _mapping(self, version: int) -> HashMapping:
-        mapping = self._mapping_cache.get(version)
-        if mapping is None:
-            mapping = await self.mappings.load(version, self.settings.initial_matchers)
-            await self._reach(mapping.matchers)
-            self._mapping_cache[version] = mapping
-        return mapping
-
-    async def refresh_mappings(self) -> None:
-        """Read the active version and the window from Redis and switch to them."""
-        latest, active, (low, high) = await self.mappings.state()
-        planning = tuple([await self._mapping(low)] + ([await self._mapping(high)] * (high != low)))
-        view = MappingView(await self._mapping(active), (low, high), planning)
-        if active != self.view.active.version and self.follower.ready.is_set():
-            # A migration moved patterns before it activated this version: their anchors' new
-            # owners must be known here before a batch is tagged with it.
-            await self.follower.catch_up()
-        self.view = view
-        self.latest = latest
-        if self.routing_stats.version != active:
-            self.routing_stats = RoutingStats(view.active.matchers, active)
-            self.shedder.resize(view.active.matchers)
-        MAPPING_VERSION.set(active)
-
-    def oldest_in_use(self) -> int:
-        """The oldest version this router may still route a batch with (in flight included)."""
-        in_flight = [version for version, count in self._in_flight.items() if count > 0]
-        return min([self.view.active.version, *in_flight])
-
-    async def watch_mappings(self) -> None:
-        """Follow announcements (and check every few seconds, in case one was missed)."""
-        poll = self.settings.mapping_poll_s
-        while True:
-            try:
-                pubsub = self.store.client.pubsub()
-                await pubsub.subscribe(self.mappings.channel)
-                try:
-                    while True:
-                        await self._mapping_step()
-                        await pubsub.get_message(ignore_subscribe_messages=True, timeout=poll)
-                finally:
-                    await pubsub.aclose()
-            except (StoreUnavailable, RedisError) as exc:  # pub/sub errors come untranslated
-                log.warning("mapping watch interrupted (%s); retrying", exc)
-            # The loop must outlive surprises: without it the router never changes mappings again.
-            except Exception:
-                log.exception("following the mapping versions failed; retrying")
-            await asyncio.sleep(poll)
-
-    async def _mapping_step(self) -> None:
-        try:
-            await self.refresh_mappings()
-        except MappingError as exc:
-            log.error("mapping not usable: %s", exc)
-        latest, (low, _) = self.latest, self.view.window
-        active = self.view.active.version
-        if latest > active:
-            await self._locked(self._move_to, latest, low)
-        elif low < active:
-            oldest = await self.mappings.oldest_in_use()
-            if oldest is not None and oldest >= active:
-                await self._locked(self._retire, active)
-        else:
-            await self.scale.step(self.view.active.matchers, self._locked)
-
-    async def report_versions(self) -> None:
-        """Report the oldest version in use every poll interval, apart from the mapping watch (a
-        migration it runs can take longer than the report lives)."""
-        while True:
-            started = time.monotonic()
-            try:
-                await self.mappings.heartbeat(
-                    self.router_id, self.oldest_in_use(), self.report_ttl_s
-                )
-                self._reported_at = started  # the value written was true at the start
-            except StoreUnavailable as exc:
-                log.warning("could not report the mapping versions in use: %s", exc)
-            # The loop must outlive surprises: without it the router stops routing for good.
-            except Exception:
-                log.exception("reporting the mapping versions in use failed")
-            await asyncio.sleep(self.settings.mapping_poll_s)
-
-    async def _locked(self, work: Any, *args: Any) -> None:
-        ttl_ms = int(self.settings.mapping_lock_ttl_s * 1000)
-        if not await self.mappings.acquire(self.router_id, ttl_ms):
-            return  # another router is at it
-
-        async def keep_alive() -> None:
-            await self.mappings.renew(self.router_id, ttl_ms)
-
-        try:
-            await work(*args, keep_alive)
-            await self.mappings.clear_problem()
-        except (MappingError, MatcherUnavailable) as exc:
-            log.error("mapping change stopped, will retry: %s", exc)
-            with contextlib.suppress(StoreUnavailable):  # for wordcast scale to show
-                await self.mappings.report_problem(str(exc), self.settings.mapping_lock_ttl_s)
-        finally:
-            await self.mappings.release(self.router_id)
-        await self.refresh_mappings()
-
-    async def _move_to(self, version: int, low: int, keep_alive: Any) -> None:
-        target = await self._mapping(version)
-        span = max(self.view.span, target.matchers)
-
-        async def sync(event_id: str) -> None:
-            await self._sync_all(event_id, target.matchers)
-            # No batch tagged with the new version reaches a matcher it does not have, so whether
-            # such a one applied its moves cannot change a match: one that is gone (a pod stopped
-            # before its subscriptions moved) must not hold the cluster on the old version.
-            await self._sync_those_answering(
-                range(target.matchers, span), event_id, f"v{version} removes it: going on"
-            )
-
-        await move_to(
-            self.store, self.mappings, target, low, sync, keep_alive, self.cost, span=span
-        )
-        MIGRATIONS.labels("activate").inc()
-
-    async def _retire(self, active: int, keep_alive: Any) -> None:
-        span, staying = self.view.span, self.view.active.matchers
-
-        async def sync(event_id: str) -> None:
-            # Matchers the active version no longer has may be stopped already.
-            await self._sync_all(event_id, staying)
-
-        await retire(self.store, self.mappings, active, span, sync, keep_alive)
-        MIGRATIONS.labels("retire").inc()
+        await self.links.sync_those_answering(matchers, event_id, "it will catch up")
 
     # -- publications -------------------------------------------------------------------------
     async def publish(
         self, publications: Sequence[tuple[str | None, str]]
     ) -> tuple[list[str], int]:
         """Analyse and route a batch of (id or None, text); returns the ids and batches sent."""
-        if not self.reported:
+        if not self.versions.reported:
             raise MappingUnconfirmed(
                 "the router has not reported its mapping version to Redis for over "
-                f"{self.report_fence_s:g} s, so it stops routing: a migration may retire that "
-                "version meanwhile"
+                f"{self.versions.report_fence_s:g} s, so it stops routing: a migration may retire "
+                "that version meanwhile"
             )
         started = time.perf_counter()
         ids: list[str] = []
@@ -756,15 +488,14 @@ class RouterState:
                 flagged = {**routed, "patterns": True}
                 for matcher in pattern_targets:
                     per_matcher.setdefault(matcher, []).append(flagged)
-        self._in_flight[version] += 1
         shedder.in_flight += len(ids)
         try:
-            await asyncio.gather(
-                *(self._send(m, version, batch) for m, batch in per_matcher.items()),
-                self._log(sampled),
-            )
+            with self.versions.in_use(version):
+                await asyncio.gather(
+                    *(self.links.send(m, version, batch) for m, batch in per_matcher.items()),
+                    self._log(sampled),
+                )
         finally:
-            self._in_flight[version] -= 1
             shedder.in_flight -= len(ids)
         PUBLICATIONS.inc(len(ids))
         ROUTED.inc(sum(len(batch) for batch in per_matcher.values()))
@@ -780,15 +511,3 @@ class RouterState:
         except StoreUnavailable as exc:
             LOG_FAILURES.inc()
             log.warning("publication log not written: %s", exc)
-
-    async def _send(self, matcher: int, version: int, batch: list[dict[str, object]]) -> None:
-        try:
-            response = await self.client.post(
-                f"{self.matcher_url(matcher)}/internal/match",
-                content=orjson.dumps({"version": version, "publications": batch}),
-                headers={"content-type": "application/json"},
-            )
-        except httpx.HTTPError as exc:
-            raise MatcherUnavailable(matcher, f"{type(exc).__name__}: {exc}") from exc
-        if not response.is_success:
-            raise MatcherUnavailable(matcher, f"HTTP {response.status_code}: {response.text[:200]}")

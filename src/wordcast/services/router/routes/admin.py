@@ -29,7 +29,7 @@ router = admin_router("/admin")
 async def create_tenant_key(body: TenantIn, state: ReadyState) -> TenantKey:
     """A new API key for a tenant (created if new). The key is shown only in this answer."""
     try:
-        api_key = await state.create_api_key(body.tenant)
+        api_key = await state.tenants.create_api_key(body.tenant)
     except StoreUnavailable as exc:
         raise HTTPException(503, str(exc)) from exc
     return TenantKey(tenant=body.tenant, api_key=api_key)

@@ -1,0 +1,107 @@
+"""The router's connections to the matchers: where each one answers, catching up, batches.
+
+A matcher's URL comes from the configuration (a list, or a template with the StatefulSet ordinal);
+matchers the list does not name, added by scaling, registered theirs in Redis when they started.
+Every request shares one connection pool. Transport and HTTP errors become
+:class:`~wordcast.errors.MatcherUnavailable` here, at the boundary.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Sequence
+
+import httpx
+import orjson
+
+from ...errors import MappingError, MatcherUnavailable
+from ...store import SubscriptionStore
+from .settings import RouterSettings
+
+log = logging.getLogger(__name__)
+
+
+class MatcherLinks:
+    def __init__(self, settings: RouterSettings, store: SubscriptionStore) -> None:
+        self.settings = settings
+        self.store = store
+        self.configured = [] if settings.url_template else list(settings.matcher_urls)
+        self._registered: dict[int, str] = {}  # matchers the configuration does not name
+        self.client = httpx.AsyncClient(
+            timeout=settings.matcher_timeout_s,
+            limits=httpx.Limits(max_keepalive_connections=4 * max(settings.initial_matchers, 8)),
+        )
+
+    async def aclose(self) -> None:
+        await self.client.aclose()
+
+    def url(self, matcher: int) -> str:
+        template = self.settings.url_template
+        if template:
+            return template.format(ordinal=matcher)
+        if matcher < len(self.configured):
+            return self.configured[matcher]
+        return self._registered[matcher]
+
+    async def reach(self, matchers: int) -> None:
+        """Know the URL of every matcher below ``matchers``. Read again for every new mapping
+        version: a matcher removed and added again may answer elsewhere."""
+        if self.settings.url_template:
+            return
+        for matcher in range(len(self.configured), matchers):
+            url = await self.store.matcher_url(matcher)
+            if url is None:
+                raise MappingError(
+                    f"matcher {matcher} has not registered its URL in Redis: start it (a mapping "
+                    f"version for {matchers} matchers needs matchers 0 to {matchers - 1})"
+                )
+            self._registered[matcher] = url
+
+    async def sync(self, matcher: int, event_id: str) -> None:
+        """Matcher ``matcher`` has applied every subscription event up to ``event_id``."""
+        try:
+            response = await self.client.post(
+                f"{self.url(matcher)}/internal/sync",
+                json={"until": event_id},
+                timeout=self.settings.sync_timeout_s,
+            )
+            response.raise_for_status()
+        except httpx.HTTPError as exc:
+            raise MatcherUnavailable(matcher, str(exc), "could not catch up") from exc
+
+    async def sync_all(self, event_id: str, matchers: int) -> None:
+        """Matchers 0 … ``matchers`` - 1 have applied every event up to ``event_id`` (raises if
+        one cannot)."""
+        await asyncio.gather(*(self.sync(m, event_id) for m in range(matchers)))
+
+    async def sync_those_answering(
+        self, matchers: Sequence[int], event_id: str, meanwhile: str
+    ) -> None:
+        """As :meth:`sync`, for each matcher that answers; the others are logged, with what
+        happens ``meanwhile``."""
+        results = await asyncio.gather(
+            *(self.sync(m, event_id) for m in matchers), return_exceptions=True
+        )
+        for matcher, result in zip(matchers, results, strict=True):
+            if isinstance(result, Exception):
+                log.warning(
+                    "matcher %d not told of event %s now (%s); %s",
+                    matcher,
+                    event_id,
+                    result,
+                    meanwhile,
+                )
+
+    async def send(self, matcher: int, version: int, batch: list[dict[str, object]]) -> None:
+        """One batch of publications, routed with mapping ``version``, to be matched."""
+        try:
+            response = await self.client.post(
+                f"{self.url(matcher)}/internal/match",
+                content=orjson.dumps({"version": version, "publications": batch}),
+                headers={"content-type": "application/json"},
+            )
+        except httpx.HTTPError as exc:
+            raise MatcherUnavailable(matcher, f"{type(exc).__name__}: {exc}") from exc
+        if not response.is_success:
+            raise MatcherUnavailable(matcher, f"HTTP {response.status_code}: {response.text[:200]}")
