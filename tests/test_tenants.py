@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import json
+import os
+import subprocess
+import sys
 
 import httpx
 import pydantic
@@ -14,6 +18,7 @@ from wordcast.errors import LimitExceeded
 from wordcast.services.router.settings import DEFAULT_ADMIN_TOKEN, RouterSettings
 from wordcast.services.router.state import RouterState
 from wordcast.store import Subscription, SubscriptionStore, connect
+from wordcast.workload import post_queries, sample_posts
 
 from .conftest import RunningCluster, extra_router
 
@@ -88,6 +93,72 @@ def test_tenants_see_and_delete_only_their_own(cluster: RunningCluster, redis_ur
     stored = {k: client.get(k) for k in client.scan_iter(match=f"{cluster.namespace}:apikey:*")}
     assert f"{cluster.namespace}:apikey:{hashlib.sha256(alice.encode()).hexdigest()}" in stored
     assert all(alice not in k and alice != v for k, v in stored.items())
+
+
+@pytest.mark.e2e
+def test_the_cli_lists_and_deletes_a_tenants_own_subscriptions(cluster: RunningCluster) -> None:
+    """`wordcast subscriptions` lists every subscription of the key's tenant across pages, and
+    only those; `wordcast unsubscribe` deletes by id (an unknown id deletes nothing) or --all."""
+    carol, dave = _key_for(cluster, "carol"), _key_for(cluster, "dave")
+    router = httpx.Client(base_url=cluster.router_url, timeout=60)
+    queries = post_queries(sample_posts(3_000, seed=5), 620, seed=5)  # more than a page (500)
+    items = [{"query": q, "callback_url": HOOK} for q in queries]
+    items += [{"query": "json OR yaml -xml", "callback_url": HOOK}]  # a boolean query: one id
+    items += [{"pattern": "pars*json", "callback_url": HOOK}]
+    created: set[str] = set()
+    for start in range(0, len(items), 500):
+        answer = router.post(
+            "/subscriptions/batch",
+            json={"subscriptions": items[start : start + 500]},
+            headers=_as(carol),
+        )
+        assert answer.status_code == 201, answer.text
+        created |= {sub["id"] for sub in answer.json()["subscriptions"]}
+    assert len(created) == len(items)
+    other = router.post(
+        "/subscriptions", json={"query": "not carols", "callback_url": HOOK}, headers=_as(dave)
+    ).json()["id"]
+
+    def wordcast(key: str, *args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "wordcast", *args, "--router", cluster.router_url],
+            capture_output=True,
+            text=True,
+            env=os.environ | {"WORDCAST_API_KEY": key},
+            timeout=120,
+        )
+
+    listed = wordcast(carol, "subscriptions", "--json")
+    assert listed.returncode == 0, listed.stderr
+    rows = [json.loads(line) for line in listed.stdout.splitlines()]
+    assert sorted(row["id"] for row in rows) == sorted(created)
+    assert {row["kind"] for row in rows} == {"keywords", "pattern"}
+    plain = wordcast(carol, "subscriptions")
+    assert len(plain.stdout.splitlines()) == len(created)
+    assert f"{len(created)} subscriptions" in plain.stderr
+    assert any("pattern 'pars*json'" in line for line in plain.stdout.splitlines())
+
+    first, second, *rest = sorted(created)
+    refused = wordcast(carol, "unsubscribe", first, "0123456789abcdef0123456789abcdef")
+    assert refused.returncode == 2
+    assert "'0123456789abcdef0123456789abcdef'" in refused.stderr
+    assert "nothing was deleted" in refused.stderr
+    assert router.get(f"/subscriptions/{first}", headers=_as(carol)).status_code == 200
+    mine_not = wordcast(dave, "unsubscribe", first)  # another tenant's id is unknown to dave
+    assert mine_not.returncode == 2 and "nothing was deleted" in mine_not.stderr
+    assert wordcast(carol, "unsubscribe").returncode == 2  # neither ids nor --all
+
+    deleted = wordcast(carol, "unsubscribe", first, second)
+    assert deleted.returncode == 0, deleted.stderr
+    assert "2 subscriptions deleted" in deleted.stdout
+    for sub_id in (first, second):
+        assert router.get(f"/subscriptions/{sub_id}", headers=_as(carol)).status_code == 404
+
+    everything = wordcast(carol, "unsubscribe", "--all")
+    assert everything.returncode == 0, everything.stderr
+    assert f"{len(rest)} subscriptions deleted" in everything.stdout
+    assert wordcast(carol, "subscriptions", "--json").stdout == ""
+    assert router.get(f"/subscriptions/{other}", headers=_as(dave)).status_code == 200
 
 
 @pytest.mark.e2e

@@ -6,7 +6,7 @@ import asyncio
 import os
 import sys
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import AsyncIterator, Iterable, Sequence
 from typing import Any
 
 import httpx
@@ -81,6 +81,26 @@ class RouterClient:
 
     async def unsubscribe(self, sub_id: str) -> None:
         await self._call("DELETE", f"/subscriptions/{sub_id}")
+
+    async def subscription(self, sub_id: str) -> dict[str, Any]:
+        result: dict[str, Any] = await self._call("GET", f"/subscriptions/{sub_id}")
+        return result
+
+    async def subscriptions(self, page: int = 500) -> AsyncIterator[dict[str, Any]]:
+        """Every subscription of this key's tenant, read a page at a time, each once."""
+        cursor, seen = 0, set[str]()
+        while True:
+            answer = await self._call(
+                "GET", "/subscriptions", params={"cursor": cursor, "limit": page}
+            )
+            for sub in answer["subscriptions"]:
+                # The listing walks a Redis set, which may return an id twice.
+                if sub["id"] not in seen:
+                    seen.add(sub["id"])
+                    yield sub
+            cursor = answer["next_cursor"]
+            if not cursor:
+                return
 
     async def publish(self, publications: Sequence[dict[str, str]]) -> dict[str, Any]:
         result: dict[str, Any] = await self._call(

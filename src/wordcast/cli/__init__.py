@@ -14,6 +14,8 @@ wordcast subscribe QUERY --callback URL             register a keyword subscript
                                                     (QUERY may use OR, NOT, -word, parentheses:
                                                     quote it, 'senate -house')
 wordcast subscribe --pattern 'pie*tea' --callback URL  register a wildcard pattern
+wordcast subscriptions [--json]                     list your subscriptions
+wordcast unsubscribe ID... | --all                  delete subscriptions
 wordcast publish TEXT... | --corpus N               publish texts or corpus posts
 wordcast watch QUERY... [--pattern P]               subscribe, show matches as they are
                                                     delivered, unsubscribe on Ctrl-C

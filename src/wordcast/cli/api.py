@@ -1,8 +1,10 @@
-"""The commands that talk to a router: ``subscribe``, ``publish``, ``watch`` and ``status``."""
+"""The commands that talk to a router: ``subscribe``, ``subscriptions``, ``unsubscribe``,
+``publish``, ``watch`` and ``status``."""
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import sys
 from typing import Any
@@ -40,6 +42,79 @@ def cmd_subscribe(args: argparse.Namespace) -> int:
         print(json.dumps(results[0], indent=2))
     else:
         print(f"{len(results)} subscriptions registered")
+    return 0
+
+
+def describe(sub: dict[str, Any]) -> str:
+    """One line for a subscription: id, matcher, what it matches, where matches go."""
+    what = f"pattern {sub['pattern']!r}" if sub["kind"] == "pattern" else repr(sub["query"])
+    return f"{sub['id']}  matcher-{sub['matcher']}  {what}  -> {sub['callback_url']}"
+
+
+def cmd_subscriptions(args: argparse.Namespace) -> int:
+    """List the tenant's subscriptions, one line (or JSON object) each."""
+    from ..client import RouterClient
+
+    async def run() -> int:
+        count = 0
+        async with RouterClient(args.router) as client:
+            async for sub in client.subscriptions():
+                print(json.dumps(sub) if args.json else describe(sub), flush=True)
+                count += 1
+        return count
+
+    count, error = against_router(args.router, run())
+    if error:
+        return fail(error)
+    if not args.json:
+        print(f"{count} subscriptions", file=sys.stderr)
+    return 0
+
+
+def cmd_unsubscribe(args: argparse.Namespace) -> int:
+    """Delete subscriptions by id, or all of the tenant's. Every id is checked first: one that
+    does not exist deletes nothing."""
+    from ..client import ApiError, Progress, RouterClient
+
+    if bool(args.ids) == args.all:
+        return fail("give subscription ids, or --all")
+
+    async def run() -> tuple[list[str], list[str]]:
+        async with RouterClient(args.router) as client:
+            if args.all:
+                ids = [sub["id"] async for sub in client.subscriptions()]
+            else:
+                ids, unknown = list(dict.fromkeys(args.ids)), []
+                for sub_id in ids:
+                    try:
+                        await client.subscription(sub_id)
+                    except ApiError as exc:
+                        if exc.status not in (404, 422):
+                            raise
+                        unknown.append(sub_id)
+                if unknown:
+                    return [], unknown
+            bar = Progress("deleting", len(ids), enabled=len(ids) > 1)
+
+            async def delete(sub_id: str) -> None:
+                try:
+                    await client.unsubscribe(sub_id)
+                except ApiError as exc:
+                    if exc.status != 404:  # deleted meanwhile: the outcome wanted
+                        raise
+                bar.advance()
+
+            await asyncio.gather(*(delete(sub_id) for sub_id in ids))  # the client limits them
+            return ids, []
+
+    result, error = against_router(args.router, run())
+    if error:
+        return fail(error)
+    assert result is not None
+    deleted, unknown = result
+    if unknown:
+        return fail(f"no subscription with id {', '.join(map(repr, unknown))}; nothing was deleted")
+    print(f"{len(deleted)} subscriptions deleted")
     return 0
 
 
@@ -162,6 +237,19 @@ def register(sub: Any) -> None:
     subscribe.add_argument("--seed", type=int, default=0)
     subscribe.add_argument("--router", default=DEFAULT_ROUTER)
     subscribe.set_defaults(func=cmd_subscribe)
+
+    subscriptions = sub.add_parser(
+        "subscriptions", help="list your subscriptions: id, matcher, query, callback"
+    )
+    subscriptions.add_argument("--json", action="store_true", help="one JSON object per line")
+    subscriptions.add_argument("--router", default=DEFAULT_ROUTER)
+    subscriptions.set_defaults(func=cmd_subscriptions)
+
+    unsubscribe = sub.add_parser("unsubscribe", help="delete subscriptions by id, or --all")
+    unsubscribe.add_argument("ids", nargs="*", metavar="ID")
+    unsubscribe.add_argument("--all", action="store_true", help="every subscription of yours")
+    unsubscribe.add_argument("--router", default=DEFAULT_ROUTER)
+    unsubscribe.set_defaults(func=cmd_unsubscribe)
 
     publish = sub.add_parser("publish", help="publish texts (arguments, stdin or corpus)")
     publish.add_argument("text", nargs="*")
