@@ -147,6 +147,9 @@ def test_the_cli_lists_and_deletes_a_tenants_own_subscriptions(cluster: RunningC
     mine_not = wordcast(dave, "unsubscribe", first)  # another tenant's id is unknown to dave
     assert mine_not.returncode == 2 and "nothing was deleted" in mine_not.stderr
     assert wordcast(carol, "unsubscribe").returncode == 2  # neither ids nor --all
+    invalid = wordcast(carol, "subscribe", "python", "--callback", "ftp://example.com/hook")
+    assert invalid.returncode == 2
+    assert "HTTP 422: callback_url: URL scheme should be 'http' or 'https'" in invalid.stderr
 
     deleted = wordcast(carol, "unsubscribe", first, second)
     assert deleted.returncode == 0, deleted.stderr

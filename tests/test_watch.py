@@ -187,6 +187,8 @@ def test_watch_refuses_clearly(args: list[str], message: str) -> None:
         ["subscribe", "python", "--callback", "http://example.com/hook"],
         ["publish", "some text"],
         ["watch", "python"],
+        ["subscriptions"],
+        ["unsubscribe", "--all"],
     ],
 )
 def test_an_unreachable_router_is_a_clear_error(command: list[str]) -> None:

@@ -176,9 +176,23 @@ def _raise_for_status(response: httpx.Response) -> None:
         return
     try:
         detail = response.json().get("detail", response.text)
-    except ValueError:
+    except (ValueError, AttributeError):
         detail = response.text
-    raise ApiError(response.status_code, str(detail))
+    raise ApiError(response.status_code, _readable(detail))
+
+
+def _readable(detail: Any) -> str:
+    """FastAPI's validation errors (a list of {loc, msg}) as ``field: message; …``."""
+    if not isinstance(detail, list):
+        return str(detail)
+    parts = []
+    for error in detail:
+        if not isinstance(error, dict) or "msg" not in error:
+            parts.append(str(error))
+            continue
+        where = ".".join(str(part) for part in error.get("loc", ()) if part != "body")
+        parts.append(f"{where}: {error['msg']}" if where else str(error["msg"]))
+    return "; ".join(parts)
 
 
 def chunks(items: Sequence[Any], size: int) -> Iterable[Sequence[Any]]:

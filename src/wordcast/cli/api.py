@@ -9,7 +9,7 @@ import json
 import sys
 from typing import Any
 
-from .common import DEFAULT_ROUTER, against_router, fail, terminate_on_sigterm
+from .common import DEFAULT_ROUTER, against_router, counted, fail, terminate_on_sigterm
 
 
 def cmd_subscribe(args: argparse.Namespace) -> int:
@@ -41,7 +41,7 @@ def cmd_subscribe(args: argparse.Namespace) -> int:
     if len(results) == 1:
         print(json.dumps(results[0], indent=2))
     else:
-        print(f"{len(results)} subscriptions registered")
+        print(f"{counted(len(results), 'subscription')} registered")
     return 0
 
 
@@ -66,8 +66,9 @@ def cmd_subscriptions(args: argparse.Namespace) -> int:
     count, error = against_router(args.router, run())
     if error:
         return fail(error)
+    assert count is not None
     if not args.json:
-        print(f"{count} subscriptions", file=sys.stderr)
+        print(counted(count, "subscription"), file=sys.stderr)
     return 0
 
 
@@ -114,7 +115,7 @@ def cmd_unsubscribe(args: argparse.Namespace) -> int:
     deleted, unknown = result
     if unknown:
         return fail(f"no subscription with id {', '.join(map(repr, unknown))}; nothing was deleted")
-    print(f"{len(deleted)} subscriptions deleted")
+    print(f"{counted(len(deleted), 'subscription')} deleted")
     return 0
 
 
@@ -139,7 +140,8 @@ def cmd_publish(args: argparse.Namespace) -> int:
     count, error = against_router(args.router, run())
     if error:
         return fail(error)
-    print(f"{count} publications accepted")
+    assert count is not None
+    print(f"{counted(count, 'publication')} accepted")
     return 0
 
 
@@ -169,7 +171,8 @@ def cmd_watch(args: argparse.Namespace) -> int:
         shown, error = watcher.shown, None
     if error:
         return fail(error)
-    print(f"{shown} matches shown")
+    assert shown is not None
+    print(f"{counted(shown, 'match', 'matches')} shown")
     return 0
 
 
