@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 import signal
 import subprocess
@@ -333,24 +334,41 @@ async def _router_state(redis_url: str, namespace: str, **settings: Any) -> Asyn
 
 
 def test_a_router_writes_a_version_for_the_number_wanted_once_the_cluster_can_take_it(
-    redis_url: str, namespace: str
+    redis_url: str,
+    namespace: str,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     """Growing waits for the new matchers to be ready (none answers here, so nothing is
-    written); shrinking needs nothing started; a new number waits while a move is under way."""
+    written), and says so again while it waits; shrinking needs nothing started; a new number
+    waits while a move is under way."""
+    from prometheus_client import REGISTRY
+
+    from wordcast.services.router import scale
+
+    monkeypatch.setattr(scale, "REMIND_EVERY_S", 0.05)
 
     async def scenario() -> None:
         async with _router_state(redis_url, namespace) as state:
             store, mappings = state.store, state.versions.mappings
+            follower = state.versions.scale
             await store.want_matchers(3)
             await store.register_matcher(2, "http://127.0.0.1:3")  # registered, not answering
             await state.versions.step()
-            assert (state.versions.scale.wanted, state.versions.scale.awaited) == (3, 2)
+            assert (follower.wanted, follower.awaited) == (3, 2)
             assert (await mappings.state())[0] == 0, "no version before matcher 2 is ready"
+            await asyncio.sleep(0.1)
+            with caplog.at_level(logging.WARNING, logger=scale.__name__):
+                await state.versions.step()
+            assert "matcher-2 has not been ready for" in caplog.text
+            assert "stays on 2 matchers" in caplog.text
+            waited = REGISTRY.get_sample_value("wordcast_router_awaiting_matcher_seconds")
+            assert waited is not None and waited >= 0.1
 
             await store.want_matchers(1)
             await state.versions.step()
             latest = (await mappings.state())[0]
-            assert latest == 1 and state.versions.scale.awaited is None
+            assert latest == 1 and follower.awaited is None and follower.awaited_for == 0
             meta = await mappings.meta(1)
             assert (meta["matchers"], meta["algorithm"], meta["reason"]) == ("1", "hash", "scale")
 

@@ -198,8 +198,9 @@ def cmd_status(args: argparse.Namespace) -> int:
         print(f"  matcher-{matcher}: {load:,} publications")
     wanted, awaited = stats.get("matchers_wanted"), stats.get("awaiting_matcher")
     if wanted is not None and wanted != stats["matchers"]:
+        waited = stats.get("awaiting_matcher_s", 0)
         step = (
-            f"waiting for matcher-{awaited} to be ready"
+            f"waiting for matcher-{awaited} to be ready (for {waited:.0f} s)"
             if awaited is not None
             else f"moving to mapping version {mapping['latest']}"
             if mapping["latest"] != mapping["active"]

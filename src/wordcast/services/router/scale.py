@@ -31,6 +31,12 @@ MATCHERS = Gauge("wordcast_router_matchers", "Matchers the active mapping versio
 MATCHERS_WANTED = Gauge(
     "wordcast_router_matchers_wanted", "Matchers the cluster is asked to have (scaling when apart)"
 )
+AWAITING = Gauge(
+    "wordcast_router_awaiting_matcher_seconds",
+    "How long growing has waited for a new matcher to be ready (0 when not waiting)",
+)
+# A matcher that never becomes ready holds growth for good: say so again this often.
+REMIND_EVERY_S = 60.0
 
 # The router's migration lock: runs work(*args, keep_alive) if this router gets it.
 Locked = Callable[..., Awaitable[None]]
@@ -52,6 +58,13 @@ class ScaleFollower:
         # not ready yet (growing waits for it).
         self.wanted: int | None = None
         self.awaited: int | None = None
+        self._awaited_since = self._reminded_at = 0.0
+        AWAITING.set_function(lambda: self.awaited_for)
+
+    @property
+    def awaited_for(self) -> float:
+        """Seconds growth has waited for the matcher ``awaited`` (0 when not waiting)."""
+        return 0.0 if self.awaited is None else time.monotonic() - self._awaited_since
 
     async def step(self, routed: int, locked: Locked) -> None:
         """The versions are settled and the active one routes to ``routed`` matchers."""
@@ -63,11 +76,26 @@ class ScaleFollower:
         missing = None
         if wanted is not None and wanted > routed:
             missing = await first_not_ready(self.store, self.client, wanted, start=routed)
-            if missing is not None and missing != self.awaited:
-                log.info("%d matchers wanted: waiting for matcher-%d to be ready", wanted, missing)
-        self.awaited = missing
+        self._note_awaited(missing, wanted, routed)
         if version_for(wanted, routed, True, missing):
             await locked(self._write_version_for, wanted)
+
+    def _note_awaited(self, missing: int | None, wanted: int | None, routed: int) -> None:
+        now = time.monotonic()
+        if missing is not None and missing != self.awaited:
+            log.info("%s matchers wanted: waiting for matcher-%d to be ready", wanted, missing)
+            self._awaited_since = self._reminded_at = now
+        elif missing is not None and now - self._reminded_at >= REMIND_EVERY_S:
+            log.warning(
+                "%s matchers wanted: matcher-%d has not been ready for %.0f s; the cluster "
+                "stays on %s matchers until it is",
+                wanted,
+                missing,
+                now - self._awaited_since,
+                routed,
+            )
+            self._reminded_at = now
+        self.awaited = missing
 
     async def _copy_statefulset_replicas(self) -> None:
         if self.statefulset is None:

@@ -28,6 +28,7 @@ async def stats(state: State) -> dict[str, Any]:
         "matchers_in_use": state.view.span,
         "matchers_wanted": state.versions.scale.wanted,
         "awaiting_matcher": state.versions.scale.awaited,
+        "awaiting_matcher_s": round(state.versions.scale.awaited_for, 1),
         "mapping": {
             **state.routing_stats.figures(),
             "latest": state.versions.latest,
