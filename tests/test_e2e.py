@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import signal
+import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -127,6 +130,38 @@ def test_deleted_subscription_stops_matching(cluster: RunningCluster, receiver: 
     assert response.json()["ids"] == ["zoo-1"]
     delivered = _delivered_after(cluster, receiver, offset, 1)
     assert delivered == [(kept_id, "zoo-1")]
+
+
+def test_the_readme_python_example_runs(cluster: RunningCluster, receiver: Receiver) -> None:
+    """The README's Python example as written, with this cluster's URL and key and the test's
+    webhook: the post it publishes is routed to its subscription's matcher, the subscription is
+    listed, and then deleted."""
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    found = re.search(r"```python\n(.*?RouterClient.*?)```", readme, re.DOTALL)
+    assert found is not None
+    code = found.group(1)
+    for written, here in [
+        ('"http://127.0.0.1:8000"', repr(cluster.router_url)),
+        ('"wck_…"', repr(AUTH["authorization"].removeprefix("Bearer "))),
+        ('"https://example.com/hook"', repr(receiver.hook)),
+    ]:
+        assert code.count(written) == 1, written
+        code = code.replace(written, here)
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0, result.stderr
+    routed, *listed = result.stdout.splitlines()
+    assert re.fullmatch(r"routed to [12] matchers", routed), routed
+    ids = [line.split(" ")[0] for line in listed if line.endswith(" python (web OR http)")]
+    assert len(ids) == 1, result.stdout
+    router = httpx.Client(base_url=cluster.router_url, timeout=30, headers=AUTH)
+    assert router.get(f"/subscriptions/{ids[0]}").status_code == 404
+    # Its match is delivered, or dropped if the deletion came first: either way, before the
+    # next test counts deliveries.
+    deadline = time.monotonic() + 60
+    while cluster.pending_deliveries() and time.monotonic() < deadline:
+        time.sleep(0.1)
 
 
 @pytest.mark.parametrize("engine", ["trie", "querynote"])  # the default is tested above
