@@ -100,14 +100,21 @@ def tweet_subscriptions(posts: Sequence[Post], count: int, seed: int) -> list[Po
     return [rng.choice(posts) for _ in range(count)]
 
 
-def learn(algorithm: str, training: Sequence[Post], matchers: int, network: Any) -> HashMapping:
+def learn(
+    algorithm: str,
+    training: Sequence[Post],
+    matchers: int,
+    network: Any,
+    metis_method: str = "auto",
+) -> HashMapping:
     if algorithm == "hash":
         return HashMapping(matchers)
     if algorithm in ("salb", "salb-refined"):
         learner = learn_graph if algorithm == "salb" else learn_refined
         return learner(Graph.from_publications(training), matchers).as_routing()
     frequencies, pairs = network
-    return LearnedMapping(1, matchers, partition(algorithm, frequencies, pairs, matchers))
+    words = partition(algorithm, frequencies, pairs, matchers, method=metis_method)
+    return LearnedMapping(1, matchers, words)
 
 
 @dataclass

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import itertools
 import random
 from collections import Counter
 from fractions import Fraction
@@ -86,19 +87,33 @@ def test_lasp_groups_similar_subscriptions_and_respects_eligibility() -> None:
 
 
 def test_graph_partitionings_keep_co_occurring_words_together_and_respect_their_weights() -> None:
-    from wordcast.partitioning import VARIANTS, partition, word_network
+    from wordcast.partitioning import METHODS, VARIANTS, partition, word_network
 
     posts = [*_clustered_posts(), ["apple", "xray"]]  # one weak link between the topics
     frequencies, pairs = word_network(posts)
     assert pairs[("apple", "xray")] == 1 and pairs[("apple", "banana")] > 50
-    for variant in VARIANTS:
-        mapping = partition(variant, frequencies, pairs, 2)
+    for variant, method in itertools.product(VARIANTS, METHODS):
+        mapping = partition(variant, frequencies, pairs, 2, method=method)
         assert set(mapping) == set(frequencies)
-        assert len({mapping[w] for w in ("apple", "banana", "cherry")}) == 1, variant
-        assert len({mapping[w] for w in ("xray", "yankee", "zulu")}) == 1, variant
-        assert mapping["apple"] != mapping["xray"], variant
+        assert len({mapping[w] for w in ("apple", "banana", "cherry")}) == 1, (variant, method)
+        assert len({mapping[w] for w in ("xray", "yankee", "zulu")}) == 1, (variant, method)
+        assert mapping["apple"] != mapping["xray"], (variant, method)
     with pytest.raises(ValueError, match="unknown partitioning"):
         partition("gX", frequencies, pairs, 2)
+    with pytest.raises(ValueError, match="unknown METIS method"):
+        partition("gFCL", frequencies, pairs, 2, method="spectral")
+
+
+def test_metis_method_auto_is_recursive_bisection_up_to_8_parts_and_k_way_above() -> None:
+    from wordcast.partitioning import partition, word_network
+
+    frequencies, pairs = word_network([p for p in analysed_posts(2_000, seed=9) if p])
+    for matchers in (4, 8, 16):
+        auto = partition("gFCL", frequencies, pairs, matchers)
+        routine = "recursive" if matchers <= 8 else "kway"
+        assert auto == partition("gFCL", frequencies, pairs, matchers, method=routine)
+    differs = partition("gFCL", frequencies, pairs, 8, method="kway")
+    assert differs != partition("gFCL", frequencies, pairs, 8), "the two routines differ here"
 
 
 def test_a_word_network_in_arrays_partitions_as_its_counts_do_whatever_the_edge_order() -> None:

@@ -10,6 +10,10 @@ partitions it into N parts, one per matcher; the variants differ only in the wei
            are counted once per word)
 ``gNFCL``  as gFC, balancing the normalised vertex load l(w) = f(w) / (1 + f_n(w) / f(w)),
            f_n(w) being the sum of w's co-occurrence frequencies
+
+Which of METIS's routines partitions is not in the paper (it used METIS 5.1.0). By default it is
+pymetis's choice: recursive bisection up to 8 parts, k-way above; ``method="kway"`` is gpmetis's
+own default at every N. ``bench.salb_checks`` compares the two.
 """
 
 from __future__ import annotations
@@ -79,25 +83,32 @@ class WordNetwork:
         return cls(words, frequencies, left[order], right[order], weights[order])
 
 
+METHODS = ("auto", "kway", "recursive")
+
+
 def partition(
     variant: str,
     frequencies: Mapping[str, int],
     pairs: Mapping[tuple[str, str], int],
     matchers: int,
     seed: int = 0,
+    method: str = "auto",
 ) -> dict[str, int]:
     """The mapping word -> matcher that METIS finds for one of :data:`VARIANTS`."""
-    return partition_network(variant, WordNetwork.from_counts(frequencies, pairs), matchers, seed)
+    network = WordNetwork.from_counts(frequencies, pairs)
+    return partition_network(variant, network, matchers, seed, method)
 
 
 def partition_network(
-    variant: str, network: WordNetwork, matchers: int, seed: int = 0
+    variant: str, network: WordNetwork, matchers: int, seed: int = 0, method: str = "auto"
 ) -> dict[str, int]:
     """:func:`partition` on a network already in arrays (what the Spark job collects)."""
     import pymetis  # a compiled extension: loaded only when a baseline is asked for
 
     if variant not in VARIANTS:
         raise ValueError(f"unknown partitioning {variant!r}; choose one of {', '.join(VARIANTS)}")
+    if method not in METHODS:
+        raise ValueError(f"unknown METIS method {method!r}; choose one of {', '.join(METHODS)}")
     words = network.words
     if matchers == 1 or not words:
         return dict.fromkeys(words, 0)
@@ -125,6 +136,7 @@ def partition_network(
         vweights=None
         if vweights is None
         else np.maximum(np.rint(vweights), 1).astype(int).tolist(),
+        recursive=None if method == "auto" else method == "recursive",
         options=options,
     )
     return dict(zip(words, (int(p) for p in result.vertex_part), strict=True))
