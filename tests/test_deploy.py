@@ -239,3 +239,30 @@ def test_kubectl_scale_alone_re_maps_the_cluster() -> None:
     router_pod = BY_KIND[("Deployment", "router")]["spec"]["template"]["spec"]
     assert {pod["serviceAccountName"], router_pod["serviceAccountName"]} <= accounts
     assert ("ServiceAccount", pod["serviceAccountName"]) in BY_KIND
+    assert ("ServiceAccount", router_pod["serviceAccountName"]) in BY_KIND
+
+
+def test_a_router_that_re_maps_by_hashing_may_start_the_learner_and_nothing_more() -> None:
+    learner = BY_KIND[("CronJob", "learn-mapping")]["metadata"]["name"]
+    router_env = _env(_container("Deployment", "router"))
+    assert router_env["WORDCAST_ROUTER_LEARN_CRONJOB"] == learner
+    role = BY_KIND[("Role", "start-learner")]
+    assert role["rules"] == [
+        {
+            "apiGroups": ["batch"],
+            "resources": ["cronjobs"],
+            "resourceNames": [learner],
+            "verbs": ["get"],
+        },
+        {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["create"]},
+    ]
+    binding = BY_KIND[("RoleBinding", "routers-start-learner")]
+    assert binding["roleRef"]["name"] == role["metadata"]["name"]
+    router_account = BY_KIND[("Deployment", "router")]["spec"]["template"]["spec"][
+        "serviceAccountName"
+    ]
+    matcher_account = BY_KIND[("StatefulSet", "matcher")]["spec"]["template"]["spec"][
+        "serviceAccountName"
+    ]
+    granted = {s["name"] for s in binding["subjects"] if s["kind"] == "ServiceAccount"}
+    assert granted == {router_account} and matcher_account not in granted

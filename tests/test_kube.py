@@ -1,4 +1,5 @@
-"""Following `kubectl scale`: the rule routers re-map by, and reading a StatefulSet's replicas.
+"""Following `kubectl scale`: the rule routers re-map by, reading a StatefulSet's replicas, and
+starting the learner's CronJob once a router has re-mapped by hashing.
 
 No cluster runs here: the Kubernetes API is answered by an in-process transport, which checks
 what wordcast asks for (the scale subresource of the named StatefulSet, in the configured
@@ -9,6 +10,7 @@ manifests give the routers and matchers the right to ask is checked in test_depl
 from __future__ import annotations
 
 import asyncio
+import json
 from typing import Any
 
 import httpx2
@@ -18,7 +20,7 @@ from hypothesis import strategies as st
 from lightkube.config.kubeconfig import KubeConfig
 
 from wordcast.errors import KubernetesUnavailable
-from wordcast.kube import StatefulSetReplicas
+from wordcast.kube import CronJobRun, StatefulSetReplicas
 from wordcast.scaling import version_for
 
 CONFIG = KubeConfig.from_dict(
@@ -106,6 +108,100 @@ def test_outside_a_pod_without_a_kubeconfig_says_so(monkeypatch: pytest.MonkeyPa
 
     with pytest.raises(KubernetesUnavailable, match="not in a pod"):
         asyncio.run(read())
+
+
+CRONJOB = {
+    "kind": "CronJob",
+    "apiVersion": "batch/v1",
+    "metadata": {"name": "learn-mapping", "namespace": "wc", "uid": "c0ffee-uid"},
+    "spec": {
+        "schedule": "15 3 * * *",
+        "jobTemplate": {
+            "metadata": {"labels": {"team": "search"}},
+            "spec": {
+                "backoffLimit": 1,
+                "template": {
+                    "metadata": {"labels": {"app": "learn-mapping"}},
+                    "spec": {
+                        "restartPolicy": "Never",
+                        "containers": [
+                            {"name": "learn", "image": "wordcast:0.1.0", "args": ["learn"]}
+                        ],
+                    },
+                },
+            },
+        },
+    },
+}
+
+
+def cronjob_api(created: list[dict[str, Any]], create_status: int = 201) -> Any:
+    """An API that has the learner's CronJob and records the Jobs created from it."""
+
+    def handler(request: httpx2.Request) -> httpx2.Response:
+        path = request.url.path
+        if (
+            request.method == "GET"
+            and path == "/apis/batch/v1/namespaces/wc/cronjobs/learn-mapping"
+        ):
+            return httpx2.Response(200, json=CRONJOB)
+        if request.method == "POST" and path == "/apis/batch/v1/namespaces/wc/jobs":
+            body = json.loads(request.content)
+            if create_status != 201:
+                status = {"kind": "Status", "code": create_status, "message": "refused"}
+                return httpx2.Response(create_status, json=status)
+            created.append(body)
+            return httpx2.Response(201, json=body)
+        return httpx2.Response(404, json={"kind": "Status", "code": 404, "message": "no " + path})
+
+    return httpx2.MockTransport(handler)
+
+
+def _start(job: str, transport: Any, cronjob: str = "learn-mapping") -> bool | str:
+    async def start() -> bool | str:
+        run = CronJobRun(cronjob, CONFIG, transport=transport)
+        try:
+            return await run.start(job)
+        except KubernetesUnavailable as exc:
+            return str(exc)
+        finally:
+            await run.aclose()
+
+    return asyncio.run(start())
+
+
+def test_starting_the_learner_creates_a_job_from_the_cronjob_template() -> None:
+    created: list[dict[str, Any]] = []
+    assert _start("learn-mapping-scale-v3", cronjob_api(created)) is True
+    [job] = created
+    metadata = job["metadata"]
+    assert metadata["name"] == "learn-mapping-scale-v3"
+    assert metadata["annotations"] == {"cronjob.kubernetes.io/instantiate": "manual"}
+    assert metadata["labels"] == {"team": "search"}
+    assert metadata["ownerReferences"] == [
+        {
+            "apiVersion": "batch/v1",
+            "kind": "CronJob",
+            "name": "learn-mapping",
+            "uid": "c0ffee-uid",
+            "controller": True,
+        }
+    ]
+    assert job["spec"] == CRONJOB["spec"]["jobTemplate"]["spec"]  # type: ignore[index]
+
+
+def test_a_job_of_that_name_already_started_is_not_an_error() -> None:
+    assert _start("learn-mapping-scale-v3", cronjob_api([], create_status=409)) is False
+
+
+def test_refusals_to_start_the_learner_name_what_failed() -> None:
+    refused = _start("learn-mapping-scale-v3", cronjob_api([], create_status=403))
+    assert refused == (
+        "creating job/learn-mapping-scale-v3 from cronjob/learn-mapping: 403 refused"
+    )
+    missing = _start("x-scale-v1", cronjob_api([]), cronjob="no-such-cronjob")
+    assert isinstance(missing, str)
+    assert missing.startswith("reading cronjob/no-such-cronjob from the Kubernetes API: 404")
 
 
 @given(

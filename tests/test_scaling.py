@@ -340,18 +340,25 @@ def test_a_router_writes_a_version_for_the_number_wanted_once_the_cluster_can_ta
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     """Growing waits for the new matchers to be ready (none answers here, so nothing is
-    written), and says so again while it waits; shrinking needs nothing started; a new number
-    waits while a move is under way."""
+    written), and says so again while it waits; shrinking needs nothing started, and the router
+    that wrote the (hashing) version starts the learner's CronJob; a new number waits while a
+    move is under way."""
     from prometheus_client import REGISTRY
 
+    from wordcast.kube import CronJobRun
     from wordcast.services.router import scale
 
+    from .test_kube import CONFIG, cronjob_api
+
     monkeypatch.setattr(scale, "REMIND_EVERY_S", 0.05)
+    jobs: list[dict[str, Any]] = []
 
     async def scenario() -> None:
-        async with _router_state(redis_url, namespace) as state:
+        async with _router_state(redis_url, namespace, learn_cronjob="learn-mapping") as state:
             store, mappings = state.store, state.versions.mappings
             follower = state.versions.scale
+            assert follower.learner is not None
+            follower.learner = CronJobRun("learn-mapping", CONFIG, transport=cronjob_api(jobs))
             await store.want_matchers(3)
             await store.register_matcher(2, "http://127.0.0.1:3")  # registered, not answering
             await state.versions.step()
@@ -371,6 +378,7 @@ def test_a_router_writes_a_version_for_the_number_wanted_once_the_cluster_can_ta
             assert latest == 1 and follower.awaited is None and follower.awaited_for == 0
             meta = await mappings.meta(1)
             assert (meta["matchers"], meta["algorithm"], meta["reason"]) == ("1", "hash", "scale")
+            assert [job["metadata"]["name"] for job in jobs] == ["learn-mapping-scale-v1"]
 
             await store.want_matchers(2)
             await state.versions.step()  # moving to v1 is under way (no matcher answers): wait

@@ -4,7 +4,9 @@ In its mapping step, once the mapping versions are settled, a router copies the 
 StatefulSet's replicas into the number wanted (when it follows one: ``kubectl scale`` alone is
 then enough) and, if the active version routes to another number, writes a version for the number
 wanted under the migration lock, once any new matchers are ready. The migration that follows is
-the one every mapping change goes through.
+the one every mapping change goes through. That version routes by stable hashing; with
+``WORDCAST_ROUTER_LEARN_CRONJOB`` set, the router that wrote it starts the learner's CronJob at
+once, and the learned version that run publishes replaces it.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import httpx
 from prometheus_client import Gauge
 
 from ...errors import KubernetesUnavailable
-from ...kube import StatefulSetReplicas
+from ...kube import CronJobRun, StatefulSetReplicas
 from ...mapping_store import MappingStore
 from ...scaling import first_not_ready, version_for, write_hash_version
 from ...store import SubscriptionStore
@@ -53,6 +55,7 @@ class ScaleFollower:
         self.settings, self.store, self.mappings, self.client = settings, store, mappings, client
         name = settings.follow_statefulset
         self.statefulset = StatefulSetReplicas(name) if name else None
+        self.learner = CronJobRun(settings.learn_cronjob) if settings.learn_cronjob else None
         self._read_at = -math.inf
         # As this router last saw them, for /stats: the number wanted, and the first new matcher
         # not ready yet (growing waits for it).
@@ -132,7 +135,23 @@ class ScaleFollower:
             active,
             routed,
         )
+        await self._start_learner(version, wanted)
+
+    async def _start_learner(self, version: int, wanted: int) -> None:
+        if self.learner is None:
+            return
+        # One run per version written: the name makes a second start by another router a no-op.
+        job = f"{self.learner.name[:40]}-scale-v{version}"  # a name has at most 63 characters
+        try:
+            started = await self.learner.start(job)
+        except KubernetesUnavailable as exc:
+            log.warning("could not start the learner now (%s); the nightly run will learn", exc)
+            return
+        if started:
+            log.info("job/%s started: it learns a mapping for %d matchers", job, wanted)
 
     async def aclose(self) -> None:
         if self.statefulset is not None:
             await self.statefulset.aclose()
+        if self.learner is not None:
+            await self.learner.aclose()

@@ -58,6 +58,13 @@ class RouterSettings(ServiceSettings):
     follow_poll_s: float = Field(
         default=5.0, gt=0, description="How often the followed StatefulSet's replicas are read."
     )
+    learn_cronjob: str | None = Field(
+        default=None,
+        description="On Kubernetes: the learner's CronJob (learn-mapping). A router that writes a "
+        "stable-hashing version for a new number of matchers starts a run of it at once, so "
+        "that a learned mapping replaces hashing within minutes rather than at the nightly "
+        "run (the pod's service account may get that CronJob and create Jobs).",
+    )
     mapping_lock_ttl_s: float = Field(
         default=60.0, gt=0, description="A migrating router that stops renewing loses the lock."
     )
