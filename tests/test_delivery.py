@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
+import subprocess
+import sys
 import time
 from collections import defaultdict
 from collections.abc import Iterator
@@ -61,13 +64,23 @@ def _wait(condition: object, timeout: float = 30, what: str = "condition") -> No
         time.sleep(0.1)
 
 
+def _wordcast(cluster: RunningCluster, *args: str) -> subprocess.CompletedProcess[str]:
+    """The command line against this cluster (the development key)."""
+    return subprocess.run(
+        [sys.executable, "-m", "wordcast", *args, "--router", cluster.router_url],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
 def _raw(receiver: Receiver) -> list[dict[str, object]]:
     raw: list[dict[str, object]] = httpx.get(f"{receiver.url}/deliveries/raw", timeout=10).json()
     return raw
 
 
 def test_deliveries_are_signed_and_rotation_keeps_both_secrets_valid(
-    api: httpx.Client, receiver: Receiver
+    api: httpx.Client, receiver: Receiver, delivery_cluster: RunningCluster
 ) -> None:
     _behave(receiver)
     created = api.post("/subscriptions", json={"query": "quokka", "callback_url": receiver.hook})
@@ -91,10 +104,10 @@ def test_deliveries_are_signed_and_rotation_keeps_both_secrets_valid(
     with pytest.raises(Exception, match="signature"):
         Webhook("whsec_" + "B" * 32).verify(body, headers)
 
-    rotated = api.post(f"/subscriptions/{sub_id}/secret")
-    assert rotated.status_code == 200
-    new_secret = rotated.json()["secret"]
-    assert new_secret != secret
+    rotated = _wordcast(delivery_cluster, "secret", sub_id)  # POST /subscriptions/{id}/secret
+    assert rotated.returncode == 0, rotated.stderr
+    new_secret = rotated.stdout.strip()
+    assert new_secret.startswith("whsec_") and new_secret != secret
     time.sleep(5.5)  # the dispatcher caches secrets for 5 s
     api.post("/publications", json={"id": "q-2", "text": "Quokkas again"}).raise_for_status()
     second = delivered_for("q-2")
@@ -103,6 +116,8 @@ def test_deliveries_are_signed_and_rotation_keeps_both_secrets_valid(
     Webhook(new_secret).verify(body, headers)
     Webhook(secret).verify(body, headers)  # still valid during the grace period
     assert api.post("/subscriptions/0123456789abcdef/secret").status_code == 404
+    unknown = _wordcast(delivery_cluster, "secret", "0123456789abcdef")
+    assert unknown.returncode == 2 and "HTTP 404" in unknown.stderr
 
 
 def test_failing_receiver_is_retried_then_dead_lettered_then_replayed(
@@ -141,11 +156,21 @@ def test_failing_receiver_is_retried_then_dead_lettered_then_replayed(
     everyone = api.get("/admin/deadletters", params={"tenant": "dev"}, headers=admin).json()
     assert letter["id"] in {d["id"] for d in everyone["dead_letters"]}
 
-    # Replayed once the receiver is fine: delivered, with the same webhook-id.
+    # The command line lists it, and refuses to replay one that is not there, sending nothing.
+    listed = _wordcast(delivery_cluster, "deadletters", "--json")
+    assert listed.returncode == 0, listed.stderr
+    assert letter in [json.loads(line) for line in listed.stdout.splitlines()]
+    readable = _wordcast(delivery_cluster, "deadletters").stdout
+    assert f"{letter['id']}  " in readable and "HTTP 500 after 4 attempts" in readable
+    refused = _wordcast(delivery_cluster, "replay", str(letter["id"]), "1-1")
+    assert refused.returncode == 2 and "no dead letter with id '1-1'" in refused.stderr
+    assert dead() == [letter]
+
+    # Replayed (by the command line) once the receiver is fine: delivered, same webhook-id.
     _behave(receiver)
-    replayed = api.post(f"/deadletters/{letter['id']}/replay")
-    assert replayed.status_code == 202
-    assert replayed.json()["webhook_id"] == letter["webhook_id"]
+    replayed = _wordcast(delivery_cluster, "replay", str(letter["id"]))
+    assert replayed.returncode == 0, replayed.stderr
+    assert "1 dead letter sent again" in replayed.stdout
     _wait(lambda: (sub_id, "w-2") in receiver.pairs()[offset:], what="the replayed delivery")
     deliveries = httpx.get(f"{receiver.url}/deliveries").json()
     got = dict(zip(map(tuple, deliveries["pairs"]), deliveries["webhook_ids"], strict=True))

@@ -102,6 +102,28 @@ class RouterClient:
             if not cursor:
                 return
 
+    async def rotate_secret(self, sub_id: str) -> str:
+        """A new signing secret; the old one stays valid for the router's grace period."""
+        answer = await self._call("POST", f"/subscriptions/{sub_id}/secret")
+        return str(answer["secret"])
+
+    async def dead_letters(self, page: int = 500) -> AsyncIterator[dict[str, Any]]:
+        """This key's tenant's dead letters (messages given up on), oldest first."""
+        after = None
+        while True:
+            params: dict[str, Any] = {"limit": page} | ({"after": after} if after else {})
+            answer = await self._call("GET", "/deadletters", params=params)
+            for letter in answer["dead_letters"]:
+                yield letter
+            after = answer["next_after"]
+            if not after:
+                return
+
+    async def replay(self, dead_id: str) -> dict[str, Any]:
+        """Deliver a dead letter again (same body, same webhook-id)."""
+        result: dict[str, Any] = await self._call("POST", f"/deadletters/{dead_id}/replay")
+        return result
+
     async def publish(self, publications: Sequence[dict[str, str]]) -> dict[str, Any]:
         result: dict[str, Any] = await self._call(
             "POST",

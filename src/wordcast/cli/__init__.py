@@ -16,9 +16,11 @@ wordcast subscribe QUERY --callback URL             register a keyword subscript
 wordcast subscribe --pattern 'pie*tea' --callback URL  register a wildcard pattern
 wordcast subscriptions [--json]                     list your subscriptions
 wordcast unsubscribe ID... | --all                  delete subscriptions
+wordcast secret ID                                  rotate a subscription's signing secret
 wordcast publish TEXT... | --corpus N               publish texts or corpus posts
 wordcast watch QUERY... [--pattern P]               subscribe, show matches as they are
                                                     delivered, unsubscribe on Ctrl-C
+wordcast deadletters | replay ID... | replay --all  deliveries given up on; send them again
 wordcast status                                     mapping version, spread, imbalance, loads
 wordcast bench NAME [ARGS]                          run a benchmark of the source checkout
 wordcast learn                                      learn a routing mapping with Spark

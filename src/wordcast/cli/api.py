@@ -1,5 +1,5 @@
 """The commands that talk to a router: ``subscribe``, ``subscriptions``, ``unsubscribe``,
-``publish``, ``watch`` and ``status``."""
+``secret``, ``publish``, ``watch``, ``deadletters``, ``replay`` and ``status``."""
 
 from __future__ import annotations
 
@@ -116,6 +116,85 @@ def cmd_unsubscribe(args: argparse.Namespace) -> int:
     if unknown:
         return fail(f"no subscription with id {', '.join(map(repr, unknown))}; nothing was deleted")
     print(f"{counted(len(deleted), 'subscription')} deleted")
+    return 0
+
+
+def cmd_secret(args: argparse.Namespace) -> int:
+    """Rotate a subscription's signing secret and print the new one."""
+    from ..client import RouterClient
+
+    async def run() -> str:
+        async with RouterClient(args.router) as client:
+            return await client.rotate_secret(args.id)
+
+    secret, error = against_router(args.router, run())
+    if error:
+        return fail(error)
+    print(secret)
+    print("the previous secret stays valid for the router's grace period", file=sys.stderr)
+    return 0
+
+
+def cmd_deadletters(args: argparse.Namespace) -> int:
+    """List the tenant's dead letters, oldest first."""
+    import datetime
+
+    from ..client import RouterClient
+
+    async def run() -> int:
+        count = 0
+        async with RouterClient(args.router) as client:
+            async for letter in client.dead_letters():
+                count += 1
+                if args.json:
+                    print(json.dumps(letter), flush=True)
+                    continue
+                failed = datetime.datetime.fromtimestamp(letter["failed_at"], datetime.UTC)
+                matches = len(letter["payload"].get("matches", []))
+                print(
+                    f"{letter['id']}  {failed:%Y-%m-%d %H:%M:%S}Z  "
+                    f"{counted(matches, 'match', 'matches')} for {letter['callback_url']}: "
+                    f"{letter['reason']} after {counted(letter['attempts'], 'attempt')}",
+                    flush=True,
+                )
+        return count
+
+    count, error = against_router(args.router, run())
+    if error:
+        return fail(error)
+    assert count is not None
+    if not args.json:
+        print(counted(count, "dead letter"), file=sys.stderr)
+    return 0
+
+
+def cmd_replay(args: argparse.Namespace) -> int:
+    """Deliver dead letters again, by id or --all. Every id is checked first: one that is not
+    among the tenant's dead letters sends nothing."""
+    from ..client import RouterClient
+
+    if bool(args.ids) == args.all:
+        return fail("give dead letter ids, or --all")
+
+    async def run() -> tuple[list[str], list[str]]:
+        async with RouterClient(args.router) as client:
+            held = [letter["id"] async for letter in client.dead_letters()]
+            ids = list(dict.fromkeys(args.ids)) if args.ids else held
+            unknown = sorted(set(ids) - set(held))
+            if unknown:
+                return [], unknown
+            for dead_id in ids:
+                await client.replay(dead_id)
+            return ids, []
+
+    result, error = against_router(args.router, run())
+    if error:
+        return fail(error)
+    assert result is not None
+    replayed, unknown = result
+    if unknown:
+        return fail(f"no dead letter with id {', '.join(map(repr, unknown))}; nothing was sent")
+    print(f"{counted(len(replayed), 'dead letter')} sent again")
     return 0
 
 
@@ -254,6 +333,26 @@ def register(sub: Any) -> None:
     unsubscribe.add_argument("--all", action="store_true", help="every subscription of yours")
     unsubscribe.add_argument("--router", default=DEFAULT_ROUTER)
     unsubscribe.set_defaults(func=cmd_unsubscribe)
+
+    secret = sub.add_parser(
+        "secret", help="rotate a subscription's signing secret and print the new one"
+    )
+    secret.add_argument("id", help="the subscription's id")
+    secret.add_argument("--router", default=DEFAULT_ROUTER)
+    secret.set_defaults(func=cmd_secret)
+
+    deadletters = sub.add_parser(
+        "deadletters", help="list your dead letters: deliveries given up on, oldest first"
+    )
+    deadletters.add_argument("--json", action="store_true", help="one JSON object per line")
+    deadletters.add_argument("--router", default=DEFAULT_ROUTER)
+    deadletters.set_defaults(func=cmd_deadletters)
+
+    replay = sub.add_parser("replay", help="deliver dead letters again, by id or --all")
+    replay.add_argument("ids", nargs="*", metavar="ID")
+    replay.add_argument("--all", action="store_true", help="every dead letter of yours")
+    replay.add_argument("--router", default=DEFAULT_ROUTER)
+    replay.set_defaults(func=cmd_replay)
 
     publish = sub.add_parser("publish", help="publish texts (arguments, stdin or corpus)")
     publish.add_argument("text", nargs="*")
