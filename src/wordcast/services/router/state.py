@@ -211,9 +211,9 @@ class RouterState:
 
     async def subscribe(self, query: str, callback_url: str, tenant: str) -> Subscription:
         analysed = self.analyse_query(query)
-        if not analysed.is_plain:  # several records: the batch path withdraws a partial one
-            return (await self.subscribe_batch([("query", query, callback_url)], tenant))[0]
         await resolve(callback_url, self.address_policy)
+        if not analysed.is_plain:  # several records: the batch path withdraws a partial one
+            return (await self._register([("query", query, callback_url)], [analysed], tenant))[0]
         terms = analysed.clauses[0].words
         sub, event_id = await self._add_keywords(query, terms, callback_url, tenant)
         await self._announce(event_id, sub.matchers)
@@ -347,6 +347,16 @@ class RouterState:
                 await resolve(callback_url, self.address_policy)
             except InvalidInput as exc:
                 raise InvalidInput(f"subscription {index}: {exc}") from exc
+        return await self._register(items, terms_or_anchors, tenant)
+
+    async def _register(
+        self,
+        items: Sequence[tuple[str, str, str]],
+        terms_or_anchors: Sequence[BooleanQuery | str],
+        tenant: str,
+    ) -> list[Subscription]:
+        """Place, store and announce checked items (:meth:`subscribe_batch`), within the
+        tenant's quota; a failure part-way withdraws what was stored."""
         limit = self.settings.max_subscriptions_per_tenant
         held = await self.store.tenant_count(tenant)
         # Each alternative of a boolean query is a stored record and counts.
