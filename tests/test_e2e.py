@@ -132,6 +132,30 @@ def test_deleted_subscription_stops_matching(cluster: RunningCluster, receiver: 
     assert delivered == [(kept_id, "zoo-1")]
 
 
+def test_only_routers_of_the_cluster_reach_the_matchers_internal_endpoints(
+    cluster: RunningCluster, redis_url: str
+) -> None:
+    """The matchers' /internal endpoints want the token every service of the cluster reads from
+    Redis; routers show it (every other test here goes through them)."""
+    import redis
+
+    token = redis.Redis.from_url(redis_url, decode_responses=True).get(
+        f"{cluster.namespace}:cluster:internal_token"
+    )
+    assert token and len(token) >= 40
+    url = f"{cluster.matcher_urls[0]}/internal/sync"
+    body = {"until": "0-0"}
+    for headers in ({}, {"authorization": "Bearer not-the-token"}, AUTH):
+        refused = httpx.post(url, json=body, headers=headers, timeout=30)
+        assert refused.status_code == 401, (headers, refused.text)
+        assert "internal token" in refused.json()["detail"]
+    batch = {"version": 0, "publications": [{"id": "x", "text": "zebra", "terms": ["zebra"]}]}
+    refused = httpx.post(f"{cluster.matcher_urls[0]}/internal/match", json=batch, timeout=30)
+    assert refused.status_code == 401
+    shown = {"authorization": f"Bearer {token}"}
+    assert httpx.post(url, json=body, headers=shown, timeout=30).status_code == 204
+
+
 def test_the_readme_python_example_runs(cluster: RunningCluster, receiver: Receiver) -> None:
     """The README's Python example as written, with this cluster's URL and key and the test's
     webhook: the post it publishes is routed to its subscription's matcher, the subscription is

@@ -20,6 +20,8 @@ Keys (all under a namespace, ``wordcast`` by default, so several clusters can sh
                             scaling there, when their configuration does not name it)
 ``{ns}:cluster:matchers``   the number of matchers the cluster should have: set by the first router
                             (its configured number) and by ``wordcast scale``
+``{ns}:cluster:internal_token`` the secret routers show matchers' ``/internal`` endpoints (made by
+                            the first service that asks)
 ``{ns}:pattern_load``       hash matcher -> number of pattern subscriptions placed on it
 ``{ns}:tenant:{t}:subs``    set of the ids of tenant t's subscriptions
 ``{ns}:apikey:{sha256}``    the tenant an API key belongs to, under the key's SHA-256 (keys are not kept)
@@ -45,6 +47,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import secrets
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
@@ -563,6 +566,17 @@ class SubscriptionStore:
     async def register_matcher(self, matcher: int, url: str) -> None:
         with translated("registering a matcher's URL"):
             await self.client.set(f"{self.ns}:matcher:{matcher}:url", url)
+
+    async def internal_token(self) -> str:
+        """The cluster's shared secret for the matchers' ``/internal`` endpoints: made by the first
+        service to ask (random, 32 bytes), read by every other. Whoever reads Redis reads every
+        other secret of the cluster too, so it adds no exposure; deleting it (and restarting
+        the services) rotates it."""
+        key = f"{self.ns}:cluster:internal_token"
+        with translated("reading the cluster's internal token"):
+            await self.client.set(key, secrets.token_urlsafe(32), nx=True)
+            token = await self.client.get(key)
+        return str(token)
 
     async def want_matchers(self, matchers: int, *, only_if_unset: bool = False) -> None:
         with translated("recording the number of matchers wanted"):

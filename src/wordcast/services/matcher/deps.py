@@ -2,7 +2,8 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import Depends, Request
+from fastapi import Depends, HTTPException, Request
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from ..common import wait_ready
 from .state import MatcherState
@@ -21,3 +22,20 @@ async def get_ready_state(request: Request) -> MatcherState:
 
 State = Annotated[MatcherState, Depends(get_state)]
 ReadyState = Annotated[MatcherState, Depends(get_ready_state)]
+
+_bearer = HTTPBearer(
+    auto_error=False, description="The cluster's internal token (routers read it from Redis)."
+)
+Credentials = Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]
+
+
+async def require_router(state: ReadyState, credentials: Credentials) -> None:
+    """Only routers call /internal: they show the token every service of the cluster reads
+    from Redis (``{ns}:cluster:internal_token``)."""
+    if not state.accepts(credentials.credentials if credentials else None):
+        raise HTTPException(
+            401,
+            "the internal endpoints answer only routers of this cluster: send its internal "
+            "token as a Bearer token",
+            headers={"WWW-Authenticate": "Bearer"},
+        )

@@ -23,6 +23,7 @@ subscription's id.
 from __future__ import annotations
 
 import asyncio
+import hmac
 import logging
 import time
 from collections.abc import Iterable, Sequence
@@ -111,10 +112,16 @@ class MatcherState:
         )
         self.publications = 0
         self.matches = 0
+        self._internal_token: bytes | None = None  # read from Redis with the first snapshot
 
     @property
     def ready(self) -> bool:
         return self.follower.ready.is_set()
+
+    def accepts(self, token: str | None) -> bool:
+        """Whether ``token`` is the cluster's internal token, the routers' proof on /internal."""
+        expected = self._internal_token
+        return bool(token and expected and hmac.compare_digest(token.encode(), expected))
 
     async def register(self) -> None:
         """Tell routers where this matcher answers (retried until Redis takes it)."""
@@ -149,6 +156,7 @@ class MatcherState:
         return released
 
     async def _load_snapshot(self) -> None:
+        self._internal_token = (await self.store.internal_token()).encode()
         index = make_engine(self.engine, self._stats)
         hot_indexes: dict[str, Any] = {}
         patterns = make_pattern_engine(self.settings)

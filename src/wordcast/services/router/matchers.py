@@ -2,8 +2,9 @@
 
 A matcher's URL comes from the configuration (a list, or a template with the StatefulSet ordinal);
 matchers the list does not name, added by scaling, registered theirs in Redis when they started.
-Every request shares one connection pool. Transport and HTTP errors become
-:class:`~wordcast.errors.MatcherUnavailable` here, at the boundary.
+Every request shares one connection pool and carries the cluster's internal token, which matchers
+ask of every call to ``/internal`` (:meth:`MatcherLinks.authorize`). Transport and HTTP errors
+become :class:`~wordcast.errors.MatcherUnavailable` here, at the boundary.
 """
 
 from __future__ import annotations
@@ -35,6 +36,10 @@ class MatcherLinks:
 
     async def aclose(self) -> None:
         await self.client.aclose()
+
+    def authorize(self, internal_token: str) -> None:
+        """Show the cluster's internal token (read from Redis) on every request from now on."""
+        self.client.headers["authorization"] = f"Bearer {internal_token}"
 
     def url(self, matcher: int) -> str:
         template = self.settings.url_template

@@ -147,6 +147,7 @@ class RouterState:
 
     # -- replica of s(W) ----------------------------------------------------------------------
     async def _load_snapshot(self) -> None:
+        self.links.authorize(await self.store.internal_token())
         # The nightly learner learns for the number recorded (wordcast scale changes it).
         await self.store.want_matchers(self.settings.initial_matchers, only_if_unset=True)
         await self.versions.mappings.record_initial(self.settings.initial_matchers)

@@ -1,15 +1,22 @@
-"""Endpoints only routers call: match a routed batch, catch up with subscription events."""
+"""Endpoints only routers call (with the cluster's internal token): match a routed batch, catch up
+with subscription events."""
 
 from __future__ import annotations
 
-from fastapi import APIRouter, HTTPException
+from fastapi import APIRouter, Depends, HTTPException
 
 from ....errors import StoreUnavailable
 from ....schemas import ERRORS, MatchRequest, MatchResponse, SyncRequest
 from ...common import OrjsonRoute
-from ..deps import ReadyState
+from ..deps import ReadyState, require_router
 
-router = APIRouter(prefix="/internal", tags=["internal"], responses=ERRORS, route_class=OrjsonRoute)
+router = APIRouter(
+    prefix="/internal",
+    tags=["internal"],
+    responses=ERRORS,
+    route_class=OrjsonRoute,
+    dependencies=[Depends(require_router)],
+)
 
 
 @router.post("/match", response_model=MatchResponse)
