@@ -139,9 +139,9 @@ def test_only_routers_of_the_cluster_reach_the_matchers_internal_endpoints(
     Redis; routers show it (every other test here goes through them)."""
     import redis
 
-    token = redis.Redis.from_url(redis_url, decode_responses=True).get(
-        f"{cluster.namespace}:cluster:internal_token"
-    )
+    client = redis.Redis.from_url(redis_url, decode_responses=True)
+    key = f"{cluster.namespace}:cluster:internal_token"
+    token = client.get(key)
     assert token and len(token) >= 40
     url = f"{cluster.matcher_urls[0]}/internal/sync"
     body = {"until": "0-0"}
@@ -154,6 +154,22 @@ def test_only_routers_of_the_cluster_reach_the_matchers_internal_endpoints(
     assert refused.status_code == 401
     shown = {"authorization": f"Bearer {token}"}
     assert httpx.post(url, json=body, headers=shown, timeout=30).status_code == 204
+
+    # Rotated in Redis: the matcher takes the new token when shown it, and refuses the old; the
+    # router, refused, reads the new one and routes on.
+    client.set(key, "rotated-" + "x" * 40)
+    rotated = {"authorization": "Bearer rotated-" + "x" * 40}
+    time.sleep(1.1)  # the refusals above re-read it lately: at most once a second
+    assert httpx.post(url, json=body, headers=rotated, timeout=30).status_code == 204
+    assert httpx.post(url, json=body, headers=shown, timeout=30).status_code == 401
+    posts = [{"id": f"rotation-{i}", "text": "zebra crossing"} for i in range(20)]
+    routed = httpx.post(
+        f"{cluster.router_url}/publications",
+        json={"publications": posts},
+        headers=AUTH,
+        timeout=30,
+    )
+    assert routed.status_code == 202, routed.text
 
 
 def test_the_readme_python_example_runs(cluster: RunningCluster, receiver: Receiver) -> None:

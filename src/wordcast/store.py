@@ -570,8 +570,8 @@ class SubscriptionStore:
     async def internal_token(self) -> str:
         """The cluster's shared secret for the matchers' ``/internal`` endpoints: made by the first
         service to ask (random, 32 bytes), read by every other. Whoever reads Redis reads every
-        other secret of the cluster too, so it adds no exposure; deleting it (and restarting
-        the services) rotates it."""
+        other secret of the cluster too, so it adds no exposure. Setting it to a new value
+        rotates it: matchers and routers read it again when the other side shows another."""
         key = f"{self.ns}:cluster:internal_token"
         with translated("reading the cluster's internal token"):
             await self.client.set(key, secrets.token_urlsafe(32), nx=True)

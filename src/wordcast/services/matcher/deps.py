@@ -32,7 +32,7 @@ Credentials = Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]
 async def require_router(state: ReadyState, credentials: Credentials) -> None:
     """Only routers call /internal: they show the token every service of the cluster reads
     from Redis (``{ns}:cluster:internal_token``)."""
-    if not state.accepts(credentials.credentials if credentials else None):
+    if not await state.accepts(credentials.credentials if credentials else None):
         raise HTTPException(
             401,
             "the internal endpoints answer only routers of this cluster: send its internal "

@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import hmac
 import logging
+import math
 import time
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -54,6 +55,8 @@ log = logging.getLogger(__name__)
 PUBLICATIONS = Counter("wordcast_matcher_publications", "Publications matched")
 MATCHES = Counter("wordcast_matcher_matches", "Matches found")
 SUBSCRIPTIONS = Gauge("wordcast_matcher_subscriptions", "Subscriptions held")
+# A request with another internal token re-reads the cluster's from Redis at most this often.
+TOKEN_REREAD_S = 1.0
 
 
 def make_engine(name: str, stats: TermStats | None) -> Any:
@@ -113,15 +116,30 @@ class MatcherState:
         self.publications = 0
         self.matches = 0
         self._internal_token: bytes | None = None  # read from Redis with the first snapshot
+        self._token_read_at = -math.inf
 
     @property
     def ready(self) -> bool:
         return self.follower.ready.is_set()
 
-    def accepts(self, token: str | None) -> bool:
-        """Whether ``token`` is the cluster's internal token, the routers' proof on /internal."""
+    async def accepts(self, token: str | None) -> bool:
+        """Whether ``token`` is the cluster's internal token, the routers' proof on /internal.
+        Another token sends this matcher back to Redis (at most every TOKEN_REREAD_S), so a
+        token rotated there is taken without a restart."""
+        if not token:
+            return False
+        if self._matches(token):
+            return True
+        now = time.monotonic()
+        if now - self._token_read_at < TOKEN_REREAD_S:
+            return False
+        self._token_read_at = now
+        self._internal_token = (await self.store.internal_token()).encode()
+        return self._matches(token)
+
+    def _matches(self, token: str) -> bool:
         expected = self._internal_token
-        return bool(token and expected and hmac.compare_digest(token.encode(), expected))
+        return expected is not None and hmac.compare_digest(token.encode(), expected)
 
     async def register(self) -> None:
         """Tell routers where this matcher answers (retried until Redis takes it)."""
@@ -157,6 +175,7 @@ class MatcherState:
 
     async def _load_snapshot(self) -> None:
         self._internal_token = (await self.store.internal_token()).encode()
+        self._token_read_at = time.monotonic()
         index = make_engine(self.engine, self._stats)
         hot_indexes: dict[str, Any] = {}
         patterns = make_pattern_engine(self.settings)

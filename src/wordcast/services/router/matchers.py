@@ -3,8 +3,10 @@
 A matcher's URL comes from the configuration (a list, or a template with the StatefulSet ordinal);
 matchers the list does not name, added by scaling, registered theirs in Redis when they started.
 Every request shares one connection pool and carries the cluster's internal token, which matchers
-ask of every call to ``/internal`` (:meth:`MatcherLinks.authorize`). Transport and HTTP errors
-become :class:`~wordcast.errors.MatcherUnavailable` here, at the boundary.
+ask of every call to ``/internal`` (:meth:`MatcherLinks.authorize`). A matcher that refuses it
+(401: the token was rotated in Redis since it was read) gets the request once more with the token
+Redis holds now. Transport and HTTP errors become :class:`~wordcast.errors.MatcherUnavailable`
+here, at the boundary.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Sequence
+from typing import Any
 
 import httpx
 import orjson
@@ -63,13 +66,19 @@ class MatcherLinks:
                 )
             self._registered[matcher] = url
 
+    async def _post(self, matcher: int, path: str, **request: Any) -> httpx.Response:
+        url = f"{self.url(matcher)}/internal/{path}"
+        response = await self.client.post(url, **request)
+        if response.status_code == 401:
+            self.authorize(await self.store.internal_token())
+            response = await self.client.post(url, **request)
+        return response
+
     async def sync(self, matcher: int, event_id: str) -> None:
         """Matcher ``matcher`` has applied every subscription event up to ``event_id``."""
         try:
-            response = await self.client.post(
-                f"{self.url(matcher)}/internal/sync",
-                json={"until": event_id},
-                timeout=self.settings.sync_timeout_s,
+            response = await self._post(
+                matcher, "sync", json={"until": event_id}, timeout=self.settings.sync_timeout_s
             )
             response.raise_for_status()
         except httpx.HTTPError as exc:
@@ -101,8 +110,9 @@ class MatcherLinks:
     async def send(self, matcher: int, version: int, batch: list[dict[str, object]]) -> None:
         """One batch of publications, routed with mapping ``version``, to be matched."""
         try:
-            response = await self.client.post(
-                f"{self.url(matcher)}/internal/match",
+            response = await self._post(
+                matcher,
+                "match",
                 content=orjson.dumps({"version": version, "publications": batch}),
                 headers={"content-type": "application/json"},
             )
