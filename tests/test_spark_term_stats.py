@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
 from spark_jobs import term_stats
 
 from wordcast.analysis import analyze
@@ -55,9 +56,12 @@ def test_entry_point_writes_loadable_stats(tmp_path: Path) -> None:
 
 
 def test_statistics_from_the_routers_publication_log(
-    spark: Any, redis_url: str, namespace: str, tmp_path: Path
+    spark: Any, redis_url: str, namespace: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """`wordcast termstats` on the routers' log equals the pure builder on the same texts."""
     import redis
+
+    from wordcast.cli import main as wordcast
 
     texts = [text for _, text in debian_documents(limit=200)]
     client = redis.Redis.from_url(redis_url)
@@ -66,17 +70,9 @@ def test_statistics_from_the_routers_publication_log(
             f"{namespace}:publications", {"at": "1.0", "terms": " ".join(sorted(analyze(text)))}
         )
     out = tmp_path / "log-stats.json"
-    args = [
-        "--publication-log",
-        redis_url,
-        "--namespace",
-        namespace,
-        "--min-pair-df",
-        "10",
-        "--out",
-        str(out),
-    ]
-    assert term_stats.main(args) == 0
+    monkeypatch.setenv("WORDCAST_NAMESPACE", namespace)
+    args = ["termstats", "--redis-url", redis_url, "--min-pair-df", "10", "--out", str(out)]
+    assert wordcast(args) == 0
     expected = TermStats.from_documents([analyze(t) for t in texts if analyze(t)], min_pair_df=10)
     got = TermStats.load(out)
     assert (got.documents, got.df, got.pair_df) == (
@@ -84,3 +80,18 @@ def test_statistics_from_the_routers_publication_log(
         expected.df,
         expected.pair_df,
     )
+
+
+def test_termstats_refuses_unclear_sources(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from wordcast.cli import main as wordcast
+
+    out = str(tmp_path / "stats.json")
+    both = ["termstats", "--corpus", "pypi", "--redis-url", "redis://127.0.0.1:1", "--out", out]
+    assert wordcast(both) == 2
+    assert "not both" in capsys.readouterr().err
+    monkeypatch.delenv("REDIS_URL", raising=False)
+    assert wordcast(["termstats", "--out", out]) == 2
+    assert "give --corpus, or --redis-url" in capsys.readouterr().err
+    assert not Path(out).exists()

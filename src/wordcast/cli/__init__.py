@@ -24,6 +24,7 @@ wordcast deadletters | replay ID... | replay --all  deliveries given up on; send
 wordcast status                                     mapping version, spread, imbalance, loads
 wordcast bench NAME [ARGS]                          run a benchmark of the source checkout
 wordcast learn                                      learn a routing mapping with Spark
+wordcast termstats --out FILE                       term statistics with Spark (for QueryNote)
 wordcast scale N                                    change the number of matchers, live
 wordcast drain                                      a matcher pod's preStop hook: wait until
                                                     scaling down has emptied it

@@ -1,11 +1,12 @@
-"""Routing and the number of matchers: ``learn`` (the Spark mapping learner), ``scale`` and
-``drain`` (a matcher pod's preStop hook); see :mod:`wordcast.scaling`."""
+"""The Spark jobs and the number of matchers: ``learn`` (the mapping learner), ``termstats`` (term
+statistics), ``scale`` and ``drain`` (a matcher pod's preStop hook); see :mod:`wordcast.scaling`."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
 import os
+from pathlib import Path
 from typing import Any
 
 from ..partitioning import VARIANTS
@@ -58,6 +59,27 @@ def cmd_learn(args: argparse.Namespace) -> int:
     argv += ["--namespace", namespace, "--publish", redis_url]
     argv += ["--corpus", args.corpus] if args.corpus else ["--publication-log", redis_url]
     return learn_mapping.main(argv)
+
+
+def cmd_termstats(args: argparse.Namespace) -> int:
+    """Run the Spark term-statistics job (QueryNote's document frequencies and co-occurrences)."""
+    try:
+        from spark_jobs import term_stats
+    except ImportError as exc:
+        return fail(f"the Spark jobs need the spark extra (pip install 'wordcast[spark]'): {exc}")
+    if args.corpus and args.redis_url:
+        return fail("give --corpus or --redis-url (the routers' publication log), not both")
+    argv = ["--out", str(args.out), "--min-pair-df", str(args.min_pair_df)]
+    argv += ["--limit", str(args.limit)] if args.limit else []
+    if args.corpus:
+        argv += ["--corpus", args.corpus]
+    else:
+        redis_url = args.redis_url or os.environ.get("REDIS_URL")
+        if not redis_url:
+            return fail("give --corpus, or --redis-url or $REDIS_URL for the publication log")
+        namespace = os.environ.get("WORDCAST_NAMESPACE", "wordcast")
+        argv += ["--publication-log", redis_url, "--namespace", namespace]
+    return term_stats.main(argv)
 
 
 # Fewer logged publications than this say too little to learn a mapping from.
@@ -231,6 +253,22 @@ def register(sub: Any) -> None:
     learn.add_argument("--corpus", help="learn from a corpus (pypi or a TSV) instead of the log")
     learn.add_argument("--redis-url", help="default: $REDIS_URL")
     learn.set_defaults(func=cmd_learn)
+
+    termstats = sub.add_parser(
+        "termstats",
+        help="compute term statistics with Spark (for matchers running QueryNote)",
+        description="Document frequencies and the pruned co-occurrence pairs of the Luwak thesis "
+        "§6.2, from the routers' publication log (default) or a corpus, as a JSON file that "
+        "matchers load with WORDCAST_MATCHER_TERM_STATS.",
+    )
+    termstats.add_argument("--out", type=Path, required=True, help="the JSON file to write")
+    termstats.add_argument("--corpus", help="pypi, debian, or a TSV with a 'text' column")
+    termstats.add_argument("--redis-url", help="the log's Redis (default: $REDIS_URL)")
+    termstats.add_argument("--limit", type=int, help="use only the first N documents")
+    termstats.add_argument(
+        "--min-pair-df", type=int, default=50, help="keep pairs found together this often"
+    )
+    termstats.set_defaults(func=cmd_termstats)
 
     scale = sub.add_parser(
         "scale",
