@@ -5,6 +5,7 @@ from typing import Annotated
 from fastapi import Depends, HTTPException, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
+from ...errors import StoreUnavailable
 from ..common import wait_ready
 from .state import MatcherState
 
@@ -32,7 +33,11 @@ Credentials = Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]
 async def require_router(state: ReadyState, credentials: Credentials) -> None:
     """Only routers call /internal: they show the token every service of the cluster reads
     from Redis (``{ns}:cluster:internal_token``)."""
-    if not await state.accepts(credentials.credentials if credentials else None):
+    try:
+        accepted = await state.accepts(credentials.credentials if credentials else None)
+    except StoreUnavailable as exc:  # reading the token again, to see whether it was rotated
+        raise HTTPException(503, str(exc)) from exc
+    if not accepted:
         raise HTTPException(
             401,
             "the internal endpoints answer only routers of this cluster: send its internal "
