@@ -172,6 +172,32 @@ def test_only_routers_of_the_cluster_reach_the_matchers_internal_endpoints(
     assert routed.status_code == 202, routed.text
 
 
+def test_status_shows_what_each_matcher_holds(cluster: RunningCluster, redis_url: str) -> None:
+    """`wordcast status` lists, per matcher, the subscriptions it holds (what Redis has placed on
+    it), as the router asks each matcher's /stats."""
+    import redis
+
+    client = redis.Redis.from_url(redis_url, decode_responses=True)
+    _subscribe(cluster, ["status check", "held where"], "http://127.0.0.1:9/hook")
+    placed = [client.scard(f"{cluster.namespace}:matcher:{m}:subs") for m in range(2)]
+    matchers = httpx.get(f"{cluster.router_url}/stats/matchers", timeout=30).json()["matchers"]
+    assert [(m["ordinal"], m["reachable"], m["subscriptions"]) for m in matchers] == [
+        (0, True, placed[0]),
+        (1, True, placed[1]),
+    ]
+    assert [m["url"] for m in matchers] == cluster.matcher_urls
+    status = subprocess.run(
+        [sys.executable, "-m", "wordcast", "status", "--router", cluster.router_url],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert status.returncode == 0, status.stderr
+    for ordinal, count in enumerate(placed):
+        line = next(x for x in status.stdout.splitlines() if f"matcher-{ordinal}:" in x)
+        assert f"holds {count} subscriptions" in line, line
+
+
 def test_the_readme_python_example_runs(cluster: RunningCluster, receiver: Receiver) -> None:
     """The README's Python example as written, with this cluster's URL and key and the test's
     webhook: the post it publishes is routed to its subscription's matcher, the subscription is

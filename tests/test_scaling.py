@@ -387,6 +387,20 @@ def test_a_router_writes_a_version_for_the_number_wanted_once_the_cluster_can_ta
     asyncio.run(scenario())
 
 
+def test_a_matcher_that_does_not_answer_is_listed_with_the_reason(
+    redis_url: str, namespace: str
+) -> None:
+    async def scenario() -> list[dict[str, Any]]:
+        async with _router_state(redis_url, namespace) as state:
+            listed: list[dict[str, Any]] = await state.links.stats(3)
+            return listed
+
+    first, second, third = asyncio.run(scenario())
+    assert (first["url"], first["reachable"]) == ("http://127.0.0.1:1", False)
+    assert second["reachable"] is False and second["error"]
+    assert third == {"ordinal": 2, "reachable": False, "error": "its URL is not registered"}
+
+
 def test_a_router_following_the_statefulset_copies_its_replicas(
     redis_url: str, namespace: str
 ) -> None:

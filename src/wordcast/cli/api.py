@@ -255,6 +255,20 @@ def cmd_watch(args: argparse.Namespace) -> int:
     return 0
 
 
+def _matcher_line(stats: dict[str, Any] | None) -> str:
+    if stats is None:
+        return ""
+    if not stats.get("reachable"):
+        return f"; not answering: {stats.get('error', 'no answer')}"
+    pending = stats.get("deliveries_pending")
+    deliveries = "? deliveries" if pending is None else counted(pending, "delivery", "deliveries")
+    return (
+        f"; holds {counted(stats['subscriptions'], 'subscription')} "
+        f"({counted(stats['pattern_subscriptions'], 'pattern')}), {stats['engine']}, "
+        f"{deliveries} pending"
+    )
+
+
 def cmd_status(args: argparse.Namespace) -> int:
     """The router's view of routing: mapping version in use, spread, imbalance, loads."""
     import httpx
@@ -273,8 +287,16 @@ def cmd_status(args: argparse.Namespace) -> int:
         f"{mapping['spread']:.2f}, imbalance {mapping['imbalance']:.2f} (max/avg), "
         f"CV {mapping['cv']:.2f}"
     )
-    for matcher, load in enumerate(mapping["loads"]):
-        print(f"  matcher-{matcher}: {load:,} publications")
+    try:
+        answer = httpx.get(f"{args.router}/stats/matchers", timeout=10)
+        answer.raise_for_status()
+        held = {m["ordinal"]: m for m in answer.json()["matchers"]}
+    except (httpx.HTTPError, ValueError, KeyError):
+        held = {}  # a router of an older version: the loads alone
+    loads = mapping["loads"]
+    for matcher in range(max(len(loads), len(held))):
+        routed = f"{loads[matcher]:,} publications" if matcher < len(loads) else "not routed to"
+        print(f"  matcher-{matcher}: {routed}{_matcher_line(held.get(matcher))}")
     wanted, awaited = stats.get("matchers_wanted"), stats.get("awaiting_matcher")
     if wanted is not None and wanted != stats["matchers"]:
         waited = stats.get("awaiting_matcher_s", 0)

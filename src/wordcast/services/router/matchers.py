@@ -107,6 +107,23 @@ class MatcherLinks:
                     meanwhile,
                 )
 
+    async def stats(self, matchers: int, timeout_s: float = 2.0) -> list[dict[str, Any]]:
+        """What matchers 0 … ``matchers`` - 1 say of themselves (``/stats``), asked at once; one
+        that does not answer within ``timeout_s`` is listed with the reason."""
+
+        async def one(matcher: int) -> dict[str, Any]:
+            where: dict[str, Any] = {"ordinal": matcher}
+            try:
+                where["url"] = url = self.url(matcher)
+                response = await self.client.get(f"{url}/stats", timeout=timeout_s)
+                response.raise_for_status()
+                return where | {"reachable": True} | response.json()
+            except (httpx.HTTPError, KeyError, ValueError) as exc:
+                reason = "its URL is not registered" if isinstance(exc, KeyError) else str(exc)
+                return where | {"reachable": False, "error": reason or type(exc).__name__}
+
+        return list(await asyncio.gather(*(one(m) for m in range(matchers))))
+
     async def send(self, matcher: int, version: int, batch: list[dict[str, object]]) -> None:
         """One batch of publications, routed with mapping ``version``, to be matched."""
         try:

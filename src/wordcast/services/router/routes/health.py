@@ -39,3 +39,10 @@ async def stats(state: State) -> dict[str, Any]:
         "subscribed_words": len(state.subscribed),
         "event_position": state.follower.position,
     }
+
+
+@router.get("/stats/matchers")
+async def matcher_stats(state: State) -> dict[str, Any]:
+    """Each matcher's own /stats (subscriptions held, engine, deliveries pending), asked now by
+    this router; one that does not answer is listed with the reason."""
+    return {"matchers": await state.links.stats(state.view.span)}
