@@ -5,11 +5,16 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import datetime
 import json
 import sys
-from typing import Any
+from collections.abc import AsyncIterator, Callable, Coroutine
+from typing import TYPE_CHECKING, Any
 
 from .common import DEFAULT_ROUTER, against_router, counted, fail, terminate_on_sigterm
+
+if TYPE_CHECKING:
+    from ..client import RouterClient
 
 
 def cmd_subscribe(args: argparse.Namespace) -> int:
@@ -51,15 +56,20 @@ def describe(sub: dict[str, Any]) -> str:
     return f"{sub['id']}  matcher-{sub['matcher']}  {what}  -> {sub['callback_url']}"
 
 
-def cmd_subscriptions(args: argparse.Namespace) -> int:
-    """List the tenant's subscriptions, one line (or JSON object) each."""
+def _list(
+    args: argparse.Namespace,
+    items: Callable[[RouterClient], AsyncIterator[dict[str, Any]]],
+    line: Callable[[dict[str, Any]], str],
+    noun: str,
+) -> int:
+    """Print every item, a line (or with --json a JSON object) each, then how many on stderr."""
     from ..client import RouterClient
 
     async def run() -> int:
         count = 0
         async with RouterClient(args.router) as client:
-            async for sub in client.subscriptions():
-                print(json.dumps(sub) if args.json else describe(sub), flush=True)
+            async for item in items(client):
+                print(json.dumps(item) if args.json else line(item), flush=True)
                 count += 1
         return count
 
@@ -68,8 +78,32 @@ def cmd_subscriptions(args: argparse.Namespace) -> int:
         return fail(error)
     assert count is not None
     if not args.json:
-        print(counted(count, "subscription"), file=sys.stderr)
+        print(counted(count, noun), file=sys.stderr)
     return 0
+
+
+def _by_ids(
+    args: argparse.Namespace,
+    work: Coroutine[Any, Any, tuple[list[str], list[str]]],
+    noun: str,
+    done: str,
+    nothing: str,
+) -> int:
+    """Report ``work``'s (handled, unknown) ids: unknown ones mean that nothing was done."""
+    result, error = against_router(args.router, work)
+    if error:
+        return fail(error)
+    assert result is not None
+    handled, unknown = result
+    if unknown:
+        return fail(f"no {noun} with id {', '.join(map(repr, unknown))}; nothing was {nothing}")
+    print(f"{counted(len(handled), noun)} {done}")
+    return 0
+
+
+def cmd_subscriptions(args: argparse.Namespace) -> int:
+    """List the tenant's subscriptions, one line (or JSON object) each."""
+    return _list(args, lambda client: client.subscriptions(), describe, "subscription")
 
 
 def cmd_unsubscribe(args: argparse.Namespace) -> int:
@@ -108,15 +142,7 @@ def cmd_unsubscribe(args: argparse.Namespace) -> int:
             await asyncio.gather(*(delete(sub_id) for sub_id in ids))  # the client limits them
             return ids, []
 
-    result, error = against_router(args.router, run())
-    if error:
-        return fail(error)
-    assert result is not None
-    deleted, unknown = result
-    if unknown:
-        return fail(f"no subscription with id {', '.join(map(repr, unknown))}; nothing was deleted")
-    print(f"{counted(len(deleted), 'subscription')} deleted")
-    return 0
+    return _by_ids(args, run(), "subscription", "deleted", "deleted")
 
 
 def cmd_secret(args: argparse.Namespace) -> int:
@@ -135,37 +161,20 @@ def cmd_secret(args: argparse.Namespace) -> int:
     return 0
 
 
+def describe_dead_letter(letter: dict[str, Any]) -> str:
+    """One line for a dead letter: id, when it was given up on, what it carried, why."""
+    failed = datetime.datetime.fromtimestamp(letter["failed_at"], datetime.UTC)
+    matches = len(letter["payload"].get("matches", []))
+    return (
+        f"{letter['id']}  {failed:%Y-%m-%d %H:%M:%S}Z  "
+        f"{counted(matches, 'match', 'matches')} for {letter['callback_url']}: "
+        f"{letter['reason']} after {counted(letter['attempts'], 'attempt')}"
+    )
+
+
 def cmd_deadletters(args: argparse.Namespace) -> int:
     """List the tenant's dead letters, oldest first."""
-    import datetime
-
-    from ..client import RouterClient
-
-    async def run() -> int:
-        count = 0
-        async with RouterClient(args.router) as client:
-            async for letter in client.dead_letters():
-                count += 1
-                if args.json:
-                    print(json.dumps(letter), flush=True)
-                    continue
-                failed = datetime.datetime.fromtimestamp(letter["failed_at"], datetime.UTC)
-                matches = len(letter["payload"].get("matches", []))
-                print(
-                    f"{letter['id']}  {failed:%Y-%m-%d %H:%M:%S}Z  "
-                    f"{counted(matches, 'match', 'matches')} for {letter['callback_url']}: "
-                    f"{letter['reason']} after {counted(letter['attempts'], 'attempt')}",
-                    flush=True,
-                )
-        return count
-
-    count, error = against_router(args.router, run())
-    if error:
-        return fail(error)
-    assert count is not None
-    if not args.json:
-        print(counted(count, "dead letter"), file=sys.stderr)
-    return 0
+    return _list(args, lambda client: client.dead_letters(), describe_dead_letter, "dead letter")
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
@@ -187,15 +196,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
                 await client.replay(dead_id)
             return ids, []
 
-    result, error = against_router(args.router, run())
-    if error:
-        return fail(error)
-    assert result is not None
-    replayed, unknown = result
-    if unknown:
-        return fail(f"no dead letter with id {', '.join(map(repr, unknown))}; nothing was sent")
-    print(f"{counted(len(replayed), 'dead letter')} sent again")
-    return 0
+    return _by_ids(args, run(), "dead letter", "sent again", "sent")
 
 
 def cmd_publish(args: argparse.Namespace) -> int:
@@ -343,38 +344,32 @@ def register(sub: Any) -> None:
     subscribe.add_argument("--router", default=DEFAULT_ROUTER)
     subscribe.set_defaults(func=cmd_subscribe)
 
-    subscriptions = sub.add_parser(
-        "subscriptions", help="list your subscriptions: id, matcher, query, callback"
+    def command(name: str, summary: str, func: Callable[[argparse.Namespace], int]) -> Any:
+        parser = sub.add_parser(name, help=summary)
+        parser.add_argument("--router", default=DEFAULT_ROUTER)
+        parser.set_defaults(func=func)
+        return parser
+
+    subscriptions = command(
+        "subscriptions", "list your subscriptions: id, matcher, query, callback", cmd_subscriptions
     )
     subscriptions.add_argument("--json", action="store_true", help="one JSON object per line")
-    subscriptions.add_argument("--router", default=DEFAULT_ROUTER)
-    subscriptions.set_defaults(func=cmd_subscriptions)
-
-    unsubscribe = sub.add_parser("unsubscribe", help="delete subscriptions by id, or --all")
+    unsubscribe = command("unsubscribe", "delete subscriptions by id, or --all", cmd_unsubscribe)
     unsubscribe.add_argument("ids", nargs="*", metavar="ID")
     unsubscribe.add_argument("--all", action="store_true", help="every subscription of yours")
-    unsubscribe.add_argument("--router", default=DEFAULT_ROUTER)
-    unsubscribe.set_defaults(func=cmd_unsubscribe)
-
-    secret = sub.add_parser(
-        "secret", help="rotate a subscription's signing secret and print the new one"
+    secret = command(
+        "secret", "rotate a subscription's signing secret and print the new one", cmd_secret
     )
     secret.add_argument("id", help="the subscription's id")
-    secret.add_argument("--router", default=DEFAULT_ROUTER)
-    secret.set_defaults(func=cmd_secret)
-
-    deadletters = sub.add_parser(
-        "deadletters", help="list your dead letters: deliveries given up on, oldest first"
+    deadletters = command(
+        "deadletters",
+        "list your dead letters: deliveries given up on, oldest first",
+        cmd_deadletters,
     )
     deadletters.add_argument("--json", action="store_true", help="one JSON object per line")
-    deadletters.add_argument("--router", default=DEFAULT_ROUTER)
-    deadletters.set_defaults(func=cmd_deadletters)
-
-    replay = sub.add_parser("replay", help="deliver dead letters again, by id or --all")
+    replay = command("replay", "deliver dead letters again, by id or --all", cmd_replay)
     replay.add_argument("ids", nargs="*", metavar="ID")
     replay.add_argument("--all", action="store_true", help="every dead letter of yours")
-    replay.add_argument("--router", default=DEFAULT_ROUTER)
-    replay.set_defaults(func=cmd_replay)
 
     publish = sub.add_parser("publish", help="publish texts (arguments, stdin or corpus)")
     publish.add_argument("text", nargs="*")
