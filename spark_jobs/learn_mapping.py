@@ -291,7 +291,12 @@ def main(argv: list[str] | None = None) -> int:
         )
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
-        payload = {"matchers": mapping.matchers, "words": mapping.words, "hot": mapping.versions}
+        payload = {
+            "matchers": mapping.matchers,
+            "words": mapping.words,
+            "hot": mapping.versions,
+            "frequencies": mapping.frequencies,
+        }
         args.out.write_text(json.dumps({**payload, "meta": meta}))
     version = None
     if args.publish:

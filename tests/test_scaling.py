@@ -510,6 +510,41 @@ def test_a_removed_matcher_that_is_gone_does_not_hold_the_cluster_on_the_old_ver
         stop_cluster(cluster)
 
 
+def test_scale_with_a_learned_mapping_writes_only_that_version(
+    redis_url: str, receiver: Receiver
+) -> None:
+    """`wordcast scale 3 --algorithm salb` holds the migration lock while it asks for 3, learns
+    SALB with Spark from the publication log and waits for matcher 2: no router writes a
+    hashing version or tries a version whose matcher is not there yet, the learned one is the
+    only new version, and every match is delivered once across the move."""
+    namespace = f"test-learned-scale-{os.getpid()}"
+    env = {"WORDCAST_ROUTER_MAPPING_POLL_S": "0.3", "WORDCAST_ROUTER_PUBLICATION_LOG_RATE": "1"}
+    cluster = start_cluster(redis_url, namespace, matchers=2, env=env)
+    client = redis.Redis.from_url(redis_url, decode_responses=True)
+    try:
+        posts = sample_posts(4_000, seed=717)
+        already = len(receiver.pairs())
+        keywords = _subscribe(cluster, post_queries(posts[:1_500], 300, seed=71), receiver.hook)
+        _publish(cluster, posts[:1_500])  # every one is logged (rate 1): the learner's input
+        result = _scale(cluster, redis_url, "3", "--algorithm", "salb")
+        assert result.returncode == 0, result.stdout + result.stderr
+        assert "mapping v1 for 3 matchers written" in result.stdout
+        assert client.get(f"{namespace}:mapping:latest") == "1", "the learned version alone"
+        meta = client.hgetall(f"{namespace}:mapping:1:meta")
+        assert (meta["matchers"], meta["algorithm"], meta["reason"]) == ("3", "salb", "scale")
+        assert client.get(f"{namespace}:mapping:active") == "1"
+        logged = "".join(cluster.output)
+        assert "has not registered" not in logged and "not usable" not in logged
+        assert client.scard(f"{namespace}:matcher:2:subs") > 0, "LASP moved some to matcher 2"
+        _publish(cluster, posts[1_500:])
+        analysed = {p.id: analyze(p.text) for p in posts}
+        expected = match_pairs(keywords, analysed)
+        assert len(expected) > 300
+        _check(_quiet(client, namespace, receiver, already + len(expected))[already:], expected)
+    finally:
+        stop_cluster(cluster)
+
+
 def test_drain_with_no_number_recorded_lets_the_matcher_go(redis_url: str, namespace: str) -> None:
     result = _wordcast(
         "drain", "--ordinal", "5", env={"REDIS_URL": redis_url, "WORDCAST_NAMESPACE": namespace}

@@ -15,7 +15,9 @@ while routers switch. What drives it is one number, the matchers wanted (``{ns}:
    number answers as ready, the router holding the migration lock writes a version for it (stable
    hashing; the nightly learner learns one for that number later) and the routers move every
    subscription to it, switch to it, then retire the old version. ``wordcast scale N --algorithm
-   salb`` writes a learned version for N before asking for N, and the routers move to that;
+   salb`` instead holds the migration lock (:func:`holding_migration_lock`) while it asks for N,
+   learns a mapping for N and waits for the new matchers, then writes that version and lets go:
+   the routers, kept from writing one of their own meanwhile, move to the learned one;
 4. the matchers from N on are removable (:func:`removable`) once no version in use routes to them
    and they hold nothing: a local supervisor stops them then; on Kubernetes, where the StatefulSet
    stops the pod at once, its preStop hook (``wordcast drain``) holds the pod up until then.
@@ -24,8 +26,9 @@ while routers switch. What drives it is one number, the matchers wanted (``{ns}:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 import httpx
 
@@ -50,6 +53,40 @@ async def wait(check: Check, timeout_s: float, progress: Progress, pause_s: floa
         if time.monotonic() > deadline:
             raise TimeoutError(failure)
         await asyncio.sleep(pause_s)
+
+
+@contextlib.asynccontextmanager
+async def holding_migration_lock(
+    mappings: MappingStore, owner: str, ttl_s: float, timeout_s: float, progress: Progress
+) -> AsyncIterator[None]:
+    """Hold the routers' migration lock (renewed every third of ``ttl_s``): meanwhile no router
+    writes a version or moves to one. Waits for a migration under way to finish first; if this
+    process dies, the lock lapses after ``ttl_s``."""
+    ttl_ms = int(ttl_s * 1000)
+
+    async def taken() -> tuple[str, str] | None:
+        if await mappings.acquire(owner, ttl_ms):
+            return None
+        return (
+            "waiting for the mapping change under way to finish",
+            "a mapping change held the lock",
+        )
+
+    await wait(taken, timeout_s, progress)
+
+    async def keep() -> None:
+        while True:
+            await asyncio.sleep(ttl_s / 3)
+            await mappings.renew(owner, ttl_ms)
+
+    keeping = asyncio.create_task(keep())
+    try:
+        yield
+    finally:
+        keeping.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await keeping
+        await mappings.release(owner)
 
 
 async def request(store: SubscriptionStore, matchers: int) -> None:

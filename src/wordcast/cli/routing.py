@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
+import tempfile
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -84,6 +87,22 @@ def cmd_termstats(args: argparse.Namespace) -> int:
 
 # Fewer logged publications than this say too little to learn a mapping from.
 SCALE_MIN_LOG = 1_000
+# `wordcast scale --algorithm salb` holds the migration lock this long between renewals (x 1/3).
+SCALE_LOCK_TTL_S = 30.0
+
+
+def _learn(matchers: int, algorithm: str, namespace: str, redis_url: str) -> dict[str, Any]:
+    """The Spark learner on the publication log, its mapping read back rather than published."""
+    from spark_jobs import learn_mapping
+
+    with tempfile.TemporaryDirectory() as scratch:
+        out = Path(scratch) / "mapping.json"
+        argv = ["--matchers", str(matchers), "--algorithm", algorithm, "--namespace", namespace]
+        argv += ["--publication-log", redis_url, "--out", str(out)]
+        if learn_mapping.main(argv) != 0:
+            raise RuntimeError("the mapping learner failed")
+        mapping: dict[str, Any] = json.loads(out.read_text())
+    return mapping
 
 
 def cmd_scale(args: argparse.Namespace) -> int:
@@ -128,20 +147,29 @@ def cmd_scale(args: argparse.Namespace) -> int:
                 say(f"{logged:,} publications logged: the new mapping is {algorithm}")
             learned = None
             if algorithm != "hash":
-                # Written before the number is asked for, so that the routers move to this
-                # version rather than write one with stable hashing (wordcast.scaling, step 3).
-                from spark_jobs import learn_mapping
-
-                argv = ["--matchers", str(args.matchers), "--algorithm", algorithm]
-                argv += ["--namespace", namespace, "--publish", redis_url]
-                argv += ["--publication-log", redis_url]
-                say(f"learning a {algorithm} mapping for {args.matchers} matchers with Spark…")
-                if await asyncio.to_thread(learn_mapping.main, argv) != 0:
-                    raise RuntimeError("the mapping learner failed")
-                learned = (await mappings.state())[0]
+                # Under the lock no router writes a hashing version for the new number, and the
+                # learned one is written once its matchers answer (wordcast.scaling, step 3).
+                owner = f"wordcast-scale-{uuid.uuid4().hex}"
+                async with scaling.holding_migration_lock(
+                    mappings, owner, SCALE_LOCK_TTL_S, args.timeout, say
+                ):
+                    await scaling.request(store, args.matchers)
+                    say(f"learning a {algorithm} mapping for {args.matchers} matchers with Spark…")
+                    mapping = await asyncio.to_thread(
+                        _learn, args.matchers, algorithm, namespace, redis_url
+                    )
+                    await scaling.wait_for_matchers(store, args.matchers, args.timeout, say)
+                    learned = await mappings.write(
+                        mapping["matchers"],
+                        mapping["words"],
+                        mapping["hot"],
+                        mapping["frequencies"],
+                        {**mapping["meta"], "reason": "scale"},
+                    )
                 say(f"mapping v{learned} for {args.matchers} matchers written")
-            await scaling.request(store, args.matchers)
-            await scaling.wait_for_matchers(store, args.matchers, args.timeout, say)
+            else:
+                await scaling.request(store, args.matchers)
+                await scaling.wait_for_matchers(store, args.matchers, args.timeout, say)
             if learned is None:
                 initial = await mappings.initial() or current
                 version = await scaling.wait_for_version(
@@ -274,7 +302,8 @@ def register(sub: Any) -> None:
         "scale",
         help="change the number of matchers: subscriptions move live, nothing is lost",
         description="Ask for N matchers and follow the routers as they move the cluster onto them "
-        "(a version with stable hashing, or one learned first) until every router uses only it. "
+        "(a version with stable hashing, or one it learns meanwhile, holding the routers back) "
+        "until every router uses only it. "
         "A local cluster (wordcast up) starts and stops its matcher processes itself; on "
         "Kubernetes, kubectl scale the StatefulSet instead (routers that follow it re-map).",
     )
