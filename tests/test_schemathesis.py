@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+import redis
 import schemathesis
 from hypothesis import HealthCheck, settings
 from schemathesis.checks import not_a_server_error
@@ -29,6 +30,7 @@ from .conftest import AUTH, RunningCluster
 pytestmark = pytest.mark.e2e
 
 CHECKS = [not_a_server_error, response_schema_conformance]
+MATCHER_NAMESPACE = "test-schemathesis-m"
 EXAMPLES = settings(
     max_examples=30,
     deadline=None,
@@ -37,7 +39,9 @@ EXAMPLES = settings(
 
 
 # The schemas come from apps that are never started (only their OpenAPI documents are read); the
-# calls go to apps configured by the fixtures below, which Schemathesis starts (lifespan included).
+# calls go to apps configured by the fixtures below, which Schemathesis starts (lifespan included)
+# and stops after each test: every test waits for its app to be ready again (_ready), else a
+# fresh router answers /readyz with 503 while it loads.
 ROUTER = schemathesis.openapi.from_dict(
     router_app(RouterSettings(environment="development")).openapi()
 )
@@ -53,7 +57,7 @@ def _stop_apps() -> Iterator[None]:
 
 
 def _ready(app: Any) -> Any:
-    """Start the app (Schemathesis keeps it running) and wait until it has loaded from Redis."""
+    """Start the app (unless it runs) and wait until it has loaded from Redis."""
     deadline = time.monotonic() + 30
     with st_asgi.get_client(app) as client:
         while client.get("http://testserver/readyz").status_code != 200:
@@ -75,7 +79,7 @@ def router_asgi(cluster: RunningCluster, redis_url: str) -> Any:
 
 @pytest.fixture(scope="module")
 def matcher_asgi(redis_url: str) -> Any:
-    settings_ = MatcherSettings(redis_url=redis_url, namespace="test-schemathesis-m", ordinal=0)
+    settings_ = MatcherSettings(redis_url=redis_url, namespace=MATCHER_NAMESPACE, ordinal=0)
     return _ready(matcher_app(settings_))
 
 
@@ -87,16 +91,21 @@ def receiver_asgi() -> Any:
 @ROUTER.parametrize()
 @EXAMPLES
 def test_router(case: Any, router_asgi: Any) -> None:
-    case.call_and_validate(app=router_asgi, headers=AUTH, checks=CHECKS)
+    case.call_and_validate(app=_ready(router_asgi), headers=AUTH, checks=CHECKS)
 
 
 @MATCHER.parametrize()
 @EXAMPLES
-def test_matcher(case: Any, matcher_asgi: Any) -> None:
-    case.call_and_validate(app=matcher_asgi, checks=CHECKS)
+def test_matcher(case: Any, matcher_asgi: Any, redis_url: str) -> None:
+    app = _ready(matcher_asgi)
+    # As a router calls it: with the cluster's internal token, so /internal is fuzzed past it.
+    token = redis.Redis.from_url(redis_url, decode_responses=True).get(
+        f"{MATCHER_NAMESPACE}:cluster:internal_token"
+    )
+    case.call_and_validate(app=app, headers={"authorization": f"Bearer {token}"}, checks=CHECKS)
 
 
 @RECEIVER.parametrize()
 @EXAMPLES
 def test_receiver(case: Any, receiver_asgi: Any) -> None:
-    case.call_and_validate(app=receiver_asgi, checks=CHECKS)
+    case.call_and_validate(app=_ready(receiver_asgi), checks=CHECKS)
