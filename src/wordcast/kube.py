@@ -97,7 +97,8 @@ class CronJobRun(_Api):
             f"reading cronjob/{self.name} from the Kubernetes API",
             lambda client: client.get(CronJob, name=self.name),
         )
-        assert cronjob.metadata is not None and cronjob.spec is not None
+        if cronjob.metadata is None or cronjob.spec is None:
+            raise KubernetesUnavailable(f"cronjob/{self.name} came back without its spec")
         template = cronjob.spec.jobTemplate
         labels = dict(template.metadata.labels or {}) if template.metadata else {}
         annotations = dict(template.metadata.annotations or {}) if template.metadata else {}

@@ -13,7 +13,8 @@ while routers switch. What drives it is one number, the matchers wanted (``{ns}:
 3. routers reconcile (:func:`version_for`): while the versions are settled and the active one
    routes to another number than is wanted, and, when growing, once every matcher below the new
    number answers as ready, the router holding the migration lock writes a version for it (stable
-   hashing; the nightly learner learns one for that number later) and the routers move every
+   hashing; on Kubernetes it then starts the learner's CronJob, whose run publishes a learned
+   version for that number, else the nightly learner does) and the routers move every
    subscription to it, switch to it, then retire the old version. ``wordcast scale N --algorithm
    salb`` instead holds the migration lock (:func:`holding_migration_lock`) while it asks for N,
    learns a mapping for N and waits for the new matchers, then writes that version and lets go:
