@@ -230,7 +230,7 @@ async def subscribed_words(redis_url: str, namespace: str) -> set[str]:
 
 
 # -- entry point --------------------------------------------------------------------------------
-def main(argv: list[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--matchers", type=int, required=True, help="N, the cluster's matchers")
     parser.add_argument("--algorithm", choices=ALGORITHMS, default="salb")
@@ -245,12 +245,52 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--publish", metavar="REDIS_URL", help="write it as a new mapping version")
     parser.add_argument("--out", type=Path, help="write the mapping as JSON")
     parser.add_argument("--master", help="Spark master (default local[*] unless spark-submit)")
+    return parser
+
+
+def learned_mapping(argv: list[str]) -> tuple[Mapping, dict[str, object]]:
+    """The job without its output: the mapping the arguments ask for, and its meta (algorithm,
+    timings, scores), for a caller that writes it itself (``wordcast scale``)."""
+    args = _parser().parse_args(argv)
+    if args.matchers < 1:
+        raise SystemExit("learn_mapping: --matchers must be at least 1")
+    mapping, meta, _ = _learned(args)
+    return mapping, meta
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = _parser()
     args = parser.parse_args(argv)
     if args.matchers < 1:
         parser.error("--matchers must be at least 1")
     if not (args.publish or args.out):
         parser.error("say where the mapping goes: --publish REDIS_URL and/or --out FILE")
+    mapping, meta, timings = _learned(args)
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        payload = {
+            "matchers": mapping.matchers,
+            "words": mapping.words,
+            "hot": mapping.versions,
+            "frequencies": mapping.frequencies,
+        }
+        args.out.write_text(json.dumps({**payload, "meta": meta}))
+    version = None
+    if args.publish:
+        version = asyncio.run(publish(args.publish, args.namespace, mapping, meta))
+    print(
+        f"learn_mapping: {meta['algorithm']} for {args.matchers} matchers from "
+        f"{int(timings['posts']):,} publications ({int(timings['words']):,} words, "
+        f"{len(mapping.versions)} hot): graph {timings['graph_s']:.1f}s in Spark, "
+        f"learning {timings['learn_s']:.1f}s on the driver, {timings['total_s']:.1f}s in all"
+        + (f"; published as version {version}" if version else ""),
+        file=sys.stderr,
+    )
+    return 0
 
+
+def _learned(args: argparse.Namespace) -> tuple[Mapping, dict[str, object], dict[str, float]]:
+    """Learn as the arguments say: the mapping, its meta, and the timings in it."""
     from .session import spark_session
 
     started = time.perf_counter()
@@ -289,27 +329,7 @@ def main(argv: list[str] | None = None) -> int:
             f"throughput per unit of matcher capacity: {figures} -> {learned.algorithm}",
             file=sys.stderr,
         )
-    if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        payload = {
-            "matchers": mapping.matchers,
-            "words": mapping.words,
-            "hot": mapping.versions,
-            "frequencies": mapping.frequencies,
-        }
-        args.out.write_text(json.dumps({**payload, "meta": meta}))
-    version = None
-    if args.publish:
-        version = asyncio.run(publish(args.publish, args.namespace, mapping, meta))
-    print(
-        f"learn_mapping: {learned.algorithm} for {args.matchers} matchers from "
-        f"{int(timings['posts']):,} publications ({int(timings['words']):,} words, "
-        f"{len(mapping.versions)} hot): graph {timings['graph_s']:.1f}s in Spark, "
-        f"learning {timings['learn_s']:.1f}s on the driver, {timings['total_s']:.1f}s in all"
-        + (f"; published as version {version}" if version else ""),
-        file=sys.stderr,
-    )
-    return 0
+    return mapping, meta, timings
 
 
 if __name__ == "__main__":

@@ -5,15 +5,16 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
-import tempfile
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..partitioning import VARIANTS
 from .common import DEFAULT_ROUTER, fail
+
+if TYPE_CHECKING:
+    from ..salb import Mapping
 
 
 def _wanted_matchers(redis_url: str, namespace: str) -> int | None:
@@ -91,18 +92,14 @@ SCALE_MIN_LOG = 1_000
 SCALE_LOCK_TTL_S = 30.0
 
 
-def _learn(matchers: int, algorithm: str, namespace: str, redis_url: str) -> dict[str, Any]:
-    """The Spark learner on the publication log, its mapping read back rather than published."""
+def _learn(
+    matchers: int, algorithm: str, namespace: str, redis_url: str
+) -> tuple[Mapping, dict[str, object]]:
+    """The Spark learner on the publication log: its mapping and meta, not yet published."""
     from spark_jobs import learn_mapping
 
-    with tempfile.TemporaryDirectory() as scratch:
-        out = Path(scratch) / "mapping.json"
-        argv = ["--matchers", str(matchers), "--algorithm", algorithm, "--namespace", namespace]
-        argv += ["--publication-log", redis_url, "--out", str(out)]
-        if learn_mapping.main(argv) != 0:
-            raise RuntimeError("the mapping learner failed")
-        mapping: dict[str, Any] = json.loads(out.read_text())
-    return mapping
+    argv = ["--matchers", str(matchers), "--algorithm", algorithm, "--namespace", namespace]
+    return learn_mapping.learned_mapping([*argv, "--publication-log", redis_url])
 
 
 def cmd_scale(args: argparse.Namespace) -> int:
@@ -155,16 +152,16 @@ def cmd_scale(args: argparse.Namespace) -> int:
                 ):
                     await scaling.request(store, args.matchers)
                     say(f"learning a {algorithm} mapping for {args.matchers} matchers with Spark…")
-                    mapping = await asyncio.to_thread(
+                    mapping, meta = await asyncio.to_thread(
                         _learn, args.matchers, algorithm, namespace, redis_url
                     )
                     await scaling.wait_for_matchers(store, args.matchers, args.timeout, say)
                     learned = await mappings.write(
-                        mapping["matchers"],
-                        mapping["words"],
-                        mapping["hot"],
-                        mapping["frequencies"],
-                        {**mapping["meta"], "reason": "scale"},
+                        mapping.matchers,
+                        mapping.words,
+                        mapping.versions,
+                        mapping.frequencies,
+                        {**meta, "reason": "scale"},
                     )
                 say(f"mapping v{learned} for {args.matchers} matchers written")
             else:
