@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 SPEC := pyproject.toml
 
-.PHONY: run test lint bench bench-e2e bench-matcher bench-patterns bench-boolean bench-routing bench-migration bench-shedding bench-subscribe bench-scale env java clean
+.PHONY: run test lint bench bench-e2e bench-matcher bench-patterns bench-boolean bench-routing bench-routing-held bench-migration bench-shedding bench-subscribe bench-scale env java clean
 
 # PySpark needs a Java runtime (17 or newer); it cannot come from PyPI, so say so clearly.
 java:
@@ -32,7 +32,7 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check src tests bench spark_jobs
 	$(BIN)/mypy
 
-bench: bench-e2e bench-matcher bench-patterns bench-boolean bench-routing bench-migration bench-shedding bench-subscribe bench-scale
+bench: bench-e2e bench-matcher bench-patterns bench-boolean bench-routing bench-routing-held bench-migration bench-shedding bench-subscribe bench-scale
 
 bench-e2e: $(STAMP)
 	$(BIN)/python -m bench.e2e
@@ -49,6 +49,9 @@ bench-boolean: $(STAMP)
 
 bench-routing: $(STAMP) java
 	$(BIN)/python -m bench.routing
+
+bench-routing-held: $(STAMP)
+	$(BIN)/python -m bench.routing_held
 
 bench-migration: $(STAMP)
 	$(BIN)/python -m bench.migration

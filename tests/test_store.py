@@ -5,10 +5,13 @@ from __future__ import annotations
 import asyncio
 import random
 from collections import Counter
+from dataclasses import replace
 
 import pytest
 
 from wordcast.errors import NotFound
+from wordcast.placement import Placement
+from wordcast.routing import WordHolders
 from wordcast.store import (
     EventFollower,
     Subscription,
@@ -160,6 +163,71 @@ def test_follower_replica_converges_while_changes_race_its_start(
             committed.update({s.id: s.terms for s in page})
         assert replica == committed
         assert words == await writer.subscribed_words()
+        task.cancel()
+        await writer_client.aclose()
+        await reader_client.aclose()
+
+    asyncio.run(scenario())
+
+
+def test_routers_replica_of_who_holds_each_word_converges_under_adds_deletes_and_moves(
+    redis_url: str, namespace: str
+) -> None:
+    """The held/dropped words that events name keep a WordHolders replica equal to the word maps
+    H(i) in Redis, while subscriptions on several matchers come, go and move under it."""
+
+    async def scenario() -> None:
+        writer_client, reader_client = connect(redis_url), connect(redis_url)
+        writer = SubscriptionStore(writer_client, namespace)
+        reader = SubscriptionStore(reader_client, namespace)
+        replica = WordHolders()
+        matchers = 4
+
+        async def snapshot() -> None:
+            replica.clear()
+            for matcher, words in (await reader.held_words(matchers)).items():
+                replica.hold(matcher, words)
+
+        def apply(events: list[SubscriptionEvent]) -> None:
+            for event in events:
+                for matcher, words in event.held:
+                    replica.hold(matcher, words)
+                for matcher, words in event.dropped:
+                    replica.drop(matcher, words)
+
+        follower = EventFollower(reader, snapshot, apply, block_ms=50)
+        rng = random.Random(17)
+
+        async def churn() -> None:
+            live: list[str] = []
+            for i in range(500):
+                roll = rng.random()
+                if live and roll < 0.3:
+                    await writer.delete(live.pop(rng.randrange(len(live))))
+                elif live and roll < 0.55:
+                    sub = await writer.get(rng.choice(live))
+                    there = rng.sample(range(matchers), rng.randint(1, 2))
+                    placements = [Placement(m, 0) for m in sorted(there)]
+                    await writer.move(sub, placements)
+                else:
+                    terms = tuple(sorted({f"t{rng.randint(0, 30)}" for _ in range(3)}))
+                    there = sorted(rng.sample(range(matchers), rng.randint(1, 2)))
+                    sub = replace(
+                        _sub(i, terms, there[0]), placements=tuple(Placement(m, 0) for m in there)
+                    )
+                    await writer.add(sub)
+                    live.append(sub.id)
+                if i % 40 == 0:
+                    await asyncio.sleep(0.01)
+
+        task = asyncio.create_task(follower.run())
+        await churn()
+        await follower.catch_up(until=await writer.last_event_id())
+        expected = WordHolders()
+        for matcher in range(matchers):
+            expected.hold(matcher, await writer.word_map(matcher))
+        assert replica == expected and len(expected) > 10
+        assert set(replica) == await writer.subscribed_words()
         task.cancel()
         await writer_client.aclose()
         await reader_client.aclose()

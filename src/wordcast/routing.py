@@ -16,6 +16,14 @@ matchers which copy it drew (:func:`route` returns the draws). A hot word theref
 matcher eligible: a subscription is placed through its other words, and a subscription made only
 of hot words is multicast to the matchers of every copy of its least frequent hot word
 (:func:`hot_multicast`).
+
+Routers go one step further than Eq. 3.1 (wordcast's extension, not in the seeds): they send P to
+M(w) only if that matcher's subscription word map H(M(w)) (§4.2) holds w, K_H(P, M) =
+{M(w) : w ∈ P, w ∈ H(M(w))} ⊆ K(P, M) (:func:`route_held`). Nothing is missed: a subscription S on
+matcher i was placed there because some w ∈ S has M(w) = i (or, multicast, a copy of its least
+frequent hot word maps there), and w ∈ H(i) because S is on i; every publication containing S
+contains w, so it still reaches i. What is saved are the copies sent to a matcher for a word that
+only subscriptions placed elsewhere contain: with few subscriptions, most of them.
 """
 
 from __future__ import annotations
@@ -105,6 +113,75 @@ def hot_multicast(
     for copy in range(mapping.splits[word]):
         copies.setdefault(mapping(copy_name(word, copy)), set()).add(copy)
     return word, {matcher: frozenset(c) for matcher, c in copies.items()}
+
+
+class WordHolders(dict[str, int]):
+    """For each subscribed word w, a bit mask of the matchers whose H(i) holds it.
+
+    Its keys are s(W), so it stands in wherever a collection of subscribed words is wanted.
+    """
+
+    def hold(self, matcher: int, words: Iterable[str]) -> None:
+        bit = 1 << matcher
+        for word in words:
+            self[word] = self.get(word, 0) | bit
+
+    def drop(self, matcher: int, words: Iterable[str]) -> None:
+        keep = ~(1 << matcher)
+        for word in words:
+            mask = self.get(word, 0) & keep
+            if mask:
+                self[word] = mask
+            else:
+                self.pop(word, None)
+
+    def holders(self, word: str) -> list[int]:
+        mask, matchers = self.get(word, 0), []
+        while mask:
+            low = mask & -mask
+            matchers.append(low.bit_length() - 1)
+            mask ^= low
+        return matchers
+
+
+def route_held(
+    terms: Iterable[str],
+    held: Mapping[str, int],
+    mapping: HashMapping,
+    draw: Callable[[int], int] | None = None,
+) -> tuple[set[int], dict[str, int]]:
+    """K_H(P, M): :func:`route` sending a word only to its matcher when that matcher's H holds it.
+
+    ``held`` maps each subscribed word to the bit mask of the matchers holding it
+    (:class:`WordHolders`). A hot word is drawn as in :func:`route` (so that every matcher keeps
+    seeing one copy per publication), then sent only if the drawn copy's matcher holds it.
+    """
+    splits = mapping.splits
+    targets: set[int] = set()
+    if not splits:
+        for term in terms:
+            mask = held.get(term)
+            if mask:
+                matcher = mapping(term)
+                if mask >> matcher & 1:
+                    targets.add(matcher)
+        return targets, {}
+    if draw is None:
+        raise ValueError("a mapping with hot words needs a draw")
+    drawn: dict[str, int] = {}
+    for term in terms:
+        mask = held.get(term)
+        if not mask:
+            continue
+        copies = splits.get(term)
+        if copies:
+            copy = drawn[term] = draw(copies)
+            matcher = mapping(copy_name(term, copy))
+        else:
+            matcher = mapping(term)
+        if mask >> matcher & 1:
+            targets.add(matcher)
+    return targets, drawn
 
 
 def route(

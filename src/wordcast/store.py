@@ -35,9 +35,11 @@ Mapping versions themselves are kept by :mod:`wordcast.mapping_store`.
 Every change is one Lua script, so the record, both word maps and the event that announces it are
 written atomically: concurrent routers cannot corrupt the counts, and a reader that loads a snapshot
 and then replays the events after its starting position always converges to the committed state.
-Events carry the words whose global count rose from zero (``born``) or fell to zero (``died``), so
-routers keep s(W) without rereading it; a pattern event names the matchers on which its anchor's
-count rose from or fell to zero, so routers keep the anchor owners the same way.
+Events carry the words whose global count rose from zero (``born``) or fell to zero (``died``), and
+for each matcher the words whose count in its H(i) did (``held``, ``dropped``), so routers keep s(W)
+and which matchers hold each word (:func:`wordcast.routing.route_held`) without rereading them; a
+pattern event names the matchers on which its anchor's count rose from or fell to zero, so routers
+keep the anchor owners the same way.
 
 Redis errors are translated into :class:`~wordcast.errors.StoreUnavailable` here.
 """
@@ -74,9 +76,14 @@ redis.call('HSET', KEYS[1], 'query', ARGV[3], 'terms', ARGV[4], 'callback_url', 
            'matcher', ARGV[2], 'created', ARGV[6], 'tenant', ARGV[8], 'secret', ARGV[10],
            'placements', ARGV[11])
 redis.call('SADD', KEYS[4], ARGV[1])
+local held = {}
 for k = 6, #KEYS, 2 do
   redis.call('SADD', KEYS[k], ARGV[1])
-  for term in string.gmatch(ARGV[4], '%S+') do redis.call('HINCRBY', KEYS[k + 1], term, 1) end
+  local new = {}
+  for term in string.gmatch(ARGV[4], '%S+') do
+    if redis.call('HINCRBY', KEYS[k + 1], term, 1) == 1 then new[#new + 1] = term end
+  end
+  if #new > 0 then held[#held + 1] = ARGV[13 + (k - 6) / 2] .. ' ' .. table.concat(new, ' ') end
 end
 local born = {}
 for term in string.gmatch(ARGV[4], '%S+') do
@@ -84,7 +91,8 @@ for term in string.gmatch(ARGV[4], '%S+') do
 end
 return redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[7], '*', 'op', 'add', 'sub', ARGV[1],
                   'matcher', ARGV[2], 'terms', ARGV[4], 'callback_url', ARGV[5], 'query', ARGV[3],
-                  'words', table.concat(born, ' '), 'tenant', ARGV[8], 'placements', ARGV[11])
+                  'words', table.concat(born, ' '), 'tenant', ARGV[8], 'placements', ARGV[11],
+                  'held', table.concat(held, '\\n'))
 """
 
 _DELETE = """
@@ -93,11 +101,17 @@ local terms = redis.call('HGET', KEYS[1], 'terms')
 local matcher = redis.call('HGET', KEYS[1], 'matcher')
 redis.call('DEL', KEYS[1])
 redis.call('SREM', KEYS[4], ARGV[1])
+local dropped = {}
 for k = 6, #KEYS, 2 do
   redis.call('SREM', KEYS[k], ARGV[1])
+  local gone = {}
   for term in string.gmatch(terms, '%S+') do
-    if redis.call('HINCRBY', KEYS[k + 1], term, -1) <= 0 then redis.call('HDEL', KEYS[k + 1], term) end
+    if redis.call('HINCRBY', KEYS[k + 1], term, -1) <= 0 then
+      redis.call('HDEL', KEYS[k + 1], term)
+      gone[#gone + 1] = term
+    end
   end
+  if #gone > 0 then dropped[#dropped + 1] = ARGV[4 + (k - 6) / 2] .. ' ' .. table.concat(gone, ' ') end
 end
 local died = {}
 for term in string.gmatch(terms, '%S+') do
@@ -108,7 +122,7 @@ for term in string.gmatch(terms, '%S+') do
 end
 return redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[3], '*', 'op', 'del', 'sub', ARGV[1],
                   'matcher', matcher, 'terms', terms, 'words', table.concat(died, ' '),
-                  'placements', ARGV[2])
+                  'placements', ARGV[2], 'held', '', 'dropped', table.concat(dropped, '\\n'))
 """
 
 # Re-placement (a mapping change). KEYS: 1 record, 2 events, then pairs (subscription set, H(i)):
@@ -117,23 +131,33 @@ _MOVE = """
 if redis.call('HGET', KEYS[1], 'placements') ~= ARGV[2] then return false end
 local terms = redis.call('HGET', KEYS[1], 'terms')
 local leaving = tonumber(ARGV[5])
+local held, dropped = {}, {}
 for k = 3, #KEYS, 2 do
-  local step = 1
-  if (k - 3) / 2 < leaving then
+  local index = (k - 3) / 2
+  local changed = {}
+  if index < leaving then
     redis.call('SREM', KEYS[k], ARGV[1])
-    step = -1
+    for term in string.gmatch(terms, '%S+') do
+      if redis.call('HINCRBY', KEYS[k + 1], term, -1) <= 0 then
+        redis.call('HDEL', KEYS[k + 1], term)
+        changed[#changed + 1] = term
+      end
+    end
+    if #changed > 0 then dropped[#dropped + 1] = ARGV[7 + index] .. ' ' .. table.concat(changed, ' ') end
   else
     redis.call('SADD', KEYS[k], ARGV[1])
-  end
-  for term in string.gmatch(terms, '%S+') do
-    if redis.call('HINCRBY', KEYS[k + 1], term, step) <= 0 then redis.call('HDEL', KEYS[k + 1], term) end
+    for term in string.gmatch(terms, '%S+') do
+      if redis.call('HINCRBY', KEYS[k + 1], term, 1) == 1 then changed[#changed + 1] = term end
+    end
+    if #changed > 0 then held[#held + 1] = ARGV[7 + index] .. ' ' .. table.concat(changed, ' ') end
   end
 end
 redis.call('HSET', KEYS[1], 'placements', ARGV[3], 'matcher', ARGV[4])
 local f = redis.call('HMGET', KEYS[1], 'query', 'callback_url', 'tenant')
 return redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[6], '*', 'op', 'move', 'sub', ARGV[1],
                   'matcher', ARGV[4], 'terms', terms, 'query', f[1], 'callback_url', f[2],
-                  'tenant', f[3], 'placements', ARGV[3], 'words', '')
+                  'tenant', f[3], 'placements', ARGV[3], 'words', '',
+                  'held', table.concat(held, '\\n'), 'dropped', table.concat(dropped, '\\n'))
 """
 
 
@@ -249,8 +273,10 @@ class Subscription:
 class SubscriptionEvent:
     """One committed change.
 
-    ``words`` are the words born (add) or died (del) in s(W). For a pattern, ``anchor_joined`` and
-    ``anchor_left`` are the matchers on which the count of its anchor rose from or fell to zero.
+    ``words`` are the words born (add) or died (del) in s(W); ``held`` and ``dropped`` are, for a
+    keyword subscription, the words whose count in a matcher's H(i) rose from or fell to zero, as
+    (matcher, words) pairs. For a pattern, ``anchor_joined`` and ``anchor_left`` are the matchers
+    on which the count of its anchor rose from or fell to zero.
     """
 
     id: str
@@ -259,6 +285,8 @@ class SubscriptionEvent:
     words: tuple[str, ...]
     anchor_joined: tuple[int, ...] = ()
     anchor_left: tuple[int, ...] = ()
+    held: tuple[tuple[int, tuple[str, ...]], ...] = ()
+    dropped: tuple[tuple[int, tuple[str, ...]], ...] = ()
 
 
 def event_order(event_id: str) -> tuple[int, int]:
@@ -436,7 +464,7 @@ class SubscriptionStore:
             args = [sub.id, sub.matcher, sub.query, " ".join(sub.terms)]
         args += [sub.callback_url, repr(sub.created), EVENTS_MAXLEN, sub.tenant, tenant_limit]
         args.append(sub.secret)
-        args += [window] if sub.is_pattern else [encode(sub.placements), window]
+        args += [window] if sub.is_pattern else [encode(sub.placements), window, *sub.matchers]
         with translated("storing a subscription"):
             event_id = await script(keys=keys, args=args)
         if event_id == -1:
@@ -461,6 +489,7 @@ class SubscriptionStore:
                 args += sub.matchers
             else:
                 script, keys = self._delete, self._keys(sub)
+                args += sub.matchers
             with translated("deleting a subscription"):
                 event_id = await script(keys=keys, args=args)
             if event_id:
@@ -511,7 +540,7 @@ class SubscriptionStore:
             return self._move_pattern, keys, [*args, *leaving, *joining]
         keys = [self.sub_key(sub.id), self.events_key, *self._matcher_keys(leaving)]
         keys += self._matcher_keys(joining)
-        return self._move, keys, args
+        return self._move, keys, [*args, *leaving, *joining]
 
     async def move(self, sub: Subscription, placements: Sequence[Placement]) -> str | None:
         """Re-place a subscription; the event id, or None if it changed meanwhile."""
@@ -639,6 +668,15 @@ class SubscriptionStore:
         with translated("reading the subscribed words"):
             return set(await self.client.hkeys(self.words_key))
 
+    async def held_words(self, matchers: int) -> dict[int, list[str]]:
+        """The words of H(i) for matchers 0 … ``matchers`` - 1, in one round trip."""
+        pipe = self.client.pipeline(transaction=False)
+        for matcher in range(matchers):
+            pipe.hkeys(self.matcher_words_key(matcher))
+        with translated("reading the subscription word maps"):
+            replies = await pipe.execute()
+        return dict(enumerate(replies))
+
     async def word_map(self, matcher: int) -> dict[str, int]:
         """H(i) with counts."""
         with translated("reading a subscription word map"):
@@ -738,14 +776,33 @@ def _subscription(sub_id: str, fields: dict[str, str]) -> Subscription:
 
 
 def _event(event_id: str, fields: dict[str, str]) -> SubscriptionEvent:
+    sub = _subscription(fields["sub"], fields)
+    op = fields["op"]
+    held = _word_changes(fields.get("held"))
+    if "held" not in fields and op != "del" and sub.terms:
+        # Written by a router from before events named H's changes: a reader that takes every
+        # word as held where the subscription now is routes a little more, never less.
+        held = tuple((matcher, sub.terms) for matcher in sub.matchers)
     return SubscriptionEvent(
         id=event_id,
-        op=fields["op"],
-        subscription=_subscription(fields["sub"], fields),
+        op=op,
+        subscription=sub,
         words=tuple(fields.get("words", "").split()),
         anchor_joined=tuple(int(m) for m in fields.get("anchor_joined", "").split()),
         anchor_left=tuple(int(m) for m in fields.get("anchor_left", "").split()),
+        held=held,
+        dropped=_word_changes(fields.get("dropped")),
     )
+
+
+def _word_changes(text: str | None) -> tuple[tuple[int, tuple[str, ...]], ...]:
+    """ "matcher word word…" lines, one per matcher whose H(i) changed."""
+    changes = []
+    for line in (text or "").splitlines():
+        parts = line.split()
+        if len(parts) > 1:
+            changes.append((int(parts[0]), tuple(parts[1:])))
+    return tuple(changes)
 
 
 class EventFollower:

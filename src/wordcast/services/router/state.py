@@ -2,15 +2,17 @@
 
 Keyword subscriptions are placed with LASP (S³-TM Alg. 2) among the eligible matchers B(S, M) of
 every mapping version in use (:mod:`wordcast.placement`); routing sends each publication to
-K(P, M) (Eq. 3.1) under the active mapping version (or to fewer of those matchers while the router
-sheds load, :mod:`.overload`), one request per matcher per batch, tagged with that version and the
-hot-word copies drawn (§5.1). Which versions are in use, and moving the subscriptions when a new
-one appears, is :mod:`.versions`; the requests to matchers are :mod:`.matchers`; API keys are
-:mod:`.tenants`.
+K_H(P, M) under the active mapping version: the matchers of its subscribed words (Eq. 3.1), each
+only if its H(i) holds the word (:func:`wordcast.routing.route_held`), or to fewer of those
+matchers while the router sheds load (:mod:`.overload`); one request per matcher per batch, tagged
+with that version and the hot-word copies drawn (§5.1). Which versions are in use, and moving
+the subscriptions when a new one appears, is :mod:`.versions`; the requests to matchers are
+:mod:`.matchers`; API keys are :mod:`.tenants`.
 Pattern subscriptions are routed by their anchors (:mod:`wordcast.anchors`): a publication also
 goes to the matchers owning an anchor that occurs in its normalised text, in the same request,
 flagged so that the matcher runs its pattern engine on it. The router keeps only state it can
-rebuild from Redis: the subscribed words s(W), the owners of each anchor, and the mapping versions.
+rebuild from Redis: which matchers' H(i) hold each subscribed word, the owners of each anchor, and
+the mapping versions.
 A boolean query (:mod:`wordcast.boolean`) is stored as one keyword subscription per alternative,
 each placed with LASP on its own required words; routing does not know the difference.
 """
@@ -46,7 +48,7 @@ from ...outbox import DeadLetters, Message
 from ...patterns import normalise, parse
 from ...placement import candidates, place_pattern, plan
 from ...ratelimit import RateLimiter
-from ...routing import HashMapping, route
+from ...routing import HashMapping, WordHolders, route_held
 from ...store import EventFollower, Subscription, SubscriptionEvent, SubscriptionStore
 from .matchers import MatcherLinks
 from .overload import LoadShedder
@@ -118,7 +120,7 @@ class RouterState:
         SPREAD.set_function(lambda: self.routing_stats.figures()["spread"])
         IMBALANCE.set_function(lambda: self.routing_stats.figures()["imbalance"])
         IMBALANCE_CV.set_function(lambda: self.routing_stats.figures()["cv"])
-        self.subscribed: set[str] = set()
+        self.held = WordHolders()
         self.anchors = AnchorIndex()
         self._random = random.Random()
         self.address_policy = settings.address_policy
@@ -152,12 +154,14 @@ class RouterState:
         await self.store.want_matchers(self.settings.initial_matchers, only_if_unset=True)
         await self.versions.mappings.record_initial(self.settings.initial_matchers)
         await self.versions.refresh()
-        subscribed = await self.store.subscribed_words()
+        held = WordHolders()
+        for matcher, words in (await self.store.held_words(self.view.span)).items():
+            held.hold(matcher, words)
         anchors = AnchorIndex()
         for matcher in range(self.view.span):
             for anchor in await self.store.anchor_map(matcher):
                 anchors.add(anchor, matcher)
-        self.subscribed, self.anchors = subscribed, anchors
+        self.held, self.anchors = held, anchors
 
     def _apply(self, events: Iterable[SubscriptionEvent]) -> None:
         for event in events:
@@ -167,10 +171,11 @@ class RouterState:
                     self.anchors.add(sub.anchor, matcher)
                 for matcher in event.anchor_left:
                     self.anchors.discard(sub.anchor, matcher)
-            elif event.op == "add":
-                self.subscribed.update(event.words)
-            elif event.op == "del":
-                self.subscribed.difference_update(event.words)
+            else:
+                for matcher, words in event.held:
+                    self.held.hold(matcher, words)
+                for matcher, words in event.dropped:
+                    self.held.drop(matcher, words)
 
     # -- tenants' subscriptions -----------------------------------------------------------------
     async def replay(self, tenant: str, dead_id: str) -> Message:
@@ -463,7 +468,7 @@ class RouterState:
         started = time.perf_counter()
         ids: list[str] = []
         per_matcher: dict[int, list[dict[str, object]]] = {}
-        subscribed = self.subscribed
+        held = self.held
         view = self.view
         mapping = view.active
         version = mapping.version
@@ -480,9 +485,9 @@ class RouterState:
             terms = terms_of(text)
             if rate and terms and draw() < rate:
                 sampled.append((now, terms))
-            targets, drawn = route(terms, subscribed, mapping, randrange)
+            targets, drawn = route_held(terms, held, mapping, randrange)
             if shedder.enabled and targets:
-                targets = shedder.cut(targets, terms, subscribed, mapping, drawn)
+                targets = shedder.cut(targets, terms, held, mapping, drawn)
             # A pattern on its way off a removed matcher is owned there too (and stays so here
             # until the events say otherwise); nothing there serves this version.
             pattern_targets = (

@@ -135,8 +135,9 @@ class MappingVersions:
         view = MappingView(await self.mapping(active), (low, high), planning)
         switching = active != self.view.active.version
         if switching and self.follower.ready.is_set():
-            # A migration moved patterns before it activated this version: their anchors' new
-            # owners must be known here before a batch is tagged with it.
+            # A migration moved subscriptions before it activated this version: the matchers
+            # whose H(i) now holds their words, and their anchors' new owners, must be known here
+            # before a batch is tagged with it (routing skips a matcher not known to hold a word).
             await self.follower.catch_up()
         self.view = view
         self.latest = latest

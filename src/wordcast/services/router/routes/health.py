@@ -36,7 +36,7 @@ async def stats(state: State) -> dict[str, Any]:
             "active": state.view.active.version,
         },
         "shedding": state.shedder.figures(),
-        "subscribed_words": len(state.subscribed),
+        "subscribed_words": len(state.held),
         "event_position": state.follower.position,
     }
 
