@@ -20,6 +20,7 @@ import pytest
 from wordcast.analysis import analyze
 from wordcast.bruteforce import match_pairs
 from wordcast.client import RouterClient
+from wordcast.routing import HashMapping
 from wordcast.termstats import TermStats
 from wordcast.workload import Post, post_queries, sample_posts
 
@@ -130,6 +131,42 @@ def test_deleted_subscription_stops_matching(cluster: RunningCluster, receiver: 
     assert response.json()["ids"] == ["zoo-1"]
     delivered = _delivered_after(cluster, receiver, offset, 1)
     assert delivered == [(kept_id, "zoo-1")]
+
+
+def test_a_word_goes_only_to_a_matcher_holding_a_subscription_with_it(
+    cluster: RunningCluster, receiver: Receiver
+) -> None:
+    """ "narwhal bonobo" sits on one of its words' matchers; a post carrying only the other word
+    reaches no matcher (Eq. 3.1 alone would send it to that word's matcher), while the post with
+    both words still matches."""
+    router = httpx.Client(base_url=cluster.router_url, timeout=30, headers=AUTH)
+    stats = router.get("/stats").json()
+    assert stats["mapping"]["active"] == 0  # stable hashing: M(w) = stable_hash(w) mod N
+    mapping = HashMapping(stats["matchers"])
+    words = ["narwhal", "bonobo", "pangolin", "axolotl", "capybara", "wombat", "kinkajou"]
+    first = words[0]
+    second = next(w for w in words if mapping(w) != mapping(first))
+    assert analyze(f"{first} {second}") == {first, second}
+    sub = router.post(
+        "/subscriptions", json={"query": f"{first} {second}", "callback_url": receiver.hook}
+    )
+    assert sub.status_code == 201
+    placed = sub.json()["matcher"]
+    elsewhere = second if mapping(first) == placed else first
+
+    def routed() -> list[int]:
+        return [httpx.get(f"{u}/stats").json()["publications"] for u in cluster.matcher_urls]
+
+    before = routed()
+    assert router.post("/publications", json={"id": "lone", "text": elsewhere}).status_code == 202
+    assert routed() == before
+    offset = len(receiver.pairs())
+    both = {"id": "both", "text": f"A {second} met a {first}"}
+    assert router.post("/publications", json=both).status_code == 202
+    after = routed()
+    assert after[placed] == before[placed] + 1 and sum(after) == sum(before) + 1
+    assert _delivered_after(cluster, receiver, offset, 1) == [(sub.json()["id"], "both")]
+    assert router.delete(f"/subscriptions/{sub.json()['id']}").status_code == 204
 
 
 def test_only_routers_of_the_cluster_reach_the_matchers_internal_endpoints(

@@ -10,7 +10,7 @@ from dataclasses import replace
 import pytest
 
 from wordcast.errors import NotFound
-from wordcast.placement import Placement
+from wordcast.placement import Placement, encode
 from wordcast.routing import WordHolders
 from wordcast.store import (
     EventFollower,
@@ -231,5 +231,28 @@ def test_routers_replica_of_who_holds_each_word_converges_under_adds_deletes_and
         task.cancel()
         await writer_client.aclose()
         await reader_client.aclose()
+
+    asyncio.run(scenario())
+
+
+def test_an_event_written_before_events_named_held_words_counts_every_word_as_held(
+    redis_url: str, namespace: str
+) -> None:
+    """During a rolling upgrade an older router writes events without ``held``: a reader routes
+    a little more for them, never less."""
+
+    async def scenario() -> None:
+        client = connect(redis_url)
+        store = SubscriptionStore(client, namespace)
+        placements = encode((Placement(1, 0, 3), Placement(2, 3)))
+        old = {"sub": "old", "terms": "a b", "callback_url": "http://x/hook", "query": "a b"}
+        old |= {"matcher": "2", "words": "a b", "placements": placements}
+        await client.xadd(store.events_key, old | {"op": "add"})
+        await client.xadd(store.events_key, old | {"op": "move"})
+        await client.xadd(store.events_key, old | {"op": "del"})
+        add, move, delete = await store.events_after("0-0")
+        assert dict(add.held) == dict(move.held) == {1: ("a", "b"), 2: ("a", "b")}
+        assert delete.held == delete.dropped == ()  # stale holders cost spread, not matches
+        await client.aclose()
 
     asyncio.run(scenario())

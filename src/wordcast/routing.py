@@ -153,8 +153,8 @@ def route_held(
     """K_H(P, M): :func:`route` sending a word only to its matcher when that matcher's H holds it.
 
     ``held`` maps each subscribed word to the bit mask of the matchers holding it
-    (:class:`WordHolders`). A hot word is drawn as in :func:`route` (so that every matcher keeps
-    seeing one copy per publication), then sent only if the drawn copy's matcher holds it.
+    (:class:`WordHolders`). A hot word's copy is drawn as in :func:`route` (and returned, for the
+    matchers' multicast indexes), then sent only if the drawn copy's matcher holds the word.
     """
     splits = mapping.splits
     targets: set[int] = set()
