@@ -11,7 +11,7 @@ import sys
 from collections.abc import AsyncIterator, Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 
-from .common import DEFAULT_ROUTER, against_router, counted, fail, terminate_on_sigterm
+from .common import add_router_option, against_router, counted, fail, terminate_on_sigterm
 
 if TYPE_CHECKING:
     from ..client import RouterClient
@@ -215,7 +215,10 @@ def cmd_publish(args: argparse.Namespace) -> int:
 
     async def run() -> int:
         async with RouterClient(args.router) as client:
-            return await client.publish_many(posts, batch=args.batch)
+            # One request shows no progress worth a line.
+            return await client.publish_many(
+                posts, batch=args.batch, progress=len(posts) > args.batch
+            )
 
     count, error = against_router(args.router, run())
     if error:
@@ -340,13 +343,15 @@ def register(sub: Any) -> None:
     subscribe.add_argument(
         "--patterns", action="store_true", help="with --from-corpus: patterns cut from posts"
     )
-    subscribe.add_argument("--seed", type=int, default=0)
-    subscribe.add_argument("--router", default=DEFAULT_ROUTER)
+    subscribe.add_argument(
+        "--seed", type=int, default=0, help="with --from-corpus: which posts are drawn"
+    )
+    add_router_option(subscribe)
     subscribe.set_defaults(func=cmd_subscribe)
 
     def command(name: str, summary: str, func: Callable[[argparse.Namespace], int]) -> Any:
         parser = sub.add_parser(name, help=summary)
-        parser.add_argument("--router", default=DEFAULT_ROUTER)
+        add_router_option(parser)
         parser.set_defaults(func=func)
         return parser
 
@@ -372,15 +377,21 @@ def register(sub: Any) -> None:
     replay.add_argument("--all", action="store_true", help="every dead letter of yours")
 
     publish = sub.add_parser("publish", help="publish texts (arguments, stdin or corpus)")
-    publish.add_argument("text", nargs="*")
+    publish.add_argument(
+        "text",
+        nargs="*",
+        help="texts to publish, one publication each (none: one per line of stdin)",
+    )
     publish.add_argument("--corpus", type=int, metavar="N", help="publish N corpus posts")
-    publish.add_argument("--batch", type=int, default=500)
-    publish.add_argument("--seed", type=int, default=0)
-    publish.add_argument("--router", default=DEFAULT_ROUTER)
+    publish.add_argument(
+        "--batch", type=int, default=500, help="publications per request (default 500)"
+    )
+    publish.add_argument("--seed", type=int, default=0, help="with --corpus: which posts are drawn")
+    add_router_option(publish)
     publish.set_defaults(func=cmd_publish)
 
     status = sub.add_parser("status", help="mapping version, spread, imbalance, matcher loads")
-    status.add_argument("--router", default=DEFAULT_ROUTER)
+    add_router_option(status)
     status.set_defaults(func=cmd_status)
 
     watch = sub.add_parser(
@@ -401,5 +412,5 @@ def register(sub: Any) -> None:
     watch.add_argument("--host", default="127.0.0.1", help="where the webhook listens")
     watch.add_argument("--port", type=int, default=0, help="default: any free port")
     watch.add_argument("--callback-host", help="the host the matchers reach it at")
-    watch.add_argument("--router", default=DEFAULT_ROUTER)
+    add_router_option(watch)
     watch.set_defaults(func=cmd_watch)

@@ -15,6 +15,14 @@ T = TypeVar("T")
 DEFAULT_ROUTER = os.environ.get("WORDCAST_URL", "http://127.0.0.1:8000")
 
 
+def add_router_option(parser: Any) -> None:
+    parser.add_argument(
+        "--router",
+        default=DEFAULT_ROUTER,
+        help="the router's URL (default: $WORDCAST_URL, else http://127.0.0.1:8000)",
+    )
+
+
 def counted(n: int, noun: str, plural: str = "") -> str:
     """``1 subscription``, ``2 subscriptions``, ``1 match``, ``3 matches``."""
     return f"{n} {noun if n == 1 else plural or noun + 's'}"

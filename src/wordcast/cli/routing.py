@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..partitioning import VARIANTS
-from .common import DEFAULT_ROUTER, fail
+from .common import add_router_option, fail
 
 if TYPE_CHECKING:
     from ..salb import Mapping
@@ -313,7 +313,7 @@ def register(sub: Any) -> None:
         f"least {SCALE_MIN_LOG:,} publications, else stable hashing",
     )
     scale.add_argument("--timeout", type=float, default=600.0, help="seconds per step")
-    scale.add_argument("--router", default=DEFAULT_ROUTER)
+    add_router_option(scale)
     scale.add_argument("--redis-url", help="default: $REDIS_URL")
     scale.set_defaults(func=cmd_scale)
 
