@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from wordcast.lasp import LinearCost
+from wordcast.partitioning import word_network
 from wordcast.routing import HashMapping, WordHolders, route, route_held
 
 from .common import machine, write_json
@@ -106,7 +107,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--eval", type=int, default=30_000, help="posts routed")
     parser.add_argument("--nodes", default="8,16,64")
     parser.add_argument("--sub-counts", default="100,1000,10000,100000")
-    parser.add_argument("--algorithms", default="hash,salb")
+    parser.add_argument(
+        "--algorithms", default="hash,salb", help="any of hash, salb, salb-refined, gC … gNFCL"
+    )
     parser.add_argument("--name", default="routing-held", help="results file name")
     args = parser.parse_args(argv)
     started = time.perf_counter()
@@ -115,10 +118,13 @@ def main(argv: list[str] | None = None) -> int:
     evaluation = history[args.train : args.train + args.eval]
     pool = history[args.train + args.eval :]
     topics = stored_topics()
+    algorithms = args.algorithms.split(",")
+    graph_based = any(a not in ("hash", "salb", "salb-refined") for a in algorithms)
+    network = word_network(training) if graph_based else None
     rows: list[dict[str, Any]] = []
     for n in [int(v) for v in args.nodes.split(",")]:
-        for algorithm in args.algorithms.split(","):
-            mapping = learn(algorithm, training, n, None)
+        for algorithm in algorithms:
+            mapping = learn(algorithm, training, n, network)
             for count in [int(v) for v in args.sub_counts.split(",")]:
                 workloads = {
                     "tweet": tweet_subscriptions(pool, count, 1),
