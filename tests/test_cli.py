@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from wordcast.cli.bench import BENCHMARKS
+from wordcast.cli.bench import BENCHMARKS, module_of
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -19,7 +19,7 @@ def test_bench_offers_exactly_the_benchmarks_make_bench_runs() -> None:
     targets = [name.removeprefix("bench-") for name in found.group(1).split()]
     assert sorted(targets) == sorted(BENCHMARKS)
     for name in BENCHMARKS:
-        assert f"-m bench.{name}\n" in makefile, name
+        assert f"-m {module_of(name)}\n" in makefile, name
 
 
 def test_bench_runs_the_benchmark_of_the_checkout_from_anywhere(tmp_path: Path) -> None:

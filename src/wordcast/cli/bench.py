@@ -11,8 +11,14 @@ from .common import fail
 
 # The benchmarks `make bench` runs (bench/*.py of a source checkout; BENCHMARKS.md has figures).
 BENCHMARKS = (
-    "e2e", "matcher", "patterns", "boolean", "routing", "migration", "shedding", "subscribe", "scale",
+    "e2e", "matcher", "patterns", "boolean", "routing", "routing-held", "migration", "shedding",
+    "subscribe", "scale",
 )  # fmt: skip
+
+
+def module_of(name: str) -> str:
+    """``make bench-routing-held`` runs ``python -m bench.routing_held``."""
+    return f"bench.{name.replace('-', '_')}"
 
 
 def _source_checkout() -> Path | None:
@@ -36,7 +42,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
             "the benchmarks run from a source checkout of wordcast (its bench/ directory): "
             "clone the repository and run this there, or make bench"
         )
-    command = [sys.executable, "-m", f"bench.{args.name}", *args.options]
+    command = [sys.executable, "-m", module_of(args.name), *args.options]
     print(f"in {root}: {' '.join(command[1:])}", flush=True)
     return subprocess.run(command, cwd=root).returncode
 
