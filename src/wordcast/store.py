@@ -67,7 +67,8 @@ log = logging.getLogger(__name__)
 EVENTS_MAXLEN = 1_000_000
 
 # Keyword scripts. KEYS: 1 record, 2 s(W), 3 events, 4 tenant's set, 5 mapping window, then for each
-# matcher of the placements its subscription set and its word map H(i).
+# matcher of the placements its subscription set and its word map H(i); those matchers' ordinals
+# are the last ARGV (from ARGV[13] for the add, ARGV[4] for the delete), for the event to name.
 _ADD = """
 if redis.call('EXISTS', KEYS[1]) == 1 then return false end
 if (redis.call('GET', KEYS[5]) or '0 0') ~= ARGV[12] then return -1 end
@@ -126,7 +127,8 @@ return redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[3], '*', 'op', 'del', 'su
 """
 
 # Re-placement (a mapping change). KEYS: 1 record, 2 events, then pairs (subscription set, H(i)):
-# first ARGV[5] pairs of matchers the subscription leaves, then those it joins.
+# first ARGV[5] pairs of matchers the subscription leaves, then those it joins (their ordinals from
+# ARGV[7] on, in the same order).
 _MOVE = """
 if redis.call('HGET', KEYS[1], 'placements') ~= ARGV[2] then return false end
 local terms = redis.call('HGET', KEYS[1], 'terms')
