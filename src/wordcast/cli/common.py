@@ -36,6 +36,12 @@ def fail(message: str) -> int:
 def serve(app: object, host: str, port: int, log_level: str) -> int:
     import uvicorn
 
+    from ..services.common import tune_garbage_collection
+
+    # Here, not in the apps' lifespans: only a service process of its own should freeze what it
+    # built (an app started inside a test run would freeze the test process's objects too).
+    tune_garbage_collection()
+
     # Keep idle connections open well past httpx's 5 s pool expiry: with equal timeouts a client can
     # send on a connection the server is closing, and gets a reset instead of an answer.
     uvicorn.run(
