@@ -234,6 +234,19 @@ def test_status_shows_what_each_matcher_holds(cluster: RunningCluster, redis_url
         line = next(x for x in status.stdout.splitlines() if f"matcher-{ordinal}:" in x)
         assert f"holds {count} subscriptions" in line, line
 
+    # Into a reader that has gone (`wordcast status | head -1`): no traceback.
+    piped = subprocess.Popen(
+        [sys.executable, "-m", "wordcast", "status", "--router", cluster.router_url],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert piped.stdout is not None
+    piped.stdout.close()
+    _out, errors = piped.communicate(timeout=60)
+    assert "Traceback" not in errors and "Exception ignored" not in errors, errors
+    assert piped.returncode == 1
+
 
 def test_the_readme_python_example_runs(cluster: RunningCluster, receiver: Receiver) -> None:
     """The README's Python example as written, with this cluster's URL and key and the test's

@@ -5,6 +5,8 @@ router), :mod:`.routing` (learning, scaling, draining) and :mod:`.bench`."""
 from __future__ import annotations
 
 import argparse
+import os
+import sys
 
 from . import api, bench, local, routing
 
@@ -44,5 +46,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    result: int = args.func(args)
+    try:
+        result: int = args.func(args)
+        sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's final flush
+    except BrokenPipeError:
+        # The reader went away (`wordcast subscriptions | head`): stop quietly, as Unix tools do,
+        # and keep the interpreter's final flush from raising again (the Python docs' recipe).
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
     return result
