@@ -127,14 +127,21 @@ async def wait_ready(ready: asyncio.Event, loading: str) -> None:
 # makes tens of thousands (each publication's dict, terms and routed copies), and the batches in
 # flight across awaits survive into the older generations, so full collections re-scanned the app
 # and the index over and over: in bench.e2e a fifth of the router's and of each matcher's CPU was
-# the collector. Reference counting frees nearly all of it; cycles (tracebacks, futures) are rare
-# and still collected, after 50,000 new containers.
-GC_THRESHOLDS = (50_000, 20, 100)
+# the collector. Reference counting frees nearly all of it. The cycles are httpx's: every request
+# and its response form one, holding the request's body, so collecting them rarely costs memory
+# (at 50,000 a router grew from 110 to 245 MB under load); 20,000 keeps memory flat and the
+# collector at 4-7% of a service's CPU (BENCHMARKS.md).
+GC_THRESHOLDS = (20_000, 10, 10)
 
 
 def tune_garbage_collection() -> None:
-    """Collect cycles less often, and never re-scan what the service built to start with."""
-    gc.set_threshold(*GC_THRESHOLDS)
+    """Collect cycles less often, and never re-scan what the service built to start with.
+
+    ``WORDCAST_GC_THRESHOLDS`` ("20000,10,10") overrides the thresholds of ``gc.set_threshold``.
+    """
+    text = os.environ.get("WORDCAST_GC_THRESHOLDS")
+    thresholds = tuple(int(part) for part in text.split(",")) if text else GC_THRESHOLDS
+    gc.set_threshold(*thresholds)
     gc.freeze()
 
 
