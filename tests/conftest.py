@@ -77,6 +77,19 @@ class RunningCluster:
         )
 
 
+def wordcast_cli(
+    *args: str, router: str, env: dict[str, str] | None = None, timeout: float = 60
+) -> subprocess.CompletedProcess[str]:
+    """The command line as a user runs it, against ``router`` (``env`` adds variables)."""
+    return subprocess.run(
+        [sys.executable, "-m", "wordcast", *args, "--router", router],
+        capture_output=True,
+        text=True,
+        env=os.environ | (env or {}),
+        timeout=timeout,
+    )
+
+
 def wait_until_ready(url: str, timeout: float = 30) -> None:
     """Poll a service's readiness probe until it answers 200."""
     deadline = time.monotonic() + timeout

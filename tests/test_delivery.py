@@ -6,7 +6,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from collections import defaultdict
 from collections.abc import Iterator
@@ -21,7 +20,7 @@ from wordcast.bruteforce import match_pairs
 from wordcast.cluster import free_port
 from wordcast.workload import Post, post_queries, sample_posts
 
-from .conftest import AUTH, Receiver, RunningCluster, start_cluster, stop_cluster
+from .conftest import AUTH, Receiver, RunningCluster, start_cluster, stop_cluster, wordcast_cli
 from .test_e2e import _publish
 
 pytestmark = pytest.mark.e2e
@@ -66,12 +65,7 @@ def _wait(condition: object, timeout: float = 30, what: str = "condition") -> No
 
 def _wordcast(cluster: RunningCluster, *args: str) -> subprocess.CompletedProcess[str]:
     """The command line against this cluster (the development key)."""
-    return subprocess.run(
-        [sys.executable, "-m", "wordcast", *args, "--router", cluster.router_url],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    return wordcast_cli(*args, router=cluster.router_url, timeout=120)
 
 
 def _raw(receiver: Receiver) -> list[dict[str, object]]:

@@ -24,7 +24,7 @@ from wordcast.routing import HashMapping
 from wordcast.termstats import TermStats
 from wordcast.workload import Post, post_queries, sample_posts
 
-from .conftest import AUTH, Receiver, RunningCluster, start_cluster, stop_cluster
+from .conftest import AUTH, Receiver, RunningCluster, start_cluster, stop_cluster, wordcast_cli
 
 pytestmark = pytest.mark.e2e
 
@@ -223,12 +223,7 @@ def test_status_shows_what_each_matcher_holds(cluster: RunningCluster, redis_url
         (1, True, placed[1]),
     ]
     assert [m["url"] for m in matchers] == cluster.matcher_urls
-    status = subprocess.run(
-        [sys.executable, "-m", "wordcast", "status", "--router", cluster.router_url],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    status = wordcast_cli("status", router=cluster.router_url)
     assert status.returncode == 0, status.stderr
     for ordinal, count in enumerate(placed):
         line = next(x for x in status.stdout.splitlines() if f"matcher-{ordinal}:" in x)

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import subprocess
-import sys
 import threading
 import time
 from collections import Counter
@@ -29,7 +27,15 @@ from wordcast.salb import learn
 from wordcast.store import SubscriptionStore
 from wordcast.workload import Post, post_boolean_queries, post_queries, sample_posts
 
-from .conftest import AUTH, Receiver, RunningCluster, extra_router, start_cluster, stop_cluster
+from .conftest import (
+    AUTH,
+    Receiver,
+    RunningCluster,
+    extra_router,
+    start_cluster,
+    stop_cluster,
+    wordcast_cli,
+)
 from .test_e2e import _check, _delivered_after, _subscribe
 from .test_e2e_boolean import _oracle as _boolean_oracle
 from .test_e2e_boolean import _subscribe as _subscribe_boolean
@@ -171,12 +177,7 @@ def test_two_live_mapping_swaps_lose_and_duplicate_nothing(
             metrics = httpx.get(f"{url}/metrics", timeout=10).text
             assert "wordcast_router_mapping_version 2.0" in metrics
             assert "wordcast_router_spread" in metrics and "wordcast_router_imbalance_cv" in metrics
-        status = subprocess.run(
-            [sys.executable, "-m", "wordcast", "status", "--router", swap_cluster.router_url],
-            capture_output=True,
-            text=True,
-            timeout=30,
-        )
+        status = wordcast_cli("status", router=swap_cluster.router_url, timeout=30)
         assert status.returncode == 0, status.stderr
         assert "mapping version 2 (latest 2, versions in use 2..2)" in status.stdout
         assert status.stdout.count("matcher-") == MATCHERS

@@ -9,8 +9,6 @@ matches, and only publications the router reports as shed may miss any.
 from __future__ import annotations
 
 import asyncio
-import subprocess
-import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -24,7 +22,14 @@ from wordcast.client import RouterClient
 from wordcast.routing import HashMapping, route
 from wordcast.workload import post_queries, sample_posts
 
-from .conftest import Receiver, RunningCluster, extra_router, start_cluster, stop_cluster
+from .conftest import (
+    Receiver,
+    RunningCluster,
+    extra_router,
+    start_cluster,
+    stop_cluster,
+    wordcast_cli,
+)
 
 pytestmark = pytest.mark.e2e
 
@@ -95,12 +100,7 @@ def test_an_overloaded_router_sheds_copies_and_only_loses_matches(
         asyncio.run(publish())
         shedding = httpx.get(f"{url}/stats", timeout=5).json()["shedding"]
         metrics = httpx.get(f"{url}/metrics", timeout=5).text
-        status = subprocess.run(
-            [sys.executable, "-m", "wordcast", "status", "--router", url],
-            capture_output=True,
-            text=True,
-            timeout=30,
-        )
+        status = wordcast_cli("status", router=url, timeout=30)
         delivered = _settled(cluster, receiver, ids)
         # With nothing in flight the buffer is in its ideal segment: the level comes down again.
         deadline = time.monotonic() + 10

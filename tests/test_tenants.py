@@ -5,9 +5,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
-import os
 import subprocess
-import sys
 
 import httpx
 import pydantic
@@ -20,7 +18,7 @@ from wordcast.services.router.state import RouterState
 from wordcast.store import Subscription, SubscriptionStore, connect
 from wordcast.workload import post_queries, sample_posts
 
-from .conftest import RunningCluster, extra_router
+from .conftest import RunningCluster, extra_router, wordcast_cli
 
 HOOK = "http://127.0.0.1:9/hook"
 
@@ -120,12 +118,8 @@ def test_the_cli_lists_and_deletes_a_tenants_own_subscriptions(cluster: RunningC
     ).json()["id"]
 
     def wordcast(key: str, *args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-m", "wordcast", *args, "--router", cluster.router_url],
-            capture_output=True,
-            text=True,
-            env=os.environ | {"WORDCAST_API_KEY": key},
-            timeout=120,
+        return wordcast_cli(
+            *args, router=cluster.router_url, env={"WORDCAST_API_KEY": key}, timeout=120
         )
 
     listed = wordcast(carol, "subscriptions", "--json")
