@@ -43,6 +43,7 @@ from wordcast.throughput import Modelled, best, model
 from .term_stats import (
     analysed_documents,
     cooccurring_pairs,
+    corpus_path,
     logged_documents,
     read_corpus,
     read_publication_log,
@@ -265,6 +266,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--matchers must be at least 1")
     if not (args.publish or args.out):
         parser.error("say where the mapping goes: --publish REDIS_URL and/or --out FILE")
+    if not args.publication_log:
+        corpus_path(args.corpus)
     mapping, meta, timings = _learned(args)
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -114,13 +114,27 @@ def read_publication_log(
 
 
 # -- entry point --------------------------------------------------------------------------------
-def read_corpus(spark: SparkSession, source: str, limit: int | None) -> tuple[DataFrame, str]:
-    from wordcast.corpus import DEBIAN, PYPI, corpus_dir
+def corpus_path(source: str) -> tuple[str, str]:
+    """(path, text column) of ``pypi``, ``debian`` or a TSV file; exits naming what is missing.
+    The jobs call it before starting Spark, so a wrong name fails at once."""
+    from wordcast.corpus import DEBIAN, PYPI, CorpusNotFound, corpus_dir
 
-    path, column = {
-        "pypi": (str(corpus_dir() / PYPI), "summary"),
-        "debian": (str(corpus_dir() / DEBIAN), "description"),
-    }.get(source, (source, "text"))
+    shared = {"pypi": (PYPI, "summary"), "debian": (DEBIAN, "description")}
+    if source in shared:
+        name, column = shared[source]
+        try:
+            path = str(corpus_dir() / name)
+        except CorpusNotFound as exc:
+            raise SystemExit(f"the {source} corpus: {exc}") from None
+    else:
+        path, column = source, "text"
+        if "://" not in path and not Path(path).exists():
+            raise SystemExit(f"no such corpus file: {path} (give pypi, debian or a TSV path)")
+    return path, column
+
+
+def read_corpus(spark: SparkSession, source: str, limit: int | None) -> tuple[DataFrame, str]:
+    path, column = corpus_path(source)
     raw = spark.read.csv(path, sep="\t", header=True, quote="", escape="")
     if column not in raw.columns:
         raise SystemExit(f"term_stats: {path} has no column {column!r} (columns: {raw.columns})")
@@ -141,6 +155,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--master", help="Spark master (default local[*] unless spark-submit)")
     args = parser.parse_args(argv)
+    if not args.publication_log:
+        corpus_path(args.corpus)
 
     from .session import spark_session
 

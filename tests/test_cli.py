@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -45,3 +46,37 @@ def test_bench_refuses_an_unknown_benchmark_naming_the_known_ones() -> None:
     assert result.returncode == 2
     assert "invalid choice: 'speed'" in result.stderr
     assert all(f"'{name}'" in result.stderr for name in BENCHMARKS)
+
+
+def _without_corpus(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "wordcast", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=os.environ | {"WORDCAST_CORPUS_DIR": str(tmp_path)},
+    )
+
+
+def test_up_without_the_corpus_says_so_before_starting_anything(tmp_path: Path) -> None:
+    result = _without_corpus(tmp_path, "up", "--port", "1")
+    assert result.returncode == 2
+    assert result.stderr == (
+        f"wordcast: error: the demo needs the pypi corpus: no pypi_summaries.tsv.gz in {tmp_path} "
+        "(WORDCAST_CORPUS_DIR); or start without it: --no-demo\n"
+    )
+    assert result.stdout == ""  # no Redis, router or matcher was started
+
+
+def test_corpus_options_without_the_corpus_fail_with_a_message_not_a_traceback(
+    tmp_path: Path,
+) -> None:
+    expected = f"wordcast: error: no pypi_summaries.tsv.gz in {tmp_path} (WORDCAST_CORPUS_DIR)\n"
+    # The router is never reached: the posts are drawn before anything is sent.
+    router = ["--router", "http://127.0.0.1:9"]
+    for args in (
+        ["publish", "--corpus", "3", *router],
+        ["subscribe", "--from-corpus", "3", "--callback", "http://127.0.0.1:9/hook", *router],
+    ):
+        result = _without_corpus(tmp_path, *args)
+        assert (result.returncode, result.stderr) == (2, expected), args

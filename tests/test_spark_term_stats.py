@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -95,3 +96,18 @@ def test_termstats_refuses_unclear_sources(
     assert wordcast(["termstats", "--out", out]) == 2
     assert "give --corpus, or --redis-url" in capsys.readouterr().err
     assert not Path(out).exists()
+
+
+def test_a_missing_corpus_stops_the_job_before_spark_with_the_place_looked_in(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("WORDCAST_CORPUS_DIR", str(tmp_path))
+    missing = f"the pypi corpus: no pypi_summaries.tsv.gz in {tmp_path} (WORDCAST_CORPUS_DIR)"
+    with pytest.raises(SystemExit, match=re.escape(missing)):
+        term_stats.corpus_path("pypi")
+    with pytest.raises(SystemExit, match=r"no such corpus file: .*missing\.tsv"):
+        term_stats.main(["--corpus", str(tmp_path / "missing.tsv"), "--out", str(tmp_path / "o")])
+    # A file of one's own needs no shared corpus.
+    own = tmp_path / "own.tsv"
+    own.write_text("id\ttext\n1\thello\n")
+    assert term_stats.corpus_path(str(own)) == (str(own), "text")

@@ -1,7 +1,8 @@
 """Reading the shared corpora (``../shared/corpus`` beside the project, see its README).
 
-The location is ``WORDCAST_CORPUS_DIR`` if set, else ``shared/corpus`` in the parent of the current
-directory or of the source checkout.
+The location is ``WORDCAST_CORPUS_DIR`` if set (and then only there: a wrong setting is reported,
+not silently replaced by another copy), else ``shared/corpus`` in the parent of the current
+directory or of the source checkout. A pip-installed wordcast ships no corpus.
 """
 
 from __future__ import annotations
@@ -13,30 +14,32 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+from .errors import CorpusNotFound
+
 PYPI = "pypi_summaries.tsv.gz"
 DEBIAN = "debian_long_descriptions.tsv.gz"
 
 csv.field_size_limit(sys.maxsize)
 
 
-class CorpusNotFound(FileNotFoundError):
-    pass
-
-
 def corpus_dir() -> Path:
     configured = os.environ.get("WORDCAST_CORPUS_DIR")
-    candidates = [Path(configured)] if configured else []
-    candidates += [
-        Path.cwd().parent / "shared" / "corpus",
-        Path(__file__).resolve().parents[3] / "shared" / "corpus",
-    ]
+    if configured:
+        candidates = [Path(configured)]
+    else:
+        candidates = [Path.cwd().parent / "shared" / "corpus"]
+        source = Path(__file__).resolve().parents[1]
+        if source.name == "src":  # a source checkout, not site-packages
+            candidates.append(source.parent.parent / "shared" / "corpus")
     for candidate in candidates:
         if (candidate / PYPI).exists():
             return candidate
+    where = " or ".join(dict.fromkeys(str(c) for c in candidates))
+    if configured:
+        raise CorpusNotFound(f"no {PYPI} in {where} (WORDCAST_CORPUS_DIR)")
     raise CorpusNotFound(
-        "corpus not found; looked in "
-        + ", ".join(str(c) for c in candidates)
-        + " (set WORDCAST_CORPUS_DIR)"
+        f"the text corpora ({PYPI}, …) are not in {where}: "
+        "set WORDCAST_CORPUS_DIR to the directory that holds them"
     )
 
 

@@ -18,8 +18,10 @@
     │                           for matchers not started); the CLI and the Spark job report it
     ├── MatcherUnavailable      a matcher did not accept a routed batch (HTTP 503), or could
     │                           not catch up with the subscription events
-    └── KubernetesUnavailable   the Kubernetes API did not tell a StatefulSet's replicas (the
-                                router retries; ``wordcast drain`` reports it)
+    ├── KubernetesUnavailable   the Kubernetes API did not tell a StatefulSet's replicas (the
+    │                           router retries; ``wordcast drain`` reports it)
+    └── CorpusNotFound          the shared corpora are not where ``WORDCAST_CORPUS_DIR`` or the
+                                default places say (the demo, ``--corpus`` options, benchmarks)
 
 Routes turn these into HTTP errors; nothing below the routes knows about HTTP.
 """
@@ -91,3 +93,7 @@ class MatcherUnavailable(WordcastError):
 
 class KubernetesUnavailable(WordcastError):
     """The Kubernetes API could not be reached or did not answer as expected."""
+
+
+class CorpusNotFound(WordcastError, FileNotFoundError):
+    """The shared text corpora (``shared/corpus``) are not where wordcast looked for them."""

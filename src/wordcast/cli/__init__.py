@@ -8,7 +8,9 @@ import argparse
 import os
 import sys
 
+from ..errors import WordcastError
 from . import api, bench, local, routing
+from .common import fail
 
 USAGE = """\
 wordcast up [--matchers N] [--port P] [--no-demo]   start a local cluster in the foreground
@@ -49,6 +51,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         result: int = args.func(args)
         sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's final flush
+    except WordcastError as exc:
+        # Commands report the errors they expect themselves; this is the net under the rest
+        # (a missing corpus, say): a message, not a traceback.
+        return fail(str(exc))
     except BrokenPipeError:
         # The reader went away (`wordcast subscriptions | head`): stop quietly, as Unix tools do,
         # and keep the interpreter's final flush from raising again (the Python docs' recipe).

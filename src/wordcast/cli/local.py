@@ -75,6 +75,13 @@ def cmd_up(args: argparse.Namespace) -> int:
 
     if args.matchers < 1:
         return fail("--matchers must be at least 1")
+    if not args.no_demo:
+        from ..corpus import CorpusNotFound, corpus_dir
+
+        try:
+            corpus_dir()  # before anything starts: the demo publishes corpus posts
+        except CorpusNotFound as exc:
+            return fail(f"the demo needs the pypi corpus: {exc}; or start without it: --no-demo")
     terminate_on_sigterm()
     cluster = Cluster(
         matchers=args.matchers,
