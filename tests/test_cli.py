@@ -80,3 +80,20 @@ def test_corpus_options_without_the_corpus_fail_with_a_message_not_a_traceback(
     ):
         result = _without_corpus(tmp_path, *args)
         assert (result.returncode, result.stderr) == (2, expected), args
+
+
+def test_up_with_an_unreachable_or_malformed_redis_url_says_so_and_starts_nothing() -> None:
+    for url, expected in (
+        ("redis://127.0.0.1:1/0", "cannot reach Redis at redis://127.0.0.1:1/0 (REDIS_URL): "),
+        ("localhost:6379", "REDIS_URL 'localhost:6379' is not a Redis URL: "),
+    ):
+        result = subprocess.run(
+            [sys.executable, "-m", "wordcast", "up", "--no-demo", "--port", "1"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env=os.environ | {"REDIS_URL": url},
+        )
+        assert result.returncode == 2
+        assert result.stderr.startswith(f"wordcast: error: {expected}"), result.stderr
+        assert result.stdout == ""  # no matcher or router was started to retry for ever

@@ -99,6 +99,29 @@ def _redis_ready(url: str) -> Callable[[], bool]:
     return check
 
 
+def reach_redis(url: str, timeout: float = 5.0) -> None:
+    """Wait up to ``timeout`` for the Redis at ``url`` to answer; RuntimeError naming why not.
+    Before anything starts: services left to find out would retry for ever, quietly but for
+    their log lines, and the cluster would only time out."""
+    import redis
+
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            client = redis.Redis.from_url(url, socket_timeout=1, socket_connect_timeout=1)
+        except ValueError as exc:
+            raise RuntimeError(f"REDIS_URL {url!r} is not a Redis URL: {exc}") from None
+        try:
+            client.ping()
+            return
+        except redis.RedisError as exc:
+            if time.monotonic() >= deadline:
+                raise RuntimeError(f"cannot reach Redis at {url} (REDIS_URL): {exc}") from None
+        finally:
+            client.close()
+        time.sleep(0.2)
+
+
 def redis_server_argv(port: int, data_dir: str, appendfsync: str | None = None) -> list[str]:
     """A redis-server on 127.0.0.1:``port`` keeping its files in ``data_dir``; with an append-only
     file fsynced ``appendfsync`` ("always", "everysec"), or none."""
@@ -238,6 +261,8 @@ class Cluster:
 
     # -- lifecycle ------------------------------------------------------------------------------
     def start(self, timeout: float = 60.0) -> None:
+        if not any(service.name == "redis" for service in self.services):
+            reach_redis(self.redis_url)
         for service in self.services:
             self._spawn(service)
             self._wait_ready(service, timeout)
