@@ -97,3 +97,18 @@ def test_up_with_an_unreachable_or_malformed_redis_url_says_so_and_starts_nothin
         assert result.returncode == 2
         assert result.stderr.startswith(f"wordcast: error: {expected}"), result.stderr
         assert result.stdout == ""  # no matcher or router was started to retry for ever
+
+
+def test_a_spark_job_refusing_its_corpus_is_a_wordcast_error(tmp_path: Path) -> None:
+    missing = tmp_path / "missing.tsv"
+    result = subprocess.run(
+        [sys.executable, "-m", "wordcast", "termstats", "--corpus", str(missing), "--out", "o"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=tmp_path,
+    )
+    assert (result.returncode, result.stderr) == (
+        2,
+        f"wordcast: error: no such corpus file: {missing} (give pypi, debian or a TSV path)\n",
+    )

@@ -7,6 +7,7 @@ import argparse
 import asyncio
 import os
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -29,6 +30,17 @@ def _wanted_matchers(redis_url: str, namespace: str) -> int | None:
             await client.aclose()
 
     return asyncio.run(read())
+
+
+def _run_job(name: str, main: Callable[[list[str]], int], argv: list[str]) -> int:
+    """The Spark job ``name``'s entry point; its refusals (``SystemExit("name: why")``, for
+    ``python -m``) become this command's errors."""
+    try:
+        return main(argv)
+    except SystemExit as exc:
+        if not isinstance(exc.code, str):
+            raise  # argparse's, or an exit status
+        return fail(exc.code.removeprefix(f"{name}: "))
 
 
 def cmd_learn(args: argparse.Namespace) -> int:
@@ -62,7 +74,7 @@ def cmd_learn(args: argparse.Namespace) -> int:
     argv = ["--matchers", str(matchers), "--algorithm", args.algorithm]
     argv += ["--namespace", namespace, "--publish", redis_url]
     argv += ["--corpus", args.corpus] if args.corpus else ["--publication-log", redis_url]
-    return learn_mapping.main(argv)
+    return _run_job("learn_mapping", learn_mapping.main, argv)
 
 
 def cmd_termstats(args: argparse.Namespace) -> int:
@@ -83,7 +95,7 @@ def cmd_termstats(args: argparse.Namespace) -> int:
             return fail("give --corpus, or --redis-url or $REDIS_URL for the publication log")
         namespace = os.environ.get("WORDCAST_NAMESPACE", "wordcast")
         argv += ["--publication-log", redis_url, "--namespace", namespace]
-    return term_stats.main(argv)
+    return _run_job("term_stats", term_stats.main, argv)
 
 
 # Fewer logged publications than this say too little to learn a mapping from.
