@@ -206,11 +206,22 @@ def learn(
 
 
 async def publish(redis_url: str, namespace: str, mapping: Mapping, meta: dict[str, object]) -> int:
+    """Write the mapping as a new version, unless the cluster's number of matchers is no longer
+    the mapping's: it changed while the job learned (``wordcast scale``, ``kubectl scale``), and
+    the routers would only move every subscription to it and then on to a version for the new
+    number."""
     from wordcast.mapping_store import MappingStore
-    from wordcast.store import connect
+    from wordcast.store import SubscriptionStore, connect
 
     client = connect(redis_url)
     try:
+        wanted = await SubscriptionStore(client, namespace).matchers_wanted()
+        if wanted is not None and wanted != mapping.matchers:
+            raise SystemExit(
+                f"learn_mapping: the cluster now wants {wanted} matchers and this mapping is for "
+                f"{mapping.matchers} (the number changed while it was learned), so it was not "
+                "published; learn again"
+            )
         store = MappingStore(client, namespace)
         return await store.write(
             mapping.matchers, mapping.words, mapping.versions, mapping.frequencies, meta

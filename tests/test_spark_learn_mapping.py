@@ -7,6 +7,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import pytest
 import redis.asyncio as aioredis
 from spark_jobs import learn_mapping
 
@@ -16,6 +17,7 @@ from wordcast.partitioning import partition, word_network
 from wordcast.refine import learn_refined
 from wordcast.routing import LearnedMapping
 from wordcast.salb import Graph, Mapping, learn, salb
+from wordcast.store import SubscriptionStore
 from wordcast.throughput import model
 from wordcast.workload import sample_posts
 
@@ -129,3 +131,31 @@ def test_entry_point_best_records_what_it_chose_from(tmp_path: Path, redis_url: 
     modelled = {n: float(written[f"modelled_{n}"]) for n in learn_mapping.CONTENDERS}
     assert written["algorithm"] == max(modelled, key=lambda n: modelled[n])
     assert float(written["held_out"]) > 0
+
+
+def test_a_mapping_for_a_number_of_matchers_the_cluster_left_is_not_published(
+    tmp_path: Path, redis_url: str
+) -> None:
+    source = tmp_path / "posts.tsv"
+    rows = "".join(f"{p.id}\t{p.text}\n" for p in sample_posts(300, seed=5))
+    source.write_text("id\ttext\n" + rows)
+    namespace = f"test-stale-{uuid.uuid4().hex[:8]}"
+
+    async def in_redis(wanted: int | None = None) -> int:
+        """Record the number of matchers wanted (if given); the latest mapping version."""
+        client = aioredis.Redis.from_url(redis_url, decode_responses=True)
+        try:
+            if wanted is not None:
+                await SubscriptionStore(client, namespace).want_matchers(wanted)
+            latest, _, _ = await MappingStore(client, namespace).state()
+            return latest
+        finally:
+            await client.aclose()
+
+    asyncio.run(in_redis(wanted=4))  # as `wordcast scale 4` does while a learner for 3 runs
+    learning = ["--corpus", str(source), "--namespace", namespace, "--publish", redis_url]
+    with pytest.raises(SystemExit, match="now wants 4 matchers and this mapping is for 3"):
+        learn_mapping.main(["--matchers", "3", *learning])
+    assert asyncio.run(in_redis()) == 0  # nothing was written
+    assert learn_mapping.main(["--matchers", "4", *learning]) == 0
+    assert asyncio.run(in_redis()) == 1
