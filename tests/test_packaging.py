@@ -59,24 +59,16 @@ def test_the_installed_wheel_runs_away_from_the_checkout(wheel: Path, tmp_path: 
     away.mkdir()
     env = {k: v for k, v in os.environ.items() if k != "WORDCAST_CORPUS_DIR"}
     env["PYTHONPATH"] = str(site)  # ahead of the checkout's editable install
-    located = subprocess.run(
-        [sys.executable, "-c", "import wordcast, spark_jobs; print(wordcast.__file__)"],
-        capture_output=True,
-        text=True,
-        cwd=away,
-        env=env,
-        timeout=60,
-    )
+
+    def run_away(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, *args], capture_output=True, text=True, cwd=away, env=env, timeout=60
+        )
+
+    located = run_away("-c", "import wordcast, spark_jobs; print(wordcast.__file__)")
     assert located.stdout.strip() == str(site / "wordcast" / "__init__.py")
     # Installed, it looks for the corpus only beside the current directory, and says so.
-    result = subprocess.run(
-        [sys.executable, "-m", "wordcast", "up"],
-        capture_output=True,
-        text=True,
-        cwd=away,
-        env=env,
-        timeout=60,
-    )
+    result = run_away("-m", "wordcast", "up")
     assert result.returncode == 2
     assert result.stderr == (
         "wordcast: error: the demo needs the pypi corpus: the text corpora "
