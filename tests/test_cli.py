@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import os
 import re
+import socket
 import subprocess
 import sys
 from pathlib import Path
 
 from wordcast.cli.bench import BENCHMARKS, module_of
+from wordcast.cluster import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -59,7 +61,7 @@ def _without_corpus(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[s
 
 
 def test_up_without_the_corpus_says_so_before_starting_anything(tmp_path: Path) -> None:
-    result = _without_corpus(tmp_path, "up", "--port", "1")
+    result = _without_corpus(tmp_path, "up", "--port", str(free_port()))
     assert result.returncode == 2
     assert result.stderr == (
         f"wordcast: error: the demo needs the pypi corpus: no pypi_summaries.tsv.gz in {tmp_path} "
@@ -88,7 +90,7 @@ def test_up_with_an_unreachable_or_malformed_redis_url_says_so_and_starts_nothin
         ("localhost:6379", "REDIS_URL 'localhost:6379' is not a Redis URL: "),
     ):
         result = subprocess.run(
-            [sys.executable, "-m", "wordcast", "up", "--no-demo", "--port", "1"],
+            [sys.executable, "-m", "wordcast", "up", "--no-demo", "--port", str(free_port())],
             capture_output=True,
             text=True,
             timeout=60,
@@ -112,3 +114,22 @@ def test_a_spark_job_refusing_its_corpus_is_a_wordcast_error(tmp_path: Path) -> 
         2,
         f"wordcast: error: no such corpus file: {missing} (give pypi, debian or a TSV path)\n",
     )
+
+
+def test_up_on_a_port_in_use_says_so_before_starting_anything() -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = subprocess.run(
+            [sys.executable, "-m", "wordcast", "up", "--no-demo", "--port", str(port)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    assert result.returncode == 2
+    assert result.stderr == (
+        f"wordcast: error: the router cannot listen on port {port} (Address already in use); "
+        "give another with --port P\n"
+    )
+    assert result.stdout == ""

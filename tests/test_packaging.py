@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from wordcast.cluster import free_port
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -68,7 +70,7 @@ def test_the_installed_wheel_runs_away_from_the_checkout(wheel: Path, tmp_path: 
     located = run_away("-c", "import wordcast, spark_jobs; print(wordcast.__file__)")
     assert located.stdout.strip() == str(site / "wordcast" / "__init__.py")
     # Installed, it looks for the corpus only beside the current directory, and says so.
-    result = run_away("-m", "wordcast", "up")
+    result = run_away("-m", "wordcast", "up", "--port", str(free_port()))
     assert result.returncode == 2
     assert result.stderr == (
         "wordcast: error: the demo needs the pypi corpus: the text corpora "

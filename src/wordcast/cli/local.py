@@ -71,10 +71,16 @@ async def _demo(cluster: object, subscriptions: int, rate: float) -> None:
 
 
 def cmd_up(args: argparse.Namespace) -> int:
-    from ..cluster import Cluster, describe
+    from ..cluster import Cluster, describe, port_in_use
 
     if args.matchers < 1:
         return fail("--matchers must be at least 1")
+    busy = port_in_use(args.port)
+    if busy:
+        return fail(
+            f"the router cannot listen on port {args.port} ({busy.strerror}); "
+            "give another with --port P"
+        )
     if not args.no_demo:
         from ..corpus import CorpusNotFound, corpus_dir
 
