@@ -133,3 +133,22 @@ def test_up_on_a_port_in_use_says_so_before_starting_anything() -> None:
         "give another with --port P\n"
     )
     assert result.stdout == ""
+
+
+def test_a_service_with_a_bad_setting_names_the_variable_instead_of_a_traceback() -> None:
+    for command, variable, value, problem in (
+        ("router", "WORDCAST_ROUTER_PORT", "abc", "Input should be a valid integer"),
+        ("router", "WORDCAST_ENVIRONMENT", "prod", "Input should be 'development' or 'production'"),
+        ("matcher", "WORDCAST_MATCHER_DELIVERY_BATCH", "0", "Input should be greater than or"),
+        ("receiver", "WORDCAST_RECEIVER_PORT", "x", "Input should be a valid integer"),
+    ):
+        result = subprocess.run(
+            [sys.executable, "-m", "wordcast", command],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env=os.environ | {variable: value, "WORDCAST_MATCHER_ORDINAL": "0"},
+        )
+        assert result.returncode == 2, result.stderr
+        assert result.stderr.startswith(f"wordcast: error: {variable}={value!r}: {problem}")
+        assert "Traceback" not in result.stderr

@@ -6,7 +6,7 @@ import asyncio
 import os
 import signal
 import sys
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from types import FrameType
 from typing import Any, TypeVar
 
@@ -31,6 +31,31 @@ def counted(n: int, noun: str, plural: str = "") -> str:
 def fail(message: str) -> int:
     print(f"wordcast: error: {message}", file=sys.stderr)
     return 2
+
+
+S = TypeVar("S")
+
+
+def service_settings(cls: Callable[[], S]) -> S:
+    """A service's settings from the environment; InvalidInput naming each variable that is wrong
+    (the CLI prints it), not pydantic's traceback."""
+    from pydantic import ValidationError
+
+    from ..errors import InvalidInput
+
+    try:
+        return cls()
+    except ValidationError as exc:
+        prefix = str(getattr(cls, "model_config", {}).get("env_prefix", ""))
+        problems = []
+        for error in exc.errors():
+            message = error["msg"].removeprefix("Value error, ")
+            if error["loc"]:
+                name = str(error["loc"][0])
+                variable = name if name.isupper() else f"{prefix}{name}".upper()
+                message = f"{variable}={error['input']!r}: {message}"
+            problems.append(message)
+        raise InvalidInput("; ".join(problems)) from None
 
 
 def serve(app: object, host: str, port: int, log_level: str) -> int:

@@ -11,14 +11,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .common import fail, serve, terminate_on_sigterm
+from .common import fail, serve, service_settings, terminate_on_sigterm
 
 
 def cmd_router(_: argparse.Namespace) -> int:
     from ..services.router.main import create_app
     from ..services.router.settings import RouterSettings
 
-    settings = RouterSettings()
+    settings = service_settings(RouterSettings)
     return serve(create_app(settings), settings.host, settings.port, settings.log_level)
 
 
@@ -26,14 +26,14 @@ def cmd_matcher(_: argparse.Namespace) -> int:
     from ..services.matcher.main import create_app
     from ..services.matcher.settings import MatcherSettings
 
-    settings = MatcherSettings()
+    settings = service_settings(MatcherSettings)
     return serve(create_app(settings), settings.host, settings.port, settings.log_level)
 
 
 def cmd_receiver(args: argparse.Namespace) -> int:
     from ..services.receiver.main import ReceiverSettings, create_app
 
-    settings = ReceiverSettings()
+    settings = service_settings(ReceiverSettings)
     if args.port is not None:
         settings.port = args.port
     if args.quiet:
