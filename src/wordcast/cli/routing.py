@@ -224,7 +224,8 @@ def cmd_drain(args: argparse.Namespace) -> int:
         given = {} if args.ordinal is None else {"ordinal": args.ordinal}
         settings = MatcherSettings(**given)
     except ValidationError as exc:
-        return fail(f"cannot tell which matcher this is: {exc.errors()[0]['msg']}")
+        problem = exc.errors()[0]["msg"].removeprefix("Value error, ")
+        return fail(f"cannot tell which matcher this is: {problem}")
     ordinal = settings.ordinal
 
     def say(line: str) -> None:
