@@ -6,6 +6,7 @@ import asyncio
 import hashlib
 import json
 import subprocess
+import uuid
 
 import httpx
 import pydantic
@@ -168,6 +169,56 @@ def test_admin_operations_need_the_admin_token(cluster: RunningCluster) -> None:
         httpx.post(url, json={"tenant": "no spaces"}, headers=_as(DEFAULT_ADMIN_TOKEN)).status_code
         == 422
     )
+
+
+@pytest.mark.e2e
+def test_an_admin_lists_and_revokes_a_tenants_keys(cluster: RunningCluster) -> None:
+    tenant = f"erin-{uuid.uuid4().hex[:6]}"
+    admin = httpx.Client(base_url=cluster.router_url, headers=_as(DEFAULT_ADMIN_TOKEN), timeout=30)
+    made = [admin.post("/admin/tenants", json={"tenant": tenant}).json() for _ in range(2)]
+    for key in made:
+        assert key["key_id"] == hashlib.sha256(key["api_key"].encode()).hexdigest()[:16]
+    listed = admin.get(f"/admin/tenants/{tenant}/keys").json()
+    assert sorted(k["key_id"] for k in listed["keys"]) == sorted(k["key_id"] for k in made)
+    revoked, kept = made
+    mine = f"{cluster.router_url}/subscriptions"
+    assert httpx.get(mine, headers=_as(revoked["api_key"])).status_code == 200
+    # Only the admin token lists or revokes, even the tenant's own keys.
+    gone = f"/admin/tenants/{tenant}/keys/{revoked['key_id']}"
+    as_tenant = httpx.delete(cluster.router_url + gone, headers=_as(kept["api_key"]))
+    assert as_tenant.status_code == 401
+    assert admin.delete(gone).status_code == 204
+    # This router forgets the key at once, though it had just cached it.
+    assert httpx.get(mine, headers=_as(revoked["api_key"])).status_code == 401
+    assert httpx.get(mine, headers=_as(kept["api_key"])).status_code == 200
+    assert [k["key_id"] for k in admin.get(f"/admin/tenants/{tenant}/keys").json()["keys"]] == [
+        kept["key_id"]
+    ]
+    again = admin.delete(gone)
+    assert again.status_code == 404 and "nothing was revoked" in again.json()["detail"]
+    assert admin.delete(f"/admin/tenants/{tenant}/keys/not-an-id").status_code == 422
+    assert admin.get("/admin/tenants/no%20spaces/keys").status_code == 422
+
+
+@pytest.mark.e2e
+def test_the_cli_makes_lists_and_revokes_keys(cluster: RunningCluster) -> None:
+    tenant = f"frank-{uuid.uuid4().hex[:6]}"
+    made = wordcast_cli("tenant", "create", tenant, router=cluster.router_url)
+    assert made.returncode == 0, made.stderr
+    key = json.loads(made.stdout)
+    assert key["tenant"] == tenant and key["api_key"].startswith("wck_")
+    listed = wordcast_cli("tenant", "keys", tenant, router=cluster.router_url)
+    assert listed.stdout.split()[0] == key["key_id"] and "1 API key for" in listed.stderr
+    refused = wordcast_cli(
+        "tenant", "keys", tenant, "--admin-token", "wrong", router=cluster.router_url
+    )
+    assert refused.returncode == 2 and "admin token" in refused.stderr
+    revoked = wordcast_cli("tenant", "revoke", tenant, key["key_id"], router=cluster.router_url)
+    assert revoked.returncode == 0, revoked.stderr
+    unknown = wordcast_cli(
+        "subscriptions", router=cluster.router_url, env={"WORDCAST_API_KEY": key["api_key"]}
+    )
+    assert unknown.returncode == 2 and "HTTP 401: unknown API key" in unknown.stderr
 
 
 def test_production_refuses_the_default_admin_token() -> None:

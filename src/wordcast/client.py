@@ -8,6 +8,7 @@ import sys
 import time
 from collections.abc import AsyncIterator, Iterable, Sequence
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 import orjson
@@ -123,6 +124,22 @@ class RouterClient:
         """Deliver a dead letter again (same body, same webhook-id)."""
         result: dict[str, Any] = await self._call("POST", f"/deadletters/{dead_id}/replay")
         return result
+
+    # Admin operations: the client's key must be the admin token.
+    async def create_tenant_key(self, tenant: str) -> dict[str, str]:
+        """A new API key for ``tenant`` (made if new): ``{"tenant", "api_key", "key_id"}``."""
+        result: dict[str, str] = await self._call("POST", "/admin/tenants", json={"tenant": tenant})
+        return result
+
+    async def tenant_keys(self, tenant: str) -> list[dict[str, Any]]:
+        """``tenant``'s API keys, oldest first: ``{"key_id", "created"}`` (the keys are not kept)."""
+        answer = await self._call("GET", f"/admin/tenants/{quote(tenant, safe='')}/keys")
+        return list(answer["keys"])
+
+    async def revoke_tenant_key(self, tenant: str, key_id: str) -> None:
+        await self._call(
+            "DELETE", f"/admin/tenants/{quote(tenant, safe='')}/keys/{quote(key_id, safe='')}"
+        )
 
     async def publish(self, publications: Sequence[dict[str, str]]) -> dict[str, Any]:
         result: dict[str, Any] = await self._call(

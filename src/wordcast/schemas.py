@@ -122,13 +122,27 @@ class SubscriptionPage(BaseModel):
     next_cursor: int = Field(description="Pass as cursor for the next page; 0 when done.")
 
 
+TENANT_PATTERN = r"^[A-Za-z0-9_.-]+$"
+
+
 class TenantIn(_Strict):
-    tenant: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.-]+$")
+    tenant: str = Field(min_length=1, max_length=64, pattern=TENANT_PATTERN)
 
 
 class TenantKey(BaseModel):
     tenant: str
     api_key: str = Field(description="Send as Authorization: Bearer <api_key>; shown only once.")
+    key_id: str = Field(description="Names the key when it is listed or revoked.")
+
+
+class ApiKeyOut(BaseModel):
+    key_id: str
+    created: float = Field(description="When the key was made (Unix time).")
+
+
+class TenantKeys(BaseModel):
+    tenant: str
+    keys: list[ApiKeyOut] = Field(description="Oldest first.")
 
 
 class PublicationIn(_Strict):

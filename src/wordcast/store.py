@@ -25,6 +25,8 @@ Keys (all under a namespace, ``wordcast`` by default, so several clusters can sh
 ``{ns}:pattern_load``       hash matcher -> number of pattern subscriptions placed on it
 ``{ns}:tenant:{t}:subs``    set of the ids of tenant t's subscriptions
 ``{ns}:apikey:{sha256}``    the tenant an API key belongs to, under the key's SHA-256 (keys are not kept)
+``{ns}:tenant:{t}:keys``    hash key id -> "sha256 created": tenant t's API keys, for listing and
+                            revoking them (the id is the hash's first 16 hex digits)
 ``{ns}:events``             stream of subscription changes (add, del, and move when a mapping change
                             re-places a subscription), in commit order
 ``{ns}:publications``       bounded stream of sampled analysed publications (time, terms) that the
@@ -65,6 +67,7 @@ from .placement import Placement, decode, encode, matchers_of
 log = logging.getLogger(__name__)
 
 EVENTS_MAXLEN = 1_000_000
+API_KEY_ID_CHARS = 16  # of the key's SHA-256: names a key without telling anything of it
 
 # Keyword scripts. KEYS: 1 record, 2 s(W), 3 events, 4 tenant's set, 5 mapping window, then for each
 # matcher of the placements its subscription set and its word map H(i); those matchers' ordinals
@@ -415,10 +418,39 @@ class SubscriptionStore:
         return fixed + self._matcher_keys(sub.matchers)
 
     # -- tenants ------------------------------------------------------------------------------
-    async def add_api_key(self, key_hash: str, tenant: str) -> None:
-        """Register the hash of an API key for a tenant (the key itself is never stored)."""
+    def tenant_keys_key(self, tenant: str) -> str:
+        return f"{self.ns}:tenant:{tenant}:keys"
+
+    async def add_api_key(self, key_hash: str, tenant: str) -> str:
+        """Register the hash of an API key for a tenant (the key itself is never stored); returns
+        the key's id, which names it when it is listed or revoked."""
+        key_id = key_hash[:API_KEY_ID_CHARS]
         with translated("storing an API key"):
-            await self.client.set(self.api_key_key(key_hash), tenant)
+            async with self.client.pipeline(transaction=True) as pipe:
+                pipe.set(self.api_key_key(key_hash), tenant)
+                pipe.hset(self.tenant_keys_key(tenant), key_id, f"{key_hash} {time.time():.3f}")
+                await pipe.execute()
+        return key_id
+
+    async def api_keys(self, tenant: str) -> dict[str, float]:
+        """A tenant's API keys: id -> when it was made (Unix time)."""
+        with translated("listing a tenant's API keys"):
+            found = await self.client.hgetall(self.tenant_keys_key(tenant))
+        return {key_id: float(value.split()[1]) for key_id, value in found.items()}
+
+    async def revoke_api_key(self, tenant: str, key_id: str) -> str:
+        """Forget one of a tenant's API keys; returns its hash. NotFound if the tenant has no key
+        with that id."""
+        with translated("revoking an API key"):
+            value = await self.client.hget(self.tenant_keys_key(tenant), key_id)
+            if value is None:
+                raise NotFound(f"tenant {tenant!r} has no API key {key_id!r}; nothing was revoked")
+            key_hash = str(value).split()[0]
+            async with self.client.pipeline(transaction=True) as pipe:
+                pipe.delete(self.api_key_key(key_hash))
+                pipe.hdel(self.tenant_keys_key(tenant), key_id)
+                await pipe.execute()
+        return key_hash
 
     async def tenant_for(self, key_hash: str) -> str | None:
         with translated("checking an API key"):

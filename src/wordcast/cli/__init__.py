@@ -1,6 +1,7 @@
 """The ``wordcast`` command line: one module per group of commands, each adding its own to the
 parser (``register``): :mod:`.local` (a local cluster, single services), :mod:`.api` (talking to a
-router), :mod:`.routing` (learning, scaling, draining) and :mod:`.bench`."""
+router), :mod:`.tenants` (API keys, as admin), :mod:`.routing` (learning, scaling, draining) and
+:mod:`.bench`."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import os
 import sys
 
 from ..errors import WordcastError
-from . import api, bench, local, routing
+from . import api, bench, local, routing, tenants
 from .common import fail
 
 USAGE = """\
@@ -26,6 +27,7 @@ wordcast watch QUERY... [--pattern P]               subscribe, show matches as t
                                                     delivered, unsubscribe on Ctrl-C
 wordcast deadletters | replay ID... | replay --all  deliveries given up on; send them again
 wordcast status                                     mapping version, spread, imbalance, loads
+wordcast tenant create|keys|revoke NAME [KEY_ID]    a tenant's API keys (admin token)
 wordcast bench NAME [ARGS]                          run a benchmark of the source checkout
 wordcast learn                                      learn a routing mapping with Spark
 wordcast termstats --out FILE                       term statistics with Spark (for QueryNote)
@@ -41,7 +43,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="wordcast", description=USAGE, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     sub = parser.add_subparsers(dest="command", required=True)
-    for commands in (local, api, routing, bench):
+    for commands in (local, api, tenants, routing, bench):
         commands.register(sub)
     return parser
 

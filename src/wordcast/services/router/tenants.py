@@ -2,7 +2,8 @@
 
 Only a key's SHA-256 is stored (a key is shown once, when it is made). A router remembers the
 keys it checked for ``KEY_CACHE_SECONDS``, so a stream of publications costs no Redis call per
-request for its key; a key deleted from Redis stops working within that time.
+request for its key; a revoked key stops working within that time on every router (at once on
+the one that revoked it).
 """
 
 from __future__ import annotations
@@ -46,8 +47,13 @@ class Tenants:
         if not token or not hmac.compare_digest(token.encode(), expected):
             raise Unauthenticated("admin operations need the admin token as a Bearer token")
 
-    async def create_api_key(self, tenant: str) -> str:
-        """A new API key for a tenant; only its hash is stored, so it is shown once."""
+    async def create_api_key(self, tenant: str) -> tuple[str, str]:
+        """A new API key for a tenant, and its id; only its hash is stored, so it is shown once."""
         api_key = "wck_" + secrets.token_urlsafe(32)
-        await self.store.add_api_key(hashlib.sha256(api_key.encode()).hexdigest(), tenant)
-        return api_key
+        key_id = await self.store.add_api_key(hashlib.sha256(api_key.encode()).hexdigest(), tenant)
+        return api_key, key_id
+
+    async def revoke_api_key(self, tenant: str, key_id: str) -> None:
+        """Revoke a key (NotFound if the tenant has none with that id). This router forgets it at
+        once; the others within ``KEY_CACHE_SECONDS``."""
+        self._known_keys.pop(await self.store.revoke_api_key(tenant, key_id), None)
