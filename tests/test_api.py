@@ -118,6 +118,22 @@ def test_bad_publications_are_refused_and_deliver_nothing(
     assert api.delete(f"/subscriptions/{watcher.json()['id']}").status_code == 204
 
 
+def test_a_refused_long_value_is_not_sent_back_whole(api: httpx.Client) -> None:
+    text = "y" * 1_000_000
+    response = api.post("/publications", json={"text": text})
+    assert response.status_code == 422
+    assert len(response.content) < 1_000  # FastAPI's own 422 echoed the whole megabyte
+    (error,) = response.json()["detail"]
+    assert error["loc"] == ["body", "publications", 0, "text"]
+    assert error["msg"] == "String should have at most 16384 characters"
+    assert error["input"] == "y" * 200 + "… (1,000,000 characters)"
+    many = api.post("/publications", json={"publications": [{"text": "ok"}] * 1001})
+    assert many.status_code == 422 and len(many.content) < 1_000
+    assert "input" not in many.json()["detail"][0]  # 1,001 publications: left out
+    short = api.post("/publications", json={"text": 5})
+    assert short.json()["detail"][0]["input"] == 5  # short values are still shown
+
+
 def test_unknown_subscription_is_404(api: httpx.Client) -> None:
     for method in ("GET", "DELETE"):
         response = api.request(method, "/subscriptions/0123456789abcdef")

@@ -12,6 +12,8 @@ from typing import Annotated, Any
 
 import orjson
 from fastapi import APIRouter, HTTPException, Request, Response
+from fastapi.encoders import jsonable_encoder
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from fastapi.routing import APIRoute
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
@@ -152,6 +154,33 @@ def configure_logging(level: str) -> None:
     )
     # One line per internal request would drown everything else.
     logging.getLogger("httpx").setLevel(max(logging.WARNING, logging.getLogger().level))
+
+
+# A refused value longer than this (as JSON) is not sent back whole in a 422.
+MAX_ECHOED_CHARS = 200
+
+
+def _echoed(error: dict[str, Any]) -> dict[str, Any]:
+    value = error.get("input")
+    if isinstance(value, str):
+        if len(value) > MAX_ECHOED_CHARS:
+            return error | {"input": value[:MAX_ECHOED_CHARS] + f"… ({len(value):,} characters)"}
+        return error
+    try:
+        size = len(orjson.dumps(value, default=str))
+    except TypeError:  # orjson's own refusals (integers past 64 bits, say)
+        size = len(repr(value))
+    if size > MAX_ECHOED_CHARS:
+        return {k: v for k, v in error.items() if k != "input"}
+    return error
+
+
+async def validation_refused(request: Request, exc: Exception) -> Response:
+    """FastAPI's 422 for a request that fails validation, except that a long refused value is
+    cut short: a 3 MB text refused for its length was echoed back whole."""
+    assert isinstance(exc, RequestValidationError)
+    errors = [_echoed(dict(error)) for error in exc.errors()]
+    return JSONResponse({"detail": jsonable_encoder(errors)}, status_code=422)
 
 
 class BodySizeLimit:

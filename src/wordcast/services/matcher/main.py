@@ -7,11 +7,12 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
+from fastapi.exceptions import RequestValidationError
 
 from ... import __version__
 from ...errors import StoreUnavailable
 from ...store import SubscriptionStore, connect
-from ..common import configure_logging, in_background, metrics_router
+from ..common import configure_logging, in_background, metrics_router, validation_refused
 from .routes import health, internal
 from .settings import MatcherSettings
 from .state import MatcherState
@@ -48,6 +49,7 @@ def create_app(settings: MatcherSettings | None = None) -> FastAPI:
         version=__version__,
         lifespan=lifespan,
     )
+    app.add_exception_handler(RequestValidationError, validation_refused)
     app.include_router(internal.router)
     app.include_router(health.router)
     app.include_router(health.probes)

@@ -6,10 +6,17 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
+from fastapi.exceptions import RequestValidationError
 
 from ... import __version__, limits
 from ...store import SubscriptionStore, connect
-from ..common import BodySizeLimit, configure_logging, in_background, metrics_router
+from ..common import (
+    BodySizeLimit,
+    configure_logging,
+    in_background,
+    metrics_router,
+    validation_refused,
+)
 from .routes import admin, deadletters, health, publications, subscriptions
 from .settings import RouterSettings
 from .state import RouterState
@@ -42,6 +49,7 @@ def create_app(settings: RouterSettings | None = None) -> FastAPI:
         description="Keyword subscriptions matched against a stream of publications.",
         lifespan=lifespan,
     )
+    app.add_exception_handler(RequestValidationError, validation_refused)
     app.add_middleware(BodySizeLimit, max_bytes=limits.MAX_REQUEST_BYTES)
     app.include_router(subscriptions.router)
     app.include_router(publications.router)
