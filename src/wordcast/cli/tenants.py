@@ -21,6 +21,7 @@ def _admin_token(args: argparse.Namespace) -> str:
 
 def cmd_tenant(args: argparse.Namespace) -> int:
     from ..client import RouterClient
+    from ..services.router.tenants import KEY_CACHE_SECONDS
 
     async def run() -> int:
         async with RouterClient(args.router, api_key=_admin_token(args)) as client:
@@ -36,7 +37,8 @@ def cmd_tenant(args: argparse.Namespace) -> int:
             else:
                 await client.revoke_tenant_key(args.tenant, args.key_id)
                 print(
-                    f"revoked {args.key_id}: refused by every router within 30 s",
+                    f"revoked {args.key_id}: every router refuses it within "
+                    f"{KEY_CACHE_SECONDS:g} s",
                     file=sys.stderr,
                 )
         return 0
