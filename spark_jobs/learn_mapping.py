@@ -32,7 +32,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyspark.sql import DataFrame, SparkSession, Window
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from wordcast.partitioning import VARIANTS, WordNetwork, partition_network
@@ -62,15 +62,8 @@ def bipartite_edges(docs: DataFrame) -> DataFrame:
 
 
 def word_frequencies(edges: DataFrame) -> DataFrame:
-    """(word, frequency, rank): rank 0 is the most frequent word (ties by the word itself)."""
-    counted = edges.groupBy("word").agg(F.count("*").alias("frequency"))
-    order = Window.orderBy(F.desc("frequency"), F.asc("word"))
-    return counted.withColumn("rank", F.row_number().over(order) - 1)
-
-
-def ranked_edges(edges: DataFrame, frequencies: DataFrame) -> DataFrame:
-    """(doc, rank): the edges with each word replaced by its frequency rank."""
-    return edges.join(frequencies.select("word", "rank"), "word").select("doc", "rank")
+    """(word, frequency): in how many publications each word occurs."""
+    return edges.groupBy("word").agg(F.count("*").alias("frequency"))
 
 
 def held_out_split(docs: DataFrame, share: float, seed: int) -> tuple[DataFrame, DataFrame]:
@@ -89,18 +82,22 @@ def word_network(docs: DataFrame, frequencies: DataFrame) -> DataFrame:
 
 # -- driver side --------------------------------------------------------------------------------
 def collect_graph(docs: DataFrame) -> tuple[Graph, DataFrame]:
-    """The bipartite graph as arrays on the driver (through Arrow), and the frequencies."""
+    """The bipartite graph as arrays on the driver (through Arrow), and the frequencies.
+
+    Words are numbered by decreasing frequency (ties by the word) here, not with a Spark window:
+    a global window runs in a single partition, and the driver holds every word anyway."""
     edges = bipartite_edges(docs)
     frequencies = word_frequencies(edges).cache()
-    vocabulary = [
-        row["word"] for row in frequencies.orderBy("rank").select("word").toLocalIterator()
-    ]
-    table = ranked_edges(edges, frequencies).toArrow()
+    counted = frequencies.toArrow()
+    order = pc.sort_indices(counted, sort_keys=[("frequency", "descending"), ("word", "ascending")])
+    vocabulary = pc.take(counted.column("word"), order).combine_chunks()
+    table = edges.toArrow()
     raw_posts = table.column("doc").to_numpy()
     _, posts = np.unique(raw_posts, return_inverse=True)  # dense publication numbers
-    words = table.column("rank").to_numpy().astype(np.int64)
+    words = pc.index_in(table.column("word"), value_set=vocabulary).to_numpy().astype(np.int64)
     n_posts = int(posts.max()) + 1 if len(posts) else 0
-    return Graph(posts.astype(np.int64), words, vocabulary, n_posts), frequencies
+    graph = Graph(posts.astype(np.int64), words, vocabulary.to_pylist(), n_posts)
+    return graph, frequencies
 
 
 def collect_network(graph: Graph, pairs: DataFrame) -> WordNetwork:
