@@ -152,3 +152,31 @@ def test_a_service_with_a_bad_setting_names_the_variable_instead_of_a_traceback(
         assert result.returncode == 2, result.stderr
         assert result.stderr.startswith(f"wordcast: error: {variable}={value!r}: {problem}")
         assert "Traceback" not in result.stderr
+
+
+def test_up_refuses_a_data_dir_it_cannot_use_and_too_many_matchers(tmp_path: Path) -> None:
+    a_file = tmp_path / "a-file"
+    a_file.write_text("")
+    for args, expected in (
+        (["--data-dir", str(a_file)], f"cannot keep Redis data in --data-dir {a_file}: "),
+        (["--matchers", "65"], "--matchers must be 1 to 64 for a local cluster"),
+        (["--matchers", "0"], "--matchers must be 1 to 64 for a local cluster"),
+    ):
+        result = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "wordcast",
+                "up",
+                "--no-demo",
+                "--port",
+                str(free_port()),
+                *args,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert result.returncode == 2
+        assert result.stderr.startswith(f"wordcast: error: {expected}"), result.stderr
+        assert result.stdout == ""

@@ -70,11 +70,18 @@ async def _demo(cluster: object, subscriptions: int, rate: float) -> None:
             await asyncio.sleep(batch / rate)
 
 
+# About 100 MB and a share of the cores each: past this, a laptop only thrashes.
+MAX_LOCAL_MATCHERS = 64
+
+
 def cmd_up(args: argparse.Namespace) -> int:
     from ..cluster import Cluster, describe, port_in_use
 
-    if args.matchers < 1:
-        return fail("--matchers must be at least 1")
+    if not 1 <= args.matchers <= MAX_LOCAL_MATCHERS:
+        return fail(
+            f"--matchers must be 1 to {MAX_LOCAL_MATCHERS} for a local cluster (each matcher is a "
+            "process of its own); more belong on Kubernetes"
+        )
     busy = port_in_use(args.port)
     if busy:
         return fail(
@@ -89,6 +96,11 @@ def cmd_up(args: argparse.Namespace) -> int:
         except CorpusNotFound as exc:
             return fail(f"the demo needs the pypi corpus: {exc}; or start without it: --no-demo")
     terminate_on_sigterm()
+    if args.data_dir:
+        try:
+            (Path(args.data_dir) / "redis").mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            return fail(f"cannot keep Redis data in --data-dir {args.data_dir}: {exc.strerror}")
     cluster = Cluster(
         matchers=args.matchers,
         port=args.port,
@@ -120,7 +132,12 @@ def cmd_up(args: argparse.Namespace) -> int:
 def register(sub: Any) -> None:
     """Add this module's commands to the ``wordcast`` parser."""
     up = sub.add_parser("up", help="start a local cluster in the foreground")
-    up.add_argument("--matchers", type=int, default=2, help="number of matchers (default 2)")
+    up.add_argument(
+        "--matchers",
+        type=int,
+        default=2,
+        help=f"number of matchers, 1 to {MAX_LOCAL_MATCHERS} (default 2)",
+    )
     up.add_argument("--port", type=int, default=8000, help="router port (default 8000)")
     up.add_argument(
         "--no-demo",
