@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from wordcast.cli.bench import BENCHMARKS, module_of
 from wordcast.cluster import free_port
 
@@ -180,3 +182,31 @@ def test_up_refuses_a_data_dir_it_cannot_use_and_too_many_matchers(tmp_path: Pat
         assert result.returncode == 2
         assert result.stderr.startswith(f"wordcast: error: {expected}"), result.stderr
         assert result.stdout == ""
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["publish", "--batch", "0", "hi"], "argument --batch: must be from 1 to 1000 (got 0)"),
+        (["publish", "--batch", "1001", "hi"], "argument --batch: must be from 1 to 1000"),
+        (["publish", "--corpus", "-3"], "argument --corpus: must be at least 1 (got -3)"),
+        (["publish", "--corpus", "ten"], "argument --corpus: 'ten' is not a whole number"),
+        (
+            ["subscribe", "--from-corpus", "-2", "--callback", "http://127.0.0.1:9/hook"],
+            "argument --from-corpus: must be at least 1 (got -2)",
+        ),
+        (["up", "--port", "70000"], "argument --port: must be from 1 to 65535 (got 70000)"),
+        (["up", "--demo-rate", "0"], "argument --demo-rate: must be a number above 0 (got 0)"),
+        (["drain", "--timeout", "nan"], "argument --timeout: must be a number above 0 (got nan)"),
+        (["termstats", "--limit", "0", "--out", "x"], "argument --limit: must be at least 1"),
+    ],
+)
+def test_numbers_out_of_range_are_refused_before_anything_runs(args: list[str], says: str) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "wordcast", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 2
+    assert says in result.stderr and "Traceback" not in result.stderr, result.stderr

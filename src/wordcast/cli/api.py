@@ -11,7 +11,15 @@ import sys
 from collections.abc import AsyncIterator, Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 
-from .common import add_router_option, against_router, counted, fail, terminate_on_sigterm
+from .. import limits
+from .common import (
+    add_router_option,
+    against_router,
+    counted,
+    fail,
+    terminate_on_sigterm,
+    whole,
+)
 
 if TYPE_CHECKING:
     from ..client import RouterClient
@@ -333,7 +341,7 @@ def register(sub: Any) -> None:
     subscribe.add_argument("--callback", required=True, help="webhook URL for the matches")
     subscribe.add_argument(
         "--from-corpus",
-        type=int,
+        type=whole(1),
         metavar="N",
         help="register N queries drawn from corpus posts instead",
     )
@@ -382,9 +390,12 @@ def register(sub: Any) -> None:
         nargs="*",
         help="texts to publish, one publication each (none: one per line of stdin)",
     )
-    publish.add_argument("--corpus", type=int, metavar="N", help="publish N corpus posts")
+    publish.add_argument("--corpus", type=whole(1), metavar="N", help="publish N corpus posts")
     publish.add_argument(
-        "--batch", type=int, default=500, help="publications per request (default 500)"
+        "--batch",
+        type=whole(1, limits.MAX_BATCH_PUBLICATIONS),
+        default=500,
+        help=f"publications per request, at most {limits.MAX_BATCH_PUBLICATIONS} (default 500)",
     )
     publish.add_argument("--seed", type=int, default=0, help="with --corpus: which posts are drawn")
     add_router_option(publish)
@@ -410,7 +421,7 @@ def register(sub: Any) -> None:
     watch.add_argument("--seconds", type=float, help="stop after this long")
     watch.add_argument("--keep", action="store_true", help="leave the subscriptions registered")
     watch.add_argument("--host", default="127.0.0.1", help="where the webhook listens")
-    watch.add_argument("--port", type=int, default=0, help="default: any free port")
+    watch.add_argument("--port", type=whole(0, 65535), default=0, help="default: any free port")
     watch.add_argument("--callback-host", help="the host the matchers reach it at")
     add_router_option(watch)
     watch.set_defaults(func=cmd_watch)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import os
 import signal
@@ -21,6 +22,33 @@ def add_router_option(parser: Any) -> None:
         default=DEFAULT_ROUTER,
         help="the router's URL (default: $WORDCAST_URL, else http://127.0.0.1:8000)",
     )
+
+
+def whole(low: int = 1, high: int | None = None) -> Callable[[str], int]:
+    """An argparse type: a whole number from ``low`` to ``high``, or a clear refusal."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+        if value < low or (high is not None and value > high):
+            bounds = f"from {low} to {high}" if high is not None else f"at least {low}"
+            raise argparse.ArgumentTypeError(f"must be {bounds} (got {value})")
+        return value
+
+    return parse
+
+
+def positive(text: str) -> float:
+    """An argparse type: a number above zero (seconds, rates), or a clear refusal."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a number above 0 (got {text})")
+    return value
 
 
 def counted(n: int, noun: str, plural: str = "") -> str:

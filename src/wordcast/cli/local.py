@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .common import fail, serve, service_settings, terminate_on_sigterm
+from .common import fail, positive, serve, service_settings, terminate_on_sigterm, whole
 
 
 def cmd_router(_: argparse.Namespace) -> int:
@@ -138,21 +138,21 @@ def register(sub: Any) -> None:
         default=2,
         help=f"number of matchers, 1 to {MAX_LOCAL_MATCHERS} (default 2)",
     )
-    up.add_argument("--port", type=int, default=8000, help="router port (default 8000)")
+    up.add_argument("--port", type=whole(1, 65535), default=8000, help="router port (default 8000)")
     up.add_argument(
         "--no-demo",
         action="store_true",
         help="no demo receiver and no demo traffic, just the cluster",
     )
     up.add_argument("--data-dir", help="keep Redis data here (default: a temporary directory)")
-    up.add_argument("--demo-subscriptions", type=int, default=300)
-    up.add_argument("--demo-rate", type=float, default=20.0, help="demo posts per second")
+    up.add_argument("--demo-subscriptions", type=whole(1), default=300)
+    up.add_argument("--demo-rate", type=positive, default=20.0, help="demo posts per second")
     up.set_defaults(func=cmd_up)
 
     for name, func in (("router", cmd_router), ("matcher", cmd_matcher)):
         service = sub.add_parser(name, help=f"run one {name} (configured by environment)")
         service.set_defaults(func=func)
     receiver = sub.add_parser("receiver", help="run the demo webhook receiver")
-    receiver.add_argument("--port", type=int)
+    receiver.add_argument("--port", type=whole(0, 65535))
     receiver.add_argument("--quiet", action="store_true")
     receiver.set_defaults(func=cmd_receiver)

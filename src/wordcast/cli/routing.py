@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..partitioning import VARIANTS
-from .common import add_router_option, fail
+from .common import add_router_option, fail, positive, whole
 
 if TYPE_CHECKING:
     from ..salb import Mapping
@@ -276,7 +276,7 @@ def register(sub: Any) -> None:
     )
     learn.add_argument(
         "--matchers",
-        type=int,
+        type=whole(1),
         help="the cluster's number of matchers, as the routers and wordcast scale recorded it "
         "(the default; another is refused: change it with wordcast scale N --algorithm salb); "
         "needed only before any router has started",
@@ -302,9 +302,9 @@ def register(sub: Any) -> None:
     termstats.add_argument("--out", type=Path, required=True, help="the JSON file to write")
     termstats.add_argument("--corpus", help="pypi, debian, or a TSV with a 'text' column")
     termstats.add_argument("--redis-url", help="the log's Redis (default: $REDIS_URL)")
-    termstats.add_argument("--limit", type=int, help="use only the first N documents")
+    termstats.add_argument("--limit", type=whole(1), help="use only the first N documents")
     termstats.add_argument(
-        "--min-pair-df", type=int, default=50, help="keep pairs found together this often"
+        "--min-pair-df", type=whole(1), default=50, help="keep pairs found together this often"
     )
     termstats.set_defaults(func=cmd_termstats)
 
@@ -325,7 +325,7 @@ def register(sub: Any) -> None:
         help=f"the new mapping; auto: SALB learned from the publication log when it holds at "
         f"least {SCALE_MIN_LOG:,} publications, else stable hashing",
     )
-    scale.add_argument("--timeout", type=float, default=600.0, help="seconds per step")
+    scale.add_argument("--timeout", type=positive, default=600.0, help="seconds per step")
     add_router_option(scale)
     scale.add_argument("--redis-url", help="default: $REDIS_URL")
     scale.set_defaults(func=cmd_scale)
@@ -337,9 +337,11 @@ def register(sub: Any) -> None:
         "matcher out, wait until the routers have moved everything off it and route nothing to "
         "it; otherwise (a restart) return at once. Settings as the matcher's (WORDCAST_MATCHER_*).",
     )
-    drain.add_argument("--ordinal", type=int, help="default: the matcher's (host name matcher-K)")
+    drain.add_argument(
+        "--ordinal", type=whole(0), help="default: the matcher's (host name matcher-K)"
+    )
     drain.add_argument(
         "--statefulset", help="read the number wanted from this StatefulSet's replicas"
     )
-    drain.add_argument("--timeout", type=float, default=240.0, help="seconds (default 240)")
+    drain.add_argument("--timeout", type=positive, default=240.0, help="seconds (default 240)")
     drain.set_defaults(func=cmd_drain)
