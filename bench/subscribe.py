@@ -1,9 +1,11 @@
-"""Registering subscriptions: one request each against ``POST /subscriptions/batch``.
+"""Registering and deleting subscriptions: one request each against the batch endpoints.
 
 ``python -m bench.subscribe`` starts a local cluster (2 matchers) per run and registers keyword
 subscriptions drawn from corpus posts, first one request each, then in batches of 500
-(``RouterClient.subscribe_many``), with 4 and 16 requests in flight. Every run checks that the
-cluster holds exactly the subscriptions it was given. → ``bench/results/subscribe.json``.
+(``RouterClient.subscribe_many``), with 4 and 16 requests in flight; then it deletes them the
+same way (``DELETE /subscriptions/{id}`` each, or ``RouterClient.unsubscribe_many`` through
+``POST /subscriptions/batch/delete``). Every run checks that the cluster holds exactly the
+subscriptions it was given, and none after. → ``bench/results/subscribe.json``.
 """
 
 from __future__ import annotations
@@ -24,21 +26,42 @@ from wordcast.workload import post_queries, sample_posts
 from .common import machine, median, write_json
 
 
-async def _one_each(client: RouterClient, queries: Sequence[str], hook: str) -> None:
-    await asyncio.gather(*(client.subscribe(q, hook) for q in queries))
+async def _one_each(client: RouterClient, queries: Sequence[str], hook: str) -> list[str]:
+    created = await asyncio.gather(*(client.subscribe(q, hook) for q in queries))
+    return [str(sub["id"]) for sub in created]
 
 
-async def _batched(client: RouterClient, queries: Sequence[str], hook: str) -> None:
-    await client.subscribe_many(queries, hook, progress=False)
+async def _batched(client: RouterClient, queries: Sequence[str], hook: str) -> list[str]:
+    return [str(sub["id"]) for sub in await client.subscribe_many(queries, hook, progress=False)]
+
+
+async def _delete_each(client: RouterClient, ids: Sequence[str]) -> None:
+    await asyncio.gather(*(client.unsubscribe(sub_id) for sub_id in ids))
+
+
+async def _delete_batched(client: RouterClient, ids: Sequence[str]) -> None:
+    await client.unsubscribe_many(ids, progress=False)
+
+
+WAYS = {
+    "one request each": (_one_each, _delete_each),
+    "batches of 500": (_batched, _delete_batched),
+}
 
 
 async def _timed(
-    router_url: str, concurrency: int, register: Any, queries: Sequence[str], hook: str
-) -> float:
+    router_url: str, concurrency: int, way: str, queries: Sequence[str], hook: str
+) -> tuple[float, float, int]:
+    """Seconds to register the queries, seconds to delete them, and how many were held between."""
+    register, delete = WAYS[way]
     async with RouterClient(router_url, concurrency=concurrency) as client:
         started = time.perf_counter()
-        await register(client, queries, hook)
-        return time.perf_counter() - started
+        ids = await register(client, queries, hook)
+        registered = time.perf_counter() - started
+        held = _registered(router_url)
+        started = time.perf_counter()
+        await delete(client, ids)
+        return registered, time.perf_counter() - started, held
 
 
 def _registered(router_url: str) -> int:
@@ -61,32 +84,50 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     queries = post_queries(posts, args.subscriptions, seed=8, sizes=(2, 2, 3))
     rows: list[dict[str, Any]] = []
     for run_no in range(args.runs):
-        for way, register in (("one request each", _one_each), ("batches of 500", _batched)):
+        for way in WAYS:
             for concurrency in (4, 16):
                 with Cluster(
                     matchers=2, port=free_port(), receiver=True, receiver_quiet=True,
                     log_level="warning", out=lambda line: None,
                 ) as cluster:  # fmt: skip
-                    seconds = asyncio.run(
-                        _timed(
-                            cluster.router_url, concurrency, register, queries, cluster.callback_url
-                        )
+                    registered, deleted, held = asyncio.run(
+                        _timed(cluster.router_url, concurrency, way, queries, cluster.callback_url)
                     )
-                    held = _registered(cluster.router_url)
+                    left = _registered(cluster.router_url)
                 assert held == len(queries), f"{held} registered of {len(queries)}"
-                rate = len(queries) / seconds
-                rows.append({"run": run_no, "way": way, "concurrency": concurrency, "per_s": rate})
-                print(
-                    f"run {run_no + 1}: {way}, {concurrency} in flight: {rate:,.0f}/s", flush=True
+                assert left == 0, f"{left} left after deleting"
+                rate, delete_rate = len(queries) / registered, len(queries) / deleted
+                rows.append(
+                    {
+                        "run": run_no,
+                        "way": way,
+                        "concurrency": concurrency,
+                        "per_s": rate,
+                        "deleted_per_s": delete_rate,
+                    }
                 )
-    summary = {
-        f"{way}, {concurrency} in flight": median(
-            [r["per_s"] for r in rows if r["way"] == way and r["concurrency"] == concurrency]
-        )
-        for way in ("one request each", "batches of 500")
-        for concurrency in (4, 16)
+                print(
+                    f"run {run_no + 1}: {way}, {concurrency} in flight: {rate:,.0f}/s registered, "
+                    f"{delete_rate:,.0f}/s deleted",
+                    flush=True,
+                )
+
+    def medians(key: str) -> dict[str, float]:
+        return {
+            f"{way}, {concurrency} in flight": median(
+                [r[key] for r in rows if r["way"] == way and r["concurrency"] == concurrency]
+            )
+            for way in WAYS
+            for concurrency in (4, 16)
+        }
+
+    return {
+        "machine": machine(),
+        "parameters": vars(args),
+        "runs": rows,
+        "median_per_s": medians("per_s"),
+        "median_deleted_per_s": medians("deleted_per_s"),
     }
-    return {"machine": machine(), "parameters": vars(args), "runs": rows, "median_per_s": summary}
 
 
 def main() -> None:
@@ -97,7 +138,8 @@ def main() -> None:
     result = run(args)
     path = write_json("subscribe", result)
     for name, rate in result["median_per_s"].items():
-        print(f"  median {name}: {rate:,.0f} subscriptions/s")
+        deleted = result["median_deleted_per_s"][name]
+        print(f"  median {name}: {rate:,.0f} registered/s, {deleted:,.0f} deleted/s")
     print(f"results in {path}")
 
 

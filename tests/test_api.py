@@ -10,6 +10,7 @@ import pytest
 import redis
 
 from wordcast import limits
+from wordcast.services.router.settings import DEFAULT_ADMIN_TOKEN
 
 from .conftest import AUTH, Receiver, RunningCluster
 
@@ -203,6 +204,42 @@ def test_a_batch_registers_every_subscription_in_order(api: httpx.Client) -> Non
         fetched = api.get(f"/subscriptions/{sub['id']}")
         assert fetched.status_code == 200 and fetched.json() == sub | {"secret": None}
         assert api.delete(f"/subscriptions/{sub['id']}").status_code == 204
+
+
+def test_a_batch_delete_deletes_all_or_nothing_and_is_in_effect_when_it_answers(
+    api: httpx.Client, cluster: RunningCluster
+) -> None:
+    def held() -> int:
+        return sum(httpx.get(f"{u}/stats").json()["subscriptions"] for u in cluster.matcher_urls)
+
+    before = held()
+    items = [{"query": q, "callback_url": HOOK} for q in ("zebra unicorn", "quartz", "opal ruby")]
+    created = api.post("/subscriptions/batch", json={"subscriptions": items}).json()
+    mine = [sub["id"] for sub in created["subscriptions"]]
+    other_key = httpx.post(
+        f"{cluster.router_url}/admin/tenants",
+        json={"tenant": "batch-delete-other"},
+        headers={"authorization": f"Bearer {DEFAULT_ADMIN_TOKEN}"},
+    ).json()["api_key"]
+    theirs = httpx.post(
+        f"{cluster.router_url}/subscriptions",
+        json={"query": "jade onyx", "callback_url": HOOK},
+        headers={"authorization": f"Bearer {other_key}"},
+    ).json()["id"]
+    assert held() == before + 4
+
+    refused = api.post("/subscriptions/batch/delete", json={"ids": [mine[0], theirs, mine[1]]})
+    assert refused.status_code == 404 and theirs in refused.json()["detail"]
+    assert "nothing was deleted" in refused.json()["detail"]
+    assert all(api.get(f"/subscriptions/{i}").status_code == 200 for i in mine)
+
+    done = api.post("/subscriptions/batch/delete", json={"ids": [mine[0], mine[1], mine[0]]})
+    assert done.status_code == 200 and done.json() == {"deleted": mine[:2]}
+    assert held() == before + 2  # the matchers dropped them before the router answered
+    assert [api.get(f"/subscriptions/{i}").status_code for i in mine] == [404, 404, 200]
+    for bad in ({"ids": []}, {"ids": ["no spaces"]}, {"ids": ["a"] * 1001}, {"id": mine[2]}):
+        assert api.post("/subscriptions/batch/delete", json=bad).status_code == 422, bad
+    assert api.get(f"/subscriptions/{mine[2]}").status_code == 200
 
 
 def test_oversized_request_body_is_413(api: httpx.Client) -> None:

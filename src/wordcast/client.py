@@ -182,6 +182,31 @@ class RouterClient:
         done = await asyncio.gather(*(one(c) for c in chunks(queries, SUBSCRIBE_BATCH)))
         return [created for chunk in done for created in chunk]
 
+    async def unsubscribe_many(self, sub_ids: Sequence[str], *, progress: bool = True) -> None:
+        """Make sure none of ``sub_ids`` is subscribed any more, through the batch endpoint.
+
+        The endpoint deletes nothing of a request naming an id that is not the tenant's; here
+        that means one was deleted meanwhile (or never was), so that request's ids are deleted
+        one by one, each 404 taken as done. Check ids first where an unknown one is an error.
+        """
+        bar = Progress("deleting", len(sub_ids), enabled=progress)
+
+        async def one(chunk: Sequence[str]) -> None:
+            try:
+                await self._call("POST", "/subscriptions/batch/delete", json={"ids": list(chunk)})
+            except ApiError as exc:
+                if exc.status != 404:
+                    raise
+                for sub_id in chunk:
+                    try:
+                        await self.unsubscribe(sub_id)
+                    except ApiError as missing:
+                        if missing.status != 404:
+                            raise
+            bar.advance(len(chunk))
+
+        await asyncio.gather(*(one(c) for c in chunks(sub_ids, SUBSCRIBE_BATCH)))
+
     async def publish_many(
         self,
         publications: Sequence[dict[str, str]],

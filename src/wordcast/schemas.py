@@ -60,6 +60,20 @@ class SubscriptionsIn(_Strict):
     )
 
 
+class SubscriptionIdsIn(_Strict):
+    ids: list[Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_-]+$")]] = (
+        Field(
+            min_length=1,
+            max_length=limits.MAX_BATCH_SUBSCRIPTIONS,
+            description="Subscriptions to delete; if one is not yours, none is deleted.",
+        )
+    )
+
+
+class SubscriptionsDeleted(BaseModel):
+    deleted: list[str] = Field(description="The ids deleted (each once).")
+
+
 class AlternativeOut(BaseModel):
     terms: list[str] = Field(description="Analysed terms the publication must contain.")
     without: list[str] = Field(description="Analysed terms it must not contain.")

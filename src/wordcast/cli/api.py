@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import datetime
 import json
 import sys
@@ -117,7 +116,7 @@ def cmd_subscriptions(args: argparse.Namespace) -> int:
 def cmd_unsubscribe(args: argparse.Namespace) -> int:
     """Delete subscriptions by id, or all of the tenant's. Every id is checked first: one that
     does not exist deletes nothing."""
-    from ..client import ApiError, Progress, RouterClient
+    from ..client import ApiError, RouterClient
 
     if bool(args.ids) == args.all:
         return fail("give subscription ids, or --all")
@@ -137,17 +136,7 @@ def cmd_unsubscribe(args: argparse.Namespace) -> int:
                         unknown.append(sub_id)
                 if unknown:
                     return [], unknown
-            bar = Progress("deleting", len(ids), enabled=len(ids) > 1)
-
-            async def delete(sub_id: str) -> None:
-                try:
-                    await client.unsubscribe(sub_id)
-                except ApiError as exc:
-                    if exc.status != 404:  # deleted meanwhile: the outcome wanted
-                        raise
-                bar.advance()
-
-            await asyncio.gather(*(delete(sub_id) for sub_id in ids))  # the client limits them
+            await client.unsubscribe_many(ids, progress=len(ids) > 1)
             return ids, []
 
     return _by_ids(args, run(), "subscription", "deleted", "deleted")

@@ -445,6 +445,37 @@ class RouterState:
         await self._announce(event_id, sorted(matchers))
         return sub
 
+    async def unsubscribe_batch(self, sub_ids: Sequence[str], tenant: str) -> list[str]:
+        """Delete several of a tenant's subscriptions; the matchers concerned catch up once.
+
+        Every id is checked first: if the tenant has no subscription with one of them, NotFound
+        names them and nothing is deleted. One deleted meanwhile (another request) counts as
+        deleted."""
+        ids = list(dict.fromkeys(sub_ids))
+        unknown = []
+        for sub_id in ids:
+            try:
+                await self.owned(sub_id, tenant)
+            except NotFound:
+                unknown.append(sub_id)
+        if unknown:
+            named = ", ".join(map(repr, unknown[:5])) + (" …" if len(unknown) > 5 else "")
+            raise NotFound(
+                f"{len(unknown)} of the ids are not subscriptions of yours ({named}); "
+                "nothing was deleted"
+            )
+        matchers: set[int] = set()
+        last_event = None
+        for sub_id in ids:
+            try:
+                _, last_event, held_by = await self.store.delete_with_alternatives(sub_id)
+            except NotFound:
+                continue
+            matchers |= held_by
+        if last_event is not None:
+            await self._announce(last_event, sorted(matchers))
+        return ids
+
     async def _announce(self, event_id: str, matchers: Sequence[int]) -> None:
         """Make the change effective here and on its matchers before answering the client.
 

@@ -10,9 +10,11 @@ from ....schemas import (
     ERRORS,
     AlternativeOut,
     SecretOut,
+    SubscriptionIdsIn,
     SubscriptionIn,
     SubscriptionOut,
     SubscriptionPage,
+    SubscriptionsDeleted,
     SubscriptionsIn,
     SubscriptionsOut,
 )
@@ -100,6 +102,21 @@ async def create_subscriptions(
     return SubscriptionsOut(
         subscriptions=[_out(sub).model_copy(update={"secret": sub.secret}) for sub in subs]
     )
+
+
+@router.post("/batch/delete", response_model=SubscriptionsDeleted)
+async def delete_subscriptions(
+    body: SubscriptionIdsIn, state: ReadyState, tenant: Tenant
+) -> SubscriptionsDeleted:
+    """Delete up to 1,000 of your subscriptions at once; a 404 (naming ids that are not yours)
+    means none was deleted."""
+    try:
+        deleted = await state.unsubscribe_batch(body.ids, tenant)
+    except NotFound as exc:
+        raise HTTPException(404, str(exc)) from exc
+    except StoreUnavailable as exc:
+        raise HTTPException(503, str(exc)) from exc
+    return SubscriptionsDeleted(deleted=deleted)
 
 
 @router.get("", response_model=SubscriptionPage)
