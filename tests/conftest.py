@@ -14,6 +14,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -78,15 +79,21 @@ class RunningCluster:
 
 
 def wordcast_cli(
-    *args: str, router: str, env: dict[str, str] | None = None, timeout: float = 60
+    *args: str,
+    router: str | None = None,
+    env: dict[str, str] | None = None,
+    timeout: float = 60,
+    cwd: Path | None = None,
 ) -> subprocess.CompletedProcess[str]:
-    """The command line as a user runs it, against ``router`` (``env`` adds variables)."""
+    """The command line as a user runs it, against ``router`` if given (``env`` adds
+    variables)."""
     return subprocess.run(
-        [sys.executable, "-m", "wordcast", *args, "--router", router],
+        [sys.executable, "-m", "wordcast", *args, *(["--router", router] if router else [])],
         capture_output=True,
         text=True,
         env=os.environ | (env or {}),
         timeout=timeout,
+        cwd=cwd,
     )
 
 

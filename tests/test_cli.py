@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
-import os
 import re
 import socket
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from wordcast.cli.bench import BENCHMARKS, module_of
 from wordcast.cluster import free_port
+
+from .conftest import wordcast_cli
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -28,38 +28,21 @@ def test_bench_offers_exactly_the_benchmarks_make_bench_runs() -> None:
 
 
 def test_bench_runs_the_benchmark_of_the_checkout_from_anywhere(tmp_path: Path) -> None:
-    result = subprocess.run(
-        [sys.executable, "-m", "wordcast", "bench", "migration", "--help"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=tmp_path,
-    )
+    result = wordcast_cli("bench", "migration", "--help", timeout=120, cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert f"in {ROOT}: -m bench.migration --help" in result.stdout
     assert "usage: migration.py" in result.stdout
 
 
 def test_bench_refuses_an_unknown_benchmark_naming_the_known_ones() -> None:
-    result = subprocess.run(
-        [sys.executable, "-m", "wordcast", "bench", "speed"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    result = wordcast_cli("bench", "speed")
     assert result.returncode == 2
     assert "invalid choice: 'speed'" in result.stderr
     assert all(f"'{name}'" in result.stderr for name in BENCHMARKS)
 
 
 def _without_corpus(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "wordcast", *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env=os.environ | {"WORDCAST_CORPUS_DIR": str(tmp_path)},
-    )
+    return wordcast_cli(*args, env={"WORDCAST_CORPUS_DIR": str(tmp_path)})
 
 
 def test_up_without_the_corpus_says_so_before_starting_anything(tmp_path: Path) -> None:
@@ -91,13 +74,7 @@ def test_up_with_an_unreachable_or_malformed_redis_url_says_so_and_starts_nothin
         ("redis://127.0.0.1:1/0", "cannot reach Redis at redis://127.0.0.1:1/0 (REDIS_URL): "),
         ("localhost:6379", "REDIS_URL 'localhost:6379' is not a Redis URL: "),
     ):
-        result = subprocess.run(
-            [sys.executable, "-m", "wordcast", "up", "--no-demo", "--port", str(free_port())],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            env=os.environ | {"REDIS_URL": url},
-        )
+        result = wordcast_cli("up", "--no-demo", "--port", str(free_port()), env={"REDIS_URL": url})
         assert result.returncode == 2
         assert result.stderr.startswith(f"wordcast: error: {expected}"), result.stderr
         assert result.stdout == ""  # no matcher or router was started to retry for ever
@@ -105,13 +82,7 @@ def test_up_with_an_unreachable_or_malformed_redis_url_says_so_and_starts_nothin
 
 def test_a_spark_job_refusing_its_corpus_is_a_wordcast_error(tmp_path: Path) -> None:
     missing = tmp_path / "missing.tsv"
-    result = subprocess.run(
-        [sys.executable, "-m", "wordcast", "termstats", "--corpus", str(missing), "--out", "o"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=tmp_path,
-    )
+    result = wordcast_cli("termstats", "--corpus", str(missing), "--out", "o", cwd=tmp_path)
     assert (result.returncode, result.stderr) == (
         2,
         f"wordcast: error: no such corpus file: {missing} (give pypi, debian or a TSV path)\n",
@@ -123,12 +94,7 @@ def test_up_on_a_port_in_use_says_so_before_starting_anything() -> None:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        result = subprocess.run(
-            [sys.executable, "-m", "wordcast", "up", "--no-demo", "--port", str(port)],
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
+        result = wordcast_cli("up", "--no-demo", "--port", str(port))
     assert result.returncode == 2
     assert result.stderr == (
         f"wordcast: error: the router cannot listen on port {port} (Address already in use); "
@@ -144,13 +110,7 @@ def test_a_service_with_a_bad_setting_names_the_variable_instead_of_a_traceback(
         ("matcher", "WORDCAST_MATCHER_DELIVERY_BATCH", "0", "Input should be greater than or"),
         ("receiver", "WORDCAST_RECEIVER_PORT", "x", "Input should be a valid integer"),
     ):
-        result = subprocess.run(
-            [sys.executable, "-m", "wordcast", command],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            env=os.environ | {variable: value, "WORDCAST_MATCHER_ORDINAL": "0"},
-        )
+        result = wordcast_cli(command, env={variable: value, "WORDCAST_MATCHER_ORDINAL": "0"})
         assert result.returncode == 2, result.stderr
         assert result.stderr.startswith(f"wordcast: error: {variable}={value!r}: {problem}")
         assert "Traceback" not in result.stderr
@@ -164,21 +124,7 @@ def test_up_refuses_a_data_dir_it_cannot_use_and_too_many_matchers(tmp_path: Pat
         (["--matchers", "65"], "--matchers must be 1 to 64 for a local cluster"),
         (["--matchers", "0"], "--matchers must be 1 to 64 for a local cluster"),
     ):
-        result = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "wordcast",
-                "up",
-                "--no-demo",
-                "--port",
-                str(free_port()),
-                *args,
-            ],
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
+        result = wordcast_cli("up", "--no-demo", "--port", str(free_port()), *args)
         assert result.returncode == 2
         assert result.stderr.startswith(f"wordcast: error: {expected}"), result.stderr
         assert result.stdout == ""
@@ -202,11 +148,6 @@ def test_up_refuses_a_data_dir_it_cannot_use_and_too_many_matchers(tmp_path: Pat
     ],
 )
 def test_numbers_out_of_range_are_refused_before_anything_runs(args: list[str], says: str) -> None:
-    result = subprocess.run(
-        [sys.executable, "-m", "wordcast", *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    result = wordcast_cli(*args)
     assert result.returncode == 2
     assert says in result.stderr and "Traceback" not in result.stderr, result.stderr

@@ -693,6 +693,14 @@ class SubscriptionStore:
                 total += await self.client.scard(key)
         return total
 
+    async def tenant_holds(self, tenant: str, sub_ids: Sequence[str]) -> list[bool]:
+        """Whether each id is one of the tenant's subscriptions, in one round trip."""
+        with translated("checking a tenant's subscriptions"):
+            pipe = self.client.pipeline(transaction=False)
+            for sub_id in sub_ids:
+                pipe.sismember(self.tenant_subs_key(tenant), sub_id)
+            return [bool(found) for found in await pipe.execute()]
+
     async def tenant_count(self, tenant: str) -> int:
         """How many subscriptions a tenant holds."""
         with translated("counting a tenant's subscriptions"):

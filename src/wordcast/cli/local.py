@@ -96,19 +96,19 @@ def cmd_up(args: argparse.Namespace) -> int:
         except CorpusNotFound as exc:
             return fail(f"the demo needs the pypi corpus: {exc}; or start without it: --no-demo")
     terminate_on_sigterm()
-    if args.data_dir:
-        try:
-            (Path(args.data_dir) / "redis").mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            return fail(f"cannot keep Redis data in --data-dir {args.data_dir}: {exc.strerror}")
-    cluster = Cluster(
-        matchers=args.matchers,
-        port=args.port,
-        redis_url=os.environ.get("REDIS_URL") or None,
-        namespace=os.environ.get("WORDCAST_NAMESPACE", "wordcast"),
-        receiver=not args.no_demo,
-        data_dir=Path(args.data_dir) if args.data_dir else None,
-    )
+    try:
+        cluster = Cluster(
+            matchers=args.matchers,
+            port=args.port,
+            redis_url=os.environ.get("REDIS_URL") or None,
+            namespace=os.environ.get("WORDCAST_NAMESPACE", "wordcast"),
+            receiver=not args.no_demo,
+            data_dir=Path(args.data_dir) if args.data_dir else None,
+        )
+    except OSError as exc:  # making the embedded Redis's directory; nothing has started yet
+        if not args.data_dir:
+            raise
+        return fail(f"cannot keep Redis data in --data-dir {args.data_dir}: {exc.strerror}")
     try:
         cluster.start()
         for line in describe(cluster):

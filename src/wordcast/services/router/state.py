@@ -452,12 +452,8 @@ class RouterState:
         names them and nothing is deleted. One deleted meanwhile (another request) counts as
         deleted."""
         ids = list(dict.fromkeys(sub_ids))
-        unknown = []
-        for sub_id in ids:
-            try:
-                await self.owned(sub_id, tenant)
-            except NotFound:
-                unknown.append(sub_id)
+        held = await self.store.tenant_holds(tenant, ids)
+        unknown = [sub_id for sub_id, mine in zip(ids, held, strict=True) if not mine]
         if unknown:
             named = ", ".join(map(repr, unknown[:5])) + (" …" if len(unknown) > 5 else "")
             raise NotFound(
