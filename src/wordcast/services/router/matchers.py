@@ -5,8 +5,9 @@ matchers the list does not name, added by scaling, registered theirs in Redis wh
 Every request shares one connection pool and carries the cluster's internal token, which matchers
 ask of every call to ``/internal`` (:meth:`MatcherLinks.authorize`). A matcher that refuses it
 (401: the token was rotated in Redis since it was read) gets the request once more with the token
-Redis holds now. Transport and HTTP errors become :class:`~wordcast.errors.MatcherUnavailable`
-here, at the boundary.
+Redis holds now. A request whose connection dropped before an answer came is sent once more.
+Transport and HTTP errors become :class:`~wordcast.errors.MatcherUnavailable` here, at the
+boundary.
 """
 
 from __future__ import annotations
@@ -24,6 +25,10 @@ from ...store import SubscriptionStore
 from .settings import RouterSettings
 
 log = logging.getLogger(__name__)
+
+# What httpx raises when a connection fails after it was established but before an answer arrived
+# (reset, closed, or a response cut short).
+DROPPED_CONNECTION = (httpx.ReadError, httpx.WriteError, httpx.RemoteProtocolError)
 
 
 class MatcherLinks:
@@ -68,11 +73,34 @@ class MatcherLinks:
 
     async def _post(self, matcher: int, path: str, **request: Any) -> httpx.Response:
         url = f"{self.url(matcher)}/internal/{path}"
-        response = await self.client.post(url, **request)
+        response = await self._post_once_more_if_dropped(matcher, url, request)
         if response.status_code == 401:
             self.authorize(await self.store.internal_token())
-            response = await self.client.post(url, **request)
+            response = await self._post_once_more_if_dropped(matcher, url, request)
         return response
+
+    async def _post_once_more_if_dropped(
+        self, matcher: int, url: str, request: dict[str, Any]
+    ) -> httpx.Response:
+        """POST, and once more if the connection failed before an answer came back.
+
+        A pooled connection the matcher has just closed, or reset, fails that way; a second try
+        goes out on another connection. Repeating is safe: a sync is idempotent, and a batch
+        matched twice records the same messages with the same ``webhook-id``s (delivery is at
+        least once), which is what the publisher's own retry of a refused batch would do anyway,
+        at every matcher instead of one. A timeout is not repeated: the matcher may still be
+        working on the batch, and a second copy would only add to its load.
+        """
+        try:
+            return await self.client.post(url, **request)
+        except DROPPED_CONNECTION as exc:
+            log.warning(
+                "matcher %d dropped the connection (%s: %s); sending once more",
+                matcher,
+                type(exc).__name__,
+                exc,
+            )
+        return await self.client.post(url, **request)
 
     async def sync(self, matcher: int, event_id: str) -> None:
         """Matcher ``matcher`` has applied every subscription event up to ``event_id``."""

@@ -1,0 +1,122 @@
+"""The router's requests to a matcher when the connection fails: real sockets, a real Redis.
+
+The "matcher" here is a raw TCP server that drops connections on purpose (an RST, as a server
+closing a connection with a request unread sends), which a real matcher cannot be made to do.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import struct
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+
+import orjson
+import pytest
+
+from wordcast.errors import MatcherUnavailable
+from wordcast.services.router.matchers import MatcherLinks
+from wordcast.services.router.settings import RouterSettings
+from wordcast.store import SubscriptionStore, connect
+
+ANSWER = (
+    b'HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 13\r\n\r\n{"matches":7}'
+)
+
+
+@dataclass
+class DroppingServer:
+    """Resets the first ``drops`` connections once it has read a request; answers on the others
+    (or never, if ``silent``). Keeps every request body it read."""
+
+    drops: int
+    silent: bool = False
+    bodies: list[bytes] = field(default_factory=list)
+
+    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        head = await reader.readuntil(b"\r\n\r\n")
+        length = next(
+            int(line.split(b":")[1])
+            for line in head.split(b"\r\n")
+            if line.lower().startswith(b"content-length:")
+        )
+        self.bodies.append(await reader.readexactly(length))
+        if len(self.bodies) <= self.drops:
+            sock = writer.get_extra_info("socket")
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            writer.close()
+            return
+        if self.silent:
+            await asyncio.sleep(60)
+        writer.write(ANSWER)
+        await writer.drain()
+
+
+@asynccontextmanager
+async def links_to(
+    server: DroppingServer, redis_url: str, namespace: str
+) -> AsyncIterator[MatcherLinks]:
+    listening = await asyncio.start_server(server.handle, "127.0.0.1", 0)
+    port = listening.sockets[0].getsockname()[1]
+    settings = RouterSettings(
+        environment="development", matcher_urls=[f"http://127.0.0.1:{port}"], matcher_timeout_s=1.0
+    )
+    redis = connect(redis_url)
+    links = MatcherLinks(settings, SubscriptionStore(redis, namespace))
+    try:
+        yield links
+    finally:
+        await links.aclose()
+        await redis.aclose()
+        listening.close()
+
+
+BATCH: list[dict[str, object]] = [{"id": "p1", "text": "hello", "terms": ["hello"]}]
+
+
+def test_a_batch_whose_connection_drops_is_sent_once_more(redis_url: str, namespace: str) -> None:
+    async def scenario() -> None:
+        server = DroppingServer(drops=1)
+        async with links_to(server, redis_url, namespace) as links:
+            await links.send(0, 3, BATCH)
+        assert len(server.bodies) == 2
+        assert server.bodies[0] == server.bodies[1]
+        assert orjson.loads(server.bodies[1]) == {"version": 3, "publications": BATCH}
+
+    asyncio.run(scenario())
+
+
+def test_a_matcher_that_keeps_dropping_is_unavailable_after_two_tries(
+    redis_url: str, namespace: str
+) -> None:
+    async def scenario() -> None:
+        server = DroppingServer(drops=100)
+        async with links_to(server, redis_url, namespace) as links:
+            with pytest.raises(MatcherUnavailable, match="matcher 0 did not accept the batch"):
+                await links.send(0, 3, BATCH)
+        assert len(server.bodies) == 2
+
+    asyncio.run(scenario())
+
+
+def test_a_batch_that_times_out_is_not_sent_again(redis_url: str, namespace: str) -> None:
+    async def scenario() -> None:
+        server = DroppingServer(drops=0, silent=True)
+        async with links_to(server, redis_url, namespace) as links:
+            with pytest.raises(MatcherUnavailable, match="ReadTimeout"):
+                await links.send(0, 3, BATCH)
+        assert len(server.bodies) == 1
+
+    asyncio.run(scenario())
+
+
+def test_a_sync_whose_connection_drops_is_sent_once_more(redis_url: str, namespace: str) -> None:
+    async def scenario() -> None:
+        server = DroppingServer(drops=1)
+        async with links_to(server, redis_url, namespace) as links:
+            await links.sync(0, "5-0")
+        assert [orjson.loads(b) for b in server.bodies] == [{"until": "5-0"}] * 2
+
+    asyncio.run(scenario())
