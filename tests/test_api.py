@@ -96,6 +96,10 @@ BAD_PUBLICATIONS = [
     ({"publications": []}, "at least 1 item"),
     ({"publications": [{"text": "fine"}, {"id": "", "text": "empty id"}]}, "at least 1 character"),
     ({"publications": [{"id": "p1"}]}, "text"),
+    (
+        {"publications": [{"id": "twice", "text": "fine"}, {"id": "twice", "text": "ok"}]},
+        "publication id 'twice' is given more than once in the batch",
+    ),
     ({"txt": "typo"}, "publications"),
     ([1, 2, 3], "valid dictionary"),
 ]

@@ -4,7 +4,15 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import AnyHttpUrl, BaseModel, ConfigDict, Field, UrlConstraints, model_validator
+from pydantic import (
+    AnyHttpUrl,
+    BaseModel,
+    ConfigDict,
+    Field,
+    UrlConstraints,
+    field_validator,
+    model_validator,
+)
 
 from . import limits
 
@@ -182,6 +190,21 @@ class PublicationsIn(_Strict):
         if isinstance(data, dict) and "publications" not in data and "text" in data:
             return {"publications": [data]}
         return data
+
+    @field_validator("publications")
+    @classmethod
+    def _ids_unique(cls, publications: list[PublicationIn]) -> list[PublicationIn]:
+        # A match names its publication by id: two texts under one id could not be told apart.
+        seen: set[str] = set()
+        for publication in publications:
+            if publication.id in seen:
+                raise ValueError(
+                    f"publication id {publication.id!r} is given more than once in the batch; "
+                    "ids must be unique within a batch"
+                )
+            if publication.id is not None:
+                seen.add(publication.id)
+        return publications
 
 
 class PublicationsAccepted(BaseModel):
