@@ -6,6 +6,7 @@ import asyncio
 import hashlib
 import json
 import subprocess
+import time
 import uuid
 
 import httpx
@@ -16,6 +17,7 @@ import redis
 from wordcast.errors import LimitExceeded
 from wordcast.services.router.settings import DEFAULT_ADMIN_TOKEN, RouterSettings
 from wordcast.services.router.state import RouterState
+from wordcast.services.router.tenants import KEY_CACHE_SECONDS
 from wordcast.store import Subscription, SubscriptionStore, connect
 from wordcast.workload import post_queries, sample_posts
 
@@ -198,6 +200,34 @@ def test_an_admin_lists_and_revokes_a_tenants_keys(cluster: RunningCluster) -> N
     assert again.status_code == 404 and "nothing was revoked" in again.json()["detail"]
     assert admin.delete(f"/admin/tenants/{tenant}/keys/not-an-id").status_code == 422
     assert admin.get("/admin/tenants/no%20spaces/keys").status_code == 422
+
+
+@pytest.mark.e2e
+def test_a_key_revoked_on_one_router_stops_working_on_the_others(
+    cluster: RunningCluster, redis_url: str
+) -> None:
+    key = httpx.post(
+        f"{cluster.router_url}/admin/tenants",
+        json={"tenant": f"gail-{uuid.uuid4().hex[:6]}"},
+        headers=_as(DEFAULT_ADMIN_TOKEN),
+        timeout=30,
+    ).json()
+    with extra_router(cluster, redis_url) as other:
+        # The other router checks the key, and so remembers it for KEY_CACHE_SECONDS.
+        assert httpx.get(f"{other}/subscriptions", headers=_as(key["api_key"])).status_code == 200
+        revoked = httpx.delete(
+            f"{cluster.router_url}/admin/tenants/{key['tenant']}/keys/{key['key_id']}",
+            headers=_as(DEFAULT_ADMIN_TOKEN),
+        )
+        assert revoked.status_code == 204
+        # Well before its memory of the key runs out, the other router has seen the revocation.
+        deadline = time.monotonic() + KEY_CACHE_SECONDS / 2
+        while True:
+            status = httpx.get(f"{other}/subscriptions", headers=_as(key["api_key"])).status_code
+            if status == 401 or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
+        assert status == 401
 
 
 @pytest.mark.e2e

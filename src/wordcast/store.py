@@ -421,6 +421,10 @@ class SubscriptionStore:
     def tenant_keys_key(self, tenant: str) -> str:
         return f"{self.ns}:tenant:{tenant}:keys"
 
+    @property
+    def key_revocations_key(self) -> str:
+        return f"{self.ns}:apikey-revocations"
+
     async def add_api_key(self, key_hash: str, tenant: str) -> str:
         """Register the hash of an API key for a tenant (the key itself is never stored); returns
         the key's id, which names it when it is listed or revoked."""
@@ -449,8 +453,15 @@ class SubscriptionStore:
             async with self.client.pipeline(transaction=True) as pipe:
                 pipe.delete(self.api_key_key(key_hash))
                 pipe.hdel(self.tenant_keys_key(tenant), key_id)
+                pipe.incr(self.key_revocations_key)
                 await pipe.execute()
         return key_hash
+
+    async def key_revocations(self) -> int:
+        """How many API keys have been revoked so far: routers that see it grow forget the keys
+        they remember."""
+        with translated("counting revoked API keys"):
+            return int(await self.client.get(self.key_revocations_key) or 0)
 
     async def tenant_for(self, key_hash: str) -> str | None:
         with translated("checking an API key"):

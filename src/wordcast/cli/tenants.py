@@ -21,7 +21,9 @@ def _admin_token(args: argparse.Namespace) -> str:
 
 def cmd_tenant(args: argparse.Namespace) -> int:
     from ..client import RouterClient
-    from ..services.router.tenants import KEY_CACHE_SECONDS
+    from ..services.router.settings import RouterSettings
+
+    poll_s = RouterSettings.model_fields["key_revocation_poll_s"].default
 
     async def run() -> int:
         async with RouterClient(args.router, api_key=_admin_token(args)) as client:
@@ -37,8 +39,8 @@ def cmd_tenant(args: argparse.Namespace) -> int:
             else:
                 await client.revoke_tenant_key(args.tenant, args.key_id)
                 print(
-                    f"revoked {args.key_id}: every router refuses it within "
-                    f"{KEY_CACHE_SECONDS:g} s",
+                    f"revoked {args.key_id}: the router asked refuses it now, the others at "
+                    f"their next look at the revocations (every {poll_s:g} s by default)",
                     file=sys.stderr,
                 )
         return 0

@@ -37,6 +37,7 @@ def create_app(settings: RouterSettings | None = None) -> FastAPI:
                 in_background(state.versions.watch(), "mappings"),
                 in_background(state.versions.report(), "version reports"),
                 in_background(state.shedder.run(), "load shedding"),
+                in_background(state.tenants.follow_revocations(), "key revocations"),
             ):
                 yield
         finally:

@@ -48,6 +48,13 @@ class RouterSettings(ServiceSettings):
         description="How often the router checks for a new mapping version even without an "
         "announcement, and refreshes the report of the versions it still uses.",
     )
+    key_revocation_poll_s: float = Field(
+        default=1.0,
+        gt=0,
+        description="How often the router checks whether an API key was revoked (on any router), "
+        "and then forgets the keys it remembers: a revoked key stops working within about this "
+        "time everywhere.",
+    )
     follow_statefulset: str | None = Field(
         default=None,
         description="On Kubernetes: the matchers' StatefulSet (matcher), whose replicas this "

@@ -2,20 +2,26 @@
 
 Only a key's SHA-256 is stored (a key is shown once, when it is made). A router remembers the
 keys it checked for ``KEY_CACHE_SECONDS``, so a stream of publications costs no Redis call per
-request for its key; a revoked key stops working within that time on every router (at once on
-the one that revoked it).
+request for its key. Revoking a key counts one more revocation in Redis; every router reads that
+count every ``key_revocation_poll_s`` and forgets the keys it remembers when it grows, so a revoked
+key stops working within about that time everywhere (at once on the router that revoked it), and
+within ``KEY_CACHE_SECONDS`` on a router that cannot reach Redis meanwhile.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import hmac
+import logging
 import secrets
 import time
 
-from ...errors import Unauthenticated
+from ...errors import StoreUnavailable, Unauthenticated
 from ...store import SubscriptionStore
 from .settings import DEVELOPMENT_API_KEY, RouterSettings
+
+log = logging.getLogger(__name__)
 
 KEY_CACHE_SECONDS = 30.0
 
@@ -25,6 +31,8 @@ class Tenants:
         self.settings = settings
         self.store = store
         self._known_keys: dict[str, tuple[str, float]] = {}  # key hash -> (tenant, checked at)
+        self._revocations_seen: int | None = None
+        self._forgotten = 0  # times the remembered keys were forgotten
 
     async def authenticate(self, api_key: str | None) -> str:
         """The tenant an API key belongs to; raises Unauthenticated."""
@@ -36,10 +44,13 @@ class Tenants:
         known = self._known_keys.get(key_hash)
         if known is not None and time.monotonic() - known[1] < KEY_CACHE_SECONDS:
             return known[0]
+        forgotten = self._forgotten
         tenant = await self.store.tenant_for(key_hash)
         if tenant is None:
             raise Unauthenticated("unknown API key")
-        self._known_keys[key_hash] = (tenant, time.monotonic())
+        # Read before a revocation that was noticed while the read was under way: not kept.
+        if forgotten == self._forgotten:
+            self._known_keys[key_hash] = (tenant, time.monotonic())
         return tenant
 
     def check_admin(self, token: str | None) -> None:
@@ -55,5 +66,22 @@ class Tenants:
 
     async def revoke_api_key(self, tenant: str, key_id: str) -> None:
         """Revoke a key (NotFound if the tenant has none with that id). This router forgets it at
-        once; the others within ``KEY_CACHE_SECONDS``."""
+        once; the others when they next read the revocations."""
         self._known_keys.pop(await self.store.revoke_api_key(tenant, key_id), None)
+
+    async def forget_revoked(self) -> None:
+        """Forget every remembered key if a key was revoked (on any router) since the last look."""
+        revocations = await self.store.key_revocations()
+        if self._revocations_seen is not None and revocations != self._revocations_seen:
+            self._known_keys.clear()
+            self._forgotten += 1
+        self._revocations_seen = revocations
+
+    async def follow_revocations(self) -> None:
+        """:meth:`forget_revoked` every ``key_revocation_poll_s``, for as long as the router runs."""
+        while True:
+            try:
+                await self.forget_revoked()
+            except StoreUnavailable as exc:
+                log.warning("could not read the API key revocations: %s", exc)
+            await asyncio.sleep(self.settings.key_revocation_poll_s)
