@@ -55,7 +55,7 @@ async def list_tenant_keys(tenant: TenantName, state: ReadyState) -> TenantKeys:
 
 @router.delete("/tenants/{tenant}/keys/{key_id}", status_code=204)
 async def revoke_tenant_key(tenant: TenantName, key_id: KeyId, state: ReadyState) -> None:
-    """Revoke an API key: refused at once by this router, by every router within 30 s."""
+    """Revoke an API key: refused at once by this router, by the others within about a second."""
     try:
         await state.tenants.revoke_api_key(tenant, key_id)
     except NotFound as exc:
