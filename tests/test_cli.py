@@ -151,3 +151,13 @@ def test_numbers_out_of_range_are_refused_before_anything_runs(args: list[str], 
     result = wordcast_cli(*args)
     assert result.returncode == 2
     assert says in result.stderr and "Traceback" not in result.stderr, result.stderr
+
+
+def test_publishing_to_a_router_never_reached_fails_without_sending_again() -> None:
+    # Progress is on (more posts than a batch), so a batch sent again would say so.
+    result = wordcast_cli(
+        "publish", "--batch", "1", "one", "two", router=f"http://127.0.0.1:{free_port()}"
+    )
+    assert result.returncode == 2
+    assert "wordcast: error: cannot reach the router" in result.stderr
+    assert "again in" not in result.stderr

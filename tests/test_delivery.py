@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
@@ -17,11 +18,12 @@ from standardwebhooks import Webhook
 
 from wordcast.analysis import analyze
 from wordcast.bruteforce import match_pairs
+from wordcast.client import RouterClient
 from wordcast.cluster import free_port
 from wordcast.workload import Post, post_queries, sample_posts
 
 from .conftest import AUTH, Receiver, RunningCluster, start_cluster, stop_cluster, wordcast_cli
-from .test_e2e import _publish
+from .test_e2e import _publish, _subscribe
 
 pytestmark = pytest.mark.e2e
 
@@ -236,14 +238,18 @@ def test_a_boolean_query_is_signed_with_its_secret_and_a_410_deletes_every_alter
     _behave(receiver)
 
 
+def _key_for(cluster: RunningCluster, tenant: str) -> str:
+    key: str = httpx.post(
+        f"{cluster.router_url}/admin/tenants",
+        json={"tenant": tenant},
+        headers={"authorization": "Bearer wordcast-development-admin-token"},
+    ).json()["api_key"]
+    return key
+
+
 def test_publications_over_the_tenant_rate_are_429(delivery_cluster: RunningCluster) -> None:
     def key_for(tenant: str) -> str:
-        key: str = httpx.post(
-            f"{delivery_cluster.router_url}/admin/tenants",
-            json={"tenant": tenant},
-            headers={"authorization": "Bearer wordcast-development-admin-token"},
-        ).json()["api_key"]
-        return key
+        return _key_for(delivery_cluster, tenant)
 
     # Fresh tenants start with a full bucket: 1,000 publications, refilling at 20/s.
     fast = httpx.Client(
@@ -263,6 +269,68 @@ def test_publications_over_the_tenant_rate_are_429(delivery_cluster: RunningClus
         headers={"authorization": f"Bearer {key_for(f'other-{os.getpid()}')}"},
     )
     assert other.status_code == 202
+
+
+def test_the_client_waits_out_the_rate_limit_and_loses_nothing(
+    delivery_cluster: RunningCluster, receiver: Receiver
+) -> None:
+    _behave(receiver)
+    key = _key_for(delivery_cluster, f"patient-{os.getpid()}")
+    created = httpx.post(
+        f"{delivery_cluster.router_url}/subscriptions",
+        json={"query": "okapi", "callback_url": receiver.hook},
+        headers={"authorization": f"Bearer {key}"},
+    )
+    assert created.status_code == 201
+    sub_id = created.json()["id"]
+    # 1,100 publications against a bucket of 1,000 refilling at 20/s: the last batches are 429s
+    # until the bucket refills, which the client waits out. Without ids: the client names them.
+    posts = [{"text": f"okapi number {n}"} for n in range(1_100)]
+
+    async def publish() -> int:
+        async with RouterClient(delivery_cluster.router_url, api_key=key, concurrency=2) as client:
+            return await client.publish_many(posts, batch=100, progress=False)
+
+    assert asyncio.run(publish()) == 1_100
+    _wait(
+        lambda: sum(s == sub_id for s, _ in receiver.pairs()) >= 1_100,
+        what="every publication's match",
+    )
+    mine = [p for s, p in receiver.pairs() if s == sub_id]
+    assert len(mine) == len(set(mine)) == 1_100  # refused batches were not routed: no repeats
+
+
+def test_the_client_publishes_through_a_matcher_restart_and_loses_nothing(
+    redis_url: str, receiver: Receiver
+) -> None:
+    cluster = start_cluster(redis_url, f"test-restart-{os.getpid()}", matchers=2)
+    try:
+        _behave(receiver)
+        posts = sample_posts(4_000, seed=808)
+        queries = post_queries(posts[:2_000], 300, seed=31)
+        subscriptions = _subscribe(cluster, queries, receiver.hook)
+        published = [Post(f"restart:{p.id}", p.text) for p in posts[2_000:]]
+        expected = match_pairs(subscriptions, {p.id: analyze(p.text) for p in published})
+        assert len(expected) > 500, "the workload should produce plenty of matches"
+        # Batches for matcher 0 are 503s until the supervisor has restarted it and it has
+        # rebuilt its trie; the client sends them again until then.
+        os.kill(cluster.matcher_pid(0), signal.SIGKILL)
+
+        async def publish() -> int:
+            async with RouterClient(cluster.router_url, concurrency=4) as client:
+                body = [{"id": p.id, "text": p.text} for p in published]
+                return await client.publish_many(body, batch=100, progress=False)
+
+        assert asyncio.run(publish()) == len(published)
+        _wait(
+            lambda: expected <= set(receiver.pairs()),
+            timeout=60,
+            what="every match of the publications sent again",
+        )
+        ours = {pair for pair in receiver.pairs() if pair[0] in subscriptions}
+        assert ours - expected == set()
+    finally:
+        stop_cluster(cluster)
 
 
 def test_a_killed_matcher_hands_its_pending_deliveries_to_its_successor(

@@ -6,6 +6,7 @@ import asyncio
 import os
 import sys
 import time
+import uuid
 from collections.abc import AsyncIterator, Iterable, Sequence
 from typing import Any
 from urllib.parse import quote
@@ -16,6 +17,11 @@ import orjson
 # Subscriptions per request of subscribe_many: within the router's limit of 1,000, and small
 # enough that the progress line moves and a refused batch is quick to find.
 SUBSCRIBE_BATCH = 500
+# publish_many sends a batch refused for a passing reason (429, 503, no answer) again: this many
+# tries at most, the pauses doubling between these two (about 45 s in all).
+PUBLISH_TRIES = 8
+FIRST_PAUSE_S = 0.5
+MAX_PAUSE_S = 10.0
 
 
 class Progress:
@@ -28,6 +34,12 @@ class Progress:
         self.every = 0.5 if self.tty else 5.0
         self.done = 0
         self.started = self._last = time.perf_counter()
+
+    def note(self, message: str) -> None:
+        """A line of its own, under the progress line."""
+        if self.enabled:
+            sys.stderr.write(f"{chr(10) if self.tty else ''}{self.label}: {message}\n")
+            sys.stderr.flush()
 
     def advance(self, n: int = 1) -> None:
         self.done += n
@@ -213,11 +225,37 @@ class RouterClient:
         *,
         batch: int = 500,
         progress: bool = True,
+        tries: int = PUBLISH_TRIES,
     ) -> int:
+        """Publish in batches of ``batch``, ``tries`` times at most each.
+
+        A batch the router could not route now (``503``: a matcher restarting, Redis away) or
+        would not take yet (``429``: over the tenant's rate), or whose answer never came, is sent
+        again after a pause that doubles from half a second to 10 s (or what ``Retry-After``
+        asks), with the same ids: a publication without one gets one here first, so that a batch
+        sent twice is the same publications. Matches of a batch that reached some matchers before
+        it failed may be delivered again.
+        """
         bar = Progress("publishing", len(publications), enabled=progress)
+        reached = False  # a router never reached is a wrong address, not a passing failure
 
         async def one(chunk: Sequence[dict[str, str]]) -> None:
-            await self.publish(chunk)
+            nonlocal reached
+            named = [p if p.get("id") else {**p, "id": uuid.uuid4().hex} for p in chunk]
+            pause = FIRST_PAUSE_S
+            for attempt in range(1, tries + 1):
+                try:
+                    await self.publish(named)
+                    break
+                except (ApiError, RouterUnreachable) as exc:
+                    passing = exc.status in (429, 503) if isinstance(exc, ApiError) else reached
+                    if not passing or attempt == tries:
+                        raise
+                    wait = getattr(exc, "retry_after", None) or pause
+                    bar.note(f"{exc}; sending that batch again in {wait:g} s")
+                    await asyncio.sleep(wait)
+                    pause = min(2 * pause, MAX_PAUSE_S)
+            reached = True
             bar.advance(len(chunk))
 
         await asyncio.gather(*(one(chunk) for chunk in chunks(publications, batch)))
@@ -225,9 +263,10 @@ class RouterClient:
 
 
 class ApiError(RuntimeError):
-    def __init__(self, status: int, detail: str) -> None:
+    def __init__(self, status: int, detail: str, retry_after: float | None = None) -> None:
         super().__init__(f"HTTP {status}: {detail}")
         self.status = status
+        self.retry_after = retry_after  # seconds, when the answer said (Retry-After)
 
 
 class RouterUnreachable(RuntimeError):
@@ -242,7 +281,15 @@ def _raise_for_status(response: httpx.Response) -> None:
         detail = response.json().get("detail", response.text)
     except (ValueError, AttributeError):
         detail = response.text
-    raise ApiError(response.status_code, _readable(detail))
+    raise ApiError(response.status_code, _readable(detail), _seconds(response.headers))
+
+
+def _seconds(headers: httpx.Headers) -> float | None:
+    """Retry-After in seconds, if given so (the router gives seconds)."""
+    try:
+        return max(0.0, float(headers["retry-after"]))
+    except (KeyError, ValueError):
+        return None
 
 
 def _readable(detail: Any) -> str:

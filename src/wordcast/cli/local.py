@@ -66,7 +66,9 @@ async def _demo(cluster: object, subscriptions: int, rate: float) -> None:
         batch = max(1, int(rate / 2))
         for start in itertools.count(0, batch):
             chunk = [posts[(start + k) % len(posts)] for k in range(batch)]
-            await client.publish([{"id": p.id, "text": p.text} for p in chunk])
+            # Through publish_many, which waits out a matcher restarting or a `wordcast scale`.
+            body = [{"id": p.id, "text": p.text} for p in chunk]
+            await client.publish_many(body, batch=batch, progress=False)
             await asyncio.sleep(batch / rate)
 
 
