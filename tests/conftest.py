@@ -97,9 +97,10 @@ def wordcast_cli(
     env: dict[str, str] | None = None,
     timeout: float = 60,
     cwd: Path | None = None,
+    stdin: str | None = None,
 ) -> subprocess.CompletedProcess[str]:
     """The command line as a user runs it, against ``router`` if given (``env`` adds
-    variables)."""
+    variables, ``stdin`` is its standard input)."""
     return subprocess.run(
         [sys.executable, "-m", "wordcast", *args, *(["--router", router] if router else [])],
         capture_output=True,
@@ -107,6 +108,7 @@ def wordcast_cli(
         env=os.environ | (env or {}),
         timeout=timeout,
         cwd=cwd,
+        input=stdin,
     )
 
 

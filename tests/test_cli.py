@@ -5,14 +5,16 @@ from __future__ import annotations
 import re
 import socket
 import subprocess
+import time
 from pathlib import Path
 
+import httpx
 import pytest
 
 from wordcast.cli.bench import BENCHMARKS, module_of
 from wordcast.cluster import free_port
 
-from .conftest import wordcast_cli
+from .conftest import AUTH, Receiver, RunningCluster, wordcast_cli
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -161,3 +163,48 @@ def test_publishing_to_a_router_never_reached_fails_without_sending_again() -> N
     assert result.returncode == 2
     assert "wordcast: error: cannot reach the router" in result.stderr
     assert "again in" not in result.stderr
+
+
+@pytest.mark.e2e
+def test_publish_reads_json_lines_and_refuses_a_bad_one_whole(
+    cluster: RunningCluster, receiver: Receiver
+) -> None:
+    created = httpx.post(
+        f"{cluster.router_url}/subscriptions",
+        json={"query": "capybara", "callback_url": receiver.hook},
+        headers=AUTH,
+    )
+    assert created.status_code == 201
+    sub_id = created.json()["id"]
+
+    def matched() -> set[str]:
+        return {p for s, p in receiver.pairs() if s == sub_id}
+
+    def publish(lines: str) -> subprocess.CompletedProcess[str]:
+        return wordcast_cli("publish", "--json", router=cluster.router_url, stdin=lines)
+
+    for lines, says in (
+        ('{"id": "bad-1", "text": "capybara"}\nnot json\n', "line 2: not JSON"),
+        ('{"txt": "capybara"}\n', 'line 1: not an object with a "text" string'),
+        ('{"text": "capybara", "when": 1}\n', "line 1: unknown field 'when'"),
+        ('{"id": 7, "text": "capybara"}\n', 'line 1: "id" must be a non-empty string'),
+    ):
+        refused = publish(lines)
+        assert refused.returncode == 2
+        assert refused.stderr.startswith(f"wordcast: error: standard input {says}")
+        assert refused.stderr.endswith("; nothing was published\n")
+    good = publish(
+        '{"id": "cap-1", "text": "A capybara swims"}\n\n'
+        '{"text": "Capybaras everywhere"}\n{"id": "cap-3", "text": "no rodent here"}\n'
+    )
+    assert good.returncode == 0, good.stderr
+    assert good.stdout == "3 publications accepted\n"
+    deadline = time.monotonic() + 30
+    while len(matched()) < 2 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    time.sleep(0.5)  # a match of the refused lines would have come by now too
+    ids = matched()
+    assert len(ids) == 2 and "cap-1" in ids  # and one the CLI named; never bad-1 or cap-3
+    assert "bad-1" not in ids
+    both = wordcast_cli("publish", "--json", "text", router=cluster.router_url)
+    assert both.returncode == 2 and "--json reads publications from standard input" in both.stderr

@@ -7,7 +7,7 @@ import argparse
 import datetime
 import json
 import sys
-from collections.abc import AsyncIterator, Callable, Coroutine
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterable
 from typing import TYPE_CHECKING, Any
 
 from .. import limits
@@ -199,12 +199,19 @@ def cmd_replay(args: argparse.Namespace) -> int:
 def cmd_publish(args: argparse.Namespace) -> int:
     from ..client import RouterClient
 
+    if args.json and (args.text or args.corpus):
+        return fail("--json reads publications from standard input: give no TEXT or --corpus")
     if args.corpus:
         from ..workload import sample_posts
 
         posts = [{"id": p.id, "text": p.text} for p in sample_posts(args.corpus, seed=args.seed)]
     elif args.text:
         posts = [{"text": text} for text in args.text]
+    elif args.json:
+        try:
+            posts = _json_publications(sys.stdin)
+        except ValueError as exc:
+            return fail(f"standard input {exc}; nothing was published")
     else:
         posts = [{"text": line.rstrip("\n")} for line in sys.stdin if line.strip()]
     if not posts:
@@ -223,6 +230,30 @@ def cmd_publish(args: argparse.Namespace) -> int:
     assert count is not None
     print(f"{counted(count, 'publication')} accepted")
     return 0
+
+
+def _json_publications(lines: Iterable[str]) -> list[dict[str, str]]:
+    """Publications from JSON lines ``{"id"?, "text"}``, blank lines skipped; ValueError names
+    the first bad line. Checked here, before anything is sent, so a bad line publishes nothing."""
+    posts: list[dict[str, str]] = []
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            post = json.loads(line)
+        except ValueError as exc:
+            raise ValueError(f"line {number}: not JSON ({exc})") from None
+        if not isinstance(post, dict) or not isinstance(post.get("text"), str):
+            raise ValueError(f'line {number}: not an object with a "text" string')
+        unknown = set(post) - {"id", "text"}
+        if unknown:
+            raise ValueError(
+                f'line {number}: unknown field {sorted(unknown)[0]!r} (only "id", "text")'
+            )
+        if "id" in post and not (isinstance(post["id"], str) and post["id"]):
+            raise ValueError(f'line {number}: "id" must be a non-empty string')
+        posts.append(post)
+    return posts
 
 
 def cmd_watch(args: argparse.Namespace) -> int:
@@ -387,6 +418,11 @@ def register(sub: Any) -> None:
         help=f"publications per request, at most {limits.MAX_BATCH_PUBLICATIONS} (default 500)",
     )
     publish.add_argument("--seed", type=int, default=0, help="with --corpus: which posts are drawn")
+    publish.add_argument(
+        "--json",
+        action="store_true",
+        help='standard input is one JSON object per line: {"id": …, "text": …} (id optional)',
+    )
     add_router_option(publish)
     publish.set_defaults(func=cmd_publish)
 
