@@ -333,6 +333,28 @@ def test_the_client_publishes_through_a_matcher_restart_and_loses_nothing(
         stop_cluster(cluster)
 
 
+def test_the_client_publishes_through_a_router_restart(redis_url: str, receiver: Receiver) -> None:
+    cluster = start_cluster(redis_url, f"test-router-restart-{os.getpid()}", matchers=1)
+    try:
+        _behave(receiver)
+        posts = sample_posts(1_000, seed=909)
+        subscriptions = _subscribe(cluster, post_queries(posts, 100, seed=5), receiver.hook)
+        expected = match_pairs(subscriptions, {p.id: analyze(p.text) for p in posts})
+        body = [{"id": p.id, "text": p.text} for p in posts]
+
+        async def publish() -> int:
+            async with RouterClient(cluster.router_url) as client:
+                await client.publish_many(body[:1], progress=False)  # the router has answered
+                router = httpx.get(f"{cluster.router_url}/stats").json()["pid"]
+                os.kill(router, signal.SIGKILL)  # the supervisor starts another on the same port
+                return await client.publish_many(body[1:], batch=100, progress=False)
+
+        assert asyncio.run(publish()) == len(posts) - 1
+        _wait(lambda: expected <= set(receiver.pairs()), timeout=60, what="every match")
+    finally:
+        stop_cluster(cluster)
+
+
 def test_a_killed_matcher_hands_its_pending_deliveries_to_its_successor(
     redis_url: str, receiver: Receiver
 ) -> None:

@@ -68,6 +68,7 @@ class RouterClient:
         from .services.router.settings import DEVELOPMENT_API_KEY
 
         self.base_url = base_url.rstrip("/")
+        self.answered = False  # has the router ever answered this client
         self._limit = asyncio.Semaphore(concurrency)
         api_key = api_key or os.environ.get("WORDCAST_API_KEY") or DEVELOPMENT_API_KEY
         self._http = httpx.AsyncClient(
@@ -170,6 +171,7 @@ class RouterClient:
                 response = await self._http.request(method, path, **request)
         except httpx.TransportError as exc:
             raise RouterUnreachable(f"cannot reach the router at {self.base_url}: {exc}") from exc
+        self.answered = True
         _raise_for_status(response)
         return response.json() if response.content else None
 
@@ -230,17 +232,16 @@ class RouterClient:
         """Publish in batches of ``batch``, ``tries`` times at most each.
 
         A batch the router could not route now (``503``: a matcher restarting, Redis away) or
-        would not take yet (``429``: over the tenant's rate), or whose answer never came, is sent
-        again after a pause that doubles from half a second to 10 s (or what ``Retry-After``
-        asks), with the same ids: a publication without one gets one here first, so that a batch
-        sent twice is the same publications. Matches of a batch that reached some matchers before
-        it failed may be delivered again.
+        would not take yet (``429``: over the tenant's rate), or whose answer never came from a
+        router that has answered this client before, is sent again after a pause that doubles
+        from half a second to 10 s (or what ``Retry-After`` asks), with the same ids: a
+        publication without one gets one here first, so that a batch sent twice is the same
+        publications. Matches of a batch that reached some matchers before it failed may be
+        delivered again.
         """
         bar = Progress("publishing", len(publications), enabled=progress)
-        reached = False  # a router never reached is a wrong address, not a passing failure
 
         async def one(chunk: Sequence[dict[str, str]]) -> None:
-            nonlocal reached
             named = [p if p.get("id") else {**p, "id": uuid.uuid4().hex} for p in chunk]
             pause = FIRST_PAUSE_S
             for attempt in range(1, tries + 1):
@@ -248,14 +249,16 @@ class RouterClient:
                     await self.publish(named)
                     break
                 except (ApiError, RouterUnreachable) as exc:
-                    passing = exc.status in (429, 503) if isinstance(exc, ApiError) else reached
+                    # A router that never answered is a wrong address, not a passing failure.
+                    passing = (
+                        exc.status in (429, 503) if isinstance(exc, ApiError) else self.answered
+                    )
                     if not passing or attempt == tries:
                         raise
                     wait = getattr(exc, "retry_after", None) or pause
                     bar.note(f"{exc}; sending that batch again in {wait:g} s")
                     await asyncio.sleep(wait)
                     pause = min(2 * pause, MAX_PAUSE_S)
-            reached = True
             bar.advance(len(chunk))
 
         await asyncio.gather(*(one(chunk) for chunk in chunks(publications, batch)))
