@@ -1,7 +1,8 @@
 """The router's requests to a matcher when the connection fails: real sockets, a real Redis.
 
 The "matcher" here is a raw TCP server that drops connections on purpose (an RST, as a server
-closing a connection with a request unread sends), which a real matcher cannot be made to do.
+closing a connection with a request unread sends), which a real matcher cannot be made to do; it
+also stands in for matchers that only need to answer (:func:`serving`).
 """
 
 from __future__ import annotations
@@ -29,49 +30,62 @@ ANSWER = (
 
 @dataclass
 class DroppingServer:
-    """Resets the first ``drops`` connections once it has read a request; answers on the others
-    (or never, if ``silent``). Keeps every request body it read."""
+    """Resets the first ``drops`` connections once it has read a request; answers every request
+    on the others (or never, if ``silent``). Keeps every request body it read."""
 
-    drops: int
+    drops: int = 0
     silent: bool = False
     bodies: list[bytes] = field(default_factory=list)
 
     async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        head = await reader.readuntil(b"\r\n\r\n")
-        length = next(
-            int(line.split(b":")[1])
-            for line in head.split(b"\r\n")
-            if line.lower().startswith(b"content-length:")
-        )
-        self.bodies.append(await reader.readexactly(length))
-        if len(self.bodies) <= self.drops:
-            sock = writer.get_extra_info("socket")
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-            writer.close()
-            return
-        if self.silent:
-            await asyncio.sleep(60)
-        writer.write(ANSWER)
-        await writer.drain()
+        while True:
+            try:
+                head = await reader.readuntil(b"\r\n\r\n")
+            except asyncio.IncompleteReadError:  # the client closed the connection
+                writer.close()
+                return
+            length = next(
+                int(line.split(b":")[1])
+                for line in head.split(b"\r\n")
+                if line.lower().startswith(b"content-length:")
+            )
+            self.bodies.append(await reader.readexactly(length))
+            if len(self.bodies) <= self.drops:
+                sock = writer.get_extra_info("socket")
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                writer.close()
+                return
+            if self.silent:
+                await asyncio.sleep(60)
+            writer.write(ANSWER)
+            await writer.drain()
+
+
+@asynccontextmanager
+async def serving(server: DroppingServer) -> AsyncIterator[str]:
+    """``server`` listening on a free local port; yields its URL."""
+    listening = await asyncio.start_server(server.handle, "127.0.0.1", 0)
+    try:
+        yield f"http://127.0.0.1:{listening.sockets[0].getsockname()[1]}"
+    finally:
+        listening.close()
 
 
 @asynccontextmanager
 async def links_to(
     server: DroppingServer, redis_url: str, namespace: str
 ) -> AsyncIterator[MatcherLinks]:
-    listening = await asyncio.start_server(server.handle, "127.0.0.1", 0)
-    port = listening.sockets[0].getsockname()[1]
-    settings = RouterSettings(
-        environment="development", matcher_urls=[f"http://127.0.0.1:{port}"], matcher_timeout_s=1.0
-    )
-    redis = connect(redis_url)
-    links = MatcherLinks(settings, SubscriptionStore(redis, namespace))
-    try:
-        yield links
-    finally:
-        await links.aclose()
-        await redis.aclose()
-        listening.close()
+    async with serving(server) as url:
+        settings = RouterSettings(
+            environment="development", matcher_urls=[url], matcher_timeout_s=1.0
+        )
+        redis = connect(redis_url)
+        links = MatcherLinks(settings, SubscriptionStore(redis, namespace))
+        try:
+            yield links
+        finally:
+            await links.aclose()
+            await redis.aclose()
 
 
 BATCH: list[dict[str, object]] = [{"id": "p1", "text": "hello", "terms": ["hello"]}]

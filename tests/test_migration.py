@@ -21,6 +21,8 @@ from wordcast.services.router.settings import RouterSettings
 from wordcast.services.router.state import RouterState
 from wordcast.store import EventFollower, Subscription, SubscriptionStore, connect
 
+from .test_matcher_links import DroppingServer, serving
+
 MATCHERS = 6
 
 
@@ -213,6 +215,59 @@ def test_a_migration_to_fewer_matchers_empties_the_removed_ones_patterns_include
             store, live_patterns, anchors, len(terms), 2, follower, follower_owners
         )
         assert all(m[0] < 2 for m in held.values())
+        await client.aclose()
+
+    asyncio.run(scenario())
+
+
+def test_a_retirement_stopped_midway_is_finished_by_the_next_router(
+    redis_url: str, namespace: str
+) -> None:
+    """Scaling 4 -> 2, the router retiring v0 stops after its first batch of moves. The window
+    is "1 1" already, so only the mark in Redis says that matchers 2 and 3 still hold
+    placements; a router's next look at the versions finds it and finishes."""
+
+    async def scenario() -> None:
+        client = connect(redis_url)
+        store, mappings = SubscriptionStore(client, namespace), MappingStore(client, namespace)
+        anchors = [f"anchor{i}" for i in range(15)]
+        terms, patterns = await _seed(store, 4, 600, [anchors[k % 15] for k in range(200)], 9)
+        version = await mappings.write(2, {})  # stable hashing over two matchers
+
+        async def nothing(_event_id: str | None = None) -> None:
+            return None
+
+        await move_to(store, mappings, await mappings.load(version, 4), 0, nothing, nothing, span=4)
+
+        async def stops() -> None:
+            raise RuntimeError("the router stopped")
+
+        with pytest.raises(RuntimeError, match="the router stopped"):
+            await retire(store, mappings, version, 4, nothing, stops, batch=50)
+        assert (await mappings.state())[1:] == (version, (version, version))
+        assert await mappings.retiring() == version
+        left = [await client.scard(store.matcher_subs_key(m)) for m in (2, 3)]
+        assert sum(left) > 0, "the first batch cannot have dropped every old placement"
+
+        async with serving(DroppingServer()) as matcher_url:  # answers every catch-up
+            settings = RouterSettings(
+                redis_url=redis_url,
+                namespace=namespace,
+                environment="development",
+                matcher_urls=[matcher_url] * 4,
+            )
+            state = RouterState(settings, SubscriptionStore(client, namespace))
+            try:
+                await state.versions.step()
+            finally:
+                await state.close()
+        assert await mappings.retiring() is None
+        for matcher in (2, 3):
+            assert await client.scard(store.matcher_subs_key(matcher)) == 0
+            assert await store.word_map(matcher) == {}
+            assert await store.anchor_map(matcher) == {}
+        for sub_id in [f"s{k}" for k in range(len(terms))] + [p.id for p in patterns]:
+            assert all(p.is_open for p in (await store.get(sub_id)).placements)
         await client.aclose()
 
     asyncio.run(scenario())

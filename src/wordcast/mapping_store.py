@@ -15,6 +15,9 @@ Keys (under the namespace):
 ``{ns}:mapping:active``         the version routers route new batches with
 ``{ns}:mapping:window``         "low high": versions routers may still be routing with (see
                                 :mod:`wordcast.placement`); kept in step by :mod:`wordcast.migration`
+``{ns}:mapping:retiring``       v while the placements that served only versions before v are being
+                                dropped (the window is "v v" already): a router that finds it set
+                                finishes the work of one that stopped midway
 ``{ns}:mapping:lock``           held by the one router that is moving subscriptions to a new version
 ``{ns}:mapping:problem``        why the last attempt to move to a new version stopped (expires)
 ``{ns}:router:{id}``            each live router's oldest version in use, refreshed with a short TTL
@@ -47,6 +50,12 @@ if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) 
 return 0
 """
 
+_RETIRED = """
+local retiring = redis.call('GET', KEYS[1])
+if retiring and tonumber(retiring) <= tonumber(ARGV[1]) then return redis.call('DEL', KEYS[1]) end
+return 0
+"""
+
 _RENEW = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
 return 0
@@ -60,6 +69,7 @@ class MappingStore:
         self._raise_latest = client.register_script(_RAISE_LATEST)
         self._release = client.register_script(_RELEASE)
         self._renew = client.register_script(_RENEW)
+        self._retired = client.register_script(_RETIRED)
 
     def key(self, name: str) -> str:
         return f"{self.ns}:mapping:{name}"
@@ -166,6 +176,26 @@ class MappingStore:
         with translated("moving the mapping window"):
             await self.client.set(self.key("window"), f"{low} {high}")
             await self.client.publish(self.channel, "window")
+
+    async def narrow_window(self, version: int) -> None:
+        """The window becomes "v v", and v is marked as being retired (until :meth:`retired`)."""
+        with translated("narrowing the mapping window"):
+            async with self.client.pipeline(transaction=True) as pipe:
+                pipe.set(self.key("window"), f"{version} {version}")
+                pipe.set(self.key("retiring"), version)
+                await pipe.execute()
+            await self.client.publish(self.channel, "window")
+
+    async def retiring(self) -> int | None:
+        """The version whose retirement was begun and not finished, if any."""
+        with translated("reading the mapping retirement"):
+            found = await self.client.get(self.key("retiring"))
+        return int(found) if found is not None else None
+
+    async def retired(self, version: int) -> None:
+        """Every placement serving only versions before ``version`` is gone (an older mark too)."""
+        with translated("recording a finished retirement"):
+            await self._retired(keys=[self.key("retiring")], args=[version])
 
     async def activate(self, version: int) -> None:
         with translated("activating a mapping version"):

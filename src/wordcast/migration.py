@@ -19,7 +19,8 @@ finishes:
 3. wait until every matcher has applied every move, then make v the active version: routers
    switch, tagging their batches with v;
 4. once every live router reports that nothing older than v is in use (in flight included), narrow
-   the window to ``v v`` and drop the placements that served only older versions.
+   the window to ``v v`` and drop the placements that served only older versions (marked in
+   Redis as under way until done, since the narrowed window no longer shows that work is left).
 
 A version for another number of matchers is how the cluster is scaled: the steps are the same,
 over every matcher of either version. After step 4 a removed matcher holds nothing and no router
@@ -205,17 +206,27 @@ async def retire(
     matchers: int,
     sync: Sync,
     keep_alive: KeepAlive,
+    batch: int = BATCH,
 ) -> Report:
     """Step 4 (call only when no router uses a version older than ``active``), over matchers
-    0 … ``matchers`` - 1."""
-    await mappings.set_window(active, active)
+    0 … ``matchers`` - 1.
+
+    The window is narrowed first, so no placement for an older version is stored from then on,
+    and marked as retiring until every older placement is dropped: once narrowed, the window
+    alone no longer says that work is left, so a router that stops midway leaves the mark for
+    another to finish (:meth:`MappingStore.retiring`).
+    """
+    await mappings.narrow_window(active)
 
     def change(sub: Subscription) -> tuple[Placement, ...] | None:
         kept = prune(sub.placements, active)
         return kept if len(kept) < len(sub.placements) else None
 
     subs = await _each_subscription(store, matchers)
-    report = await _replace_all(store, subs, change, keep_alive, f"retiring versions < v{active}")
+    report = await _replace_all(
+        store, subs, change, keep_alive, f"retiring versions < v{active}", batch
+    )
     await sync(await store.last_event_id())
+    await mappings.retired(active)
     log.info("mapping window narrowed to v%d: %d placements dropped", active, report.moved)
     return report

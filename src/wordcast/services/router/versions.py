@@ -181,7 +181,17 @@ class MappingVersions:
             if oldest is not None and oldest >= active:
                 await self._locked(self._retire, active)
         else:
+            # Settled, though a retirement may have stopped midway (the window is narrowed
+            # first): finish it. Placements left for older versions route nothing, so the
+            # cluster may follow the number of matchers wanted meanwhile.
+            if await self._retirement_left(active):
+                await self._locked(self._retire, active)
             await self.scale.step(self.view.active.matchers, self._locked)
+
+    async def _retirement_left(self, active: int) -> bool:
+        """A retirement of the active version or an older one was begun and not finished."""
+        retiring = await self.mappings.retiring()
+        return retiring is not None and retiring <= active
 
     async def report(self) -> None:
         """Report the oldest version in use every poll interval, apart from the mapping watch (a
