@@ -226,7 +226,9 @@ async def retire(
     report = await _replace_all(
         store, subs, change, keep_alive, f"retiring versions < v{active}", batch
     )
-    await sync(await store.last_event_id())
+    # Done before the catch-up: matchers apply the drops from the event stream in any case, and
+    # a matcher that cannot be reached now must not make every router scan everything again.
     await mappings.retired(active)
+    await sync(await store.last_event_id())
     log.info("mapping window narrowed to v%d: %d placements dropped", active, report.moved)
     return report
