@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ..limits import MAX_BATCH_PUBLICATIONS
 from .common import fail, positive, serve, service_settings, terminate_on_sigterm, whole
 
 
@@ -68,7 +69,7 @@ async def _demo(cluster: object, subscriptions: int, rate: float) -> None:
             chunk = [posts[(start + k) % len(posts)] for k in range(batch)]
             # Through publish_many, which waits out a matcher restarting or a `wordcast scale`.
             body = [{"id": p.id, "text": p.text} for p in chunk]
-            await client.publish_many(body, batch=batch, progress=False)
+            await client.publish_many(body, batch=MAX_BATCH_PUBLICATIONS, progress=False)
             await asyncio.sleep(batch / rate)
 
 

@@ -84,4 +84,7 @@ class Tenants:
                 await self.forget_revoked()
             except StoreUnavailable as exc:
                 log.warning("could not read the API key revocations: %s", exc)
+            # The loop must outlive surprises: without it revoked keys live on in the cache.
+            except Exception:
+                log.exception("following the API key revocations failed")
             await asyncio.sleep(self.settings.key_revocation_poll_s)
