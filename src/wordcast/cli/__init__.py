@@ -22,7 +22,8 @@ wordcast subscribe --pattern 'pie*tea' --callback URL  register a wildcard patte
 wordcast subscriptions [--json]                     list your subscriptions
 wordcast unsubscribe ID... | --all                  delete subscriptions
 wordcast secret ID                                  rotate a subscription's signing secret
-wordcast publish TEXT... | --corpus N               publish texts or corpus posts
+wordcast publish TEXT... | --corpus N | --json      publish texts, corpus posts, or JSON lines
+                                                    ({"id", "text"}) read from stdin
 wordcast watch QUERY... [--pattern P]               subscribe, show matches as they are
                                                     delivered, unsubscribe on Ctrl-C
 wordcast deadletters | replay ID... | replay --all  deliveries given up on; send them again
