@@ -17,6 +17,7 @@ from wordcast.mapping_store import MappingStore
 from wordcast.migration import BATCH, move_to, retire
 from wordcast.placement import PATTERN_TOLERANCE, Placement, matchers_of, still_valid
 from wordcast.routing import HashMapping, LearnedMapping, copy_name
+from wordcast.scaling import wait_settled
 from wordcast.services.router.settings import RouterSettings
 from wordcast.services.router.state import RouterState
 from wordcast.store import EventFollower, Subscription, SubscriptionStore, connect
@@ -268,6 +269,31 @@ def test_a_retirement_stopped_midway_is_finished_by_the_next_router(
             assert await store.anchor_map(matcher) == {}
         for sub_id in [f"s{k}" for k in range(len(terms))] + [p.id for p in patterns]:
             assert all(p.is_open for p in (await store.get(sub_id)).placements)
+        await client.aclose()
+
+    asyncio.run(scenario())
+
+
+def test_wordcast_scale_waits_for_the_old_placements_to_be_dropped(
+    redis_url: str, namespace: str
+) -> None:
+    """`wordcast scale` reports the cluster settled only once step 4 is done, not as soon as
+    the window is narrowed (which comes first)."""
+
+    async def scenario() -> None:
+        client = connect(redis_url)
+        mappings = MappingStore(client, namespace)
+        version = await mappings.write(2, {})
+        await mappings.activate(version)
+        await mappings.narrow_window(version)  # a retirement under way
+        said: list[str] = []
+        with pytest.raises(TimeoutError, match=f"mapping v{version} did not settle"):
+            await wait_settled(mappings, version, 0.5, said.append)
+        assert said == [
+            f"mapping v{version}: active; the placements older versions needed are being dropped…"
+        ]
+        await mappings.retired(version)
+        await wait_settled(mappings, version, 0.5, said.append)
         await client.aclose()
 
     asyncio.run(scenario())

@@ -31,6 +31,7 @@ import redis
 from wordcast.analysis import analyze
 from wordcast.boolean import parse_query
 from wordcast.bruteforce import match_pairs
+from wordcast.placement import decode
 from wordcast.workload import post_boolean_queries, post_patterns, post_queries, sample_posts
 
 from .conftest import Receiver, RunningCluster, extra_router, start_cluster, stop_cluster
@@ -76,6 +77,16 @@ def _on(cluster: RunningCluster, redis_url: str) -> dict[str, str]:
 def _scale(cluster: RunningCluster, redis_url: str, *args: str) -> subprocess.CompletedProcess[str]:
     env = _on(cluster, redis_url)
     return _wordcast("scale", *args, "--router", cluster.router_url, env=env, timeout=300)
+
+
+def _closed_placements(client: redis.Redis, namespace: str) -> list[str]:
+    """Subscriptions that still hold a placement serving only older mapping versions."""
+    return [
+        key
+        for key in client.scan_iter(match=f"{namespace}:sub:*")
+        if client.type(key) == "hash"
+        and any(p.until is not None for p in decode(client.hget(key, "placements") or "[]"))
+    ]
 
 
 def _drain(
@@ -135,6 +146,8 @@ def test_scaling_up_and_down_under_a_stream_loses_and_duplicates_nothing(
         up = _scale(cluster, redis_url, "3", "--algorithm", "hash")
         assert up.returncode == 0, up.stdout + up.stderr
         assert "the cluster routes to 3 matchers" in up.stdout
+        # Settled means that no placement for an older version is left either.
+        assert _closed_placements(client, namespace) == []
         at_up = publisher.sent
         # Both routers route to the new matcher, which the supervisor started and which holds
         # a share of the subscriptions now.

@@ -176,7 +176,8 @@ async def write_hash_version(mappings: MappingStore, matchers: int) -> int:
 async def wait_settled(
     mappings: MappingStore, version: int, timeout_s: float, progress: Progress
 ) -> None:
-    """Step 4: ``version`` is active and the only one in use (TimeoutError)."""
+    """Step 4: ``version`` is active, the only one in use, and no placement for an older one is
+    left (TimeoutError)."""
 
     async def unsettled() -> tuple[str, str] | None:
         latest, active, window = await mappings.state()
@@ -184,13 +185,17 @@ async def wait_settled(
             raise RuntimeError(
                 f"mapping version {latest} was written meanwhile; the cluster moves to it instead"
             )
+        retiring = await mappings.retiring()
         if active == version and window == (version, version):
-            return None
-        step = (
-            "routers are moving the subscriptions to it"
-            if active != version
-            else "active; waiting for every router to stop using older versions"
-        )
+            if retiring is None or retiring > version:
+                return None
+            step = "active; the placements older versions needed are being dropped"
+        else:
+            step = (
+                "routers are moving the subscriptions to it"
+                if active != version
+                else "active; waiting for every router to stop using older versions"
+            )
         problem = await mappings.problem()
         if problem and active != version:
             step = f"not yet: {problem} (the routers retry)"
