@@ -38,7 +38,8 @@ class Progress:
     def note(self, message: str) -> None:
         """A line of its own, under the progress line."""
         if self.enabled:
-            sys.stderr.write(f"{chr(10) if self.tty else ''}{self.label}: {message}\n")
+            below = "\n" if self.tty else ""  # off the progress line being redrawn
+            sys.stderr.write(f"{below}{self.label}: {message}\n")
             sys.stderr.flush()
 
     def advance(self, n: int = 1) -> None:
@@ -249,13 +250,12 @@ class RouterClient:
                     await self.publish(named)
                     break
                 except (ApiError, RouterUnreachable) as exc:
+                    refused = exc if isinstance(exc, ApiError) else None
                     # A router that never answered is a wrong address, not a passing failure.
-                    passing = (
-                        exc.status in (429, 503) if isinstance(exc, ApiError) else self.answered
-                    )
+                    passing = refused.status in (429, 503) if refused else self.answered
                     if not passing or attempt == tries:
                         raise
-                    wait = getattr(exc, "retry_after", None) or pause
+                    wait = (refused.retry_after if refused else None) or pause
                     bar.note(f"{exc}; sending that batch again in {wait:g} s")
                     await asyncio.sleep(wait)
                     pause = min(2 * pause, MAX_PAUSE_S)
