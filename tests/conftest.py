@@ -22,7 +22,7 @@ import pytest
 
 from wordcast.cluster import free_port
 from wordcast.cluster import start_redis_server as start_redis_process
-from wordcast.services.router.settings import DEVELOPMENT_API_KEY
+from wordcast.services.router.settings import DEFAULT_ADMIN_TOKEN, DEVELOPMENT_API_KEY
 
 # Requests as the development cluster's "dev" tenant.
 AUTH = {"authorization": f"Bearer {DEVELOPMENT_API_KEY}"}
@@ -89,6 +89,19 @@ class RunningCluster:
             httpx.get(f"{url}/stats", timeout=5).json()["deliveries_pending"]
             for url in self.matcher_urls
         )
+
+
+def tenant_key(cluster: RunningCluster, tenant: str) -> str:
+    """A new API key for ``tenant`` (made if new), asked of the cluster's router as its admin."""
+    response = httpx.post(
+        f"{cluster.router_url}/admin/tenants",
+        json={"tenant": tenant},
+        headers={"authorization": f"Bearer {DEFAULT_ADMIN_TOKEN}"},
+        timeout=30,
+    )
+    assert response.status_code == 201, response.text
+    key: str = response.json()["api_key"]
+    return key
 
 
 def wordcast_cli(

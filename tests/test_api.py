@@ -10,9 +10,8 @@ import pytest
 import redis
 
 from wordcast import limits
-from wordcast.services.router.settings import DEFAULT_ADMIN_TOKEN
 
-from .conftest import AUTH, Receiver, RunningCluster
+from .conftest import AUTH, Receiver, RunningCluster, tenant_key
 
 pytestmark = pytest.mark.e2e
 
@@ -220,11 +219,7 @@ def test_a_batch_delete_deletes_all_or_nothing_and_is_in_effect_when_it_answers(
     items = [{"query": q, "callback_url": HOOK} for q in ("zebra unicorn", "quartz", "opal ruby")]
     created = api.post("/subscriptions/batch", json={"subscriptions": items}).json()
     mine = [sub["id"] for sub in created["subscriptions"]]
-    other_key = httpx.post(
-        f"{cluster.router_url}/admin/tenants",
-        json={"tenant": "batch-delete-other"},
-        headers={"authorization": f"Bearer {DEFAULT_ADMIN_TOKEN}"},
-    ).json()["api_key"]
+    other_key = tenant_key(cluster, "batch-delete-other")
     theirs = httpx.post(
         f"{cluster.router_url}/subscriptions",
         json={"query": "jade onyx", "callback_url": HOOK},

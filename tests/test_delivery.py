@@ -22,7 +22,15 @@ from wordcast.client import RouterClient
 from wordcast.cluster import free_port
 from wordcast.workload import Post, post_queries, sample_posts
 
-from .conftest import AUTH, Receiver, RunningCluster, start_cluster, stop_cluster, wordcast_cli
+from .conftest import (
+    AUTH,
+    Receiver,
+    RunningCluster,
+    start_cluster,
+    stop_cluster,
+    tenant_key,
+    wordcast_cli,
+)
 from .test_e2e import _publish, _subscribe
 
 pytestmark = pytest.mark.e2e
@@ -238,24 +246,12 @@ def test_a_boolean_query_is_signed_with_its_secret_and_a_410_deletes_every_alter
     _behave(receiver)
 
 
-def _key_for(cluster: RunningCluster, tenant: str) -> str:
-    key: str = httpx.post(
-        f"{cluster.router_url}/admin/tenants",
-        json={"tenant": tenant},
-        headers={"authorization": "Bearer wordcast-development-admin-token"},
-    ).json()["api_key"]
-    return key
-
-
 def test_publications_over_the_tenant_rate_are_429(delivery_cluster: RunningCluster) -> None:
-    def key_for(tenant: str) -> str:
-        return _key_for(delivery_cluster, tenant)
-
     # Fresh tenants start with a full bucket: 1,000 publications, refilling at 20/s.
     fast = httpx.Client(
         base_url=delivery_cluster.router_url,
         timeout=30,
-        headers={"authorization": f"Bearer {key_for(f'rate-{os.getpid()}')}"},
+        headers={"authorization": f"Bearer {tenant_key(delivery_cluster, f'rate-{os.getpid()}')}"},
     )
     batch = {"publications": [{"text": f"rate {n}"} for n in range(990)]}
     assert fast.post("/publications", json=batch).status_code == 202  # the burst
@@ -266,7 +262,7 @@ def test_publications_over_the_tenant_rate_are_429(delivery_cluster: RunningClus
     other = httpx.post(
         f"{delivery_cluster.router_url}/publications",
         json={"text": "another tenant is not slowed down"},
-        headers={"authorization": f"Bearer {key_for(f'other-{os.getpid()}')}"},
+        headers={"authorization": f"Bearer {tenant_key(delivery_cluster, f'other-{os.getpid()}')}"},
     )
     assert other.status_code == 202
 
@@ -275,7 +271,7 @@ def test_the_client_waits_out_the_rate_limit_and_loses_nothing(
     delivery_cluster: RunningCluster, receiver: Receiver
 ) -> None:
     _behave(receiver)
-    key = _key_for(delivery_cluster, f"patient-{os.getpid()}")
+    key = tenant_key(delivery_cluster, f"patient-{os.getpid()}")
     created = httpx.post(
         f"{delivery_cluster.router_url}/subscriptions",
         json={"query": "okapi", "callback_url": receiver.hook},

@@ -21,21 +21,9 @@ from wordcast.services.router.tenants import KEY_CACHE_SECONDS
 from wordcast.store import Subscription, SubscriptionStore, connect
 from wordcast.workload import post_queries, sample_posts
 
-from .conftest import RunningCluster, extra_router, wordcast_cli
+from .conftest import RunningCluster, extra_router, tenant_key, wordcast_cli
 
 HOOK = "http://127.0.0.1:9/hook"
-
-
-def _key_for(cluster: RunningCluster, tenant: str) -> str:
-    response = httpx.post(
-        f"{cluster.router_url}/admin/tenants",
-        json={"tenant": tenant},
-        headers={"authorization": f"Bearer {DEFAULT_ADMIN_TOKEN}"},
-        timeout=30,
-    )
-    assert response.status_code == 201, response.text
-    key: str = response.json()["api_key"]
-    return key
 
 
 def _as(key: str) -> dict[str, str]:
@@ -60,7 +48,7 @@ def test_requests_without_a_valid_key_get_401(cluster: RunningCluster) -> None:
 
 @pytest.mark.e2e
 def test_tenants_see_and_delete_only_their_own(cluster: RunningCluster, redis_url: str) -> None:
-    alice, bob = _key_for(cluster, "alice"), _key_for(cluster, "bob")
+    alice, bob = tenant_key(cluster, "alice"), tenant_key(cluster, "bob")
     router = httpx.Client(base_url=cluster.router_url, timeout=30)
     created = router.post(
         "/subscriptions",
@@ -100,7 +88,7 @@ def test_tenants_see_and_delete_only_their_own(cluster: RunningCluster, redis_ur
 def test_the_cli_lists_and_deletes_a_tenants_own_subscriptions(cluster: RunningCluster) -> None:
     """`wordcast subscriptions` lists every subscription of the key's tenant across pages, and
     only those; `wordcast unsubscribe` deletes by id (an unknown id deletes nothing) or --all."""
-    carol, dave = _key_for(cluster, "carol"), _key_for(cluster, "dave")
+    carol, dave = tenant_key(cluster, "carol"), tenant_key(cluster, "dave")
     router = httpx.Client(base_url=cluster.router_url, timeout=60)
     queries = post_queries(sample_posts(3_000, seed=5), 620, seed=5)  # more than a page (500)
     items = [{"query": q, "callback_url": HOOK} for q in queries]
@@ -166,7 +154,7 @@ def test_admin_operations_need_the_admin_token(cluster: RunningCluster) -> None:
     body = {"tenant": "mallory"}
     url = f"{cluster.router_url}/admin/tenants"
     assert httpx.post(url, json=body).status_code == 401
-    assert httpx.post(url, json=body, headers=_as(_key_for(cluster, "carol"))).status_code == 401
+    assert httpx.post(url, json=body, headers=_as(tenant_key(cluster, "carol"))).status_code == 401
     assert (
         httpx.post(url, json={"tenant": "no spaces"}, headers=_as(DEFAULT_ADMIN_TOKEN)).status_code
         == 422
@@ -287,7 +275,7 @@ def test_a_batch_over_the_quota_stores_nothing(
 ) -> None:
     monkeypatch.setenv("WORDCAST_CALLBACK_ALLOW", "127.0.0.0/8")  # the hook is on this machine
     with extra_router(cluster, redis_url, max_subscriptions_per_tenant="3") as url:
-        headers = {"authorization": f"Bearer {_key_for(cluster, 'batcher')}"}
+        headers = {"authorization": f"Bearer {tenant_key(cluster, 'batcher')}"}
 
         def batch(*queries: str) -> httpx.Response:
             body = {"subscriptions": [{"query": q, "callback_url": HOOK} for q in queries]}
