@@ -46,6 +46,7 @@ from wordcast.routing import (
     LearnedMapping,
     eligible_matchers,
     hot_multicast,
+    random_draw,
     route,
 )
 from wordcast.salb import Graph, learn_graph
@@ -178,7 +179,7 @@ def evaluate(
     n = mapping.matchers
     deployment = deploy(mapping, subs, cost)
     placer = deployment.placer
-    draw = random.Random(seed).randrange
+    draw = random_draw(random.Random(seed))
     # Per matcher, each routed post with the tries it meets there.
     routed: list[list[tuple[Post, list[Trie[str]]]]] = [[] for _ in range(n)]
     for terms in posts:

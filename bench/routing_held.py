@@ -25,7 +25,7 @@ from typing import Any
 
 from wordcast.lasp import LinearCost
 from wordcast.partitioning import word_network
-from wordcast.routing import HashMapping, WordHolders, route, route_held
+from wordcast.routing import Draw, HashMapping, WordHolders, random_draw, route, route_held
 
 from .common import machine, write_json
 from .routing import (
@@ -41,7 +41,7 @@ from .routing import (
 
 # LASP's f as fitted by bench.routing (BENCHMARKS.md, Fig. 4.1), the router's default.
 COST = LinearCost(0.000368, 16.1)
-Router = Callable[[Post, Callable[[int], int]], tuple[set[int], dict[str, int]]]
+Router = Callable[[Post, Draw], tuple[set[int], dict[str, int]]]
 
 
 def holders_of(deployment: Deployment) -> WordHolders:
@@ -55,7 +55,7 @@ def measure(
     deployment: Deployment, matchers: int, posts: Sequence[Post], router: Router, seed: int
 ) -> dict[str, Any]:
     """Loads, lookups and the matches found when ``router`` routes ``posts``."""
-    draw = random.Random(seed).randrange
+    draw = random_draw(random.Random(seed))
     loads, lookups = [0] * matchers, [0] * matchers
     matches: set[tuple[int, str]] = set()
     for index, terms in enumerate(posts):

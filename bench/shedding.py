@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from wordcast.lasp import LinearCost
-from wordcast.routing import route, word_votes
+from wordcast.routing import random_draw, route, word_votes
 from wordcast.shedding import (
     Controller,
     Levels,
@@ -50,7 +50,7 @@ def routed_matches(
     """For every post that reaches a matcher: its terms, the hot-word copies it drew and the
     matches each of its targets finds; and each matcher's word map H(i) with counts."""
     deployment = deploy(mapping, subs, COST)
-    draw = random.Random(seed).randrange
+    draw = random_draw(random.Random(seed))
     routed = []
     for terms in posts:
         targets, drawn = route(terms, deployment.subscribed, mapping, draw)

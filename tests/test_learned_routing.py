@@ -209,3 +209,44 @@ def test_two_live_mapping_swaps_lose_and_duplicate_nothing(
         assert len(expected) > 2_000, "the stream should produce plenty of matches"
         assert set(late_pairs) <= match_pairs(late, analysed)
         assert len(late_pairs) == len(set(late_pairs)), "a match was delivered twice"
+
+        # A batch sent twice (a client retrying after a lost answer) draws the same hot-word
+        # copies both times, so each match comes again in a message with the same webhook-id:
+        # receivers de-duplicate on webhook-id alone. Random draws would regroup the matches.
+        carrying = [p for p in learning if analyze(p.text) & set(hot)][:60]
+        again = [Post(f"again-{p.id}", p.text) for p in carrying]
+        offset = len(receiver.pairs())
+        expected_again = match_pairs(
+            subscriptions, {p.id: analyze(p.text) for p in again}
+        ) | _boolean_oracle(boolean, again)
+        assert len({pid for _, pid in expected_again}) > 30, "most of the batch should match"
+        for _ in range(2):
+            body = {"publications": [{"id": p.id, "text": p.text} for p in again]}
+            response = httpx.post(
+                f"{swap_cluster.router_url}/publications", json=body, headers=AUTH, timeout=60
+            )
+            assert response.status_code == 202, response.text
+        twice = _delivered_with_ids(receiver, offset, 2 * len(expected_again))
+        assert Counter(pair for pair, _ in twice) == Counter(dict.fromkeys(expected_again, 2))
+        ids_per_pair: dict[tuple[str, str], set[str]] = {}
+        for pair, webhook_id in twice:
+            ids_per_pair.setdefault(pair, set()).add(webhook_id)
+        assert all(len(ids) == 1 for ids in ids_per_pair.values()), "a resent match changed id"
+
+
+def _delivered_with_ids(
+    receiver: Receiver, offset: int, count: int, timeout: float = 60
+) -> list[tuple[tuple[str, str], str]]:
+    """The (pair, webhook-id) deliveries after ``offset`` once there are ``count`` of them."""
+    deadline = time.monotonic() + timeout
+    while True:
+        got = httpx.get(f"{receiver.url}/deliveries", params={"offset": offset}, timeout=30).json()
+        if len(got["pairs"]) >= count:
+            time.sleep(0.5)  # anything beyond ``count`` is a duplicate the caller must see
+            got = httpx.get(
+                f"{receiver.url}/deliveries", params={"offset": offset}, timeout=30
+            ).json()
+            pairs = [(str(s), str(p)) for s, p in got["pairs"]]
+            return list(zip(pairs, got["webhook_ids"], strict=True))
+        assert time.monotonic() < deadline, f"{len(got['pairs'])} of {count} deliveries arrived"
+        time.sleep(0.2)

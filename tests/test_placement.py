@@ -21,7 +21,14 @@ from wordcast.placement import (
     reopen,
     still_valid,
 )
-from wordcast.routing import HashMapping, LearnedMapping, copy_name, hot_multicast, route
+from wordcast.routing import (
+    HashMapping,
+    LearnedMapping,
+    copy_name,
+    hot_multicast,
+    random_draw,
+    route,
+)
 
 WORDS = [f"w{i}" for i in range(12)]
 
@@ -76,13 +83,13 @@ def test_each_version_in_the_window_is_served_once_and_reached(
     for placements in (placed_new, moved):
         assert decode(encode(placements)) == placements
         for mapping in (old, new):
-            targets, drawn = route(post, sub, mapping, rng.randrange)
+            targets, drawn = route(post, sub, mapping, random_draw(rng))
             serve = serving(placements, mapping.version, drawn)
             assert len(serve) == 1, (placements, mapping.version, drawn)
             assert serve[0].matcher in targets
         # After the old version retires, the new one is still served exactly once.
         kept = prune(placements, new.version)
-        targets, drawn = route(post, sub, new, rng.randrange)
+        targets, drawn = route(post, sub, new, random_draw(rng))
         assert len(serving(kept, new.version, drawn)) == 1
         assert all(p.until is None or p.until > new.version for p in kept)
 

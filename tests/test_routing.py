@@ -3,6 +3,8 @@ from __future__ import annotations
 import random
 import subprocess
 import sys
+import uuid
+from collections import Counter
 
 from hypothesis import given
 from hypothesis import strategies as st
@@ -13,6 +15,8 @@ from wordcast.routing import (
     WordHolders,
     eligible_matchers,
     hot_multicast,
+    keyed_draw,
+    random_draw,
     route,
     route_held,
     stable_hash,
@@ -34,6 +38,27 @@ def test_stable_hash_is_the_same_in_every_process() -> None:
         for seed in ("1", "2", "random")
     }
     assert outputs == {f"{[stable_hash(w) for w in WORDS]}\n"}
+
+
+def test_keyed_draws_repeat_per_publication_and_spread_evenly_and_independently() -> None:
+    ids = [f"post-{i}" for i in range(24_000)] + [uuid.UUID(int=i).hex for i in range(24_000)]
+    assert [keyed_draw(i)("python", 5) for i in ids[:50]] == [
+        keyed_draw(i)("python", 5) for i in ids[:50]
+    ]
+    # Two words of one length are where a bare CRC would draw in lockstep.
+    pairs = Counter((keyed_draw(i)("pyth", 4), keyed_draw(i)("data", 4)) for i in ids)
+    assert len(pairs) == 16
+    expected = len(ids) / 16
+    assert all(abs(count - expected) < 0.06 * expected for count in pairs.values()), pairs
+    three = Counter(keyed_draw(i)("web", 3) for i in ids)
+    assert all(abs(count - len(ids) / 3) < 0.03 * len(ids) / 3 for count in three.values())
+
+
+def test_random_draws_ignore_the_word_and_follow_their_generator() -> None:
+    draw = random_draw(random.Random(4))
+    draws = [draw(word, 7) for word in ["web", "web", "api", "data"] * 25]
+    rng = random.Random(4)
+    assert draws == [rng.randrange(7) for _ in range(100)]
 
 
 def test_hash_mapping_spreads_words_over_all_matchers() -> None:
@@ -117,8 +142,8 @@ def test_routing_to_holders_only_still_reaches_every_subscription(
     subscribed = set().union(*subs)
     for post in posts:
         seed = rng.random()
-        targets, drawn = route_held(post, holders, mapping, random.Random(seed).randrange)
-        everywhere, drawn_too = route(post, subscribed, mapping, random.Random(seed).randrange)
+        targets, drawn = route_held(post, holders, mapping, random_draw(random.Random(seed)))
+        everywhere, drawn_too = route(post, subscribed, mapping, random_draw(random.Random(seed)))
         assert drawn == drawn_too and targets <= everywhere
         for sub, where in zip(subs, placed, strict=True):
             if not sub <= post:

@@ -13,7 +13,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from wordcast.routing import HashMapping, LearnedMapping, copy_name, route, word_votes
+from wordcast.routing import (
+    HashMapping,
+    LearnedMapping,
+    copy_name,
+    random_draw,
+    route,
+    word_votes,
+)
 from wordcast.shedding import (
     IDEAL,
     MIN_RATIO,
@@ -90,7 +97,7 @@ def test_consensus_votes_count_the_words_behind_each_target_on_real_posts() -> N
     words = {w: i % 8 for i, w in enumerate(sorted(subscribed))}
     words |= {copy_name(w, c): (c + 5) % 8 for w, k in splits.items() for c in range(k)}
     mapping = LearnedMapping(1, 8, words, splits)
-    draw = random.Random(1).randrange
+    draw = random_draw(random.Random(1))
     for terms in posts:
         targets, drawn = route(terms, subscribed, mapping, draw)
         votes = word_votes(terms, subscribed, mapping, drawn)

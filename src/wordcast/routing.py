@@ -17,6 +17,11 @@ matcher eligible: a subscription is placed through its other words, and a subscr
 of hot words is multicast to the matchers of every copy of its least frequent hot word
 (:func:`hot_multicast`).
 
+The router's draw (:func:`keyed_draw`) is a hash of the publication's id and the word rather than
+a random number: over many publications it spreads as evenly, and a batch sent again (a client
+retrying a refusal) reaches the same copies and matchers, so its matches come in the same messages
+with the same ``webhook-id``s.
+
 Routers go one step further than Eq. 3.1 (wordcast's extension, not in the seeds): they send P to
 M(w) only if that matcher's subscription word map H(M(w)) (§4.2) holds w, K_H(P, M) =
 {M(w) : w ∈ P, w ∈ H(M(w))} ⊆ K(P, M) (:func:`route_held`). Nothing is missed: a subscription S on
@@ -30,8 +35,12 @@ from __future__ import annotations
 
 import zlib
 from collections.abc import Callable, Collection, Iterable, Mapping
+from random import Random
 
 COPY_SEPARATOR = "#"
+
+Draw = Callable[[str, int], int]
+"""``draw(word, k)`` picks which of hot word ``word``'s k copies a publication goes to."""
 
 
 def stable_hash(word: str) -> int:
@@ -144,11 +153,37 @@ class WordHolders(dict[str, int]):
         return matchers
 
 
+def keyed_draw(key: str) -> Draw:
+    """Copies drawn by a hash of ``key`` (a publication's id) and the word: the same publication
+    always draws the same copy of a word, different publications spread over its copies evenly and
+    independently for each word."""
+    seed = zlib.crc32(key.encode("utf-8"))
+
+    def draw(word: str, copies: int) -> int:
+        # CRC-32 is linear: for two words of one length, crc(id + w1) ^ crc(id + w2) is the same
+        # for every id, so their copies would be drawn in lockstep. MurmurHash3's finaliser
+        # (fmix32) mixes every bit into every other, which breaks that tie.
+        h = zlib.crc32(word.encode("utf-8"), seed)
+        h ^= h >> 16
+        h = h * 0x85EBCA6B & 0xFFFFFFFF
+        h ^= h >> 13
+        h = h * 0xC2B2AE35 & 0xFFFFFFFF
+        h ^= h >> 16
+        return h % copies
+
+    return draw
+
+
+def random_draw(rng: Random) -> Draw:
+    """Copies drawn at random from ``rng``, as §5.1 says: for models and benchmarks."""
+    return lambda _word, copies: rng.randrange(copies)
+
+
 def route_held(
     terms: Iterable[str],
     held: Mapping[str, int],
     mapping: HashMapping,
-    draw: Callable[[int], int] | None = None,
+    draw: Draw | None = None,
 ) -> tuple[set[int], dict[str, int]]:
     """K_H(P, M): :func:`route` sending a word only to its matcher when that matcher's H holds it.
 
@@ -175,7 +210,7 @@ def route_held(
             continue
         copies = splits.get(term)
         if copies:
-            copy = drawn[term] = draw(copies)
+            copy = drawn[term] = draw(term, copies)
             matcher = mapping(copy_name(term, copy))
         else:
             matcher = mapping(term)
@@ -188,12 +223,12 @@ def route(
     terms: Iterable[str],
     subscribed: Collection[str],
     mapping: HashMapping,
-    draw: Callable[[int], int] | None = None,
+    draw: Draw | None = None,
 ) -> tuple[set[int], dict[str, int]]:
     """K(P, M) (Eq. 3.1), and the copy drawn for each subscribed hot word of the publication.
 
-    ``draw(k)`` picks one of k copies (``random.randrange`` in the router); only a mapping with
-    hot words calls it.
+    ``draw(word, k)`` picks one of the word's k copies (:func:`keyed_draw` in the router,
+    :func:`random_draw` in models); only a mapping with hot words calls it.
     """
     splits = mapping.splits
     targets: set[int] = set()
@@ -210,7 +245,7 @@ def route(
             continue
         copies = splits.get(term)
         if copies:
-            copy = drawn[term] = draw(copies)
+            copy = drawn[term] = draw(term, copies)
             targets.add(mapping(copy_name(term, copy)))
         else:
             targets.add(mapping(term))

@@ -16,7 +16,7 @@ import random
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from .routing import HashMapping, route
+from .routing import HashMapping, random_draw, route
 
 
 @dataclass(frozen=True)
@@ -38,13 +38,14 @@ def model(
     """Route ``publications`` with ``mapping`` and model the throughput.
 
     ``subscribed`` is s(W), the words the routers route on; None means every word is subscribed.
-    Hot words go to a random copy, drawn from ``seed``, as the router draws them.
+    Hot words go to a random copy, drawn from ``seed`` (the router hashes each publication's id
+    instead, which draws as evenly).
     """
     posts = [frozenset(p) for p in publications]
     if not posts:
         raise ValueError("the model needs at least one publication")
     words: Collection[str] = set().union(*posts) if subscribed is None else subscribed
-    draw = random.Random(seed).randrange
+    draw = random_draw(random.Random(seed))
     loads = [0] * mapping.matchers
     for terms in posts:
         targets, _drawn = route(terms, words, mapping, draw)

@@ -48,7 +48,7 @@ from ...outbox import DeadLetters, Message
 from ...patterns import normalise, parse
 from ...placement import candidates, place_pattern, plan
 from ...ratelimit import RateLimiter
-from ...routing import HashMapping, WordHolders, route_held
+from ...routing import HashMapping, WordHolders, keyed_draw, route_held
 from ...store import EventFollower, Subscription, SubscriptionEvent, SubscriptionStore
 from .matchers import MatcherLinks
 from .overload import LoadShedder
@@ -499,20 +499,21 @@ class RouterState:
         view = self.view
         mapping = view.active
         version = mapping.version
-        randrange = self._random.randrange
+        has_hot_words = bool(mapping.splits)
         anchors = self.anchors
         shedder = self.shedder
         terms_of = self.analyzer.terms
-        rate, draw = self.settings.publication_log_rate, self._random.random
+        rate, sample_draw = self.settings.publication_log_rate, self._random.random
         sampled: list[tuple[float, frozenset[str]]] = []
         now = time.time()
         for pub_id, text in publications:
             pub_id = pub_id or uuid.uuid4().hex
             ids.append(pub_id)
             terms = terms_of(text)
-            if rate and terms and draw() < rate:
+            if rate and terms and sample_draw() < rate:
                 sampled.append((now, terms))
-            targets, drawn = route_held(terms, held, mapping, randrange)
+            copy_draw = keyed_draw(pub_id) if has_hot_words else None
+            targets, drawn = route_held(terms, held, mapping, copy_draw)
             if shedder.enabled and targets:
                 targets = shedder.cut(targets, terms, held, mapping, drawn)
             # A pattern on its way off a removed matcher is owned there too (and stays so here
