@@ -16,9 +16,12 @@ from hypothesis import strategies as st
 from wordcast.routing import (
     HashMapping,
     LearnedMapping,
+    WordHolders,
     copy_name,
+    held_word_votes,
     random_draw,
     route,
+    route_held,
     word_votes,
 )
 from wordcast.shedding import (
@@ -111,6 +114,37 @@ def test_consensus_votes_count_the_words_behind_each_target_on_real_posts() -> N
             ]  # fmt: skip
             assert count == len(behind)
         assert consensus_scores(votes, targets) == {m: float(votes[m]) for m in targets}
+
+
+def test_held_votes_count_only_the_words_that_send_the_post_on_real_posts() -> None:
+    posts = analysed_posts(2_000, seed=4)
+    subscribed = sorted(set().union(*posts[:400]))
+    splits = {"python": 3, "librari": 2}
+    words = {w: i % 8 for i, w in enumerate(subscribed)}
+    words |= {copy_name(w, c): (c + 5) % 8 for w, k in splits.items() for c in range(k)}
+    mapping = LearnedMapping(1, 8, words, splits)
+    holders = WordHolders()
+    rng = random.Random(2)
+    for word in subscribed:  # each word held by its own matcher, or only by others
+        holders.hold(rng.randrange(8) if rng.random() < 0.4 else mapping(word), [word])
+    for word in splits:
+        for copy in range(splits[word]):
+            holders.hold(mapping(copy_name(word, copy)), [word])
+    held = holders
+    draw = random_draw(random.Random(1))
+    thinner = 0
+    for terms in posts:
+        targets, drawn = route_held(terms, held, mapping, draw)
+        votes = held_word_votes(terms, held, mapping, drawn)
+        assert set(votes) == targets
+        sending = [t for t in terms if t in held and held[t] >> mapping(
+            copy_name(t, drawn[t]) if t in drawn else t
+        ) & 1]  # fmt: skip
+        assert sum(votes.values()) == len(sending)
+        everything = word_votes(terms, held, mapping, drawn)
+        assert all(votes[m] <= everything[m] for m in votes)
+        thinner += any(votes[m] < everything[m] for m in votes)
+    assert thinner > 50, "some targets should also have words mapped there that they do not hold"
 
 
 def test_subscription_shedding_ranks_by_subscriptions_on_the_post_words() -> None:

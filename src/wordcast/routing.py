@@ -268,3 +268,23 @@ def word_votes(
         matcher = mapping(term if copy is None else copy_name(term, copy))
         votes[matcher] = votes.get(matcher, 0) + 1
     return votes
+
+
+def held_word_votes(
+    terms: Iterable[str],
+    held: Mapping[str, int],
+    mapping: HashMapping,
+    drawn: Mapping[str, int],
+) -> dict[int, int]:
+    """:func:`word_votes` for the routers' K_H (:func:`route_held`): only a word whose matcher
+    holds it sends the publication there, so only such words vote for their matcher."""
+    votes: dict[int, int] = {}
+    for term in terms:
+        mask = held.get(term)
+        if not mask:
+            continue
+        copy = drawn.get(term)
+        matcher = mapping(term if copy is None else copy_name(term, copy))
+        if mask >> matcher & 1:
+            votes[matcher] = votes.get(matcher, 0) + 1
+    return votes

@@ -23,7 +23,7 @@ from collections.abc import Collection, Mapping
 from prometheus_client import Counter, Gauge
 
 from ...errors import StoreUnavailable
-from ...routing import HashMapping, word_votes
+from ...routing import HashMapping, held_word_votes
 from ...shedding import (
     Controller,
     Levels,
@@ -89,18 +89,20 @@ class LoadShedder:
         self,
         targets: set[int],
         terms: Collection[str],
-        subscribed: Collection[str],
+        held: Mapping[str, int],
         mapping: HashMapping,
         drawn: Mapping[str, int],
     ) -> set[int]:
-        """The targets a publication keeps at the current level (all of them at level 0)."""
+        """The targets a publication keeps at the current level (all of them at level 0);
+        ``held`` maps each subscribed word to the matchers holding it, as :func:`route_held`
+        reads it."""
         self.histogram.record(len(targets))
         if len(targets) <= self.threshold:
             return targets
         if self.strategy == "subscription":
             scores = subscription_scores(terms, targets, self.word_maps)
         else:
-            scores = consensus_scores(word_votes(terms, subscribed, mapping, drawn), targets)
+            scores = consensus_scores(held_word_votes(terms, held, mapping, drawn), targets)
         kept = keep(scores, self.threshold, self._random.random)
         if len(kept) < len(targets):
             self.shed_copies += len(targets) - len(kept)
