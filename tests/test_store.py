@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
 from collections import Counter
 from dataclasses import replace
@@ -61,6 +62,86 @@ def test_concurrent_adds_and_deletes_keep_word_counts_exact(redis_url: str, name
             await client.aclose()
 
     asyncio.run(scenario())
+
+
+def test_batch_deletes_racing_moves_and_single_deletes_leave_exact_counts(
+    redis_url: str, namespace: str
+) -> None:
+    """delete_many takes keyword subscriptions, boolean ones with their alternatives' records and
+    patterns, while other clients move and delete some of the same records under it."""
+
+    async def scenario() -> None:
+        clients = [connect(redis_url) for _ in range(3)]
+        batch, mover, single = (SubscriptionStore(c, namespace) for c in clients)
+        rng = random.Random(8)
+        vocab = [f"v{i}" for i in range(25)]
+        subs: list[Subscription] = []
+        for i in range(240):
+            there = sorted(rng.sample(range(4), rng.randint(1, 2)))
+            placed = tuple(Placement(m, 0) for m in there)
+            if i % 6 == 5:
+                subs.append(
+                    Subscription(f"b{i}", "", (), "http://x/hook", there[0], 0.0, "ab*cd", "abc")
+                )
+                continue
+            for part in range(1 + (i % 3 == 0) * rng.randint(1, 3)):  # boolean: alternatives
+                terms = tuple(sorted(rng.sample(vocab, rng.randint(1, 3))))
+                sub_id = f"b{i}" if part == 0 else f"b{i}~{part}"
+                subs.append(replace(_sub(0, terms, there[0]), id=sub_id, placements=placed))
+        for sub in subs:
+            await batch.add(sub)
+        parents = [sub.id for sub in subs if "~" not in sub.id]
+        doomed, spared = parents[: len(parents) * 2 // 3], parents[len(parents) * 2 // 3 :]
+        keyword = [s for s in subs if not s.is_pattern and s.id.split("~")[0] in doomed]
+
+        async def move_some() -> None:
+            for sub in rng.sample(keyword, 40):
+                try:
+                    current = await mover.get(sub.id)
+                except NotFound:  # the batch was first
+                    continue
+                there = sorted(rng.sample(range(4), rng.randint(1, 2)))
+                await mover.move(current, [Placement(m, 0) for m in there])
+
+        async def delete_some() -> None:
+            for sub_id in doomed[::7]:
+                with contextlib.suppress(NotFound):  # the batch was first
+                    await single.delete(sub_id)
+
+        (last_event, matchers), _, _ = await asyncio.gather(
+            batch.delete_many(doomed + doomed[:5]), move_some(), delete_some()
+        )
+        live = [s for s in subs if s.id.split("~")[0] in spared]
+        assert last_event is not None and matchers <= set(range(4)) and matchers
+        for sub_id in doomed:
+            with pytest.raises(NotFound):
+                await batch.get(sub_id)
+        left = {s.id for s in await _all_records(batch)}
+        assert left == {s.id for s in live}
+        stored = [await batch.get(s.id) for s in live]
+        assert await batch.count() == sum(len(set(s.matchers)) for s in stored)  # placements
+        words, per_matcher = await _word_maps(batch, 4)
+        assert words == dict(Counter(t for s in stored for t in s.terms))
+        for m in range(4):
+            assert per_matcher[m] == dict(
+                Counter(t for s in stored if m in s.matchers for t in s.terms)
+            )
+        assert await batch.pattern_loads() == dict(
+            Counter(m for s in stored if s.is_pattern for m in s.matchers)
+        )
+        assert await batch.delete_many([doomed[0]]) == (None, set())
+        for client in clients:
+            await client.aclose()
+
+    asyncio.run(scenario())
+
+
+async def _all_records(store: SubscriptionStore) -> list[Subscription]:
+    found = []
+    for matcher in range(4):
+        async for page in store.placed_on(matcher):
+            found += page
+    return list({s.id: s for s in found}.values())
 
 
 def test_concurrent_pattern_adds_and_deletes_keep_anchor_maps_exact(

@@ -460,14 +460,7 @@ class RouterState:
                 f"{len(unknown)} of the ids are not subscriptions of yours ({named}); "
                 "nothing was deleted"
             )
-        matchers: set[int] = set()
-        last_event = None
-        for sub_id in ids:
-            try:
-                _, last_event, held_by = await self.store.delete_with_alternatives(sub_id)
-            except NotFound:
-                continue
-            matchers |= held_by
+        last_event, matchers = await self.store.delete_many(ids)
         if last_event is not None:
             await self._announce(last_event, sorted(matchers))
         return ids
