@@ -26,13 +26,14 @@ import logging
 import math
 import random
 import time
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from functools import partial
 
 import httpx
 from prometheus_client import Counter, Gauge, Histogram
 
-from ...errors import NotFound, StoreUnavailable, UnresolvableCallback, UnsafeCallback
+from ...errors import StoreUnavailable, UnresolvableCallback, UnsafeCallback
 from ...netguard import AddressPolicy, resolve
 from ...outbox import Acknowledgements, Message, Outbox
 from ...signing import Signer, signature_header
@@ -318,18 +319,18 @@ class Dispatcher:
         if response.is_success:
             return "delivered", "", None
         if status == 410:
-            for sub_id in message.subscription_ids:
-                await self._disable(sub_id)
+            await self._disable(message.subscription_ids)
             return "gone", "HTTP 410", None
         return "retry", f"HTTP {status}", _retry_after(response.headers.get("retry-after"))
 
-    async def _disable(self, sub_id: str) -> None:
-        """A 410 means the receiver is gone for good: delete its subscriptions."""
-        try:
-            await self._store.delete_with_alternatives(sub_id)
-            log.warning("subscription %s deleted: its webhook answered 410 Gone", sub_id)
-        except NotFound:
-            pass
+    async def _disable(self, sub_ids: Sequence[str]) -> None:
+        """A 410 means the receiver is gone for good: delete its subscriptions (those still
+        there; one deleted meanwhile is passed over)."""
+        last_event, _ = await self._store.delete_many(sub_ids)
+        if last_event is not None:
+            log.warning(
+                "subscriptions deleted, their webhook answered 410 Gone: %s", ", ".join(sub_ids)
+            )
 
 
 def _forget(active: set[tuple[str, str]], entry: tuple[str, str], _: object) -> None:
