@@ -17,8 +17,8 @@ POSTS = [p for p in analysed_posts(400, seed=21) if p]
 
 
 def phi(posts: list[frozenset[str]], words: dict[str, int], matchers: int) -> int:
-    """Σ L_i^8 from publications routed by brute force: what every move must lower, exactly."""
-    return sum(load**8 for load in loads(posts, words, matchers))
+    """Σ L_i^32 from publications routed by brute force: what every move must lower, exactly."""
+    return sum(load**32 for load in loads(posts, words, matchers))
 
 
 def as_words(graph: Graph, assignment: np.ndarray) -> dict[str, int]:

@@ -10,8 +10,12 @@ small N.
 What the paper wants is Eq. 3.6: the smallest maximum load ``max_i L(i, M)`` (Eq. 3.7 with Eq. 3.4's
 max/avg imbalance is the same thing: R·B = N·max L / |P|). This module takes a mapping (SALB's) and
 moves single words between matchers while that lowers ``Φ = Σ_i (L_i / L̄)^p``, a smooth stand-in for
-the maximum (p = 8: large enough that the busiest matchers dominate, small enough that lowering any
-matcher's load, which is lowering the spread, still counts). The loads are the bipartite graph's
+the maximum: Φ^(1/p) is the p-norm of the loads, which lies between max L and N^(1/p)·max L. So p
+is large enough that the busiest matchers dominate, and small enough that lowering any matcher's
+load, which is lowering the spread, still counts. p = 32 keeps the gap within 7% at N = 8 and 19%
+at N = 256. With p = 8 (30% at N = 8) a move could lower Φ by shrinking many loads while the
+busiest grew; on Debian's long descriptions that gathered words onto a few matchers and left the
+mapping behind SALB's (BENCHMARKS.md, "Refining SALB's mapping"). The loads are the bipartite graph's
 exact ones (Eq. 3.3: publications routed, not word frequencies), kept as a count per publication and
 matcher of the publication's words mapped there:
 
@@ -51,7 +55,7 @@ class Refinement:
 
 
 def refine(graph: Graph, assignment: np.ndarray, matchers: int, passes: int = PASSES) -> Refinement:
-    """Move words of ``graph`` between matchers while each move lowers Σ (L_i / L̄)^8."""
+    """Move words of ``graph`` between matchers while each move lowers Σ (L_i / L̄)^32."""
     if matchers < 1:
         raise ValueError("at least one matcher is needed")
     if passes < 0:
@@ -134,10 +138,10 @@ class _Loads:
 
 
 def _phi(x: Any) -> Any:
-    """x^8 by squaring, on a number or an array: much quicker than a general power."""
-    x = x * x
-    x = x * x
-    return x * x
+    """x^32 by squaring, on a number or an array: much quicker than a general power."""
+    for _ in range(5):
+        x = x * x
+    return x
 
 
 def _single_post_move(reached: np.ndarray, here: int, loads: np.ndarray) -> tuple[int, int]:
