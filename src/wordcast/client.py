@@ -14,6 +14,8 @@ from urllib.parse import quote
 import httpx
 import orjson
 
+from . import retry_after
+
 # Subscriptions per request of subscribe_many: within the router's limit of 1,000, and small
 # enough that the progress line moves and a refused batch is quick to find.
 SUBSCRIBE_BATCH = 500
@@ -284,15 +286,11 @@ def _raise_for_status(response: httpx.Response) -> None:
         detail = response.json().get("detail", response.text)
     except (ValueError, AttributeError):
         detail = response.text
-    raise ApiError(response.status_code, _readable(detail), _seconds(response.headers))
-
-
-def _seconds(headers: httpx.Headers) -> float | None:
-    """Retry-After in seconds, if given so (the router gives seconds)."""
-    try:
-        return max(0.0, float(headers["retry-after"]))
-    except (KeyError, ValueError):
-        return None
+    raise ApiError(
+        response.status_code,
+        _readable(detail),
+        retry_after.seconds(response.headers.get("retry-after")),
+    )
 
 
 def _readable(detail: Any) -> str:

@@ -21,7 +21,6 @@ dead letters. The outbox bounds memory: at most ``concurrency`` messages are in 
 from __future__ import annotations
 
 import asyncio
-import email.utils
 import logging
 import math
 import random
@@ -33,6 +32,7 @@ from functools import partial
 import httpx
 from prometheus_client import Counter, Gauge, Histogram
 
+from ... import retry_after
 from ...errors import StoreUnavailable, UnresolvableCallback, UnsafeCallback
 from ...netguard import AddressPolicy, resolve
 from ...outbox import Acknowledgements, Message, Outbox
@@ -321,7 +321,7 @@ class Dispatcher:
         if status == 410:
             await self._disable(message.subscription_ids)
             return "gone", "HTTP 410", None
-        return "retry", f"HTTP {status}", _retry_after(response.headers.get("retry-after"))
+        return "retry", f"HTTP {status}", retry_after.seconds(response.headers.get("retry-after"))
 
     async def _disable(self, sub_ids: Sequence[str]) -> None:
         """A 410 means the receiver is gone for good: delete its subscriptions (those still
@@ -335,18 +335,3 @@ class Dispatcher:
 
 def _forget(active: set[tuple[str, str]], entry: tuple[str, str], _: object) -> None:
     active.discard(entry)
-
-
-def _retry_after(value: str | None) -> float | None:
-    """Seconds from a Retry-After header (delta-seconds or an HTTP date)."""
-    if not value:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    return max(0.0, when.timestamp() - time.time())
