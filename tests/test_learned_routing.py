@@ -226,7 +226,7 @@ def test_two_live_mapping_swaps_lose_and_duplicate_nothing(
                 f"{swap_cluster.router_url}/publications", json=body, headers=AUTH, timeout=60
             )
             assert response.status_code == 202, response.text
-        twice = _delivered_with_ids(receiver, offset, 2 * len(expected_again))
+        twice = _delivered_with_ids(swap_cluster, receiver, offset, 2 * len(expected_again))
         assert Counter(pair for pair, _ in twice) == Counter(dict.fromkeys(expected_again, 2))
         ids_per_pair: dict[tuple[str, str], set[str]] = {}
         for pair, webhook_id in twice:
@@ -235,18 +235,10 @@ def test_two_live_mapping_swaps_lose_and_duplicate_nothing(
 
 
 def _delivered_with_ids(
-    receiver: Receiver, offset: int, count: int, timeout: float = 60
+    cluster: RunningCluster, receiver: Receiver, offset: int, count: int
 ) -> list[tuple[tuple[str, str], str]]:
-    """The (pair, webhook-id) deliveries after ``offset`` once there are ``count`` of them."""
-    deadline = time.monotonic() + timeout
-    while True:
-        got = httpx.get(f"{receiver.url}/deliveries", params={"offset": offset}, timeout=30).json()
-        if len(got["pairs"]) >= count:
-            time.sleep(0.5)  # anything beyond ``count`` is a duplicate the caller must see
-            got = httpx.get(
-                f"{receiver.url}/deliveries", params={"offset": offset}, timeout=30
-            ).json()
-            pairs = [(str(s), str(p)) for s, p in got["pairs"]]
-            return list(zip(pairs, got["webhook_ids"], strict=True))
-        assert time.monotonic() < deadline, f"{len(got['pairs'])} of {count} deliveries arrived"
-        time.sleep(0.2)
+    """The (pair, webhook-id) deliveries after ``offset``, once ``_delivered_after`` has waited."""
+    _delivered_after(cluster, receiver, offset, count)
+    got = httpx.get(f"{receiver.url}/deliveries", params={"offset": offset}, timeout=30).json()
+    pairs = [(str(s), str(p)) for s, p in got["pairs"]]
+    return list(zip(pairs, got["webhook_ids"], strict=True))
