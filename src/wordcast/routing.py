@@ -157,13 +157,13 @@ def keyed_draw(key: str) -> Draw:
     """Copies drawn by a hash of ``key`` (a publication's id) and the word: the same publication
     always draws the same copy of a word, different publications spread over its copies evenly and
     independently for each word."""
-    seed = zlib.crc32(key.encode("utf-8"))
 
     def draw(word: str, copies: int) -> int:
         # CRC-32 is linear: for two words of one length, crc(id + w1) ^ crc(id + w2) is the same
         # for every id, so their copies would be drawn in lockstep. MurmurHash3's finaliser
-        # (fmix32) mixes every bit into every other, which breaks that tie.
-        h = zlib.crc32(word.encode("utf-8"), seed)
+        # (fmix32) mixes every bit into every other, which breaks that tie. The id's CRC is
+        # taken here, not up front: most publications draw no copy at all.
+        h = zlib.crc32(word.encode("utf-8"), zlib.crc32(key.encode("utf-8")))
         h ^= h >> 16
         h = h * 0x85EBCA6B & 0xFFFFFFFF
         h ^= h >> 13
