@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import os
 import signal
@@ -397,4 +398,94 @@ def test_a_killed_matcher_hands_its_pending_deliveries_to_its_successor(
         assert all(len(found) == 1 for found in ids.values()), "a redelivery changed its id"
     finally:
         _behave(receiver)
+        stop_cluster(cluster)
+
+
+def _publish_until_refused(
+    cluster: RunningCluster, batches: Iterator[list[dict[str, str]]], tries: int
+) -> tuple[list[dict[str, str]], list[dict[str, str]], str]:
+    """Publish batch after batch until the router refuses one (503); returns the publications
+    accepted, the batch refused and the refusal's message."""
+    accepted: list[dict[str, str]] = []
+    with httpx.Client(base_url=cluster.router_url, timeout=30, headers=AUTH) as api:
+        for _ in range(tries):
+            batch = next(batches)
+            answer = api.post("/publications", json={"publications": batch})
+            if answer.status_code == 503:
+                return accepted, batch, answer.json()["detail"]
+            answer.raise_for_status()
+            accepted += batch
+            time.sleep(0.3)  # the matcher measures its backlog every 0.2 s
+    raise AssertionError(f"{tries} batches accepted: the matcher never pushed back")
+
+
+def _resume_and_check(
+    cluster: RunningCluster,
+    receiver: Receiver,
+    sub_id: str,
+    accepted: list[dict[str, str]],
+    refused: list[dict[str, str]],
+) -> None:
+    """The receiver comes back: what was accepted is delivered, and the refused batch, sent again
+    by the client until the backlog has drained, is accepted and delivered too; nothing twice."""
+    _behave(receiver)
+
+    async def publish_again() -> int:
+        async with RouterClient(cluster.router_url) as client:
+            return await client.publish_many(refused, progress=False)
+
+    assert asyncio.run(publish_again()) == len(refused)
+    expected = [(sub_id, p["id"]) for p in accepted + refused]
+    _wait(
+        lambda: sorted(p for p in receiver.pairs() if p[0] == sub_id) == sorted(expected),
+        timeout=60,
+        what="every match, once",
+    )
+
+
+def test_a_full_outbox_pushes_back_on_publishers_and_loses_nothing(
+    redis_url: str, receiver: Receiver
+) -> None:
+    env = {"WORDCAST_MATCHER_OUTBOX_MAX": "3"}
+    cluster = start_cluster(redis_url, f"test-outbox-max-{os.getpid()}", matchers=1, env=env)
+    try:
+        _behave(receiver, status=503, retry_after="2")  # each message waits in the outbox
+        with httpx.Client(base_url=cluster.router_url, timeout=30, headers=AUTH) as api:
+            hook = {"query": "quokka", "callback_url": receiver.hook}
+            sub_id = api.post("/subscriptions", json=hook).json()["id"]
+        batches = ([{"id": f"q-{n}", "text": f"a quokka smiles {n}"}] for n in itertools.count())
+        accepted, refused, reason = _publish_until_refused(cluster, batches, tries=30)
+        assert "the outbox is full" in reason
+        # One message a batch: refused once three are waiting (a fourth may slip in while the
+        # depth the matcher last measured is up to 0.2 s old).
+        assert 3 <= len(accepted) <= 4
+        _resume_and_check(cluster, receiver, sub_id, accepted, refused)
+    finally:
+        stop_cluster(cluster)
+
+
+def test_redis_near_its_memory_limit_pushes_back_on_publishers_and_loses_nothing(
+    redis_url: str, receiver: Receiver
+) -> None:
+    used = int(redis.Redis.from_url(redis_url).info("memory")["used_memory"])
+    limit = used + 24 * 2**20
+    env = {"WORDCAST_MATCHER_REDIS_MEMORY_MAX": str(limit)}
+    cluster = start_cluster(redis_url, f"test-memory-max-{os.getpid()}", matchers=1, env=env)
+    try:
+        assert httpx.get(f"{cluster.matcher_urls[0]}/stats").json()["redis_memory_limit"] == limit
+        _behave(receiver, status=503, retry_after="2")
+        with httpx.Client(base_url=cluster.router_url, timeout=30, headers=AUTH) as api:
+            hook = {"query": "numbat", "callback_url": receiver.hook}
+            sub_id = api.post("/subscriptions", json=hook).json()["id"]
+        # 100 matches of 8 KB texts a batch: each message in the outbox is about 800 KB.
+        text = "numbat " + "termite " * 1_000
+        batches = (
+            [{"id": f"n-{n}-{k}", "text": text} for k in range(100)] for n in itertools.count()
+        )
+        accepted, refused, reason = _publish_until_refused(cluster, batches, tries=100)
+        assert "Redis holds" in reason and "WORDCAST_MATCHER_REDIS_MEMORY_MAX" in reason
+        # Refused once the messages fill about the 24 MiB left: not long before, nor long after.
+        assert 16 * 2**20 <= len(accepted) * len(text) <= 40 * 2**20
+        _resume_and_check(cluster, receiver, sub_id, accepted, refused)
+    finally:
         stop_cluster(cluster)

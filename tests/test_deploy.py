@@ -206,6 +206,25 @@ def test_network_policies_let_exactly_wordcast_pods_in() -> None:
     assert rule["ports"][0]["port"] == int(CONFIG["REDIS_URL"].rsplit(":", 1)[1].split("/")[0])
 
 
+def test_redis_has_a_memory_limit_below_its_containers_and_evicts_nothing() -> None:
+    """The matchers push back at 90% of Redis's maxmemory, so it must have one. An evicted key
+    would be a lost outbox entry or subscription, so nothing is evicted; and the container leaves
+    room above maxmemory for the fork that rewrites the append-only file."""
+    redis = _container("StatefulSet", "redis")
+    options = dict(zip(redis["args"][::2], redis["args"][1::2], strict=True))
+    assert options["--maxmemory-policy"] == "noeviction"
+    maxmemory = _size(options["--maxmemory"], {"gb": 2**30, "mb": 2**20})
+    container_limit = _size(redis["resources"]["limits"]["memory"], {"Gi": 2**30, "Mi": 2**20})
+    assert 0 < maxmemory <= 0.75 * container_limit
+
+
+def _size(text: str, units: dict[str, int]) -> int:
+    for unit, factor in units.items():
+        if text.endswith(unit):
+            return int(text.removesuffix(unit)) * factor
+    raise AssertionError(f"{text!r}: no unit of {sorted(units)}")
+
+
 def test_kubectl_scale_alone_re_maps_the_cluster() -> None:
     """Routers follow the matcher StatefulSet's replicas, a pod being removed waits in its preStop
     hook until it is empty and may be reached meanwhile, and both may read that one number."""

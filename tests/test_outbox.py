@@ -14,7 +14,15 @@ from standardwebhooks import Webhook
 
 from wordcast.errors import StoreUnavailable
 from wordcast.netguard import AddressPolicy
-from wordcast.outbox import GROUP, Acknowledgements, Message, Outbox, webhook_id
+from wordcast.outbox import (
+    GROUP,
+    Acknowledgements,
+    Backlog,
+    Message,
+    Outbox,
+    redis_memory_limit,
+    webhook_id,
+)
 from wordcast.services.matcher import dispatcher as dispatcher_module
 from wordcast.services.matcher.dispatcher import Dispatcher
 from wordcast.services.matcher.settings import MatcherSettings
@@ -65,6 +73,37 @@ def test_concurrent_acknowledgements_share_round_trips_and_leave_nothing_pending
         await acks.ack(last)
         assert outbox.round_trips[-1] == [last]
         assert await outbox.depth() == 0
+        await client.aclose()
+
+    asyncio.run(scenario())
+
+
+def test_redis_memory_limit_is_the_setting_else_most_of_maxmemory_else_half_the_machine() -> None:
+    gib = 2**30
+    machine = {"maxmemory": 0, "total_system_memory": 24 * gib}
+    assert redis_memory_limit(machine, configured=0) == 12 * gib
+    assert redis_memory_limit(machine | {"maxmemory": 6 * gib}, configured=0) == 6 * gib * 9 // 10
+    assert redis_memory_limit(machine | {"maxmemory": 6 * gib}, configured=gib) == gib
+    assert redis_memory_limit({"maxmemory": 0}, configured=0) == 0  # nothing known: no limit
+    assert not Backlog(messages=5, redis_used=10 * gib, redis_limit=0).memory_full
+    assert not Backlog(messages=5, redis_used=gib - 1, redis_limit=gib).memory_full
+    assert Backlog(messages=5, redis_used=gib, redis_limit=gib).memory_full
+
+
+def test_the_backlog_reads_the_outbox_and_redis_memory_in_one_round_trip(
+    redis_url: str, namespace: str
+) -> None:
+    async def scenario() -> None:
+        client = connect(redis_url)
+        outbox = Outbox(client, namespace, 0)
+        await outbox.ensure_group()
+        await outbox.put([_message(k) for k in range(7)])
+        memory = await client.info("memory")
+        backlog = await outbox.backlog()
+        assert backlog.messages == 7
+        assert backlog.redis_used > 0
+        assert backlog.redis_limit == redis_memory_limit(memory, 0) > 0
+        assert (await outbox.backlog(redis_memory_max=12345)).redis_limit == 12345
         await client.aclose()
 
     asyncio.run(scenario())

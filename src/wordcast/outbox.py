@@ -23,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -78,6 +78,36 @@ def webhook_id(pairs: Iterable[tuple[str, str]]) -> str:
     for subscription_id, publication_id in sorted(pairs):
         digest.update(subscription_id.encode() + b"\0" + publication_id.encode() + b"\n")
     return "msg_" + digest.hexdigest()[:32]
+
+
+@dataclass(frozen=True, slots=True)
+class Backlog:
+    """What a matcher weighs before it takes a routed batch: its back-pressure."""
+
+    messages: int  # in this matcher's outbox
+    redis_used: int  # bytes Redis holds: every outbox, and everything else
+    redis_limit: int  # bytes it may hold before the matchers refuse batches; 0: no limit known
+
+    @property
+    def memory_full(self) -> bool:
+        return 0 < self.redis_limit <= self.redis_used
+
+
+def redis_memory_limit(memory_info: Mapping[str, Any], configured: int) -> int:
+    """How much Redis may hold before the matchers refuse routed batches (``INFO memory``).
+
+    ``configured`` if set. Otherwise 90% of Redis's ``maxmemory``: past it Redis refuses every
+    write, and the margin leaves room for the batches in flight, for deliveries to be recorded
+    as done and for subscriptions to be changed. A Redis without ``maxmemory`` (the embedded one,
+    by default) would grow until the machine runs out, so then half of the machine's memory as
+    Redis reports it. 0 when Redis reports neither.
+    """
+    if configured:
+        return configured
+    maxmemory = int(memory_info.get("maxmemory", 0))
+    if maxmemory:
+        return maxmemory * 9 // 10
+    return int(memory_info.get("total_system_memory", 0)) // 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,6 +172,17 @@ class Outbox:
         """Messages recorded and not yet acknowledged or dead-lettered."""
         with translated("measuring the outbox"):
             return int(await self.client.xlen(self.key))
+
+    async def backlog(self, redis_memory_max: int = 0) -> Backlog:
+        """This outbox's depth and Redis's memory, in one round trip."""
+        pipe = self.client.pipeline(transaction=False)
+        pipe.xlen(self.key)
+        pipe.info("memory")
+        with translated("measuring the outbox"):
+            depth, memory = await pipe.execute()
+        return Backlog(
+            int(depth), int(memory["used_memory"]), redis_memory_limit(memory, redis_memory_max)
+        )
 
     async def read(self, after: str, count: int, block_ms: int | None) -> list[tuple[str, Message]]:
         """Our pending entries after ``after`` (an id), or new ones (``after`` = ">").

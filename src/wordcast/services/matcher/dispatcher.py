@@ -35,7 +35,7 @@ from prometheus_client import Counter, Gauge, Histogram
 from ... import retry_after
 from ...errors import StoreUnavailable, UnresolvableCallback, UnsafeCallback
 from ...netguard import AddressPolicy, resolve
-from ...outbox import Acknowledgements, Message, Outbox
+from ...outbox import Acknowledgements, Backlog, Message, Outbox
 from ...signing import Signer, signature_header
 from ...store import SubscriptionStore
 from .connections import Connections
@@ -49,6 +49,10 @@ TAKEN_OVER = Counter(
     "wordcast_deliveries_taken_over", "Messages taken over from a consumer that left them pending"
 )
 OUTBOX_DEPTH = Gauge("wordcast_outbox_depth", "Messages recorded and not yet acknowledged")
+REDIS_MEMORY = Gauge("wordcast_redis_memory_bytes", "Bytes Redis holds (INFO used_memory)")
+REDIS_MEMORY_LIMIT = Gauge(
+    "wordcast_redis_memory_limit_bytes", "Bytes Redis may hold before matchers refuse batches"
+)
 LAG = Histogram(
     "wordcast_delivery_lag_seconds",
     "From a match being recorded to its 2xx",
@@ -56,7 +60,7 @@ LAG = Histogram(
 )
 SECRET_CACHE_SECONDS = 5.0
 SECRET_CACHE_PRUNE_FROM = 10_000  # entries; stale ones are dropped when the cache doubles past it
-DEPTH_EVERY_SECONDS = 0.2  # how stale the outbox depth (the routers' back-pressure) may be
+DEPTH_EVERY_SECONDS = 0.2  # how stale the backlog (the routers' back-pressure) may be
 OUTBOXES_EVERY_SECONDS = 5.0  # how soon a new matcher's outbox is read by the others
 TAKE_OVER_EVERY_SECONDS = 30.0  # how often entries a vanished consumer left are looked for
 ATTEMPT_TIMEOUTS = 3  # an attempt's deadline, in delivery timeouts (resolve, connect, exchange)
@@ -75,8 +79,10 @@ class Dispatcher:
         max_backoff_s: float,
         address_policy: AddressPolicy,
         take_over_after_s: float = 1800.0,
+        redis_memory_max: int = 0,
     ) -> None:
         self._outbox = outbox
+        self._redis_memory_max = redis_memory_max
         self._store = store
         self._concurrency = concurrency
         self._attempts = attempts
@@ -96,7 +102,7 @@ class Dispatcher:
         self._prune_signers_at = SECRET_CACHE_PRUNE_FROM
         self.delivered = 0
         self.failed = 0
-        self.depth = 0
+        self.backlog = Backlog(messages=0, redis_used=0, redis_limit=0)
 
     @property
     def in_flight(self) -> int:
@@ -152,8 +158,10 @@ class Dispatcher:
                             continue
                         self._start(outbox, entry_id, message)
                     if time.monotonic() - measured >= DEPTH_EVERY_SECONDS or not entries:
-                        self.depth = await self._outbox.depth()
-                        OUTBOX_DEPTH.set(self.depth)
+                        self.backlog = await self._outbox.backlog(self._redis_memory_max)
+                        OUTBOX_DEPTH.set(self.backlog.messages)
+                        REDIS_MEMORY.set(self.backlog.redis_used)
+                        REDIS_MEMORY_LIMIT.set(self.backlog.redis_limit)
                         measured = time.monotonic()
                     delay = 0.1
             except StoreUnavailable as exc:

@@ -5,7 +5,7 @@ import re
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, model_validator
+from pydantic import ByteSize, Field, model_validator
 from pydantic_settings import SettingsConfigDict
 
 from ..common import ServiceSettings
@@ -52,6 +52,13 @@ class MatcherSettings(ServiceSettings):
         default=1_000_000,
         ge=1,
         description="Messages the outbox may hold; beyond it routed batches get 503 (back-pressure).",
+    )
+    redis_memory_max: ByteSize = Field(
+        default=ByteSize(0),
+        ge=0,
+        description="Bytes Redis may hold (every outbox, and everything else) before routed "
+        "batches get 503, as 2GB or 512MiB; 0: 90% of Redis's maxmemory, or half of the "
+        "machine's memory when Redis has none.",
     )
     delivery_batch: int = Field(default=500, ge=1, description="Matches per webhook POST at most.")
     delivery_concurrency: int = Field(default=64, ge=1, description="Messages in flight at once.")

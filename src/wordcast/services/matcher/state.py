@@ -112,6 +112,7 @@ class MatcherState:
             max_backoff_s=settings.delivery_max_backoff_s,
             address_policy=settings.address_policy,
             take_over_after_s=settings.delivery_take_over_after_s,
+            redis_memory_max=settings.redis_memory_max,
         )
         self.publications = 0
         self.matches = 0
