@@ -92,6 +92,17 @@ class Backlog:
     def memory_full(self) -> bool:
         return 0 < self.redis_limit <= self.redis_used
 
+    def memory_text(self) -> str:
+        """Redis's memory against the limit, as a refused batch and ``wordcast status`` say it."""
+        return (
+            f"Redis holds {_size(self.redis_used)} of the {_size(self.redis_limit)} the matchers "
+            "allow (WORDCAST_MATCHER_REDIS_MEMORY_MAX)"
+        )
+
+
+def _size(n: int) -> str:
+    return f"{n / 2**20:,.0f} MiB" if n >= 2**20 else f"{n:,} bytes"
+
 
 def redis_memory_limit(memory_info: Mapping[str, Any], configured: int) -> int:
     """How much Redis may hold before the matchers refuse routed batches (``INFO memory``).

@@ -22,6 +22,7 @@ from .common import (
 
 if TYPE_CHECKING:
     from ..client import RouterClient
+    from ..outbox import Backlog
 
 
 def cmd_subscribe(args: argparse.Namespace) -> int:
@@ -301,6 +302,16 @@ def _matcher_line(stats: dict[str, Any] | None) -> str:
     )
 
 
+def _redis_memory(matchers: Iterable[dict[str, Any]]) -> Backlog | None:
+    """Redis's memory and the matchers' limit, as the first matcher that answered saw them."""
+    from ..outbox import Backlog
+
+    for stats in matchers:
+        if stats.get("reachable") and stats.get("redis_memory_limit"):
+            return Backlog(0, stats["redis_memory_used"], stats["redis_memory_limit"])
+    return None
+
+
 def cmd_status(args: argparse.Namespace) -> int:
     """The router's view of routing: mapping version in use, spread, imbalance, loads."""
     import httpx
@@ -329,6 +340,10 @@ def cmd_status(args: argparse.Namespace) -> int:
     for matcher in range(max(len(loads), len(held))):
         routed = f"{loads[matcher]:,} publications" if matcher < len(loads) else "not routed to"
         print(f"  matcher-{matcher}: {routed}{_matcher_line(held.get(matcher))}")
+    backlog = _redis_memory(held.values())
+    if backlog is not None:
+        refusing = "; routed batches are refused until deliveries catch up"
+        print(backlog.memory_text() + (refusing if backlog.memory_full else ""))
     wanted, awaited = stats.get("matchers_wanted"), stats.get("awaiting_matcher")
     if wanted is not None and wanted != stats["matchers"]:
         waited = stats.get("awaiting_matcher_s", 0)

@@ -26,12 +26,7 @@ async def match(batch: MatchRequest, state: ReadyState) -> MatchResponse:
     if backlog.messages >= state.settings.outbox_max:
         raise HTTPException(503, "the outbox is full: webhooks are slower than matching")
     if backlog.memory_full:
-        raise HTTPException(
-            503,
-            f"Redis holds {_size(backlog.redis_used)}, over the matchers' limit of "
-            f"{_size(backlog.redis_limit)} (WORDCAST_MATCHER_REDIS_MEMORY_MAX): webhooks are "
-            "slower than matching",
-        )
+        raise HTTPException(503, f"{backlog.memory_text()}: webhooks are slower than matching")
     publications = batch.publications
     messages = state.match(
         [(p.id, p.text, p.terms, p.patterns) for p in publications],
@@ -43,10 +38,6 @@ async def match(batch: MatchRequest, state: ReadyState) -> MatchResponse:
     except StoreUnavailable as exc:
         raise HTTPException(503, str(exc)) from exc
     return MatchResponse(matches=sum(m.matches for m in messages))
-
-
-def _size(n: int) -> str:
-    return f"{n / 2**20:,.0f} MiB" if n >= 2**20 else f"{n:,} bytes"
 
 
 @router.post("/sync", status_code=204)
