@@ -60,7 +60,7 @@ LAG = Histogram(
 )
 SECRET_CACHE_SECONDS = 5.0
 SECRET_CACHE_PRUNE_FROM = 10_000  # entries; stale ones are dropped when the cache doubles past it
-DEPTH_EVERY_SECONDS = 0.2  # how stale the backlog (the routers' back-pressure) may be
+BACKLOG_EVERY_SECONDS = 0.2  # how stale the backlog (the routers' back-pressure) may be
 OUTBOXES_EVERY_SECONDS = 5.0  # how soon a new matcher's outbox is read by the others
 TAKE_OVER_EVERY_SECONDS = 30.0  # how often entries a vanished consumer left are looked for
 ATTEMPT_TIMEOUTS = 3  # an attempt's deadline, in delivery timeouts (resolve, connect, exchange)
@@ -129,11 +129,31 @@ class Dispatcher:
         otherwise deliver alone while they idle. Our own pending entries in each outbox (a
         predecessor's unfinished work) come before new ones, ours first.
         """
+        measuring = asyncio.create_task(self._measure_backlog())
+        try:
+            await self._deliver_forever()
+        finally:
+            measuring.cancel()
+
+    async def _measure_backlog(self) -> None:
+        """The routers' back-pressure, measured on its own clock: the delivery loop can wait on
+        its slots for as long as a slow webhook takes, while matches keep coming in."""
+        while True:
+            try:
+                self.backlog = await self._outbox.backlog(self._redis_memory_max)
+            except StoreUnavailable:
+                pass  # the delivery loop says so; the routers' batches fail to be recorded anyway
+            else:
+                OUTBOX_DEPTH.set(self.backlog.messages)
+                REDIS_MEMORY.set(self.backlog.redis_used)
+                REDIS_MEMORY_LIMIT.set(self.backlog.redis_limit)
+            await asyncio.sleep(BACKLOG_EVERY_SECONDS)
+
+    async def _deliver_forever(self) -> None:
         delay = 0.1
-        # Refill in groups: a read (and a depth probe) per finished message would cost two round
-        # trips a message when the webhooks keep up.
+        # Refill in groups: a read per finished message would cost a round trip a message when
+        # the webhooks keep up.
         refill = max(1, self._concurrency // 4)
-        measured = 0.0
         while True:
             try:
                 # Per outbox, ours first: the last pending entry of ours read, or ">" once they
@@ -157,12 +177,6 @@ class Dispatcher:
                         if (outbox.key, entry_id) in self._active:
                             continue
                         self._start(outbox, entry_id, message)
-                    if time.monotonic() - measured >= DEPTH_EVERY_SECONDS or not entries:
-                        self.backlog = await self._outbox.backlog(self._redis_memory_max)
-                        OUTBOX_DEPTH.set(self.backlog.messages)
-                        REDIS_MEMORY.set(self.backlog.redis_used)
-                        REDIS_MEMORY_LIMIT.set(self.backlog.redis_limit)
-                        measured = time.monotonic()
                     delay = 0.1
             except StoreUnavailable as exc:
                 log.warning("outbox unavailable, retrying in %.1fs: %s", delay, exc)
