@@ -494,3 +494,41 @@ def test_redis_near_its_memory_limit_pushes_back_on_publishers_and_loses_nothing
         _resume_and_check(cluster, receiver, sub_id, accepted, refused)
     finally:
         stop_cluster(cluster)
+
+
+def test_a_failing_webhook_does_not_hold_up_the_deliveries_behind_it(
+    redis_url: str, receiver: Receiver
+) -> None:
+    """Four delivery slots; twelve messages for a webhook that refuses connections (each backs
+    off for half a minute on average over its eight attempts) recorded before one for a working
+    webhook. Had a message kept its slot while backing off, the working webhook's would wait
+    until eight of the twelve were given up on."""
+    env = {"WORDCAST_MATCHER_DELIVERY_CONCURRENCY": "4"}
+    cluster = start_cluster(redis_url, f"test-behind-{os.getpid()}", matchers=1, env=env)
+    try:
+        _behave(receiver)
+        nobody = f"http://127.0.0.1:{free_port()}/hook"
+        with httpx.Client(base_url=cluster.router_url, timeout=30, headers=AUTH) as api:
+            failing = {"query": "wallaby", "callback_url": nobody}
+            failing_id = api.post("/subscriptions", json=failing).json()["id"]
+            working = {"query": "platypus", "callback_url": receiver.hook}
+            working_id = api.post("/subscriptions", json=working).json()["id"]
+            for n in range(12):
+                post = {"id": f"wallaby-{n}", "text": f"a wallaby hops {n}"}
+                api.post("/publications", json=post).raise_for_status()
+            post = {"id": "platypus-0", "text": "a platypus swims"}
+            api.post("/publications", json=post).raise_for_status()
+            _wait(
+                lambda: (working_id, "platypus-0") in receiver.pairs(),
+                timeout=20,
+                what="the working webhook's match",
+            )
+            letters = api.get("/deadletters", params={"limit": 1000}).json()["dead_letters"]
+        given_up = [d for d in letters if failing_id in d["subscription_ids"]]
+        assert len(given_up) < 8
+        # The platypus came after all twelve: each is in one of the four slots, waiting for its
+        # next attempt, or given up on.
+        stats = httpx.get(f"{cluster.matcher_urls[0]}/stats").json()
+        assert stats["deliveries_waiting"] >= 12 - 4 - len(given_up)
+    finally:
+        stop_cluster(cluster)

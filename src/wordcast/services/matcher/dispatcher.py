@@ -15,19 +15,24 @@ previous secret too during a rotation's grace period); any one of them verifies 
 attempts are retried with exponential backoff and full jitter, honouring ``Retry-After``; a 410
 deletes the subscription (the receiver said it is gone for good); a forbidden callback address
 (:mod:`wordcast.netguard`) is not retried; after the last attempt the message goes to its tenant's
-dead letters. The outbox bounds memory: at most ``concurrency`` messages are in this process at once.
+dead letters. A delivery slot holds one attempt: between attempts a message waits in memory, and
+other messages take the slot meanwhile. The outbox bounds memory: at most ``concurrency`` attempts
+run at once, and no new message is read while ``WAITING_PER_SLOT`` × ``concurrency`` messages (or
+``WAITING_BYTES_MAX`` bytes of them) wait for a retry.
 """
 
 from __future__ import annotations
 
 import asyncio
+import heapq
+import itertools
 import logging
 import math
 import random
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from functools import partial
 
 import httpx
 from prometheus_client import Counter, Gauge, Histogram
@@ -64,6 +69,22 @@ BACKLOG_EVERY_SECONDS = 0.2  # how stale the backlog (the routers' back-pressure
 OUTBOXES_EVERY_SECONDS = 5.0  # how soon a new matcher's outbox is read by the others
 TAKE_OVER_EVERY_SECONDS = 30.0  # how often entries a vanished consumer left are looked for
 ATTEMPT_TIMEOUTS = 3  # an attempt's deadline, in delivery timeouts (resolve, connect, exchange)
+# Messages backing off between attempts wait in memory, not in a delivery slot; past either bound
+# no new message is read until some of them are done.
+WAITING_PER_SLOT = 16
+WAITING_BYTES_MAX = 64 * 2**20
+
+
+@dataclass(order=True, slots=True)
+class _Waiting:
+    """A message backing off until ``due`` (monotonic), after ``attempts`` attempts."""
+
+    due: float
+    order: int  # first come, first retried among equals
+    outbox: Outbox = field(compare=False)
+    entry_id: str = field(compare=False)
+    message: Message = field(compare=False)
+    attempts: int = field(compare=False)
 
 
 class Dispatcher:
@@ -95,8 +116,13 @@ class Dispatcher:
         # answers a byte at a time could hold a slot for ever, and outlast the take-over bound.
         self._attempt_deadline_s = ATTEMPT_TIMEOUTS * timeout_s
         self._acks: dict[str, Acknowledgements] = {}  # per outbox read
-        self._tasks: set[asyncio.Task[None]] = set()
-        self._active: set[tuple[str, str]] = set()  # (outbox, entry) a task of ours delivers
+        self._tasks: set[asyncio.Task[None]] = set()  # one attempt each: the delivery slots
+        # (outbox, entry) we deliver: in an attempt or waiting for the next one.
+        self._active: set[tuple[str, str]] = set()
+        self._waiting: list[_Waiting] = []  # a heap, soonest due first
+        self._waiting_bytes = 0
+        self._waiting_max = WAITING_PER_SLOT * concurrency
+        self._order = itertools.count()
         # Subscription -> its signers (None: deleted) and when they were read.
         self._signers: dict[str, tuple[tuple[Signer, ...] | None, float]] = {}
         self._prune_signers_at = SECRET_CACHE_PRUNE_FROM
@@ -108,6 +134,11 @@ class Dispatcher:
     def in_flight(self) -> int:
         return len(self._tasks)
 
+    @property
+    def waiting(self) -> int:
+        """Messages backing off until their next attempt."""
+        return len(self._waiting)
+
     async def close(self, drain_s: float = 0.0) -> None:
         """Stop delivering, after letting the deliveries in flight finish for up to ``drain_s``:
         one cut short stays pending for this matcher's successor (a matcher removed by scaling
@@ -117,6 +148,7 @@ class Dispatcher:
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._waiting.clear()  # still pending in Redis, as every message not yet delivered
         for acks in self._acks.values():
             await acks.close()
         await self._connections.aclose()
@@ -128,6 +160,11 @@ class Dispatcher:
         the free slots from each): a matcher whose subscriptions match more than the others' would
         otherwise deliver alone while they idle. Our own pending entries in each outbox (a
         predecessor's unfinished work) come before new ones, ours first.
+
+        A slot holds one attempt. A message whose attempt failed waits for its next one outside
+        the slots, and goes before new messages once due: a webhook that fails, or answers
+        slowly, then takes slots only for its attempts, and the other webhooks' messages are
+        delivered meanwhile instead of queueing behind its backoff.
         """
         measuring = asyncio.create_task(self._measure_backlog())
         try:
@@ -163,13 +200,14 @@ class Dispatcher:
                 took_over = time.monotonic()  # at start, our own pending entries come first
                 while True:
                     free = self._concurrency - len(self._tasks)
-                    if free < refill:
-                        await asyncio.wait(self._tasks, return_when=asyncio.FIRST_COMPLETED)
+                    free -= self._start_due(free)
+                    if free < refill or self._waiting_full():
+                        await self._wait_for_slot_or_retry()
                         continue
                     if time.monotonic() - looked >= OUTBOXES_EVERY_SECONDS:
                         await self._discover(cursors)
                         looked = time.monotonic()
-                    entries = await self._read(cursors, free)
+                    entries = await self._read(cursors, free, self._block_ms())
                     if time.monotonic() - took_over >= TAKE_OVER_EVERY_SECONDS:
                         entries += await self._take_over(cursors, free - len(entries))
                         took_over = time.monotonic()
@@ -193,8 +231,42 @@ class Dispatcher:
                 await outbox.ensure_group()
                 cursors[outbox] = "0"
 
+    def _start_due(self, free: int) -> int:
+        """Start the retries that are due, as many as ``free`` slots allow; returns how many."""
+        started, now = 0, time.monotonic()
+        while self._waiting and started < free and self._waiting[0].due <= now:
+            retry = heapq.heappop(self._waiting)
+            self._waiting_bytes -= len(retry.message.body)
+            self._start(retry.outbox, retry.entry_id, retry.message, retry.attempts)
+            started += 1
+        return started
+
+    def _waiting_full(self) -> bool:
+        return len(self._waiting) >= self._waiting_max or self._waiting_bytes >= WAITING_BYTES_MAX
+
+    def _until_due(self) -> float | None:
+        return max(0.0, self._waiting[0].due - time.monotonic()) if self._waiting else None
+
+    def _block_ms(self) -> int | None:
+        """How long a read may wait for new entries: a second, or until the next retry is due
+        (``None``: not at all; Redis reads a block of 0 as for ever)."""
+        until = self._until_due()
+        if until is None:
+            return 1_000
+        return min(1_000, math.ceil(until * 1_000)) or None
+
+    async def _wait_for_slot_or_retry(self) -> None:
+        """Until an attempt ends, or the next retry is due. A retry already due is waiting for a
+        slot (``_start_due`` gave it any there was), so then only an attempt's end will do."""
+        until = self._until_due()
+        if self._tasks:
+            timeout = until or None
+            await asyncio.wait(self._tasks, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+        else:
+            await asyncio.sleep(until or 0.1)
+
     async def _read(
-        self, cursors: dict[Outbox, str], free: int
+        self, cursors: dict[Outbox, str], free: int, block_ms: int | None
     ) -> list[tuple[Outbox, str, Message]]:
         pending_in = next((outbox for outbox, after in cursors.items() if after != ">"), None)
         if pending_in is not None:
@@ -202,7 +274,7 @@ class Dispatcher:
             cursors[pending_in] = pending[-1][0] if pending else ">"
             return [(pending_in, entry_id, message) for entry_id, message in pending]
         per_outbox = -(-free // len(cursors))
-        return await Outbox.read_new(list(cursors), per_outbox, 1_000)
+        return await Outbox.read_new(list(cursors), per_outbox, block_ms)
 
     async def _take_over(
         self, cursors: dict[Outbox, str], free: int
@@ -220,13 +292,11 @@ class Dispatcher:
             log.warning("took over %d entries left pending by another consumer", len(taken))
         return taken
 
-    def _start(self, outbox: Outbox, entry_id: str, message: Message) -> None:
-        active = (outbox.key, entry_id)
-        self._active.add(active)
-        task = asyncio.create_task(self._deliver(outbox, entry_id, message))
+    def _start(self, outbox: Outbox, entry_id: str, message: Message, attempts: int = 0) -> None:
+        self._active.add((outbox.key, entry_id))
+        task = asyncio.create_task(self._deliver(outbox, entry_id, message, attempts))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
-        task.add_done_callback(partial(_forget, self._active, active))
 
     async def _signers_of(self, message: Message) -> list[Signer]:
         """A signer for each secret of the message's subscriptions that still exist; the secrets
@@ -255,49 +325,62 @@ class Dispatcher:
                 cache[sub_id] = (known[sub_id], now)
         return [signer for sub_id in message.subscription_ids for signer in known[sub_id] or ()]
 
-    async def _deliver(self, outbox: Outbox, entry_id: str, message: Message) -> None:
+    async def _deliver(self, outbox: Outbox, entry_id: str, message: Message, made: int) -> None:
+        """One attempt (after ``made`` others); a failure leaves the message waiting for the next
+        one, unless that was the last."""
+        retrying = False
+        try:
+            retrying = await self._attempt_and_record(outbox, entry_id, message, made + 1)
+        finally:
+            if not retrying:
+                self._active.discard((outbox.key, entry_id))
+
+    async def _attempt_and_record(
+        self, outbox: Outbox, entry_id: str, message: Message, attempt: int
+    ) -> bool:
+        """Returns whether the message is to be tried again."""
         acks = self._acks.get(outbox.key)
         if acks is None:
             acks = self._acks[outbox.key] = Acknowledgements(outbox)
-        attempt = 0
-        reason = ""
-        while True:
-            attempt += 1
-            try:
-                async with asyncio.timeout(self._attempt_deadline_s):
-                    outcome, reason, wait = await self._attempt(message)
-            except StoreUnavailable as exc:
-                outcome, reason, wait = "retry", str(exc), None
-            except TimeoutError:
-                ATTEMPTS.labels("deadline").inc()
-                outcome, reason = "retry", f"the attempt took over {self._attempt_deadline_s:g} s"
-                wait = None
-            try:
-                if outcome == "delivered":
-                    await acks.ack(entry_id)
-                    DELIVERED.inc(message.matches)
-                    LAG.observe(max(0.0, time.time() - message.created))
-                    self.delivered += message.matches
-                    return
-                if outcome in ("gone", "deleted"):
-                    await acks.ack(entry_id)
-                    FAILED.labels(outcome).inc()
-                    return
-                if outcome == "refused" or attempt >= self._attempts:
-                    await outbox.dead_letter(entry_id, message, reason, attempt)
-                    FAILED.labels("dead_letter").inc()
-                    self.failed += message.matches
-                    log.warning("dead-lettered %s after %d attempts: %s", entry_id, attempt, reason)
-                    return
-            except StoreUnavailable as exc:
-                # Not acknowledged: the entry stays pending and is delivered again later.
-                log.warning("could not record the outcome of %s: %s", entry_id, exc)
-                return
-            backoff = min(self._max_backoff_s, self._backoff_s * 2 ** (attempt - 1))
-            pause = random.uniform(0, backoff)  # full jitter
-            if wait is not None:
-                pause = max(pause, min(wait, self._max_backoff_s))
-            await asyncio.sleep(pause)
+        try:
+            async with asyncio.timeout(self._attempt_deadline_s):
+                outcome, reason, wait = await self._attempt(message)
+        except StoreUnavailable as exc:
+            outcome, reason, wait = "retry", str(exc), None
+        except TimeoutError:
+            ATTEMPTS.labels("deadline").inc()
+            outcome, reason = "retry", f"the attempt took over {self._attempt_deadline_s:g} s"
+            wait = None
+        try:
+            if outcome == "delivered":
+                await acks.ack(entry_id)
+                DELIVERED.inc(message.matches)
+                LAG.observe(max(0.0, time.time() - message.created))
+                self.delivered += message.matches
+                return False
+            if outcome in ("gone", "deleted"):
+                await acks.ack(entry_id)
+                FAILED.labels(outcome).inc()
+                return False
+            if outcome == "refused" or attempt >= self._attempts:
+                await outbox.dead_letter(entry_id, message, reason, attempt)
+                FAILED.labels("dead_letter").inc()
+                self.failed += message.matches
+                log.warning("dead-lettered %s after %d attempts: %s", entry_id, attempt, reason)
+                return False
+        except StoreUnavailable as exc:
+            # Not acknowledged: the entry stays pending and is delivered again later.
+            log.warning("could not record the outcome of %s: %s", entry_id, exc)
+            return False
+        backoff = min(self._max_backoff_s, self._backoff_s * 2 ** (attempt - 1))
+        pause = random.uniform(0, backoff)  # full jitter
+        if wait is not None:
+            pause = max(pause, min(wait, self._max_backoff_s))
+        due = time.monotonic() + pause
+        waiting = _Waiting(due, next(self._order), outbox, entry_id, message, attempt)
+        heapq.heappush(self._waiting, waiting)
+        self._waiting_bytes += len(message.body)
+        return True
 
     async def _attempt(self, message: Message) -> tuple[str, str, float | None]:
         """One POST: (outcome, reason, seconds the receiver asked us to wait)."""
@@ -353,7 +436,3 @@ class Dispatcher:
             log.warning(
                 "subscriptions deleted, their webhook answered 410 Gone: %s", ", ".join(sub_ids)
             )
-
-
-def _forget(active: set[tuple[str, str]], entry: tuple[str, str], _: object) -> None:
-    active.discard(entry)

@@ -84,10 +84,11 @@ class MatcherSettings(ServiceSettings):
     @property
     def longest_delivery_s(self) -> float:
         """Every attempt reaching its deadline, with the longest pauses between them: how long
-        a live dispatcher may hold a message at most."""
+        a live dispatcher may hold a message at most. A retry that is due waits for a slot too,
+        counted as one more deadline an attempt (every slot busy with attempts that run out)."""
         attempts = self.delivery_attempts
         deadline = ATTEMPT_TIMEOUTS * self.delivery_timeout_s
-        return attempts * deadline + (attempts - 1) * self.delivery_max_backoff_s
+        return 2 * attempts * deadline + (attempts - 1) * self.delivery_max_backoff_s
 
     @model_validator(mode="after")
     def _take_over_after_the_longest_delivery(self) -> MatcherSettings:

@@ -28,6 +28,7 @@ async def stats(state: State) -> dict[str, Any]:
         "matches": state.matches,
         "deliveries_pending": await _outbox_depth(state),
         "deliveries_in_flight": state.dispatcher.in_flight,
+        "deliveries_waiting": state.dispatcher.waiting,
         "redis_memory_used": state.dispatcher.backlog.redis_used,
         "redis_memory_limit": state.dispatcher.backlog.redis_limit,
         "delivered": state.dispatcher.delivered,
