@@ -54,6 +54,7 @@ TAKEN_OVER = Counter(
     "wordcast_deliveries_taken_over", "Messages taken over from a consumer that left them pending"
 )
 OUTBOX_DEPTH = Gauge("wordcast_outbox_depth", "Messages recorded and not yet acknowledged")
+WAITING = Gauge("wordcast_deliveries_waiting", "Messages backing off until their next attempt")
 REDIS_MEMORY = Gauge("wordcast_redis_memory_bytes", "Bytes Redis holds (INFO used_memory)")
 REDIS_MEMORY_LIMIT = Gauge(
     "wordcast_redis_memory_limit_bytes", "Bytes Redis may hold before matchers refuse batches"
@@ -176,6 +177,7 @@ class Dispatcher:
         """The routers' back-pressure, measured on its own clock: the delivery loop can wait on
         its slots for as long as a slow webhook takes, while matches keep coming in."""
         while True:
+            WAITING.set(len(self._waiting))
             try:
                 self.backlog = await self._outbox.backlog(self._redis_memory_max)
             except StoreUnavailable:
