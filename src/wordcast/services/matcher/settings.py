@@ -61,7 +61,11 @@ class MatcherSettings(ServiceSettings):
         "machine's memory when Redis has none.",
     )
     delivery_batch: int = Field(default=500, ge=1, description="Matches per webhook POST at most.")
-    delivery_concurrency: int = Field(default=64, ge=1, description="Messages in flight at once.")
+    delivery_concurrency: int = Field(
+        default=64,
+        ge=1,
+        description="Delivery attempts at once (a message backing off holds none).",
+    )
     delivery_timeout_s: float = 10.0
     delivery_attempts: int = Field(default=8, ge=1)
     delivery_backoff_s: float = Field(
