@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 SPEC := pyproject.toml
 
-.PHONY: run test lint bench bench-e2e bench-matcher bench-patterns bench-boolean bench-routing bench-routing-held bench-migration bench-shedding bench-subscribe bench-scale env java clean
+.PHONY: run test lint bench bench-e2e bench-matcher bench-patterns bench-boolean bench-routing bench-routing-held bench-migration bench-shedding bench-subscribe bench-scale bench-delivery env java clean
 
 # PySpark needs a Java runtime (17 or newer); it cannot come from PyPI, so say so clearly.
 java:
@@ -32,7 +32,7 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check src tests bench spark_jobs
 	$(BIN)/mypy
 
-bench: bench-e2e bench-matcher bench-patterns bench-boolean bench-routing bench-routing-held bench-migration bench-shedding bench-subscribe bench-scale
+bench: bench-e2e bench-matcher bench-patterns bench-boolean bench-routing bench-routing-held bench-migration bench-shedding bench-subscribe bench-scale bench-delivery
 
 bench-e2e: $(STAMP)
 	$(BIN)/python -m bench.e2e
@@ -64,6 +64,9 @@ bench-shedding: $(STAMP)
 
 bench-subscribe: $(STAMP)
 	$(BIN)/python -m bench.subscribe
+
+bench-delivery: $(STAMP)
+	$(BIN)/python -m bench.delivery
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache build src/*.egg-info

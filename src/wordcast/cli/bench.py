@@ -12,7 +12,7 @@ from .common import fail
 # The benchmarks `make bench` runs (bench/*.py of a source checkout; BENCHMARKS.md has figures).
 BENCHMARKS = (
     "e2e", "matcher", "patterns", "boolean", "routing", "routing-held", "migration", "shedding",
-    "subscribe", "scale",
+    "subscribe", "scale", "delivery",
 )  # fmt: skip
 
 
