@@ -262,6 +262,16 @@ class Outbox:
         """:meth:`release` in every registered outbox; returns how many in all."""
         return sum([await o.release(consumer, stale_after_s) for o in await self.every_outbox()])
 
+    async def fetch(self, entry_ids: Sequence[str]) -> dict[str, Message]:
+        """The messages of these entries, in one round trip; an entry deleted meanwhile (given
+        up on, or delivered by a consumer that took it over) is left out."""
+        pipe = self.client.pipeline(transaction=False)
+        for entry_id in entry_ids:
+            pipe.xrange(self.key, entry_id, entry_id, count=1)
+        with translated("reading messages to retry"):
+            replies = await pipe.execute()
+        return dict(message for reply in replies for message in _live(reply))
+
     @staticmethod
     async def read_new(
         outboxes: Sequence[Outbox], count: int, block_ms: int | None

@@ -15,10 +15,10 @@ previous secret too during a rotation's grace period); any one of them verifies 
 attempts are retried with exponential backoff and full jitter, honouring ``Retry-After``; a 410
 deletes the subscription (the receiver said it is gone for good); a forbidden callback address
 (:mod:`wordcast.netguard`) is not retried; after the last attempt the message goes to its tenant's
-dead letters. A delivery slot holds one attempt: between attempts a message waits in memory, and
-other messages take the slot meanwhile. The outbox bounds memory: at most ``concurrency`` attempts
-run at once, and no new message is read while ``WAITING_PER_SLOT`` × ``concurrency`` messages (or
-``WAITING_BYTES_MAX`` bytes of them) wait for a retry.
+dead letters. A delivery slot holds one attempt: between attempts only the message's entry id and
+due time wait in memory (the message stays in the outbox, and is read again when due), and other
+messages take the slot meanwhile. The outbox bounds memory: at most ``concurrency`` messages are
+in this process at once, and no new message is read while ``WAITING_MAX`` wait for a retry.
 """
 
 from __future__ import annotations
@@ -70,10 +70,9 @@ BACKLOG_EVERY_SECONDS = 0.2  # how stale the backlog (the routers' back-pressure
 OUTBOXES_EVERY_SECONDS = 5.0  # how soon a new matcher's outbox is read by the others
 TAKE_OVER_EVERY_SECONDS = 30.0  # how often entries a vanished consumer left are looked for
 ATTEMPT_TIMEOUTS = 3  # an attempt's deadline, in delivery timeouts (resolve, connect, exchange)
-# Messages backing off between attempts wait in memory, not in a delivery slot; past either bound
-# no new message is read until some of them are done.
-WAITING_PER_SLOT = 16
-WAITING_BYTES_MAX = 64 * 2**20
+# Messages backing off between attempts wait as their entry ids (about 200 bytes each), not in a
+# delivery slot; past this many no new message is read until some of them are done.
+WAITING_MAX = 100_000
 
 
 @dataclass(order=True, slots=True)
@@ -84,7 +83,6 @@ class _Waiting:
     order: int  # first come, first retried among equals
     outbox: Outbox = field(compare=False)
     entry_id: str = field(compare=False)
-    message: Message = field(compare=False)
     attempts: int = field(compare=False)
 
 
@@ -121,8 +119,6 @@ class Dispatcher:
         # (outbox, entry) we deliver: in an attempt or waiting for the next one.
         self._active: set[tuple[str, str]] = set()
         self._waiting: list[_Waiting] = []  # a heap, soonest due first
-        self._waiting_bytes = 0
-        self._waiting_max = WAITING_PER_SLOT * concurrency
         self._order = itertools.count()
         # Subscription -> its signers (None: deleted) and when they were read.
         self._signers: dict[str, tuple[tuple[Signer, ...] | None, float]] = {}
@@ -202,8 +198,8 @@ class Dispatcher:
                 took_over = time.monotonic()  # at start, our own pending entries come first
                 while True:
                     free = self._concurrency - len(self._tasks)
-                    free -= self._start_due(free)
-                    if free < refill or self._waiting_full():
+                    free -= await self._start_due(free)
+                    if free < refill or len(self._waiting) >= WAITING_MAX:
                         await self._wait_for_slot_or_retry()
                         continue
                     if time.monotonic() - looked >= OUTBOXES_EVERY_SECONDS:
@@ -233,18 +229,34 @@ class Dispatcher:
                 await outbox.ensure_group()
                 cursors[outbox] = "0"
 
-    def _start_due(self, free: int) -> int:
-        """Start the retries that are due, as many as ``free`` slots allow; returns how many."""
-        started, now = 0, time.monotonic()
-        while self._waiting and started < free and self._waiting[0].due <= now:
+    async def _start_due(self, free: int) -> int:
+        """Start the retries that are due, as many as ``free`` slots allow, their messages read
+        again from the outboxes (a round trip for each outbox); returns how many started."""
+        due: dict[Outbox, list[_Waiting]] = {}
+        now = time.monotonic()
+        for _ in range(free):
+            if not self._waiting or self._waiting[0].due > now:
+                break
             retry = heapq.heappop(self._waiting)
-            self._waiting_bytes -= len(retry.message.body)
-            self._start(retry.outbox, retry.entry_id, retry.message, retry.attempts)
-            started += 1
+            due.setdefault(retry.outbox, []).append(retry)
+        started = 0
+        for outbox, retries in due.items():
+            try:
+                messages = await outbox.fetch([retry.entry_id for retry in retries])
+            except StoreUnavailable:
+                # These and the next outboxes' wait for next time round: still pending in Redis.
+                for retry in itertools.chain.from_iterable(due.values()):
+                    heapq.heappush(self._waiting, retry)
+                raise
+            due[outbox] = []  # each is started below, or gone
+            for retry in retries:
+                message = messages.get(retry.entry_id)
+                if message is None:  # gone from the outbox: nothing left to deliver
+                    self._active.discard((outbox.key, retry.entry_id))
+                    continue
+                self._start(outbox, retry.entry_id, message, retry.attempts)
+                started += 1
         return started
-
-    def _waiting_full(self) -> bool:
-        return len(self._waiting) >= self._waiting_max or self._waiting_bytes >= WAITING_BYTES_MAX
 
     def _until_due(self) -> float | None:
         return max(0.0, self._waiting[0].due - time.monotonic()) if self._waiting else None
@@ -379,9 +391,7 @@ class Dispatcher:
         if wait is not None:
             pause = max(pause, min(wait, self._max_backoff_s))
         due = time.monotonic() + pause
-        waiting = _Waiting(due, next(self._order), outbox, entry_id, message, attempt)
-        heapq.heappush(self._waiting, waiting)
-        self._waiting_bytes += len(message.body)
+        heapq.heappush(self._waiting, _Waiting(due, next(self._order), outbox, entry_id, attempt))
         return True
 
     async def _attempt(self, message: Message) -> tuple[str, str, float | None]:
