@@ -17,10 +17,11 @@ from typing import Any
 import httpx
 
 from wordcast.cluster import Cluster, free_port
+from wordcast.services.router.settings import DEVELOPMENT_API_KEY
 
 from .common import machine, median, write_json
 
-DEVELOPMENT_KEY = {"authorization": "Bearer wck_development_only"}
+DEVELOPMENT_KEY = {"authorization": f"Bearer {DEVELOPMENT_API_KEY}"}
 
 
 def one_run(failing: int) -> dict[str, Any]:
