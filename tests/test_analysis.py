@@ -17,8 +17,14 @@ _STEMMER = Stemmer.Stemmer("porter")
 
 def _reference_terms(text: str) -> frozenset[str]:
     """The pipeline of the module docstring, step by step, with no shortcut and no memory."""
-    folded = unicodedata.normalize("NFKC", text).casefold()
-    tokens = regex.findall(r"[\p{L}\p{M}\p{N}]+", folded)
+    visible = regex.sub(r"\p{Default_Ignorable_Code_Point}", "", text)
+    tokens = [
+        part
+        for raw in regex.findall(r"[\p{L}\p{M}\p{N}]+", visible)
+        for part in regex.findall(
+            r"[\p{L}\p{M}\p{N}]+", unicodedata.normalize("NFKC", raw).casefold()
+        )
+    ]
     kept = [t for t in tokens if 1 < len(t) <= MAX_TOKEN_CHARS and t not in STOP_WORDS]
     return frozenset(_STEMMER.stemWords(kept))
 
@@ -55,6 +61,14 @@ def test_stop_words_and_one_letter_tokens_are_dropped() -> None:
         ("हिन्दी भाषा", {"हिन्दी", "भाषा"}),
         ("数据 分析", {"数据", "分析"}),
         ("version 3.11 released", {"version", "11", "releas"}),
+        # Symbols that decompose into letters do not glue them onto the word before them.
+        ("Just Works™", {"just", "work"}),
+        ("Acme® Service℠ 5㎏", {"acm", "servic"}),
+        # Mathematical letters are still letters of the word.
+        ("𝐋odash 𝖕𝖆𝖓𝖉𝖆𝖘", {"lodash", "panda"}),
+        # Invisible code points do not split a word.
+        ("hou\u200dse", {"hous"}),
+        ("white\u200chouse soft\u00adware \ufeffbom", {"whitehous", "softwar", "bom"}),
     ],
 )
 def test_unicode_punctuation_urls_emoji(text: str, expected: set[str]) -> None:
