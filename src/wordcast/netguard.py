@@ -25,6 +25,35 @@ from .errors import UnresolvableCallback, UnsafeCallback
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 
+# IPv6 ranges whose last 32 bits are an IPv4 address the traffic ends up at: NAT64's well-known
+# prefix (RFC 6052), IPv4-translated (RFC 2765) and the deprecated IPv4-compatible form (RFC 4291).
+_LAST_32_BITS_IPV4 = (
+    ipaddress.IPv6Network("64:ff9b::/96"),
+    ipaddress.IPv6Network("::ffff:0:0:0/96"),
+    ipaddress.IPv6Network("::/96"),
+)
+# NAT64 passes traffic on to its IPv4 address: that address alone decides.
+_TRANSLATED_TO_IPV4 = (
+    ipaddress.IPv6Network("64:ff9b::/96"),
+    ipaddress.IPv6Network("::ffff:0:0/96"),
+)
+
+
+def embedded_ipv4(address: ipaddress.IPv6Address) -> list[ipaddress.IPv4Address]:
+    """The IPv4 addresses an IPv6 address carries, in every form that reaches them: IPv4-mapped,
+    6to4 (2002::/16), Teredo (2001::/32: its server and client), NAT64 (64:ff9b::/96),
+    IPv4-translated and IPv4-compatible. ``2002:a9fe:a9fe::1`` carries 169.254.169.254."""
+    found = []
+    if address.ipv4_mapped is not None:
+        found.append(address.ipv4_mapped)
+    if address.sixtofour is not None:
+        found.append(address.sixtofour)
+    if address.teredo is not None:
+        found += address.teredo
+    if any(address in network for network in _LAST_32_BITS_IPV4) and int(address) > 1:
+        found.append(ipaddress.IPv4Address(int(address) & 0xFFFF_FFFF))
+    return found
+
 
 @dataclass(frozen=True, slots=True)
 class AddressPolicy:
@@ -43,8 +72,12 @@ class AddressPolicy:
     def permits(self, address: IPAddress) -> bool:
         if any(address in network for network in self.allow):
             return True
-        if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
-            address = address.ipv4_mapped
+        if isinstance(address, ipaddress.IPv6Address):
+            embedded = embedded_ipv4(address)
+            if not all(self.permits(inner) for inner in embedded):
+                return False  # a private IPv4 address wrapped in IPv6 is still private
+            if embedded and any(address in network for network in _TRANSLATED_TO_IPV4):
+                return True
         return not (
             address.is_loopback
             or address.is_private
@@ -83,6 +116,12 @@ async def resolve(url: str, policy: AddressPolicy) -> Target:
     host = parsed.host
     if not host:
         raise UnsafeCallback("callback URL has no host")
+    if parsed.userinfo:
+        raise UnsafeCallback(
+            "callback URL carries credentials (user:password@): they would be sent to the "
+            "receiver as HTTP Basic auth with every delivery and shown wherever the URL is; "
+            "verify the webhook signature instead, or put a token in the path"
+        )
     port = parsed.port or (443 if parsed.scheme == "https" else 80)
     try:
         literal: IPAddress | None = ipaddress.ip_address(host)
