@@ -25,6 +25,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -185,6 +186,7 @@ class Cluster:
         self._out = out or (lambda line: print(line, flush=True))
         self._stopping = threading.Event()
         self._lock = threading.Lock()
+        self._spawner = ThreadPoolExecutor(max_workers=1, thread_name_prefix="spawner")
         self._own_dir = data_dir is None
         self.data_dir = data_dir or Path(tempfile.mkdtemp(prefix="wordcast-"))
         self.services: list[Service] = []
@@ -284,6 +286,18 @@ class Cluster:
         self._scaler.start()
 
     def _spawn(self, service: Service) -> None:
+        """Start ``service``'s process, always from the one spawner thread.
+
+        A child asks the kernel for SIGTERM when its parent dies (PR_SET_PDEATHSIG), and the
+        kernel takes the parent to be the *thread* that forked it: a service restarted from
+        the watch thread, or started by a scaling worker, was sent SIGTERM as soon as that
+        thread ended. On Ctrl-C the watch thread ends first, so a Redis restarted under
+        ``wordcast up`` stopped before the matchers, which could then not hand on their
+        unfinished deliveries. The spawner thread lives until every service is stopped.
+        """
+        self._spawner.submit(self._popen, service).result()
+
+    def _popen(self, service: Service) -> None:
         env = os.environ | service.env | {"PYTHONUNBUFFERED": "1"}
         service.process = subprocess.Popen(
             service.argv,
@@ -467,6 +481,7 @@ class Cluster:
                 except subprocess.TimeoutExpired:
                     process.kill()
                     process.wait()
+        self._spawner.shutdown()
         if self._own_dir:
             shutil.rmtree(self.data_dir, ignore_errors=True)
 
