@@ -21,6 +21,7 @@ from wordcast.analysis import analyze
 from wordcast.bruteforce import match_pairs
 from wordcast.client import RouterClient
 from wordcast.routing import HashMapping
+from wordcast.services.router.settings import DEFAULT_ADMIN_TOKEN
 from wordcast.termstats import TermStats
 from wordcast.workload import Post, post_queries, sample_posts
 
@@ -217,7 +218,15 @@ def test_status_shows_what_each_matcher_holds(cluster: RunningCluster, redis_url
     client = redis.Redis.from_url(redis_url, decode_responses=True)
     _subscribe(cluster, ["status check", "held where"], "http://127.0.0.1:9/hook")
     placed = [client.scard(f"{cluster.namespace}:matcher:{m}:subs") for m in range(2)]
-    matchers = httpx.get(f"{cluster.router_url}/stats/matchers", timeout=30).json()["matchers"]
+    # Operators only: matcher URLs and process ids are not a tenant's business.
+    assert (
+        httpx.get(f"{cluster.router_url}/stats/matchers", headers=AUTH, timeout=30).status_code
+        == 401
+    )
+    admin = {"authorization": f"Bearer {DEFAULT_ADMIN_TOKEN}"}
+    matchers = httpx.get(f"{cluster.router_url}/stats/matchers", headers=admin, timeout=30).json()[
+        "matchers"
+    ]
     assert [(m["ordinal"], m["reachable"], m["subscriptions"]) for m in matchers] == [
         (0, True, placed[0]),
         (1, True, placed[1]),

@@ -98,7 +98,12 @@ def test_a_batch_whose_connection_drops_is_sent_once_more(redis_url: str, namesp
             await links.send(0, 3, BATCH)
         assert len(server.bodies) == 2
         assert server.bodies[0] == server.bodies[1]
-        assert orjson.loads(server.bodies[1]) == {"version": 3, "publications": BATCH}
+        assert orjson.loads(server.bodies[1]) == {
+            "version": 3,
+            "publisher": "",
+            "stream": "",
+            "publications": BATCH,
+        }
 
     asyncio.run(scenario())
 

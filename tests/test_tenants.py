@@ -309,18 +309,22 @@ def test_a_batch_over_the_quota_stores_nothing(
     ("items", "refused"),
     [
         (
-            [("query", "alpha beta", HOOK), ("pattern", "abc*def", HOOK), ("query", "gamma", HOOK)],
+            [
+                ("query", "alpha beta", HOOK, ""),
+                ("pattern", "abc*def", HOOK, ""),
+                ("query", "gamma", HOOK, ""),
+            ],
             r"subscription 1: .*the 1 stored before it were withdrawn",
         ),
         # The second alternative of the first query does not fit: its first is withdrawn.
         (
-            [("query", "alpha OR beta", HOOK), ("query", "gamma", HOOK)],
+            [("query", "alpha OR beta", HOOK, ""), ("query", "gamma", HOOK, "")],
             r"subscription 0: .*the 1 stored before it were withdrawn",
         ),
     ],
 )
 def test_a_batch_that_fails_halfway_withdraws_what_it_stored(
-    items: list[tuple[str, str, str]],
+    items: list[tuple[str, str, str, str]],
     refused: str,
     redis_url: str,
     namespace: str,

@@ -88,12 +88,12 @@ class RouterClient:
         await self._http.aclose()
 
     async def subscribe(
-        self, query: str, callback_url: str, *, kind: str = "query"
+        self, query: str, callback_url: str, *, kind: str = "query", stream: str | None = None
     ) -> dict[str, Any]:
-        """Register a keyword subscription, or a wildcard pattern with ``kind="pattern"``."""
-        result: dict[str, Any] = await self._call(
-            "POST", "/subscriptions", json={kind: query, "callback_url": callback_url}
-        )
+        """Register a keyword subscription, or a wildcard pattern with ``kind="pattern"``; to the
+        publications of shared ``stream`` if given, else to the tenant's own."""
+        body = {kind: query, "callback_url": callback_url} | ({"stream": stream} if stream else {})
+        result: dict[str, Any] = await self._call("POST", "/subscriptions", json=body)
         return result
 
     async def unsubscribe(self, sub_id: str) -> None:
@@ -157,11 +157,40 @@ class RouterClient:
             "DELETE", f"/admin/tenants/{quote(tenant, safe='')}/keys/{quote(key_id, safe='')}"
         )
 
-    async def publish(self, publications: Sequence[dict[str, str]]) -> dict[str, Any]:
+    # Shared streams (admin): who may publish to them and subscribe to them.
+    async def create_stream(self, stream: str) -> dict[str, Any]:
+        result: dict[str, Any] = await self._call("POST", "/admin/streams", json={"stream": stream})
+        return result
+
+    async def streams(self) -> list[dict[str, Any]]:
+        """Every shared stream: ``{"stream", "grants": [{"tenant", "publish", "subscribe"}]}``."""
+        return list((await self._call("GET", "/admin/streams"))["streams"])
+
+    async def grant(
+        self, stream: str, tenant: str, *, publish: bool, subscribe: bool
+    ) -> dict[str, Any]:
+        """Give ``tenant`` exactly these rights on ``stream`` (taking subscribe away deletes its
+        subscriptions to the stream)."""
+        path = f"/admin/streams/{quote(stream, safe='')}/grants/{quote(tenant, safe='')}"
+        result: dict[str, Any] = await self._call(
+            "PUT", path, json={"publish": publish, "subscribe": subscribe}
+        )
+        return result
+
+    async def delete_stream(self, stream: str) -> None:
+        await self._call("DELETE", f"/admin/streams/{quote(stream, safe='')}")
+
+    async def publish(
+        self, publications: Sequence[dict[str, str]], *, stream: str | None = None
+    ) -> dict[str, Any]:
+        """Publish a batch to the tenant's own subscriptions, or to shared ``stream``."""
+        body: dict[str, Any] = {"publications": list(publications)}
+        if stream:
+            body["stream"] = stream
         result: dict[str, Any] = await self._call(
             "POST",
             "/publications",
-            content=orjson.dumps({"publications": list(publications)}),
+            content=orjson.dumps(body),
             headers={"content-type": "application/json"},
         )
         return result
@@ -185,12 +214,16 @@ class RouterClient:
         *,
         kind: str = "query",
         progress: bool = True,
+        stream: str | None = None,
     ) -> list[dict[str, Any]]:
         """Register many subscriptions through the batch endpoint, in order."""
         bar = Progress("subscribing", len(queries), enabled=progress)
+        shared = {"stream": stream} if stream else {}
 
         async def one(chunk: Sequence[str]) -> list[dict[str, Any]]:
-            body = {"subscriptions": [{kind: q, "callback_url": callback_url} for q in chunk]}
+            body = {
+                "subscriptions": [{kind: q, "callback_url": callback_url} | shared for q in chunk]
+            }
             answer = await self._call("POST", "/subscriptions/batch", json=body)
             bar.advance(len(chunk))
             created: list[dict[str, Any]] = answer["subscriptions"]
@@ -231,6 +264,7 @@ class RouterClient:
         batch: int = 500,
         progress: bool = True,
         tries: int = PUBLISH_TRIES,
+        stream: str | None = None,
     ) -> int:
         """Publish in batches of ``batch``, ``tries`` times at most each.
 
@@ -249,7 +283,7 @@ class RouterClient:
             pause = FIRST_PAUSE_S
             for attempt in range(1, tries + 1):
                 try:
-                    await self.publish(named)
+                    await self.publish(named, stream=stream)
                     break
                 except (ApiError, RouterUnreachable) as exc:
                     refused = exc if isinstance(exc, ApiError) else None

@@ -8,22 +8,28 @@
     │   │   └── UnresolvableCallback   a callback host that does not resolve (now)
     │   └── LimitExceeded       a per-tenant quota is used up
     ├── Unauthenticated         no API key, or one wordcast does not know (HTTP 401)
+    ├── Forbidden               a tenant without the grant a shared stream needs (HTTP 403)
     ├── NotFound                no such subscription (HTTP 404)
-    ├── StoreUnavailable        Redis could not be reached or failed (HTTP 503)
-    │   └── MappingUnconfirmed  a router that could not report its mapping version lately
-    │                           stops routing until it can (HTTP 503)
+    ├── Conflict                a name taken already (a shared stream; HTTP 409)
+    ├── RateLimited             over the tenant's publication rate (HTTP 429, Retry-After)
+    ├── Unavailable             cannot be done now; retry (HTTP 503)
+    │   ├── StoreUnavailable    Redis could not be reached or failed
+    │   │   └── MappingUnconfirmed  a router that could not report its mapping version lately
+    │   │                           stops routing until it can
+    │   ├── MatcherUnavailable  a matcher did not accept a routed batch, or could not catch up
+    │   │                       with the subscription events
+    │   └── Overloaded          a matcher's outbox or Redis's memory is full (back-pressure)
     ├── StaleMapping            a placement was planned for mapping versions no longer in use
     │                           (the router plans again; never reaches a client)
     ├── MappingError            a mapping version that cannot be used (unknown version, or one
     │                           for matchers not started); the CLI and the Spark job report it
-    ├── MatcherUnavailable      a matcher did not accept a routed batch (HTTP 503), or could
-    │                           not catch up with the subscription events
     ├── KubernetesUnavailable   the Kubernetes API did not tell a StatefulSet's replicas (the
     │                           router retries; ``wordcast drain`` reports it)
     └── CorpusNotFound          the shared corpora are not where ``WORDCAST_CORPUS_DIR`` or the
                                 default places say (the demo, ``--corpus`` options, benchmarks)
 
-Routes turn these into HTTP errors; nothing below the routes knows about HTTP.
+Each service maps them to HTTP answers once (:mod:`wordcast.services.errors`); nothing below the
+services knows about HTTP.
 """
 
 from __future__ import annotations
@@ -65,11 +71,33 @@ class Unauthenticated(WordcastError):
     """A request without a valid API key (or admin token)."""
 
 
+class Forbidden(WordcastError):
+    """An authenticated tenant asking for what it has no grant for."""
+
+
 class NotFound(WordcastError, LookupError):
     pass
 
 
-class StoreUnavailable(WordcastError):
+class Conflict(WordcastError):
+    """A name that is taken already."""
+
+
+class RateLimited(WordcastError):
+    def __init__(self, message: str, retry_after_s: float) -> None:
+        super().__init__(message)
+        self.retry_after_s = retry_after_s
+
+
+class Unavailable(WordcastError):
+    """Cannot be done now; the same request may succeed later."""
+
+
+class Overloaded(Unavailable):
+    """A matcher refusing routed batches until its deliveries catch up (back-pressure)."""
+
+
+class StoreUnavailable(Unavailable):
     """The system of record (Redis) failed; the operation may be retried."""
 
 
@@ -85,7 +113,7 @@ class MappingError(WordcastError, ValueError):
     """A mapping version that does not exist or does not fit the cluster."""
 
 
-class MatcherUnavailable(WordcastError):
+class MatcherUnavailable(Unavailable):
     def __init__(self, matcher: int, reason: str, failed: str = "did not accept the batch") -> None:
         super().__init__(f"matcher {matcher} {failed}: {reason}")
         self.matcher = matcher

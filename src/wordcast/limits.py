@@ -8,6 +8,15 @@ MAX_BATCH_PUBLICATIONS = 1_000
 MAX_BATCH_SUBSCRIPTIONS = 1_000
 MAX_CALLBACK_URL_CHARS = 2_048
 MAX_REQUEST_BYTES = 8 * 1024 * 1024
+# A routed batch carries a request's texts again, with their analysed terms (at most about
+# twice the text): a matcher takes up to four times a request.
+MAX_ROUTED_BATCH_BYTES = 4 * MAX_REQUEST_BYTES
+# A delivery message holds up to 500 matches with their texts (at most 16,384 characters, up to
+# 6 bytes each once JSON escapes them): the demo receiver takes up to this.
+MAX_MESSAGE_BYTES = 64 * 1024 * 1024
+# What a matcher reads of a webhook's answer before it closes the connection: the status and
+# headers (Retry-After) are all it needs.
+MAX_WEBHOOK_RESPONSE_BYTES = 4 * 1024
 MAX_PATTERN_CHARS = 256
 MAX_PATTERN_PHRASES = 16
 MIN_PATTERN_ANCHOR_CHARS = 3

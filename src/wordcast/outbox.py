@@ -27,6 +27,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
 import redis.asyncio as aioredis
 from redis.exceptions import ResponseError
 
@@ -72,12 +73,16 @@ class Message:
         )
 
 
-def webhook_id(pairs: Iterable[tuple[str, str]]) -> str:
-    """Stable for a set of (subscription, publication) matches, whoever computes it."""
-    digest = hashlib.sha256()
-    for subscription_id, publication_id in sorted(pairs):
-        digest.update(subscription_id.encode() + b"\0" + publication_id.encode() + b"\n")
-    return "msg_" + digest.hexdigest()[:32]
+def webhook_id(pairs: Iterable[tuple[str, str]], publisher: str = "", stream: str = "") -> str:
+    """Stable for a set of (subscription, publication) matches of one publisher's publications
+    to one stream, whoever computes it.
+
+    A publication id is its publisher's: the same id from two tenants names two publications,
+    so the publisher and the stream are part of what is hashed, and the whole is hashed as JSON,
+    which no id can make ambiguous (ids once went in between NUL and newline separators, which
+    an id holding them could imitate)."""
+    encoded = orjson.dumps([publisher, stream, sorted(pairs)])
+    return "msg_" + hashlib.sha256(encoded).hexdigest()[:32]
 
 
 @dataclass(frozen=True, slots=True)

@@ -26,6 +26,19 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+STREAM_PATTERN = r"^[A-Za-z0-9_.-]+$"
+StreamName = Annotated[
+    str,
+    Field(
+        min_length=1,
+        max_length=64,
+        pattern=STREAM_PATTERN,
+        description="A shared stream an admin made (letters, digits, _ . -).",
+        examples=["news"],
+    ),
+]
+
+
 class SubscriptionIn(_Strict):
     """Exactly one of ``query`` (keywords) and ``pattern`` (a wildcard string)."""
 
@@ -51,6 +64,11 @@ class SubscriptionIn(_Strict):
     callback_url: CallbackUrl = Field(
         description="http(s) URL that receives the matches as POST requests.",
         examples=["https://example.com/hooks/wordcast"],
+    )
+    stream: StreamName | None = Field(
+        default=None,
+        description="Match the publications of this shared stream (your tenant needs its "
+        "subscribe grant) instead of your own tenant's.",
     )
 
     @model_validator(mode="after")
@@ -105,6 +123,10 @@ class SubscriptionOut(BaseModel):
         default=None, description="The literal run of a pattern that routes publications to it."
     )
     callback_url: str
+    stream: str | None = Field(
+        default=None,
+        description="The shared stream it listens to; null for your own tenant's publications.",
+    )
     matcher: int = Field(description="The matcher the subscription was placed on.")
     secret: str | None = Field(
         default=None,
@@ -151,6 +173,34 @@ class TenantIn(_Strict):
     tenant: str = Field(min_length=1, max_length=64, pattern=TENANT_PATTERN)
 
 
+class StreamIn(_Strict):
+    stream: StreamName
+
+
+class GrantIn(_Strict):
+    publish: bool = Field(default=False, description="May publish to the stream.")
+    subscribe: bool = Field(
+        default=False,
+        description="May subscribe to the stream. Taking it away deletes the tenant's "
+        "subscriptions to the stream.",
+    )
+
+
+class GrantOut(BaseModel):
+    tenant: str
+    publish: bool
+    subscribe: bool
+
+
+class StreamOut(BaseModel):
+    stream: str
+    grants: list[GrantOut] = Field(description="By tenant name.")
+
+
+class StreamsOut(BaseModel):
+    streams: list[StreamOut]
+
+
 class TenantKey(BaseModel):
     tenant: str
     api_key: str = Field(description="Send as Authorization: Bearer <api_key>; shown only once.")
@@ -172,9 +222,20 @@ class PublicationIn(_Strict):
         default=None,
         min_length=1,
         max_length=limits.MAX_PUBLICATION_ID_CHARS,
-        description="Your id for the publication; one is generated when omitted.",
+        description="Your id for the publication (printable characters; one is generated when "
+        "omitted). It is yours: another tenant's publication with the same id is another "
+        "publication.",
     )
     text: str = Field(max_length=limits.MAX_TEXT_CHARS)
+
+    @field_validator("id")
+    @classmethod
+    def _printable(cls, value: str | None) -> str | None:
+        # Control characters (NUL, newlines) have no place in an id that goes into logs, and
+        # into headers a receiver may print.
+        if value is not None and not value.isprintable():
+            raise ValueError("a publication id may hold only printable characters")
+        return value
 
 
 class PublicationsIn(_Strict):
@@ -183,12 +244,20 @@ class PublicationsIn(_Strict):
     publications: list[PublicationIn] = Field(
         min_length=1, max_length=limits.MAX_BATCH_PUBLICATIONS
     )
+    stream: StreamName | None = Field(
+        default=None,
+        description="Publish to this shared stream (your tenant needs its publish grant); "
+        "without it, the publications meet only your own tenant's subscriptions.",
+    )
 
     @model_validator(mode="before")
     @classmethod
     def _single_publication(cls, data: Any) -> Any:
         if isinstance(data, dict) and "publications" not in data and "text" in data:
-            return {"publications": [data]}
+            single = {k: v for k, v in data.items() if k != "stream"}
+            return {"publications": [single]} | (
+                {"stream": data["stream"]} if "stream" in data else {}
+            )
         return data
 
     @field_validator("publications")
@@ -227,6 +296,10 @@ class RoutedPublication(BaseModel):
 
 class MatchRequest(BaseModel):
     version: int = Field(default=0, ge=0, description="The mapping version that routed the batch.")
+    publisher: str = Field(default="", max_length=64, description="The tenant that published it.")
+    stream: str = Field(
+        default="", max_length=64, description="The shared stream it went to; '' for none."
+    )
     publications: list[RoutedPublication]
 
 
@@ -251,7 +324,9 @@ ERRORS: dict[int | str, dict[str, Any]] = {
     code: {"model": ErrorOut, "description": description}
     for code, description in {
         401: "No API key, or an unknown one",
+        403: "Your tenant has no grant for this shared stream",
         404: "No such resource (or another tenant's)",
+        409: "The name is taken already",
         413: "Request body too large",
         422: "Invalid input; nothing was changed",
         429: "Over the tenant's rate limit; see Retry-After",

@@ -27,6 +27,9 @@ Keys (all under a namespace, ``wordcast`` by default, so several clusters can sh
 ``{ns}:apikey:{sha256}``    the tenant an API key belongs to, under the key's SHA-256 (keys are not kept)
 ``{ns}:tenant:{t}:keys``    hash key id -> "sha256 created": tenant t's API keys, for listing and
                             revoking them (the id is the hash's first 16 hex digits)
+``{ns}:streams``            set of the names of the shared streams an admin made
+``{ns}:stream:{s}:grants``  hash tenant -> "publish subscribe" (either or both): who may publish
+                            to shared stream s and who may subscribe to it
 ``{ns}:events``             stream of subscription changes (add, del, and move when a mapping change
                             re-places a subscription), in commit order
 ``{ns}:publications``       bounded stream of sampled analysed publications (time, terms) that the
@@ -71,14 +74,14 @@ API_KEY_ID_CHARS = 16  # of the key's SHA-256: names a key without telling anyth
 
 # Keyword scripts. KEYS: 1 record, 2 s(W), 3 events, 4 tenant's set, 5 mapping window, then for each
 # matcher of the placements its subscription set and its word map H(i); those matchers' ordinals
-# are the last ARGV (from ARGV[13] for the add, ARGV[4] for the delete), for the event to name.
+# are the last ARGV (from ARGV[14] for the add, ARGV[4] for the delete), for the event to name.
 _ADD = """
 if redis.call('EXISTS', KEYS[1]) == 1 then return false end
 if (redis.call('GET', KEYS[5]) or '0 0') ~= ARGV[12] then return -1 end
 if redis.call('SCARD', KEYS[4]) >= tonumber(ARGV[9]) then return 0 end
 redis.call('HSET', KEYS[1], 'query', ARGV[3], 'terms', ARGV[4], 'callback_url', ARGV[5],
            'matcher', ARGV[2], 'created', ARGV[6], 'tenant', ARGV[8], 'secret', ARGV[10],
-           'placements', ARGV[11])
+           'placements', ARGV[11], 'stream', ARGV[13])
 redis.call('SADD', KEYS[4], ARGV[1])
 local held = {}
 for k = 6, #KEYS, 2 do
@@ -87,7 +90,7 @@ for k = 6, #KEYS, 2 do
   for term in string.gmatch(ARGV[4], '%S+') do
     if redis.call('HINCRBY', KEYS[k + 1], term, 1) == 1 then new[#new + 1] = term end
   end
-  if #new > 0 then held[#held + 1] = ARGV[13 + (k - 6) / 2] .. ' ' .. table.concat(new, ' ') end
+  if #new > 0 then held[#held + 1] = ARGV[14 + (k - 6) / 2] .. ' ' .. table.concat(new, ' ') end
 end
 local born = {}
 for term in string.gmatch(ARGV[4], '%S+') do
@@ -96,7 +99,7 @@ end
 return redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[7], '*', 'op', 'add', 'sub', ARGV[1],
                   'matcher', ARGV[2], 'terms', ARGV[4], 'callback_url', ARGV[5], 'query', ARGV[3],
                   'words', table.concat(born, ' '), 'tenant', ARGV[8], 'placements', ARGV[11],
-                  'held', table.concat(held, '\\n'))
+                  'held', table.concat(held, '\\n'), 'stream', ARGV[13])
 """
 
 _DELETE = """
@@ -158,10 +161,10 @@ for k = 3, #KEYS, 2 do
   end
 end
 redis.call('HSET', KEYS[1], 'placements', ARGV[3], 'matcher', ARGV[4])
-local f = redis.call('HMGET', KEYS[1], 'query', 'callback_url', 'tenant')
+local f = redis.call('HMGET', KEYS[1], 'query', 'callback_url', 'tenant', 'stream')
 return redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[6], '*', 'op', 'move', 'sub', ARGV[1],
                   'matcher', ARGV[4], 'terms', terms, 'query', f[1], 'callback_url', f[2],
-                  'tenant', f[3], 'placements', ARGV[3], 'words', '',
+                  'tenant', f[3], 'stream', f[4] or '', 'placements', ARGV[3], 'words', '',
                   'held', table.concat(held, '\\n'), 'dropped', table.concat(dropped, '\\n'))
 """
 
@@ -172,7 +175,7 @@ if (redis.call('GET', KEYS[7]) or '0 0') ~= ARGV[11] then return -1 end
 if redis.call('SCARD', KEYS[6]) >= tonumber(ARGV[9]) then return 0 end
 redis.call('HSET', KEYS[1], 'pattern', ARGV[3], 'anchor', ARGV[4], 'callback_url', ARGV[5],
            'matcher', ARGV[2], 'created', ARGV[6], 'terms', '', 'tenant', ARGV[8],
-           'secret', ARGV[10])
+           'secret', ARGV[10], 'stream', ARGV[12])
 redis.call('SADD', KEYS[2], ARGV[1])
 redis.call('SADD', KEYS[6], ARGV[1])
 redis.call('HINCRBY', KEYS[4], ARGV[2], 1)
@@ -180,7 +183,8 @@ local born = ''
 if redis.call('HINCRBY', KEYS[3], ARGV[4], 1) == 1 then born = ARGV[2] end
 return redis.call('XADD', KEYS[5], 'MAXLEN', '~', ARGV[7], '*', 'op', 'add', 'sub', ARGV[1],
                   'matcher', ARGV[2], 'pattern', ARGV[3], 'anchor', ARGV[4], 'terms', '',
-                  'callback_url', ARGV[5], 'anchor_joined', born, 'tenant', ARGV[8])
+                  'callback_url', ARGV[5], 'anchor_joined', born, 'tenant', ARGV[8],
+                  'stream', ARGV[12])
 """
 
 # Pattern scripts after the add. KEYS: 1 record, 2 events, 3 pattern loads, 4 tenant's set, then for
@@ -232,10 +236,10 @@ for k = 5, #KEYS, 2 do
   end
 end
 redis.call('HSET', KEYS[1], 'placements', ARGV[3], 'matcher', ARGV[4])
-local f = redis.call('HMGET', KEYS[1], 'pattern', 'callback_url', 'tenant')
+local f = redis.call('HMGET', KEYS[1], 'pattern', 'callback_url', 'tenant', 'stream')
 return redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[6], '*', 'op', 'move', 'sub', ARGV[1],
                   'matcher', ARGV[4], 'pattern', f[1], 'anchor', anchor, 'terms', '',
-                  'callback_url', f[2], 'tenant', f[3], 'placements', ARGV[3],
+                  'callback_url', f[2], 'tenant', f[3], 'stream', f[4] or '', 'placements', ARGV[3],
                   'anchor_joined', table.concat(joined, ' '), 'anchor_left', table.concat(left, ' '))
 """
 
@@ -263,10 +267,16 @@ class Subscription:
     tenant: str = ""
     secret: str = field(default="", repr=False)
     placements: tuple[Placement, ...] = ()
+    stream: str = ""  # a shared stream it listens to; "" for its own tenant's publications
 
     @property
     def is_pattern(self) -> bool:
         return bool(self.pattern)
+
+    @property
+    def audience(self) -> str:
+        """Whose publications it matches: :func:`audience` of its stream, or of its tenant."""
+        return audience(self.tenant, self.stream)
 
     @property
     def matchers(self) -> list[int]:
@@ -292,6 +302,14 @@ class SubscriptionEvent:
     anchor_left: tuple[int, ...] = ()
     held: tuple[tuple[int, tuple[str, ...]], ...] = ()
     dropped: tuple[tuple[int, tuple[str, ...]], ...] = ()
+
+
+def audience(publisher: str, stream: str) -> str:
+    """The publications a subscription meets: a shared stream's, or else its own tenant's.
+
+    A publication sent to a stream reaches the subscriptions to that stream; one sent without a
+    stream reaches only its publisher's own subscriptions (tenants stay apart by default)."""
+    return f"stream:{stream}" if stream else f"tenant:{publisher}"
 
 
 def event_order(event_id: str) -> tuple[int, int]:
@@ -463,6 +481,76 @@ class SubscriptionStore:
         with translated("counting revoked API keys"):
             return int(await self.client.get(self.key_revocations_key) or 0)
 
+    # -- shared streams -------------------------------------------------------------------------
+    @property
+    def streams_key(self) -> str:
+        return f"{self.ns}:streams"
+
+    def stream_grants_key(self, stream: str) -> str:
+        return f"{self.ns}:stream:{stream}:grants"
+
+    async def create_stream(self, stream: str) -> bool:
+        """Make a shared stream with no grants; False if it exists already."""
+        with translated("creating a stream"):
+            return bool(await self.client.sadd(self.streams_key, stream))
+
+    async def streams(self) -> dict[str, dict[str, tuple[bool, bool]]]:
+        """Every shared stream: tenant -> (may publish, may subscribe)."""
+        with translated("listing streams"):
+            names = sorted(await self.client.smembers(self.streams_key))
+            pipe = self.client.pipeline(transaction=False)
+            for name in names:
+                pipe.hgetall(self.stream_grants_key(name))
+            grants = await pipe.execute() if names else []
+        return {
+            name: {tenant: _grant(value) for tenant, value in found.items()}
+            for name, found in zip(names, grants, strict=True)
+        }
+
+    async def stream_grants(self, stream: str) -> dict[str, tuple[bool, bool]]:
+        """A shared stream's grants: tenant -> (may publish, may subscribe). NotFound if none."""
+        with translated("reading a stream"):
+            async with self.client.pipeline(transaction=False) as pipe:
+                pipe.sismember(self.streams_key, stream)
+                pipe.hgetall(self.stream_grants_key(stream))
+                exists, found = await pipe.execute()
+        if not exists:
+            raise NotFound(f"no stream named {stream!r}")
+        return {tenant: _grant(value) for tenant, value in found.items()}
+
+    async def grant(self, stream: str, tenant: str) -> tuple[bool, bool]:
+        """What ``tenant`` may do with ``stream``: (publish, subscribe); nothing for an unknown
+        stream."""
+        with translated("reading a stream grant"):
+            value = await self.client.hget(self.stream_grants_key(stream), tenant)
+        return _grant(value or "")
+
+    async def set_grant(self, stream: str, tenant: str, publish: bool, subscribe: bool) -> None:
+        """Give ``tenant`` exactly these rights on ``stream`` (NotFound for an unknown stream).
+        Counted as a revocation, so routers forget the grants they remember."""
+        value = " ".join(
+            name for name, on in (("publish", publish), ("subscribe", subscribe)) if on
+        )
+        with translated("granting a stream"):
+            if not await self.client.sismember(self.streams_key, stream):
+                raise NotFound(f"no stream named {stream!r}")
+            async with self.client.pipeline(transaction=True) as pipe:
+                if value:
+                    pipe.hset(self.stream_grants_key(stream), tenant, value)
+                else:
+                    pipe.hdel(self.stream_grants_key(stream), tenant)
+                pipe.incr(self.key_revocations_key)
+                await pipe.execute()
+
+    async def drop_stream(self, stream: str) -> None:
+        """Forget a shared stream and its grants (the subscriptions to it are deleted first)."""
+        with translated("deleting a stream"):
+            async with self.client.pipeline(transaction=True) as pipe:
+                pipe.srem(self.streams_key, stream)
+                pipe.delete(self.stream_grants_key(stream))
+                pipe.incr(self.key_revocations_key)
+                await pipe.execute()
+
     async def tenant_for(self, key_hash: str) -> str | None:
         with translated("checking an API key"):
             tenant = await self.client.get(self.api_key_key(key_hash))
@@ -509,7 +597,10 @@ class SubscriptionStore:
             args = [sub.id, sub.matcher, sub.query, " ".join(sub.terms)]
         args += [sub.callback_url, repr(sub.created), EVENTS_MAXLEN, sub.tenant, tenant_limit]
         args.append(sub.secret)
-        args += [window] if sub.is_pattern else [encode(sub.placements), window, *sub.matchers]
+        if sub.is_pattern:
+            args += [window, sub.stream]
+        else:
+            args += [encode(sub.placements), window, sub.stream, *sub.matchers]
         with translated("storing a subscription"):
             event_id = await script(keys=keys, args=args)
         if event_id == -1:
@@ -871,7 +962,13 @@ def _subscription(sub_id: str, fields: dict[str, str]) -> Subscription:
         anchor=fields.get("anchor", ""),
         tenant=fields.get("tenant", ""),
         placements=decode(fields["placements"]) if fields.get("placements") else (),
+        stream=fields.get("stream", ""),
     )
+
+
+def _grant(value: str) -> tuple[bool, bool]:
+    words = value.split()
+    return "publish" in words, "subscribe" in words
 
 
 def _event(event_id: str, fields: dict[str, str]) -> SubscriptionEvent:

@@ -24,11 +24,14 @@ import orjson
 import uvicorn
 from standardwebhooks import Webhook, WebhookVerificationError
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from . import limits
 from .client import RouterClient
+from .services.common import BodySizeLimit, header_timeout
 
 # A delivery can arrive before the answer that names its subscription (a publication routed
 # meanwhile); it waits this long for the registration to finish, then is refused for a retry.
@@ -132,8 +135,11 @@ class Watcher:
         """Watch until ``count`` matches were shown, ``seconds`` passed or the task is cancelled
         (Ctrl-C); returns the number shown."""
         self._limit = count
-        app = Starlette(routes=[Route("/hook", self._hook, methods=["POST"])])
-        config = uvicorn.Config(app, log_level="warning", lifespan="off")
+        app = Starlette(
+            routes=[Route("/hook", self._hook, methods=["POST"])],
+            middleware=[Middleware(BodySizeLimit, max_bytes=limits.MAX_MESSAGE_BYTES)],
+        )
+        config = uvicorn.Config(app, log_level="warning", lifespan="off", http=header_timeout(10.0))
         server = _Server(config)
         serving = asyncio.create_task(server.serve(sockets=[self._socket]))
         try:

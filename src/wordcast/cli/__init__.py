@@ -23,12 +23,14 @@ wordcast subscriptions [--json]                     list your subscriptions
 wordcast unsubscribe ID... | --all                  delete subscriptions
 wordcast secret ID                                  rotate a subscription's signing secret
 wordcast publish TEXT... | --corpus N | --json      publish texts, corpus posts, or JSON lines
-                                                    ({"id", "text"}) read from stdin
+                                                    ({"id", "text"}) read from stdin; --stream S
+                                                    to a shared stream
 wordcast watch QUERY... [--pattern P]               subscribe, show matches as they are
                                                     delivered, unsubscribe on Ctrl-C
 wordcast deadletters | replay ID... | replay --all  deliveries given up on; send them again
 wordcast status                                     mapping version, spread, imbalance, loads
 wordcast tenant create|keys|revoke NAME [KEY_ID]    a tenant's API keys (admin token)
+wordcast stream create|list|grant|revoke|delete …   shared streams between tenants (admin)
 wordcast bench NAME [ARGS]                          run a benchmark of the source checkout
 wordcast learn                                      learn a routing mapping with Spark
 wordcast termstats --out FILE                       term statistics with Spark (for QueryNote)

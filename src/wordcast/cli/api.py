@@ -12,7 +12,9 @@ from typing import TYPE_CHECKING, Any
 
 from .. import limits
 from .common import (
+    add_admin_token_option,
     add_router_option,
+    admin_token,
     against_router,
     counted,
     fail,
@@ -36,12 +38,18 @@ def cmd_subscribe(args: argparse.Namespace) -> int:
                 posts = sample_posts(20_000, seed=args.seed)
                 if args.patterns:
                     patterns = post_patterns(posts, args.from_corpus, seed=args.seed)
-                    return await client.subscribe_many(patterns, args.callback, kind="pattern")
+                    return await client.subscribe_many(
+                        patterns, args.callback, kind="pattern", stream=args.stream
+                    )
                 queries = post_queries(posts, args.from_corpus, seed=args.seed)
-                return await client.subscribe_many(queries, args.callback)
+                return await client.subscribe_many(queries, args.callback, stream=args.stream)
             if args.pattern is not None:
-                return [await client.subscribe(args.pattern, args.callback, kind="pattern")]
-            return [await client.subscribe(" ".join(args.query), args.callback)]
+                return [
+                    await client.subscribe(
+                        args.pattern, args.callback, kind="pattern", stream=args.stream
+                    )
+                ]
+            return [await client.subscribe(" ".join(args.query), args.callback, stream=args.stream)]
 
     if sum(map(bool, (args.query, args.from_corpus, args.pattern is not None))) != 1:
         return fail("give one of QUERY, --pattern PATTERN or --from-corpus N")
@@ -222,7 +230,7 @@ def cmd_publish(args: argparse.Namespace) -> int:
         async with RouterClient(args.router) as client:
             # One request shows no progress worth a line.
             return await client.publish_many(
-                posts, batch=args.batch, progress=len(posts) > args.batch
+                posts, batch=args.batch, progress=len(posts) > args.batch, stream=args.stream
             )
 
     count, error = against_router(args.router, run())
@@ -331,11 +339,21 @@ def cmd_status(args: argparse.Namespace) -> int:
         f"CV {mapping['cv']:.2f}"
     )
     try:
-        answer = httpx.get(f"{args.router}/stats/matchers", timeout=10)
+        answer = httpx.get(
+            f"{args.router}/stats/matchers",
+            headers={"authorization": f"Bearer {admin_token(args)}"},
+            timeout=10,
+        )
+        if answer.status_code == 401:
+            print(
+                "(each matcher's subscriptions and deliveries need the admin token: "
+                "--admin-token or $WORDCAST_ADMIN_TOKEN)",
+                file=sys.stderr,
+            )
         answer.raise_for_status()
         held = {m["ordinal"]: m for m in answer.json()["matchers"]}
     except (httpx.HTTPError, ValueError, KeyError):
-        held = {}  # a router of an older version: the loads alone
+        held = {}  # refused, or a router of an older version: the loads alone
     loads = mapping["loads"]
     for matcher in range(max(len(loads), len(held))):
         routed = f"{loads[matcher]:,} publications" if matcher < len(loads) else "not routed to"
@@ -390,6 +408,11 @@ def register(sub: Any) -> None:
         "--seed", type=int, default=0, help="with --from-corpus: which posts are drawn"
     )
     add_router_option(subscribe)
+    subscribe.add_argument(
+        "--stream",
+        help="match the publications of this shared stream (your tenant needs its subscribe "
+        "grant) instead of your own tenant's",
+    )
     subscribe.set_defaults(func=cmd_subscribe)
 
     def command(name: str, summary: str, func: Callable[[argparse.Namespace], int]) -> Any:
@@ -439,10 +462,16 @@ def register(sub: Any) -> None:
         help='standard input is one JSON object per line: {"id": …, "text": …} (id optional)',
     )
     add_router_option(publish)
+    publish.add_argument(
+        "--stream",
+        help="publish to this shared stream (your tenant needs its publish grant); without it "
+        "the publications meet only your own tenant's subscriptions",
+    )
     publish.set_defaults(func=cmd_publish)
 
     status = sub.add_parser("status", help="mapping version, spread, imbalance, matcher loads")
     add_router_option(status)
+    add_admin_token_option(status)
     status.set_defaults(func=cmd_status)
 
     watch = sub.add_parser(

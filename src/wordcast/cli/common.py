@@ -9,7 +9,10 @@ import signal
 import sys
 from collections.abc import Callable, Coroutine
 from types import FrameType
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
+
+if TYPE_CHECKING:
+    from ..services.common import ServiceSettings
 
 T = TypeVar("T")
 
@@ -22,6 +25,21 @@ def add_router_option(parser: Any) -> None:
         default=DEFAULT_ROUTER,
         help="the router's URL (default: $WORDCAST_URL, else http://127.0.0.1:8000)",
     )
+
+
+def add_admin_token_option(parser: Any) -> None:
+    parser.add_argument(
+        "--admin-token",
+        help="the routers' admin token (default: $WORDCAST_ADMIN_TOKEN, else a development "
+        "cluster's)",
+    )
+
+
+def admin_token(args: argparse.Namespace) -> str:
+    """--admin-token, else $WORDCAST_ADMIN_TOKEN, else the token a development cluster accepts."""
+    from ..services.router.settings import DEFAULT_ADMIN_TOKEN
+
+    return str(args.admin_token or os.environ.get("WORDCAST_ADMIN_TOKEN") or DEFAULT_ADMIN_TOKEN)
 
 
 def whole(low: int = 1, high: int | None = None) -> Callable[[str], int]:
@@ -86,10 +104,10 @@ def service_settings(cls: Callable[[], S]) -> S:
         raise InvalidInput("; ".join(problems)) from None
 
 
-def serve(app: object, host: str, port: int, log_level: str) -> int:
+def serve(app: object, settings: ServiceSettings, log_level: str | None = None) -> int:
     import uvicorn
 
-    from ..services.common import tune_garbage_collection
+    from ..services.common import header_timeout, tune_garbage_collection
 
     # Here, not in the apps' lifespans: only a service process of its own should freeze what it
     # built (an app started inside a test run would freeze the test process's objects too).
@@ -99,11 +117,12 @@ def serve(app: object, host: str, port: int, log_level: str) -> int:
     # send on a connection the server is closing, and gets a reset instead of an answer.
     uvicorn.run(
         app,  # type: ignore[arg-type]
-        host=host,
-        port=port,
-        log_level=log_level,
+        host=settings.host,
+        port=settings.port,
+        log_level=log_level or settings.log_level,
         access_log=False,
         timeout_keep_alive=30,
+        http=header_timeout(settings.header_timeout_s),
         # A request still open on shutdown must not keep a matcher being removed alive for ever.
         timeout_graceful_shutdown=5,
     )

@@ -20,7 +20,7 @@ def cmd_router(_: argparse.Namespace) -> int:
     from ..services.router.settings import RouterSettings
 
     settings = service_settings(RouterSettings)
-    return serve(create_app(settings), settings.host, settings.port, settings.log_level)
+    return serve(create_app(settings), settings)
 
 
 def cmd_matcher(_: argparse.Namespace) -> int:
@@ -28,7 +28,7 @@ def cmd_matcher(_: argparse.Namespace) -> int:
     from ..services.matcher.settings import MatcherSettings
 
     settings = service_settings(MatcherSettings)
-    return serve(create_app(settings), settings.host, settings.port, settings.log_level)
+    return serve(create_app(settings), settings)
 
 
 def cmd_receiver(args: argparse.Namespace) -> int:
@@ -39,7 +39,7 @@ def cmd_receiver(args: argparse.Namespace) -> int:
         settings.port = args.port
     if args.quiet:
         settings.quiet = True
-    return serve(create_app(settings), settings.host, settings.port, "warning")
+    return serve(create_app(settings), settings, "warning")
 
 
 async def _demo(cluster: object, subscriptions: int, rate: float) -> None:

@@ -1,22 +1,22 @@
-"""``wordcast tenant``: tenants' API keys, made, listed and revoked with the admin token."""
+"""``wordcast tenant`` and ``wordcast stream``: tenants' API keys and shared streams' grants,
+managed with the admin token."""
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from datetime import UTC, datetime
 from typing import Any
 
-from .common import add_router_option, against_router, counted, fail
-
-
-def _admin_token(args: argparse.Namespace) -> str:
-    """--admin-token, else $WORDCAST_ADMIN_TOKEN, else the token a development cluster accepts."""
-    from ..services.router.settings import DEFAULT_ADMIN_TOKEN
-
-    return str(args.admin_token or os.environ.get("WORDCAST_ADMIN_TOKEN") or DEFAULT_ADMIN_TOKEN)
+from .common import (
+    add_admin_token_option,
+    add_router_option,
+    admin_token,
+    against_router,
+    counted,
+    fail,
+)
 
 
 def cmd_tenant(args: argparse.Namespace) -> int:
@@ -26,7 +26,7 @@ def cmd_tenant(args: argparse.Namespace) -> int:
     poll_s = RouterSettings.model_fields["key_revocation_poll_s"].default
 
     async def run() -> int:
-        async with RouterClient(args.router, api_key=_admin_token(args)) as client:
+        async with RouterClient(args.router, api_key=admin_token(args)) as client:
             if args.action == "create":
                 print(json.dumps(await client.create_tenant_key(args.tenant), indent=2))
                 print("the key is shown only now: keep it", file=sys.stderr)
@@ -54,6 +54,50 @@ def cmd_tenant(args: argparse.Namespace) -> int:
     return result
 
 
+def cmd_stream(args: argparse.Namespace) -> int:
+    from ..client import RouterClient
+
+    def show(stream: dict[str, Any]) -> None:
+        grants = ", ".join(
+            f"{g['tenant']} ({'+'.join(r for r in ('publish', 'subscribe') if g[r])})"
+            for g in stream["grants"]
+        )
+        print(f"{stream['stream']}: {grants or 'no grants'}")
+
+    async def run() -> int:
+        async with RouterClient(args.router, api_key=admin_token(args)) as client:
+            if args.action == "create":
+                show(await client.create_stream(args.stream))
+            elif args.action == "list":
+                for stream in await client.streams():
+                    show(stream)
+            elif args.action == "grant":
+                show(
+                    await client.grant(
+                        args.stream, args.tenant, publish=args.publish, subscribe=args.subscribe
+                    )
+                )
+            elif args.action == "revoke":
+                show(await client.grant(args.stream, args.tenant, publish=False, subscribe=False))
+            else:
+                await client.delete_stream(args.stream)
+                print(f"deleted stream {args.stream} and every subscription to it")
+        return 0
+
+    needs_tenant = args.action in ("grant", "revoke")
+    if args.action != "list" and not args.stream:
+        return fail(f"give the stream's name: wordcast stream {args.action} STREAM")
+    if needs_tenant != (args.tenant is not None):
+        return fail("give a TENANT with grant and revoke, and only with them")
+    if args.action == "grant" and not (args.publish or args.subscribe):
+        return fail("grant what: --publish, --subscribe or both")
+    result, error = against_router(args.router, run())
+    if error:
+        return fail(error)
+    assert result is not None
+    return result
+
+
 def register(sub: Any) -> None:
     """Add this module's command to the ``wordcast`` parser."""
     tenant = sub.add_parser(
@@ -66,10 +110,24 @@ def register(sub: Any) -> None:
     tenant.add_argument("action", choices=("create", "keys", "revoke"))
     tenant.add_argument("tenant", help="the tenant's name (letters, digits, _ . -)")
     tenant.add_argument("key_id", nargs="?", metavar="KEY_ID", help="with revoke: the key's id")
-    tenant.add_argument(
-        "--admin-token",
-        help="the routers' admin token (default: $WORDCAST_ADMIN_TOKEN, else a development "
-        "cluster's)",
-    )
+    add_admin_token_option(tenant)
     add_router_option(tenant)
     tenant.set_defaults(func=cmd_tenant)
+
+    stream = sub.add_parser(
+        "stream",
+        help="make shared streams and grant tenants publish/subscribe rights (admin)",
+        description="A tenant's publications meet only its own subscriptions, unless they are "
+        "published to a shared stream: `create` makes one, `grant` gives a tenant the right to "
+        "publish to it (--publish) and to subscribe to it (--subscribe), `revoke` takes both away "
+        "(and deletes the tenant's subscriptions to it), `delete` removes the stream and every "
+        "subscription to it.",
+    )
+    stream.add_argument("action", choices=("create", "list", "grant", "revoke", "delete"))
+    stream.add_argument("stream", nargs="?", help="the stream's name (letters, digits, _ . -)")
+    stream.add_argument("tenant", nargs="?", help="with grant and revoke: the tenant")
+    stream.add_argument("--publish", action="store_true", help="with grant: may publish to it")
+    stream.add_argument("--subscribe", action="store_true", help="with grant: may subscribe to it")
+    add_admin_token_option(stream)
+    add_router_option(stream)
+    stream.set_defaults(func=cmd_stream)

@@ -6,7 +6,7 @@ import asyncio
 import gc
 import logging
 import os
-from collections.abc import AsyncIterator, Callable, Coroutine
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from contextlib import asynccontextmanager
 from typing import Annotated, Any
 
@@ -19,8 +19,10 @@ from fastapi.routing import APIRoute
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import AliasChoices, Field, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
+from ..errors import Unavailable
 from ..netguard import AddressPolicy
 
 
@@ -70,6 +72,17 @@ class ServiceSettings(BaseSettings):
         description="Prefix of every Redis key, so several clusters can share one Redis.",
     )
     log_level: str = "info"
+    header_timeout_s: float = Field(
+        default=10.0,
+        gt=0,
+        description="A request's line and headers must arrive within this of the connection "
+        "opening (or the request's first byte), else the connection is closed.",
+    )
+    body_timeout_s: float = Field(
+        default=30.0,
+        gt=0,
+        description="A request's body must arrive within this of the first read, else 408.",
+    )
     callback_allow: Annotated[list[str], NoDecode] = Field(
         default=[],
         validation_alias=AliasChoices("WORDCAST_CALLBACK_ALLOW"),
@@ -122,7 +135,7 @@ async def wait_ready(ready: asyncio.Event, loading: str) -> None:
     try:
         await asyncio.wait_for(ready.wait(), READY_WAIT_S)
     except TimeoutError:
-        raise HTTPException(503, f"still {loading}") from None
+        raise Unavailable(f"still {loading}") from None
 
 
 # CPython collects its youngest generation after every 700 new containers. A batch of publications
@@ -183,27 +196,156 @@ async def validation_refused(request: Request, exc: Exception) -> Response:
     return JSONResponse({"detail": jsonable_encoder(errors)}, status_code=422)
 
 
-class BodySizeLimit:
-    """Refuses a request whose declared body is over the limit before anything reads it."""
+BODY_TIMEOUT_S = 30.0  # from the first read of a request's body to its last byte
 
-    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+
+class BodySizeLimit:
+    """Bounds every request body as it streams in, on every service.
+
+    A body declared (``Content-Length``) over ``max_bytes`` is refused with a 413 before anything
+    reads it. A body sent without a length (chunked) is counted as it arrives: the read that
+    takes it past the limit raises a 413, so at most ``max_bytes`` of it is ever held. A body
+    that takes longer than ``timeout_s`` to arrive is refused with a 408, so a client trickling
+    a byte at a time cannot hold a request open for ever. Once the body is complete, ``receive``
+    is passed through untouched (a streaming response waits on it for the client to leave).
+
+    The refusals are raised from inside the app's own ``receive`` calls, so the app's exception
+    handlers answer them as any other HTTP error.
+    """
+
+    def __init__(self, app: ASGIApp, max_bytes: int, timeout_s: float = BODY_TIMEOUT_S) -> None:
         self.app = app
         self.max_bytes = max_bytes
+        self.timeout_s = timeout_s
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http":
-            declared = dict(scope["headers"]).get(b"content-length")
-            if declared is not None and declared.isdigit() and int(declared) > self.max_bytes:
-                response = JSONResponse(
-                    {
-                        "detail": f"request body of {int(declared)} bytes is larger than the "
-                        f"{self.max_bytes}-byte limit"
-                    },
-                    status_code=413,
-                )
-                await response(scope, receive, send)
-                return
-        await self.app(scope, receive, send)
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        declared = dict(scope["headers"]).get(b"content-length")
+        if declared is not None and declared.isdigit() and int(declared) > self.max_bytes:
+            response = JSONResponse(
+                {"detail": self._too_large(f"request body of {int(declared)} bytes")},
+                status_code=413,
+            )
+            await response(scope, receive, send)
+            return
+        received = 0
+        complete = False
+        deadline: float | None = None
+
+        async def bounded_receive() -> Message:
+            nonlocal received, complete, deadline
+            if complete:
+                return await receive()
+            loop = asyncio.get_running_loop()
+            if deadline is None:
+                deadline = loop.time() + self.timeout_s
+            try:
+                async with asyncio.timeout_at(deadline):
+                    message = await receive()
+            except TimeoutError:
+                raise HTTPException(
+                    408, f"the request body did not arrive within {self.timeout_s:g} s"
+                ) from None
+            if message["type"] == "http.request":
+                received += len(message.get("body", b""))
+                if received > self.max_bytes:
+                    raise HTTPException(
+                        413, self._too_large(f"request body of over {received} bytes")
+                    )
+                complete = not message.get("more_body", False)
+            else:
+                complete = True  # disconnected
+            return message
+
+        await self.app(scope, bounded_receive, send)
+
+    def _too_large(self, what: str) -> str:
+        return f"{what} is larger than the {self.max_bytes}-byte limit"
+
+
+class HeaderTimeoutProtocol(HttpToolsProtocol):
+    """uvicorn's HTTP/1.1 protocol with a deadline for each request's headers.
+
+    uvicorn bounds how long an idle kept-alive connection stays open, but not how long a client
+    may take to send a request line and headers: a fresh connection that sends nothing, or a
+    header a byte at a time, stayed open for ever (500 such sockets held 500 descriptors for as
+    long as the clients liked). Here the headers must be complete within ``HEADER_TIMEOUT_S`` of
+    the connection opening or of the request's first byte, else the connection is closed.
+    :func:`header_timeout` makes the class for another deadline.
+    """
+
+    header_timeout_s = 10.0
+    _header_deadline: asyncio.TimerHandle | None = None
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self._arm_header_deadline()
+
+    def on_message_begin(self) -> None:
+        super().on_message_begin()
+        self._arm_header_deadline()
+
+    def on_headers_complete(self) -> None:
+        self._disarm_header_deadline()
+        super().on_headers_complete()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._disarm_header_deadline()
+        super().connection_lost(exc)
+
+    def _arm_header_deadline(self) -> None:
+        self._disarm_header_deadline()
+        self._header_deadline = self.loop.call_later(self.header_timeout_s, self._headers_late)
+
+    def _disarm_header_deadline(self) -> None:
+        if self._header_deadline is not None:
+            self._header_deadline.cancel()
+            self._header_deadline = None
+
+    def _headers_late(self) -> None:
+        self._header_deadline = None
+        if not self.transport.is_closing():
+            self.transport.close()
+
+
+def header_timeout(seconds: float) -> type[HeaderTimeoutProtocol]:
+    """:class:`HeaderTimeoutProtocol` with a deadline of ``seconds`` (uvicorn takes a class)."""
+    return type("HeaderTimeoutProtocol", (HeaderTimeoutProtocol,), {"header_timeout_s": seconds})
+
+
+Guard = Callable[[Request], Awaitable[object]]
+
+
+def bearer_token(request: Request) -> str | None:
+    """The token of an ``Authorization: Bearer …`` header, as HTTPBearer reads it."""
+    scheme, _, token = request.headers.get("authorization", "").partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        return None
+    return token.strip()
+
+
+def guarded_route(guard: Guard) -> type[APIRoute]:
+    """An :class:`OrjsonRoute` that runs ``guard`` (authentication) before the body is read.
+
+    FastAPI reads and parses a request's body before it resolves any dependency, so a check made
+    as a dependency comes after a stranger's body has been taken in whole: a 200 MB body with no
+    key was parsed, then refused with a 401. The guard runs first and raises to refuse; what it
+    learns it leaves in ``request.state`` for the dependencies to pick up.
+    """
+
+    class GuardedRoute(OrjsonRoute):
+        def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+            handler = super().get_route_handler()
+
+            async def guarded(request: Request) -> Response:
+                await guard(request)
+                return await handler(request)
+
+            return guarded
+
+    return GuardedRoute
 
 
 def probes_router(

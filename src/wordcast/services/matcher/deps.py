@@ -2,11 +2,11 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import Depends, HTTPException, Request
+from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from ...errors import StoreUnavailable
-from ..common import wait_ready
+from ...errors import Unauthenticated
+from ..common import bearer_token, guarded_route, wait_ready
 from .state import MatcherState
 
 
@@ -30,17 +30,24 @@ _bearer = HTTPBearer(
 Credentials = Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]
 
 
-async def require_router(state: ReadyState, credentials: Credentials) -> None:
+async def _check_router(request: Request) -> None:
     """Only routers call /internal: they show the token every service of the cluster reads
     from Redis (``{ns}:cluster:internal_token``)."""
-    try:
-        accepted = await state.accepts(credentials.credentials if credentials else None)
-    except StoreUnavailable as exc:  # reading the token again, to see whether it was rotated
-        raise HTTPException(503, str(exc)) from exc
-    if not accepted:
-        raise HTTPException(
-            401,
+    if getattr(request.state, "router_checked", False):
+        return
+    state = await get_ready_state(request)
+    if not await state.accepts(bearer_token(request)):
+        raise Unauthenticated(
             "the internal endpoints answer only routers of this cluster: send its internal "
-            "token as a Bearer token",
-            headers={"WWW-Authenticate": "Bearer"},
+            "token as a Bearer token"
         )
+    request.state.router_checked = True
+
+
+# Checks the token before the body is read (services.common.guarded_route).
+RouterRoute = guarded_route(_check_router)
+
+
+async def require_router(request: Request, credentials: Credentials) -> None:
+    # ``credentials`` puts the Bearer scheme in the OpenAPI document; the guard already checked.
+    await _check_router(request)

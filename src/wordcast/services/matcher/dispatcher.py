@@ -37,7 +37,7 @@ from datetime import UTC, datetime
 import httpx
 from prometheus_client import Counter, Gauge, Histogram
 
-from ... import retry_after
+from ... import limits, retry_after
 from ...errors import StoreUnavailable, UnresolvableCallback, UnsafeCallback
 from ...netguard import AddressPolicy, resolve
 from ...outbox import Acknowledgements, Backlog, Message, Outbox
@@ -421,13 +421,17 @@ class Dispatcher:
         try:
             # Reading the outboxes may start a few more deliveries than ``concurrency`` (each
             # outbox gives its share, rounded up): those wait here for a connection.
-            async with self._connections.client(target) as client:
-                response = await client.post(
+            async with (
+                self._connections.client(target) as client,
+                client.stream(
+                    "POST",
                     target.connect_url,
                     content=message.body.encode(),
                     headers=headers,
                     extensions=extensions,
-                )
+                ) as response,
+            ):
+                await _read_at_most(response, limits.MAX_WEBHOOK_RESPONSE_BYTES)
         except httpx.HTTPError as exc:
             ATTEMPTS.labels("network").inc()
             return "retry", f"{type(exc).__name__}: {exc}", None
@@ -448,3 +452,16 @@ class Dispatcher:
             log.warning(
                 "subscriptions deleted, their webhook answered 410 Gone: %s", ", ".join(sub_ids)
             )
+
+
+async def _read_at_most(response: httpx.Response, limit: int) -> None:
+    """Read what a webhook sends back, up to ``limit`` bytes: only its status and headers count.
+
+    A short body read to its end leaves the connection reusable. A longer one is left unread:
+    closing the stream then closes the connection, so a receiver answering with hundreds of
+    megabytes costs a matcher a few kilobytes, not the whole answer in memory."""
+    read = 0
+    async for chunk in response.aiter_raw():
+        read += len(chunk)
+        if read > limit:
+            return

@@ -7,12 +7,17 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
-from fastapi.exceptions import RequestValidationError
 
-from ... import __version__
+from ... import __version__, limits
 from ...errors import StoreUnavailable
 from ...store import SubscriptionStore, connect
-from ..common import configure_logging, in_background, metrics_router, validation_refused
+from ..common import (
+    BodySizeLimit,
+    configure_logging,
+    in_background,
+    metrics_router,
+)
+from ..errors import install_error_handlers
 from .routes import health, internal
 from .settings import MatcherSettings
 from .state import MatcherState
@@ -49,7 +54,10 @@ def create_app(settings: MatcherSettings | None = None) -> FastAPI:
         version=__version__,
         lifespan=lifespan,
     )
-    app.add_exception_handler(RequestValidationError, validation_refused)
+    install_error_handlers(app)
+    app.add_middleware(
+        BodySizeLimit, max_bytes=limits.MAX_ROUTED_BATCH_BYTES, timeout_s=settings.body_timeout_s
+    )
     app.include_router(internal.router)
     app.include_router(health.router)
     app.include_router(health.probes)

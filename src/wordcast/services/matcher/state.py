@@ -44,7 +44,13 @@ from ...patterns import normalise, parse
 from ...placement import Placement
 from ...querynote import QueryNoteIndex
 from ...retriever import REtriever
-from ...store import EventFollower, Subscription, SubscriptionEvent, SubscriptionStore
+from ...store import (
+    EventFollower,
+    Subscription,
+    SubscriptionEvent,
+    SubscriptionStore,
+    audience,
+)
 from ...termstats import TermOrder, TermStats
 from ...trie import Trie
 from .dispatcher import Dispatcher
@@ -267,9 +273,12 @@ class MatcherState:
         chunk: list[tuple[str, int]],
         publications: Sequence[tuple[str, str, Iterable[str], bool]],
         now: float,
+        publisher: str,
+        stream: str,
     ) -> Message:
         matches = []
         alternatives = self.alternatives
+        stream_name = stream or None
         for stored_id, position in chunk:
             sub = self.subscriptions[stored_id]
             field, value = ("pattern", sub.pattern) if sub.is_pattern else ("query", sub.query)
@@ -277,22 +286,37 @@ class MatcherState:
             # An alternative's match is its subscription's, signed with that one's secret.
             sub_id = alternatives.subscription_id(stored_id)
             matches.append(
-                {"subscription_id": sub_id, field: value, "publication_id": pub_id, "text": text}
+                {
+                    "subscription_id": sub_id,
+                    field: value,
+                    "publisher": publisher,
+                    "stream": stream_name,
+                    "publication_id": pub_id,
+                    "text": text,
+                }
             )
         signers = tuple(dict.fromkeys(str(m["subscription_id"]) for m in matches))
-        found = [(m["subscription_id"], m["publication_id"]) for m in matches]
+        found = [(str(m["subscription_id"]), str(m["publication_id"])) for m in matches]
         body = orjson.dumps({"type": "matches", "matches": matches}).decode()
-        return Message(signers, tenant, url, webhook_id(found), body, len(found), now)
+        msg_id = webhook_id(found, publisher, stream)
+        return Message(signers, tenant, url, msg_id, body, len(found), now)
 
     def match(
         self,
         publications: Sequence[tuple[str, str, Iterable[str], bool]],
         version: int = 0,
         drawn: Sequence[dict[str, int]] | None = None,
+        *,
+        publisher: str = "",
+        stream: str = "",
     ) -> list[Message]:
         """Match (id, text, terms, has an anchor here) tuples routed with mapping ``version``
-        (``drawn[k]``: the hot-word copies drawn for publication k); returns the messages to
-        deliver.
+        (``drawn[k]``: the hot-word copies drawn for publication k), published by tenant
+        ``publisher`` to shared stream ``stream`` (or to its own subscriptions, for ""); returns
+        the messages to deliver.
+
+        Only the subscriptions of that audience (:func:`wordcast.store.audience`) match: the
+        indexes hold every tenant's subscriptions, and routing follows words alone.
 
         A message holds this batch's matches for one callback URL of one tenant (at most
         delivery_batch matches from at most MAX_SIGNERS subscriptions), signed later with each of
@@ -323,6 +347,10 @@ class MatcherState:
                 if flagged
                 for sub_id in self.patterns.match(normalise(text))
             ]
+        # Tenants stay apart: the index found every tenant's subscriptions with these words.
+        wanted = audience(publisher, stream)
+        subscriptions = self.subscriptions
+        pairs = [pair for pair in pairs if subscriptions[pair[0]].audience == wanted]
         restricted = self.restricted
         if restricted:
             none: dict[str, int] = {}
@@ -353,12 +381,16 @@ class MatcherState:
                 for position in per_subscription[sub_id]:
                     full = len(chunk) >= self.settings.delivery_batch
                     if full or (sub_id not in signers and len(signers) >= MAX_SIGNERS):
-                        messages.append(self._message(tenant, url, chunk, publications, now))
+                        messages.append(
+                            self._message(tenant, url, chunk, publications, now, publisher, stream)
+                        )
                         chunk, signers = [], set()
                     chunk.append((sub_id, position))
                     signers.add(sub_id)
             if chunk:
-                messages.append(self._message(tenant, url, chunk, publications, now))
+                messages.append(
+                    self._message(tenant, url, chunk, publications, now, publisher, stream)
+                )
         count = len(publications)
         self.publications += count
         self.matches += len(pairs)

@@ -18,7 +18,8 @@ from fastapi import APIRouter, FastAPI, HTTPException, Query, Request, Response
 from pydantic import BaseModel, Field
 from pydantic_settings import SettingsConfigDict
 
-from ..common import OrjsonRoute, ServiceSettings
+from ... import limits
+from ..common import BodySizeLimit, OrjsonRoute, ServiceSettings
 
 
 class ReceiverSettings(ServiceSettings):
@@ -127,5 +128,8 @@ def create_app(settings: ReceiverSettings | None = None) -> FastAPI:
     settings = settings or ReceiverSettings()
     app = FastAPI(title="wordcast demo webhook receiver")
     app.state.inbox = Inbox(settings)
+    app.add_middleware(
+        BodySizeLimit, max_bytes=limits.MAX_MESSAGE_BYTES, timeout_s=settings.body_timeout_s
+    )
     app.include_router(router)
     return app

@@ -1,12 +1,13 @@
+"""What the router's routes depend on: its state, and who is asking (checked before the body)."""
+
 from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import Depends, HTTPException, Request
+from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from ...errors import StoreUnavailable, Unauthenticated
-from ..common import wait_ready
+from ..common import bearer_token, guarded_route, wait_ready
 from .state import RouterState
 
 _bearer = HTTPBearer(auto_error=False, description="The tenant's API key (or the admin token).")
@@ -28,24 +29,32 @@ State = Annotated[RouterState, Depends(get_state)]
 ReadyState = Annotated[RouterState, Depends(get_ready_state)]
 
 
-def _unauthorized(exc: Unauthenticated) -> HTTPException:
-    return HTTPException(401, str(exc), headers={"WWW-Authenticate": "Bearer"})
+async def _authenticate(request: Request) -> str:
+    """The tenant of the request's API key (Unauthenticated if none), remembered on the request."""
+    tenant: str | None = getattr(request.state, "tenant", None)
+    if tenant is None:
+        state = await get_ready_state(request)
+        tenant = await state.tenants.authenticate(bearer_token(request))
+        request.state.tenant = tenant
+    return tenant
 
 
-async def get_tenant(state: ReadyState, credentials: Credentials) -> str:
-    try:
-        return await state.tenants.authenticate(credentials.credentials if credentials else None)
-    except Unauthenticated as exc:
-        raise _unauthorized(exc) from exc
-    except StoreUnavailable as exc:
-        raise HTTPException(503, str(exc)) from exc
+async def _check_admin(request: Request) -> None:
+    get_state(request).tenants.check_admin(bearer_token(request))
 
 
-def require_admin(state: State, credentials: Credentials) -> None:
-    try:
-        state.tenants.check_admin(credentials.credentials if credentials else None)
-    except Unauthenticated as exc:
-        raise _unauthorized(exc) from exc
+# Route classes that authenticate before the body is read (services.common.guarded_route).
+TenantRoute = guarded_route(_authenticate)
+AdminRoute = guarded_route(_check_admin)
+
+
+async def get_tenant(request: Request, credentials: Credentials) -> str:
+    # ``credentials`` puts the Bearer scheme in the OpenAPI document; the guard already read it.
+    return await _authenticate(request)
+
+
+async def require_admin(request: Request, credentials: Credentials) -> None:
+    await _check_admin(request)
 
 
 Tenant = Annotated[str, Depends(get_tenant)]

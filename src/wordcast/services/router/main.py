@@ -6,7 +6,6 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
-from fastapi.exceptions import RequestValidationError
 
 from ... import __version__, limits
 from ...store import SubscriptionStore, connect
@@ -15,8 +14,8 @@ from ..common import (
     configure_logging,
     in_background,
     metrics_router,
-    validation_refused,
 )
+from ..errors import install_error_handlers
 from .routes import admin, deadletters, health, publications, subscriptions
 from .settings import RouterSettings
 from .state import RouterState
@@ -50,8 +49,10 @@ def create_app(settings: RouterSettings | None = None) -> FastAPI:
         description="Keyword subscriptions matched against a stream of publications.",
         lifespan=lifespan,
     )
-    app.add_exception_handler(RequestValidationError, validation_refused)
-    app.add_middleware(BodySizeLimit, max_bytes=limits.MAX_REQUEST_BYTES)
+    install_error_handlers(app)
+    app.add_middleware(
+        BodySizeLimit, max_bytes=limits.MAX_REQUEST_BYTES, timeout_s=settings.body_timeout_s
+    )
     app.include_router(subscriptions.router)
     app.include_router(publications.router)
     app.include_router(deadletters.router)

@@ -29,6 +29,7 @@ log = logging.getLogger(__name__)
 # What httpx raises when a connection fails after it was established but before an answer arrived
 # (reset, closed, or a response cut short).
 DROPPED_CONNECTION = (httpx.ReadError, httpx.WriteError, httpx.RemoteProtocolError)
+STATS_FRESH_S = 1.0  # how long the matchers' /stats, once asked, answer every caller
 
 
 class MatcherLinks:
@@ -37,6 +38,7 @@ class MatcherLinks:
         self.store = store
         self.configured = [] if settings.url_template else list(settings.matcher_urls)
         self._registered: dict[int, str] = {}  # matchers the configuration does not name
+        self._recent_stats: tuple[float, int, asyncio.Future[list[dict[str, Any]]]] | None = None
         self.client = httpx.AsyncClient(
             timeout=settings.matcher_timeout_s,
             limits=httpx.Limits(max_keepalive_connections=4 * max(settings.initial_matchers, 8)),
@@ -137,7 +139,22 @@ class MatcherLinks:
 
     async def stats(self, matchers: int, timeout_s: float = 2.0) -> list[dict[str, Any]]:
         """What matchers 0 … ``matchers`` - 1 say of themselves (``/stats``), asked at once; one
-        that does not answer within ``timeout_s`` is listed with the reason."""
+        that does not answer within ``timeout_s`` is listed with the reason.
+
+        Callers within ``STATS_FRESH_S`` of each other share one round of questions, so a flood
+        of requests to the router does not become a flood of requests to every matcher."""
+        loop = asyncio.get_running_loop()
+        recent = self._recent_stats
+        if recent is not None:
+            asked_at, asked_of, answers = recent
+            fresh = not answers.done() or loop.time() - asked_at < STATS_FRESH_S
+            if asked_of == matchers and fresh:
+                return await asyncio.shield(answers)
+        answers = asyncio.ensure_future(self._ask_stats(matchers, timeout_s))
+        self._recent_stats = (loop.time(), matchers, answers)
+        return await asyncio.shield(answers)
+
+    async def _ask_stats(self, matchers: int, timeout_s: float) -> list[dict[str, Any]]:
 
         async def one(matcher: int) -> dict[str, Any]:
             where: dict[str, Any] = {"ordinal": matcher}
@@ -152,13 +169,22 @@ class MatcherLinks:
 
         return list(await asyncio.gather(*(one(m) for m in range(matchers))))
 
-    async def send(self, matcher: int, version: int, batch: list[dict[str, object]]) -> None:
-        """One batch of publications, routed with mapping ``version``, to be matched."""
+    async def send(
+        self,
+        matcher: int,
+        version: int,
+        batch: list[dict[str, object]],
+        publisher: str = "",
+        stream: str = "",
+    ) -> None:
+        """One batch of publications, routed with mapping ``version``, to be matched against the
+        subscriptions of tenant ``publisher`` (or of shared ``stream``)."""
+        body = {"version": version, "publisher": publisher, "stream": stream, "publications": batch}
         try:
             response = await self._post(
                 matcher,
                 "match",
-                content=orjson.dumps({"version": version, "publications": batch}),
+                content=orjson.dumps(body),
                 headers={"content-type": "application/json"},
             )
         except httpx.HTTPError as exc:

@@ -35,12 +35,14 @@ from ...analysis import Analyzer
 from ...anchors import AnchorIndex
 from ...boolean import BooleanQuery, parse_query, part_id, split_part_id
 from ...errors import (
+    Forbidden,
     InvalidInput,
     LimitExceeded,
     MappingUnconfirmed,
     NotFound,
     StaleMapping,
     StoreUnavailable,
+    Unavailable,
 )
 from ...lasp import LinearCost
 from ...netguard import resolve
@@ -53,6 +55,7 @@ from ...store import EventFollower, Subscription, SubscriptionEvent, Subscriptio
 from .matchers import MatcherLinks
 from .overload import LoadShedder
 from .settings import RouterSettings
+from .streams import SharedStreams
 from .tenants import Tenants
 from .versions import MappingVersions, MappingView
 
@@ -109,6 +112,7 @@ class RouterState:
         self.store = store
         self.analyzer = Analyzer()
         self.tenants = Tenants(settings, store)
+        self.streams = SharedStreams(store, self.tenants, self.delete_subscriptions)
         self.links = MatcherLinks(settings, store)
         self.follower = EventFollower(store, self._load_snapshot, self._apply)
         self.cost = LinearCost(settings.lasp_cost_slope, settings.lasp_cost_intercept)
@@ -215,15 +219,40 @@ class RouterState:
         await self.store.rotate_secret(sub_id, secret, grace_until)
         return secret
 
-    async def subscribe(self, query: str, callback_url: str, tenant: str) -> Subscription:
+    async def subscribe(
+        self, query: str, callback_url: str, tenant: str, stream: str = ""
+    ) -> Subscription:
         analysed = self.analyse_query(query)
         await resolve(callback_url, self.address_policy)
+        await self._may_subscribe(tenant, [stream])
         if not analysed.is_plain:  # several records: the batch path withdraws a partial one
-            return (await self._register([("query", query, callback_url)], [analysed], tenant))[0]
+            item = ("query", query, callback_url, stream)
+            return (await self._register([item], [analysed], tenant))[0]
         terms = analysed.clauses[0].words
-        sub, event_id = await self._add_keywords(query, terms, callback_url, tenant)
+        sub, event_id = await self._add_keywords(query, terms, callback_url, tenant, stream=stream)
+        await self._still_granted(tenant, [sub])
         await self._announce(event_id, sub.matchers)
         return sub
+
+    async def _may_subscribe(self, tenant: str, streams: Iterable[str]) -> None:
+        """Forbidden unless the tenant may subscribe to each shared stream named."""
+        for stream in sorted({stream for stream in streams if stream}):
+            await self.tenants.check_grant(tenant, stream, publish=False)
+
+    async def _still_granted(self, tenant: str, stored: Sequence[Subscription]) -> None:
+        """Withdraw what was just stored if a subscribe grant it needed was revoked meanwhile.
+
+        Revoking takes the grant away first and then deletes the tenant's subscriptions to the
+        stream; storing comes first here and reading the grant (afresh) after. Whichever order
+        the two interleave in, one of them sees the other: no subscription outlives its grant.
+        """
+        for stream in sorted({sub.stream for sub in stored if sub.stream}):
+            if not (await self.store.grant(stream, tenant))[1]:
+                await self._withdraw(stored)
+                raise Forbidden(
+                    f"tenant {tenant!r} lost its grant to subscribe to stream {stream!r} while "
+                    "subscribing; nothing was stored"
+                )
 
     async def _add_query(
         self,
@@ -232,6 +261,7 @@ class RouterState:
         callback_url: str,
         tenant: str,
         added: list[tuple[Subscription, str]],
+        stream: str = "",
     ) -> None:
         """Place and store every alternative of a checked query, in order, appending each to
         ``added`` as it is stored (so that a failure part-way leaves what to withdraw).
@@ -243,7 +273,9 @@ class RouterState:
         never delivers a match that an earlier one, not yet stored, would have had to."""
         if analysed.is_plain:
             terms = analysed.clauses[0].words
-            added.append(await self._add_keywords(query, terms, callback_url, tenant))
+            added.append(
+                await self._add_keywords(query, terms, callback_url, tenant, stream=stream)
+            )
             return
         first = uuid.uuid4().hex
         secret = self.new_secret()
@@ -255,6 +287,7 @@ class RouterState:
                 tenant,
                 sub_id=part_id(first, part),
                 secret=secret if part == 0 else "",
+                stream=stream,
             )
             added.append(stored)
 
@@ -266,6 +299,7 @@ class RouterState:
         tenant: str,
         sub_id: str | None = None,
         secret: str | None = None,
+        stream: str = "",
     ) -> tuple[Subscription, str]:
         """Place a checked keyword subscription with LASP and store it (not yet announced)."""
         for _ in range(5):
@@ -283,6 +317,7 @@ class RouterState:
                     tenant=tenant,
                     placements=placements,
                     window=view.window_text,
+                    stream=stream,
                 )
             except StaleMapping:
                 await self.versions.refresh()  # the window moved: plan for the new one
@@ -294,15 +329,21 @@ class RouterState:
         sizes, known = await self.store.word_map_view(view.span, wanted, terms)
         return plan(terms, view.planning, sizes, known, self.cost)
 
-    async def subscribe_pattern(self, source: str, callback_url: str, tenant: str) -> Subscription:
+    async def subscribe_pattern(
+        self, source: str, callback_url: str, tenant: str, stream: str = ""
+    ) -> Subscription:
         pattern = parse(source)
         await resolve(callback_url, self.address_policy)
-        sub, event_id = await self._add_pattern(source, pattern.anchor, callback_url, tenant)
+        await self._may_subscribe(tenant, [stream])
+        sub, event_id = await self._add_pattern(
+            source, pattern.anchor, callback_url, tenant, stream
+        )
+        await self._still_granted(tenant, [sub])
         await self._announce(event_id, sub.matchers)
         return sub
 
     async def _add_pattern(
-        self, source: str, anchor: str, callback_url: str, tenant: str
+        self, source: str, anchor: str, callback_url: str, tenant: str, stream: str = ""
     ) -> tuple[Subscription, str]:
         """Place a checked pattern on a matcher every version in use routes to, and store it."""
         for _ in range(5):
@@ -323,15 +364,17 @@ class RouterState:
                     tenant=tenant,
                     pattern=source,
                     anchor=anchor,
+                    stream=stream,
                 )
             except StaleMapping:
                 await self.versions.refresh()
         raise StoreUnavailable("the mapping window kept moving while placing a subscription")
 
     async def subscribe_batch(
-        self, items: Sequence[tuple[str, str, str]], tenant: str
+        self, items: Sequence[tuple[str, str, str, str]], tenant: str
     ) -> list[Subscription]:
-        """Register (kind, query or pattern, callback URL) items, kind "query" or "pattern".
+        """Register (kind, query or pattern, callback URL, shared stream or "") items, kind
+        "query" or "pattern".
 
         Every item is analysed and every callback checked before any is stored, so bad input
         changes nothing. The items are then placed one after another (LASP sees the ones before)
@@ -340,7 +383,7 @@ class RouterState:
         """
         terms_or_anchors: list[BooleanQuery | str] = []
         first_use: dict[str, int] = {}
-        for index, (kind, text, callback_url) in enumerate(items):
+        for index, (kind, text, callback_url, _) in enumerate(items):
             try:
                 terms_or_anchors.append(
                     self.analyse_query(text) if kind == "query" else parse(text).anchor
@@ -353,11 +396,12 @@ class RouterState:
                 await resolve(callback_url, self.address_policy)
             except InvalidInput as exc:
                 raise InvalidInput(f"subscription {index}: {exc}") from exc
+        await self._may_subscribe(tenant, [item[3] for item in items])
         return await self._register(items, terms_or_anchors, tenant)
 
     async def _register(
         self,
-        items: Sequence[tuple[str, str, str]],
+        items: Sequence[tuple[str, str, str, str]],
         terms_or_anchors: Sequence[BooleanQuery | str],
         tenant: str,
     ) -> list[Subscription]:
@@ -378,13 +422,13 @@ class RouterState:
         added: list[tuple[Subscription, str]] = []
         done = 0
         try:
-            for (kind, text, callback_url), checked in zip(items, terms_or_anchors, strict=True):
+            for (kind, text, url, stream), checked in zip(items, terms_or_anchors, strict=True):
                 if kind == "query":
                     assert isinstance(checked, BooleanQuery)
-                    await self._add_query(text, checked, callback_url, tenant, added)
+                    await self._add_query(text, checked, url, tenant, added, stream)
                 else:
                     assert isinstance(checked, str)
-                    added.append(await self._add_pattern(text, checked, callback_url, tenant))
+                    added.append(await self._add_pattern(text, checked, url, tenant, stream))
                     # The next pattern with this anchor should see which matcher now owns it.
                     await self.follower.catch_up(until=added[-1][1])
                 done += 1
@@ -399,6 +443,7 @@ class RouterState:
             )
             failure = StoreUnavailable if isinstance(exc, StoreUnavailable) else LimitExceeded
             raise failure(f"subscription {done}: {exc}; {fate}") from exc
+        await self._still_granted(tenant, [sub for sub, _ in added])
         matchers = sorted({m for sub, _ in added for m in sub.matchers})
         try:
             await self._announce(added[-1][1], matchers)
@@ -460,10 +505,15 @@ class RouterState:
                 f"{len(unknown)} of the ids are not subscriptions of yours ({named}); "
                 "nothing was deleted"
             )
+        await self.delete_subscriptions(ids)
+        return ids
+
+    async def delete_subscriptions(self, ids: Sequence[str]) -> None:
+        """Delete subscriptions whoever they belong to (one gone already is passed over), and
+        make it effective before returning."""
         last_event, matchers = await self.store.delete_many(ids)
         if last_event is not None:
             await self._announce(last_event, sorted(matchers))
-        return ids
 
     async def _announce(self, event_id: str, matchers: Sequence[int]) -> None:
         """Make the change effective here and on its matchers before answering the client.
@@ -475,10 +525,19 @@ class RouterState:
         await self.links.sync_those_answering(matchers, event_id, "it will catch up")
 
     # -- publications -------------------------------------------------------------------------
+    async def check_publish_grant(self, tenant: str, stream: str | None) -> None:
+        """Forbidden unless ``tenant`` may publish to ``stream`` (anyone may publish to its own
+        subscriptions: no stream)."""
+        if stream:
+            await self.tenants.check_grant(tenant, stream, publish=True)
+
     async def publish(
-        self, publications: Sequence[tuple[str | None, str]]
+        self, publications: Sequence[tuple[str | None, str]], publisher: str, stream: str = ""
     ) -> tuple[list[str], int]:
-        """Analyse and route a batch of (id or None, text); returns the ids and batches sent."""
+        """Analyse and route a batch of (id or None, text) that tenant ``publisher`` published
+        (to shared ``stream``, or to its own subscriptions); returns the ids and batches sent.
+        Raises Unavailable when a matcher or Redis did not take it: the batch may be sent again
+        as it was."""
         if not self.versions.reported:
             raise MappingUnconfirmed(
                 "the router has not reported its mapping version to Redis for over "
@@ -526,12 +585,15 @@ class RouterState:
                 for matcher in pattern_targets:
                     per_matcher.setdefault(matcher, []).append(flagged)
         shedder.in_flight += len(ids)
+        sends = (
+            self.links.send(m, version, batch, publisher, stream)
+            for m, batch in per_matcher.items()
+        )
         try:
             with self.versions.in_use(version):
-                await asyncio.gather(
-                    *(self.links.send(m, version, batch) for m, batch in per_matcher.items()),
-                    self._log(sampled),
-                )
+                await asyncio.gather(*sends, self._log(sampled))
+        except Unavailable as exc:
+            raise Unavailable(f"{exc}; retry the batch (ids make retries safe)") from exc
         finally:
             shedder.in_flight -= len(ids)
         PUBLICATIONS.inc(len(ids))

@@ -1,4 +1,4 @@
-"""Who is asking: tenants' API keys and the admin token.
+"""Who is asking, and what they may do: tenants' API keys, shared streams' grants, the admin token.
 
 Only a key's SHA-256 is stored (a key is shown once, when it is made). A router remembers the
 keys it checked for ``KEY_CACHE_SECONDS``, so a stream of publications costs no Redis call per
@@ -6,6 +6,9 @@ request for its key. Revoking a key counts one more revocation in Redis; every r
 count every ``key_revocation_poll_s`` and forgets the keys it remembers when it grows, so a revoked
 key stops working within about that time everywhere (at once on the router that revoked it), and
 within ``KEY_CACHE_SECONDS`` on a router that cannot reach Redis meanwhile.
+
+A shared stream's grants are remembered the same way, and forgotten on the same count: changing
+a grant counts as a revocation.
 """
 
 from __future__ import annotations
@@ -17,13 +20,14 @@ import logging
 import secrets
 import time
 
-from ...errors import StoreUnavailable, Unauthenticated
+from ...errors import Forbidden, StoreUnavailable, Unauthenticated
 from ...store import SubscriptionStore
 from .settings import DEVELOPMENT_API_KEY, RouterSettings
 
 log = logging.getLogger(__name__)
 
 KEY_CACHE_SECONDS = 30.0
+KNOWN_GRANTS_MAX = 10_000  # (stream, tenant) pairs remembered; past it, forgotten all at once
 
 
 class Tenants:
@@ -31,6 +35,8 @@ class Tenants:
         self.settings = settings
         self.store = store
         self._known_keys: dict[str, tuple[str, float]] = {}  # key hash -> (tenant, checked at)
+        # (stream, tenant) -> ((may publish, may subscribe), read at)
+        self._known_grants: dict[tuple[str, str], tuple[tuple[bool, bool], float]] = {}
         self._revocations_seen: int | None = None
         self._forgotten = 0  # times the remembered keys were forgotten
 
@@ -53,6 +59,32 @@ class Tenants:
             self._known_keys[key_hash] = (tenant, time.monotonic())
         return tenant
 
+    async def check_grant(self, tenant: str, stream: str, publish: bool) -> None:
+        """Raise Forbidden unless ``tenant`` may publish to (``publish``) or subscribe to shared
+        ``stream``; one that does not exist is refused alike, so as not to tell it exists."""
+        now = time.monotonic()
+        known = self._known_grants.get((stream, tenant))
+        if known is not None and now - known[1] < KEY_CACHE_SECONDS:
+            rights = known[0]
+        else:
+            forgotten = self._forgotten
+            rights = await self.store.grant(stream, tenant)
+            if forgotten == self._forgotten:
+                if len(self._known_grants) >= KNOWN_GRANTS_MAX:
+                    self._known_grants.clear()
+                self._known_grants[(stream, tenant)] = (rights, now)
+        if not rights[0 if publish else 1]:
+            action = "publish to" if publish else "subscribe to"
+            raise Forbidden(
+                f"tenant {tenant!r} may not {action} stream {stream!r}: an admin grants it "
+                f"(PUT /admin/streams/{stream}/grants/{tenant})"
+            )
+
+    def forget_grants(self) -> None:
+        """After this router changed a grant: read it afresh (the others do on the count)."""
+        self._known_grants.clear()
+        self._forgotten += 1
+
     def check_admin(self, token: str | None) -> None:
         expected = self.settings.admin_token.get_secret_value().encode()
         if not token or not hmac.compare_digest(token.encode(), expected):
@@ -74,6 +106,7 @@ class Tenants:
         revocations = await self.store.key_revocations()
         if self._revocations_seen is not None and revocations != self._revocations_seen:
             self._known_keys.clear()
+            self._known_grants.clear()
             self._forgotten += 1
         self._revocations_seen = revocations
 

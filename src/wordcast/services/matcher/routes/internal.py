@@ -3,18 +3,17 @@ with subscription events."""
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Depends, HTTPException
+from fastapi import APIRouter, Depends
 
-from ....errors import StoreUnavailable
+from ....errors import Overloaded
 from ....schemas import ERRORS, MatchRequest, MatchResponse, SyncRequest
-from ...common import OrjsonRoute
-from ..deps import ReadyState, require_router
+from ..deps import ReadyState, RouterRoute, require_router
 
 router = APIRouter(
     prefix="/internal",
     tags=["internal"],
     responses=ERRORS,
-    route_class=OrjsonRoute,
+    route_class=RouterRoute,
     dependencies=[Depends(require_router)],
 )
 
@@ -24,25 +23,21 @@ async def match(batch: MatchRequest, state: ReadyState) -> MatchResponse:
     """Match a routed batch; 200 means its matches are recorded in the outbox (durable)."""
     backlog = state.dispatcher.backlog
     if backlog.messages >= state.settings.outbox_max:
-        raise HTTPException(503, "the outbox is full: webhooks are slower than matching")
+        raise Overloaded("the outbox is full: webhooks are slower than matching")
     if backlog.memory_full:
-        raise HTTPException(503, f"{backlog.memory_text()}: webhooks are slower than matching")
+        raise Overloaded(f"{backlog.memory_text()}: webhooks are slower than matching")
     publications = batch.publications
     messages = state.match(
         [(p.id, p.text, p.terms, p.patterns) for p in publications],
         batch.version,
         [p.hot for p in publications],
+        publisher=batch.publisher,
+        stream=batch.stream,
     )
-    try:
-        await state.outbox.put(messages)
-    except StoreUnavailable as exc:
-        raise HTTPException(503, str(exc)) from exc
+    await state.outbox.put(messages)
     return MatchResponse(matches=sum(m.matches for m in messages))
 
 
 @router.post("/sync", status_code=204)
 async def sync(request: SyncRequest, state: ReadyState) -> None:
-    try:
-        await state.follower.catch_up(until=request.until)
-    except StoreUnavailable as exc:
-        raise HTTPException(503, str(exc)) from exc
+    await state.follower.catch_up(until=request.until)

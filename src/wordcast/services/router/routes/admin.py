@@ -2,15 +2,26 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
-from fastapi import APIRouter, HTTPException, Path
+from fastapi import APIRouter, Path
 
-from ....errors import NotFound, StoreUnavailable
-from ....schemas import ERRORS, TENANT_PATTERN, ApiKeyOut, TenantIn, TenantKey, TenantKeys
+from ....schemas import (
+    ERRORS,
+    STREAM_PATTERN,
+    TENANT_PATTERN,
+    ApiKeyOut,
+    GrantIn,
+    GrantOut,
+    StreamIn,
+    StreamOut,
+    StreamsOut,
+    TenantIn,
+    TenantKey,
+    TenantKeys,
+)
 from ....store import API_KEY_ID_CHARS
-from ...common import OrjsonRoute
-from ..deps import Admin, ReadyState
+from ..deps import Admin, AdminRoute, ReadyState
 
 
 def admin_router(prefix: str) -> APIRouter:
@@ -21,7 +32,7 @@ def admin_router(prefix: str) -> APIRouter:
         tags=["admin"],
         dependencies=[Admin],
         responses=ERRORS,
-        route_class=OrjsonRoute,
+        route_class=AdminRoute,
     )
 
 
@@ -32,33 +43,110 @@ TenantName = Annotated[str, Path(min_length=1, max_length=64, pattern=TENANT_PAT
 KeyId = Annotated[str, Path(pattern=rf"^[0-9a-f]{{{API_KEY_ID_CHARS}}}$")]
 
 
-@router.post("/tenants", status_code=201, response_model=TenantKey)
+def _links(**targets: dict[str, str]) -> dict[str, Any]:
+    """OpenAPI links: operation id -> its parameters, taken from the answer."""
+    return {
+        "links": {
+            operation: {"operationId": operation, "parameters": parameters}
+            for operation, parameters in targets.items()
+        }
+    }
+
+
+_TENANT = {"tenant": "$response.body#/tenant"}
+_STREAM = {"stream": "$response.body#/stream"}
+
+
+@router.post(
+    "/tenants",
+    status_code=201,
+    response_model=TenantKey,
+    responses={
+        201: _links(
+            list_tenant_keys=_TENANT,
+            revoke_tenant_key=_TENANT | {"key_id": "$response.body#/key_id"},
+        )
+    },
+)
 async def create_tenant_key(body: TenantIn, state: ReadyState) -> TenantKey:
     """A new API key for a tenant (created if new). The key is shown only in this answer."""
-    try:
-        api_key, key_id = await state.tenants.create_api_key(body.tenant)
-    except StoreUnavailable as exc:
-        raise HTTPException(503, str(exc)) from exc
+    api_key, key_id = await state.tenants.create_api_key(body.tenant)
     return TenantKey(tenant=body.tenant, api_key=api_key, key_id=key_id)
 
 
-@router.get("/tenants/{tenant}/keys", response_model=TenantKeys)
+@router.get("/tenants/{tenant}/keys", response_model=TenantKeys, operation_id="list_tenant_keys")
 async def list_tenant_keys(tenant: TenantName, state: ReadyState) -> TenantKeys:
     """A tenant's API keys, by id (the keys themselves are not kept)."""
-    try:
-        keys = await state.store.api_keys(tenant)
-    except StoreUnavailable as exc:
-        raise HTTPException(503, str(exc)) from exc
+    keys = await state.store.api_keys(tenant)
     ordered = sorted(keys.items(), key=lambda item: (item[1], item[0]))
     return TenantKeys(tenant=tenant, keys=[ApiKeyOut(key_id=k, created=t) for k, t in ordered])
 
 
-@router.delete("/tenants/{tenant}/keys/{key_id}", status_code=204)
+@router.delete("/tenants/{tenant}/keys/{key_id}", status_code=204, operation_id="revoke_tenant_key")
 async def revoke_tenant_key(tenant: TenantName, key_id: KeyId, state: ReadyState) -> None:
     """Revoke an API key: refused at once by this router, by the others within about a second."""
-    try:
-        await state.tenants.revoke_api_key(tenant, key_id)
-    except NotFound as exc:
-        raise HTTPException(404, str(exc)) from exc
-    except StoreUnavailable as exc:
-        raise HTTPException(503, str(exc)) from exc
+    await state.tenants.revoke_api_key(tenant, key_id)
+
+
+StreamPath = Annotated[str, Path(min_length=1, max_length=64, pattern=STREAM_PATTERN)]
+
+
+def _stream_out(stream: str, grants: dict[str, tuple[bool, bool]]) -> StreamOut:
+    return StreamOut(
+        stream=stream,
+        grants=[
+            GrantOut(tenant=tenant, publish=publish, subscribe=subscribe)
+            for tenant, (publish, subscribe) in sorted(grants.items())
+        ],
+    )
+
+
+@router.post(
+    "/streams",
+    status_code=201,
+    response_model=StreamOut,
+    responses={201: _links(show_stream=_STREAM, set_grant=_STREAM, delete_stream=_STREAM)},
+)
+async def create_stream(body: StreamIn, state: ReadyState) -> StreamOut:
+    """Make a shared stream, with no grants yet (409 if the name is taken)."""
+    await state.streams.create(body.stream)
+    return _stream_out(body.stream, {})
+
+
+@router.get("/streams", response_model=StreamsOut)
+async def list_streams(state: ReadyState) -> StreamsOut:
+    """Every shared stream and who may publish to it and subscribe to it."""
+    found = await state.streams.all()
+    return StreamsOut(streams=[_stream_out(name, grants) for name, grants in found.items()])
+
+
+@router.get("/streams/{stream}", response_model=StreamOut, operation_id="show_stream")
+async def show_stream(stream: StreamPath, state: ReadyState) -> StreamOut:
+    return _stream_out(stream, await state.streams.grants(stream))
+
+
+@router.put(
+    "/streams/{stream}/grants/{tenant}",
+    response_model=StreamOut,
+    operation_id="set_grant",
+    responses={200: _links(revoke_grant=_STREAM, show_stream=_STREAM)},
+)
+async def set_grant(
+    stream: StreamPath, tenant: TenantName, body: GrantIn, state: ReadyState
+) -> StreamOut:
+    """Give a tenant exactly these rights on the stream. Taking ``subscribe`` away deletes the
+    tenant's subscriptions to the stream; routers take a change within about a second."""
+    await state.streams.grant(stream, tenant, body.publish, body.subscribe)
+    return _stream_out(stream, await state.streams.grants(stream))
+
+
+@router.delete("/streams/{stream}/grants/{tenant}", status_code=204, operation_id="revoke_grant")
+async def revoke_grant(stream: StreamPath, tenant: TenantName, state: ReadyState) -> None:
+    """Take every right on the stream away from a tenant (its subscriptions to it are deleted)."""
+    await state.streams.grant(stream, tenant, publish=False, subscribe=False)
+
+
+@router.delete("/streams/{stream}", status_code=204, operation_id="delete_stream")
+async def delete_stream(stream: StreamPath, state: ReadyState) -> None:
+    """Delete a shared stream: its grants, then every subscription to it."""
+    await state.streams.delete(stream)

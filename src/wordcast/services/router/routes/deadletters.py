@@ -5,17 +5,16 @@ from __future__ import annotations
 from typing import Annotated
 
 import orjson
-from fastapi import APIRouter, HTTPException, Path, Query
+from fastapi import APIRouter, Path, Query
 
-from ....errors import NotFound, StoreUnavailable
+from ....errors import InvalidInput
 from ....outbox import DeadLetter, is_stream_id
 from ....schemas import ERRORS, DeadLetterOut, DeadLetterPage
-from ...common import OrjsonRoute
-from ..deps import ReadyState, Tenant
+from ..deps import ReadyState, Tenant, TenantRoute
 from .admin import admin_router
 
 router = APIRouter(
-    prefix="/deadletters", tags=["dead letters"], responses=ERRORS, route_class=OrjsonRoute
+    prefix="/deadletters", tags=["dead letters"], responses=ERRORS, route_class=TenantRoute
 )
 admin = admin_router("/admin/deadletters")
 
@@ -40,11 +39,8 @@ def _out(letter: DeadLetter) -> DeadLetterOut:
 
 async def _page(state: ReadyState, tenant: str, after: str | None, limit: int) -> DeadLetterPage:
     if after is not None and not is_stream_id(after):
-        raise HTTPException(422, f"after={after!r} is not a dead letter id")
-    try:
-        letters = await state.dead_letters.list(tenant, after or "-", limit)
-    except StoreUnavailable as exc:
-        raise HTTPException(503, str(exc)) from exc
+        raise InvalidInput(f"after={after!r} is not a dead letter id")
+    letters = await state.dead_letters.list(tenant, after or "-", limit)
     next_after = letters[-1].id if len(letters) == limit else None
     return DeadLetterPage(dead_letters=[_out(d) for d in letters], next_after=next_after)
 
@@ -62,12 +58,7 @@ async def replay_dead_letter(
     dead_id: StreamId, state: ReadyState, tenant: Tenant
 ) -> dict[str, str]:
     """Deliver a dead letter again (same body, same webhook-id), from the start of its retries."""
-    try:
-        message = await state.replay(tenant, dead_id)
-    except NotFound as exc:
-        raise HTTPException(404, str(exc)) from exc
-    except StoreUnavailable as exc:
-        raise HTTPException(503, str(exc)) from exc
+    message = await state.replay(tenant, dead_id)
     return {"replayed": dead_id, "webhook_id": message.webhook_id}
 
 

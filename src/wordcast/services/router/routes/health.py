@@ -5,8 +5,9 @@ from typing import Any
 
 from fastapi import APIRouter
 
+from ....schemas import ERRORS
 from ...common import probes_router
-from ..deps import State, get_state
+from ..deps import Admin, State, get_state
 
 router = APIRouter(tags=["operations"])
 probes = probes_router(
@@ -41,8 +42,9 @@ async def stats(state: State) -> dict[str, Any]:
     }
 
 
-@router.get("/stats/matchers")
+@router.get("/stats/matchers", dependencies=[Admin], responses=ERRORS)
 async def matcher_stats(state: State) -> dict[str, Any]:
-    """Each matcher's own /stats (subscriptions held, engine, deliveries pending), asked now by
-    this router; one that does not answer is listed with the reason."""
+    """Each matcher's own /stats (subscriptions held, engine, deliveries pending, its URL and
+    process), asked by this router at most once a second; one that does not answer is listed
+    with the reason. Operators only: it needs the admin token."""
     return {"matchers": await state.links.stats(state.view.span)}

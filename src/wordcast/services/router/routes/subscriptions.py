@@ -1,11 +1,11 @@
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
-from fastapi import APIRouter, HTTPException, Path, Query
+from fastapi import APIRouter, Path, Query
 
 from ....boolean import has_operators, parse_query
-from ....errors import InvalidInput, NotFound, StoreUnavailable
+from ....errors import InvalidInput
 from ....schemas import (
     ERRORS,
     AlternativeOut,
@@ -19,12 +19,28 @@ from ....schemas import (
     SubscriptionsOut,
 )
 from ....store import Subscription
-from ...common import OrjsonRoute
-from ..deps import ReadyState, Tenant
+from ..deps import ReadyState, Tenant, TenantRoute
 
 router = APIRouter(
-    prefix="/subscriptions", tags=["subscriptions"], responses=ERRORS, route_class=OrjsonRoute
+    prefix="/subscriptions", tags=["subscriptions"], responses=ERRORS, route_class=TenantRoute
 )
+
+
+def _links(id_from: str) -> dict[str, Any]:
+    """OpenAPI links from an answer naming a subscription to what can be done with it (they
+    let Schemathesis chain calls, and tell readers of the docs where an id goes next)."""
+    by_id = {"sub_id": f"$response.body#{id_from}"}
+    return {
+        "links": {
+            name: {"operationId": operation, "parameters": by_id}
+            for name, operation in (
+                ("GetSubscription", "get_subscription"),
+                ("RotateSecret", "rotate_secret"),
+                ("DeleteSubscription", "delete_subscription"),
+            )
+        }
+    }
+
 
 SubscriptionId = Annotated[str, Path(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_-]+$")]
 
@@ -38,6 +54,7 @@ def _out(sub: Subscription) -> SubscriptionOut:
             anchor=sub.anchor,
             terms=[],
             callback_url=sub.callback_url,
+            stream=sub.stream or None,
             matcher=sub.matcher,
         )
     return SubscriptionOut(
@@ -47,6 +64,7 @@ def _out(sub: Subscription) -> SubscriptionOut:
         terms=list(sub.terms),
         alternatives=_alternatives(sub.query),
         callback_url=sub.callback_url,
+        stream=sub.stream or None,
         matcher=sub.matcher,
     )
 
@@ -63,42 +81,38 @@ def _alternatives(query: str) -> list[AlternativeOut] | None:
     return [AlternativeOut(terms=list(c.words), without=list(c.without)) for c in read.clauses]
 
 
-@router.post("", status_code=201, response_model=SubscriptionOut)
+@router.post("", status_code=201, response_model=SubscriptionOut, responses={201: _links("/id")})
 async def create_subscription(
     body: SubscriptionIn, state: ReadyState, tenant: Tenant
 ) -> SubscriptionOut:
     """Register a subscription; 201 means it is durably stored and in effect."""
-    try:
-        if body.pattern is not None:
-            sub = await state.subscribe_pattern(body.pattern, str(body.callback_url), tenant)
-        else:
-            assert body.query is not None  # the schema admits exactly one of the two
-            sub = await state.subscribe(body.query, str(body.callback_url), tenant)
-    except InvalidInput as exc:
-        raise HTTPException(422, str(exc)) from exc
-    except StoreUnavailable as exc:
-        raise HTTPException(503, str(exc)) from exc
+    stream = body.stream or ""
+    if body.pattern is not None:
+        sub = await state.subscribe_pattern(body.pattern, str(body.callback_url), tenant, stream)
+    else:
+        assert body.query is not None  # the schema admits exactly one of the two
+        sub = await state.subscribe(body.query, str(body.callback_url), tenant, stream)
     return _out(sub).model_copy(update={"secret": sub.secret})
 
 
-@router.post("/batch", status_code=201, response_model=SubscriptionsOut)
+@router.post(
+    "/batch",
+    status_code=201,
+    response_model=SubscriptionsOut,
+    responses={201: _links("/subscriptions/0/id")},
+)
 async def create_subscriptions(
     body: SubscriptionsIn, state: ReadyState, tenant: Tenant
 ) -> SubscriptionsOut:
     """Register up to 1,000 subscriptions at once; 201 means all are stored and in effect, and
     a refusal (which names the first bad one by its index) means none was stored."""
     items = [
-        ("pattern", item.pattern, str(item.callback_url))
+        ("pattern", item.pattern, str(item.callback_url), item.stream or "")
         if item.pattern is not None
-        else ("query", item.query or "", str(item.callback_url))
+        else ("query", item.query or "", str(item.callback_url), item.stream or "")
         for item in body.subscriptions
     ]
-    try:
-        subs = await state.subscribe_batch(items, tenant)
-    except InvalidInput as exc:
-        raise HTTPException(422, str(exc)) from exc
-    except StoreUnavailable as exc:
-        raise HTTPException(503, str(exc)) from exc
+    subs = await state.subscribe_batch(items, tenant)
     return SubscriptionsOut(
         subscriptions=[_out(sub).model_copy(update={"secret": sub.secret}) for sub in subs]
     )
@@ -110,12 +124,7 @@ async def delete_subscriptions(
 ) -> SubscriptionsDeleted:
     """Delete up to 1,000 of your subscriptions at once; a 404 (naming ids that are not yours)
     means none was deleted."""
-    try:
-        deleted = await state.unsubscribe_batch(body.ids, tenant)
-    except NotFound as exc:
-        raise HTTPException(404, str(exc)) from exc
-    except StoreUnavailable as exc:
-        raise HTTPException(503, str(exc)) from exc
+    deleted = await state.unsubscribe_batch(body.ids, tenant)
     return SubscriptionsDeleted(deleted=deleted)
 
 
@@ -129,41 +138,23 @@ async def list_subscriptions(
     limit: Annotated[int, Query(ge=1, le=1_000)] = 100,
 ) -> SubscriptionPage:
     """Your subscriptions, a page at a time (about ``limit`` each; next_cursor 0 at the end)."""
-    try:
-        next_cursor, subs = await state.store.tenant_subscriptions(tenant, cursor, limit)
-    except StoreUnavailable as exc:
-        raise HTTPException(503, str(exc)) from exc
+    next_cursor, subs = await state.store.tenant_subscriptions(tenant, cursor, limit)
     return SubscriptionPage(subscriptions=[_out(s) for s in subs], next_cursor=next_cursor)
 
 
-@router.get("/{sub_id}", response_model=SubscriptionOut)
+@router.get("/{sub_id}", response_model=SubscriptionOut, operation_id="get_subscription")
 async def get_subscription(
     sub_id: SubscriptionId, state: ReadyState, tenant: Tenant
 ) -> SubscriptionOut:
-    try:
-        return _out(await state.owned(sub_id, tenant))
-    except NotFound as exc:
-        raise HTTPException(404, str(exc)) from exc
-    except StoreUnavailable as exc:
-        raise HTTPException(503, str(exc)) from exc
+    return _out(await state.owned(sub_id, tenant))
 
 
-@router.delete("/{sub_id}", status_code=204)
+@router.delete("/{sub_id}", status_code=204, operation_id="delete_subscription")
 async def delete_subscription(sub_id: SubscriptionId, state: ReadyState, tenant: Tenant) -> None:
-    try:
-        await state.unsubscribe(sub_id, tenant)
-    except NotFound as exc:
-        raise HTTPException(404, str(exc)) from exc
-    except StoreUnavailable as exc:
-        raise HTTPException(503, str(exc)) from exc
+    await state.unsubscribe(sub_id, tenant)
 
 
-@router.post("/{sub_id}/secret", response_model=SecretOut)
+@router.post("/{sub_id}/secret", response_model=SecretOut, operation_id="rotate_secret")
 async def rotate_secret(sub_id: SubscriptionId, state: ReadyState, tenant: Tenant) -> SecretOut:
     """Replace the signing secret; deliveries carry both signatures during the grace period."""
-    try:
-        return SecretOut(secret=await state.rotate_secret(sub_id, tenant))
-    except NotFound as exc:
-        raise HTTPException(404, str(exc)) from exc
-    except StoreUnavailable as exc:
-        raise HTTPException(503, str(exc)) from exc
+    return SecretOut(secret=await state.rotate_secret(sub_id, tenant))
