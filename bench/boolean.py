@@ -5,7 +5,7 @@ On short pypi posts, for 1K … 100K queries drawn from other posts (``post_bool
 
 * ``plain``: a trie of as many plain conjunctions (``post_queries``), the cost boolean queries add to;
 * ``wordcast``: a trie over the alternatives' required words (one record per alternative), then
-  :class:`wordcast.boolean.HeldAlternatives`' check (exclusions, first alternative delivers);
+  :class:`wordcast.query.boolean.HeldAlternatives`' check (exclusions, first alternative delivers);
 * ``luwak``: Luwak's two-phase matching (Luwak thesis §2): each query is indexed under one
   representative term per alternative, its rarest required term by document frequency here; a
   post's candidates are the queries with a representative term in it, each evaluated in full on
@@ -27,8 +27,10 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
-from wordcast.analysis import analyze
-from wordcast.boolean import (
+from wordcast.corpus.workload import post_boolean_queries, post_queries, sample_posts
+from wordcast.engines.trie import Trie
+from wordcast.query.analysis import analyze
+from wordcast.query.boolean import (
     BooleanQuery,
     HeldAlternatives,
     Node,
@@ -37,8 +39,6 @@ from wordcast.boolean import (
     parse_tree,
     part_id,
 )
-from wordcast.trie import Trie
-from wordcast.workload import post_boolean_queries, post_queries, sample_posts
 
 from .common import RESULTS, machine, plot_engines, write_json
 

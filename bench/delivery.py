@@ -16,7 +16,7 @@ from typing import Any
 
 import httpx
 
-from wordcast.cluster import Cluster, free_port
+from wordcast.local.cluster import Cluster, free_port
 from wordcast.services.router.settings import DEVELOPMENT_API_KEY
 
 from .common import machine, median, write_json

@@ -19,11 +19,11 @@ from typing import Any
 
 import httpx
 
-from wordcast.analysis import analyze
 from wordcast.client import RouterClient
-from wordcast.cluster import Cluster, free_port
-from wordcast.trie import Trie
-from wordcast.workload import post_queries, sample_posts
+from wordcast.corpus.workload import post_queries, sample_posts
+from wordcast.engines.trie import Trie
+from wordcast.local.cluster import Cluster, free_port
+from wordcast.query.analysis import analyze
 
 from .common import RESULTS, machine, median, write_json
 

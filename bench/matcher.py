@@ -30,15 +30,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from wordcast.analysis import analyze
-from wordcast.compact_trie import CompactTrie
-from wordcast.corpus import debian_documents
-from wordcast.counting import CountingIndex
-from wordcast.querynote import MODES, CostModel, QueryNoteIndex
-from wordcast.synthetic import DISTRIBUTIONS, generate, uniform_length, zipf_vocabulary
-from wordcast.termstats import TermOrder, TermStats
-from wordcast.trie import Trie
-from wordcast.workload import analysed_posts, package_name_queries
+from wordcast.corpus.files import debian_documents
+from wordcast.corpus.workload import analysed_posts, package_name_queries
+from wordcast.engines.compact_trie import CompactTrie
+from wordcast.engines.querynote import MODES, CostModel, QueryNoteIndex
+from wordcast.engines.termstats import TermOrder, TermStats
+from wordcast.engines.trie import Trie
+from wordcast.query.analysis import analyze
+from wordcast.testing.counting import CountingIndex
+from wordcast.testing.synthetic import DISTRIBUTIONS, generate, uniform_length, zipf_vocabulary
 
 from .common import RESULTS, machine, write_json
 

@@ -17,17 +17,17 @@ import tempfile
 import time
 from typing import Any
 
-from wordcast.analysis import analyze
-from wordcast.cluster import free_port, start_redis_server
-from wordcast.corpus import pypi_posts
-from wordcast.lasp import LinearCost
-from wordcast.mapping_store import MappingStore
-from wordcast.migration import BATCH, move_to
-from wordcast.placement import Placement, still_valid
-from wordcast.routing import HashMapping, LearnedMapping
-from wordcast.salb import learn
+from wordcast.corpus.files import pypi_posts
+from wordcast.learning.salb import learn
+from wordcast.local.cluster import free_port, start_redis_server
+from wordcast.ops.migration import BATCH, move_to
+from wordcast.query.analysis import analyze
+from wordcast.routing.lasp import LinearCost
+from wordcast.routing.mapping import HashMapping, LearnedMapping
+from wordcast.routing.placement import Placement, still_valid
 from wordcast.services.router.settings import RouterSettings
-from wordcast.store import Subscription, SubscriptionStore, connect
+from wordcast.storage.mappings import MappingStore
+from wordcast.storage.store import Subscription, SubscriptionStore, connect
 
 from .common import RESULTS, machine, median, write_json
 

@@ -1,7 +1,7 @@
 """Wildcard pattern engines compared (issue 6): ``make bench-patterns``.
 
 Reproduces REtriever §4.2 with the paper's workload generator (Tables 4–5, in
-:mod:`wordcast.synthetic_patterns`) and repeats the comparison on real text:
+:mod:`wordcast.testing.synthetic_patterns`) and repeats the comparison on real text:
 
 * ``subscriptions``: matching time per publication against 100 … 100,000 subscriptions (Figs. 2-1
   and 2-2: 3 strings, 1 ``*``, 1 ``?``, 1 general overlap string);
@@ -29,13 +29,13 @@ import time
 from collections.abc import Callable, Hashable
 from typing import Any
 
-from wordcast.ac_retriever import AhoCorasickREtriever
-from wordcast.naive_patterns import NaivePatterns
-from wordcast.nfa import NFAMatcher
-from wordcast.patterns import Pattern, normalise, parse
-from wordcast.retriever import REtriever
-from wordcast.synthetic_patterns import PatternWorkload
-from wordcast.workload import post_patterns, sample_posts
+from wordcast.corpus.workload import post_patterns, sample_posts
+from wordcast.engines.ac_retriever import AhoCorasickREtriever
+from wordcast.engines.naive_patterns import NaivePatterns
+from wordcast.engines.nfa import NFAMatcher
+from wordcast.engines.retriever import REtriever
+from wordcast.query.patterns import Pattern, normalise, parse
+from wordcast.testing.synthetic_patterns import PatternWorkload
 
 from .common import RESULTS, machine, plot_engines, write_json
 

@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from wordcast.trie import Trie, _Node
+from wordcast.engines.trie import Trie, _Node
 
 from .matcher import short_items, tweets
 

@@ -36,12 +36,14 @@ from typing import Any
 
 import numpy as np
 
-from wordcast.analysis import analyze
-from wordcast.corpus import pypi_posts
-from wordcast.lasp import LinearCost, Placer
-from wordcast.partitioning import partition, word_network
-from wordcast.refine import learn_refined
-from wordcast.routing import (
+from wordcast.corpus.files import pypi_posts
+from wordcast.engines.trie import Trie
+from wordcast.learning.partitioning import partition, word_network
+from wordcast.learning.refine import learn_refined
+from wordcast.learning.salb import Graph, learn_graph
+from wordcast.query.analysis import analyze
+from wordcast.routing.lasp import LinearCost, Placer
+from wordcast.routing.mapping import (
     HashMapping,
     LearnedMapping,
     eligible_matchers,
@@ -49,8 +51,6 @@ from wordcast.routing import (
     random_draw,
     route,
 )
-from wordcast.salb import Graph, learn_graph
-from wordcast.trie import Trie
 
 from .common import RESULTS, machine, write_json
 

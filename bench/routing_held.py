@@ -3,7 +3,7 @@
 ``python -m bench.routing_held`` compares, on the same set-up as :mod:`bench.routing` (pypi
 summaries, mappings learned on 100K history posts, 30K other posts routed, subscriptions placed
 with LASP), the paper's routing K(P, M) (Eq. 3.1: every matcher of a subscribed word) with the
-routers' K_H(P, M) (:func:`wordcast.routing.route_held`: a word's matcher only if its H(i) holds
+routers' K_H(P, M) (:func:`wordcast.routing.mapping.route_held`: a word's matcher only if its H(i) holds
 the word). For hash and SALB mappings, tweet- and topic-based subscriptions, several cluster sizes
 and subscription counts it reports spread, the busiest matcher's load and Eq. 3.6 with a unit cost
 per post and with trie lookups counted, both deterministic. Each configuration checks that both
@@ -23,9 +23,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from wordcast.lasp import LinearCost
-from wordcast.partitioning import word_network
-from wordcast.routing import Draw, HashMapping, WordHolders, random_draw, route, route_held
+from wordcast.learning.partitioning import word_network
+from wordcast.routing.lasp import LinearCost
+from wordcast.routing.mapping import Draw, HashMapping, WordHolders, random_draw, route, route_held
 
 from .common import machine, write_json
 from .routing import (

@@ -20,7 +20,7 @@ Every mapping is learned on the same posts in each variant. Then, as §6 runs ev
 10-fold cross-validation (``--folds``): the first 110K history posts in ten folds, each fold
 evaluated on mappings learned from the other nine, so the comparison gets a spread of its own
 instead of resting on one split. Every comparison also scores ``salb-refined`` (SALB followed by
-:mod:`wordcast.refine`'s single-word moves, wordcast's extension) against the same rivals. Writes
+:mod:`wordcast.learning.refine`'s single-word moves, wordcast's extension) against the same rivals. Writes
 ``salb-checks.json``.
 """
 
@@ -34,16 +34,16 @@ from typing import Any
 
 import numpy as np
 
-from wordcast.analysis import analyze
-from wordcast.corpus import debian_documents
-from wordcast.partitioning import METHODS, word_network
-from wordcast.routing import HashMapping
-from wordcast.throughput import model
+from wordcast.corpus.files import debian_documents
+from wordcast.learning.partitioning import METHODS, word_network
+from wordcast.learning.throughput import model
+from wordcast.query.analysis import analyze
+from wordcast.routing.mapping import HashMapping
 
 from .common import machine, write_json
 from .routing import Post, corpus, learn, shuffled_history, tweet_subscriptions
 
-OURS = ("salb", "salb-refined")  # refined: wordcast.refine after SALB, not in the paper
+OURS = ("salb", "salb-refined")  # refined: wordcast.learning.refine after SALB, not in the paper
 RIVALS = ("gFCL", "gNFCL")
 
 

@@ -17,12 +17,12 @@ import asyncio
 import time
 from typing import Any
 
-from wordcast import scaling
 from wordcast.client import RouterClient
-from wordcast.cluster import Cluster, free_port
-from wordcast.mapping_store import MappingStore
-from wordcast.store import SubscriptionStore, connect
-from wordcast.workload import post_patterns, post_queries, sample_posts
+from wordcast.corpus.workload import post_patterns, post_queries, sample_posts
+from wordcast.local.cluster import Cluster, free_port
+from wordcast.ops import scaling
+from wordcast.storage.mappings import MappingStore
+from wordcast.storage.store import SubscriptionStore, connect
 
 from .common import RESULTS, machine, median, write_json
 

@@ -9,7 +9,7 @@ each matcher's trie, and every routed post is matched there, so a match counts a
 its subscription's matcher is among those the post still goes to.
 
 Fig. 6.23: the shedding level of one router as its input rate steps 16,000 → 32,000 → 2,000 →
-16,000 publications/s, simulated: :class:`wordcast.shedding.Controller` adapts every second on the
+16,000 publications/s, simulated: :class:`wordcast.routing.shedding.Controller` adapts every second on the
 router's buffer, which fills at the input rate and drains at the matchers' capacity (chosen so
 16,000/s fits without shedding) divided by the copies each publication costs at the current
 level, with |K(P, M)| drawn from the same routed pypi posts. The accuracy over time is Fig. 6.22's
@@ -25,9 +25,9 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from wordcast.lasp import LinearCost
-from wordcast.routing import random_draw, route, word_votes
-from wordcast.shedding import (
+from wordcast.routing.lasp import LinearCost
+from wordcast.routing.mapping import random_draw, route, word_votes
+from wordcast.routing.shedding import (
     Controller,
     Levels,
     SpreadHistogram,

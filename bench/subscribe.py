@@ -19,9 +19,9 @@ from typing import Any
 import httpx
 
 from wordcast.client import RouterClient
-from wordcast.cluster import Cluster, free_port
+from wordcast.corpus.workload import post_queries, sample_posts
+from wordcast.local.cluster import Cluster, free_port
 from wordcast.services.router.settings import DEVELOPMENT_API_KEY
-from wordcast.workload import post_queries, sample_posts
 
 from .common import machine, median, write_json
 

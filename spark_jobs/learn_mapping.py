@@ -6,15 +6,15 @@ from a corpus file; the driver then runs the chosen algorithm on the collected g
 
 ``salb``                  SALB with hot-word splitting (S³-TM Alg. 1, §5.1), the default
 ``salb-refined``          the same, then single-word moves on SALB's exact load model while they
-                          lower the busiest matchers' load (:mod:`wordcast.refine`, not in the seeds)
+                          lower the busiest matchers' load (:mod:`wordcast.learning.refine`, not in the seeds)
 ``best``                  SALB, SALB refined, gFCL, gNFCL and hash learned on 90% of the
                           publications; the one with the highest modelled throughput (Eq. 3.6,
-                          unit cost) on the other 10% wins (:mod:`wordcast.throughput`)
+                          unit cost) on the other 10% wins (:mod:`wordcast.learning.throughput`)
 ``hash``                  stable hashing (version 0's mapping, for comparisons and roll-backs)
 ``gC gFC gFCL gNFCL``     word-network partitioning with METIS (§3.2)
 
 ``--publish REDIS_URL`` writes the mapping to Redis as a new immutable version and announces it;
-the routers then move subscriptions to it and switch (see ``wordcast.migration``). ``--out`` writes
+the routers then move subscriptions to it and switch (see ``wordcast.ops.migration``). ``--out`` writes
 it as JSON. Runs with ``local[*]``; unchanged under ``spark-submit`` on a cluster.
 """
 
@@ -35,10 +35,10 @@ import pyarrow.compute as pc
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from wordcast.partitioning import VARIANTS, WordNetwork, partition_network
-from wordcast.refine import learn_refined
-from wordcast.salb import Graph, Mapping, learn_graph
-from wordcast.throughput import Modelled, best, model
+from wordcast.learning.partitioning import VARIANTS, WordNetwork, partition_network
+from wordcast.learning.refine import learn_refined
+from wordcast.learning.salb import Graph, Mapping, learn_graph
+from wordcast.learning.throughput import Modelled, best, model
 
 from .term_stats import (
     analysed_documents,
@@ -102,7 +102,7 @@ def collect_graph(docs: DataFrame) -> tuple[Graph, DataFrame]:
 
 def collect_network(graph: Graph, pairs: DataFrame) -> WordNetwork:
     """The word network of :func:`word_network` as arrays on the driver (through Arrow): word
-    numbers by name, as :mod:`wordcast.partitioning` wants them."""
+    numbers by name, as :mod:`wordcast.learning.partitioning` wants them."""
     words = sorted(graph.vocabulary)
     frequency = dict(zip(graph.vocabulary, graph.frequencies().tolist(), strict=True))
     table = pairs.toArrow()
@@ -207,8 +207,8 @@ async def publish(redis_url: str, namespace: str, mapping: Mapping, meta: dict[s
     the mapping's: it changed while the job learned (``wordcast scale``, ``kubectl scale``), and
     the routers would only move every subscription to it and then on to a version for the new
     number."""
-    from wordcast.mapping_store import MappingStore
-    from wordcast.store import SubscriptionStore, connect
+    from wordcast.storage.mappings import MappingStore
+    from wordcast.storage.store import SubscriptionStore, connect
 
     client = connect(redis_url)
     try:
@@ -229,7 +229,7 @@ async def publish(redis_url: str, namespace: str, mapping: Mapping, meta: dict[s
 
 async def subscribed_words(redis_url: str, namespace: str) -> set[str]:
     """s(W) of the cluster the mapping is for: ``best`` judges the contenders on those words."""
-    from wordcast.store import SubscriptionStore, connect
+    from wordcast.storage.store import SubscriptionStore, connect
 
     client = connect(redis_url)
     try:

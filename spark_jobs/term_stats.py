@@ -2,7 +2,7 @@
 
 Computes, with the one wordcast analyser, the document frequency of every term and the pruned
 co-occurrence matrix of the Luwak thesis §6.2 (pairs of terms found together in at least
-``--min-pair-df`` documents), and writes them as a :class:`wordcast.termstats.TermStats` JSON file
+``--min-pair-df`` documents), and writes them as a :class:`wordcast.engines.termstats.TermStats` JSON file
 that matchers and benchmarks load.
 
 Input is a corpus file of ``../shared/corpus`` (``pypi`` summaries or ``debian`` descriptions), any
@@ -23,11 +23,11 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import ArrayType, StringType
 
-from wordcast.termstats import TermStats
+from wordcast.engines.termstats import TermStats
 
 
 def _analyse(text: str | None) -> list[str]:
-    from wordcast.analysis import analyze
+    from wordcast.query.analysis import analyze
 
     return sorted(analyze(text)) if text else []
 
@@ -117,7 +117,7 @@ def read_publication_log(
 def corpus_path(source: str) -> tuple[str, str]:
     """(path, text column) of ``pypi``, ``debian`` or a TSV file; exits naming what is missing.
     The jobs call it before starting Spark, so a wrong name fails at once."""
-    from wordcast.corpus import DEBIAN, PYPI, CorpusNotFound, corpus_dir
+    from wordcast.corpus.files import DEBIAN, PYPI, CorpusNotFound, corpus_dir
 
     shared = {"pypi": (PYPI, "summary"), "debian": (DEBIAN, "description")}
     if source in shared:

@@ -20,8 +20,8 @@ from typing import Any
 import httpx
 import pytest
 
-from wordcast.cluster import free_port
-from wordcast.cluster import start_redis_server as start_redis_process
+from wordcast.local.cluster import free_port
+from wordcast.local.cluster import start_redis_server as start_redis_process
 from wordcast.services.router.settings import DEFAULT_ADMIN_TOKEN, DEVELOPMENT_API_KEY
 
 # Requests as the development cluster's "dev" tenant.

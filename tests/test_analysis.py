@@ -9,8 +9,8 @@ import Stemmer
 from hypothesis import given
 from hypothesis import strategies as st
 
-from wordcast import analysis
-from wordcast.analysis import MAX_TOKEN_CHARS, STOP_WORDS, Analyzer, analyze
+from wordcast.query import analysis
+from wordcast.query.analysis import MAX_TOKEN_CHARS, STOP_WORDS, Analyzer, analyze
 
 _STEMMER = Stemmer.Stemmer("porter")
 

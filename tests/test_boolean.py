@@ -9,8 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from wordcast.analysis import analyze
-from wordcast.boolean import (
+from wordcast.errors import EmptyQuery, InvalidInput
+from wordcast.query.analysis import analyze
+from wordcast.query.boolean import (
     MAX_ALTERNATIVES,
     And,
     BooleanQuery,
@@ -27,7 +28,6 @@ from wordcast.boolean import (
     part_id,
     split_part_id,
 )
-from wordcast.errors import EmptyQuery, InvalidInput
 
 # "ice-cream" is one written word of two terms: excluding it excludes only posts with both.
 WORDS = ["apple", "berry", "cherry", "dates", "cream", "ice-cream"]

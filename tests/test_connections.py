@@ -10,8 +10,8 @@ import asyncio
 import httpx
 import pytest
 
-from wordcast.netguard import Target
 from wordcast.services.matcher.connections import Connections, endpoint
+from wordcast.webhooks.netguard import Target
 
 
 def _target(url: str, address: str = "10.0.0.1") -> Target:

@@ -17,11 +17,11 @@ import pytest
 import redis
 from standardwebhooks import Webhook
 
-from wordcast.analysis import analyze
-from wordcast.bruteforce import match_pairs
 from wordcast.client import RouterClient
-from wordcast.cluster import free_port
-from wordcast.workload import Post, post_queries, sample_posts
+from wordcast.corpus.workload import Post, post_queries, sample_posts
+from wordcast.local.cluster import free_port
+from wordcast.query.analysis import analyze
+from wordcast.testing.bruteforce import match_pairs
 
 from .conftest import (
     AUTH,

@@ -17,13 +17,13 @@ from pathlib import Path
 import httpx
 import pytest
 
-from wordcast.analysis import analyze
-from wordcast.bruteforce import match_pairs
 from wordcast.client import RouterClient
-from wordcast.routing import HashMapping
+from wordcast.corpus.workload import Post, post_queries, sample_posts
+from wordcast.engines.termstats import TermStats
+from wordcast.query.analysis import analyze
+from wordcast.routing.mapping import HashMapping
 from wordcast.services.router.settings import DEFAULT_ADMIN_TOKEN
-from wordcast.termstats import TermStats
-from wordcast.workload import Post, post_queries, sample_posts
+from wordcast.testing.bruteforce import match_pairs
 
 from .conftest import AUTH, Receiver, RunningCluster, start_cluster, stop_cluster, wordcast_cli
 

@@ -11,10 +11,10 @@ import httpx
 import pytest
 import redis
 
-from wordcast.analysis import analyze
-from wordcast.boolean import evaluate, parse_query, parse_tree
 from wordcast.client import RouterClient
-from wordcast.workload import Post, post_boolean_queries, post_queries, sample_posts
+from wordcast.corpus.workload import Post, post_boolean_queries, post_queries, sample_posts
+from wordcast.query.analysis import analyze
+from wordcast.query.boolean import evaluate, parse_query, parse_tree
 
 from .conftest import AUTH, Receiver, RunningCluster
 from .test_e2e import _check, _delivered_after, _publish, engine_cluster

@@ -10,10 +10,10 @@ import time
 import httpx
 import pytest
 
-from wordcast.analysis import analyze
-from wordcast.bruteforce import match_pairs
-from wordcast.patterns import normalise, parse
-from wordcast.workload import Post, post_patterns, post_queries, sample_posts
+from wordcast.corpus.workload import Post, post_patterns, post_queries, sample_posts
+from wordcast.query.analysis import analyze
+from wordcast.query.patterns import normalise, parse
+from wordcast.testing.bruteforce import match_pairs
 
 from .conftest import (
     AUTH,

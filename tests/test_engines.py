@@ -11,15 +11,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from wordcast.analysis import analyze
-from wordcast.bruteforce import BruteForce
-from wordcast.compact_trie import CompactTrie
-from wordcast.corpus import debian_documents
-from wordcast.counting import CountingIndex
-from wordcast.querynote import MODES, CostModel, QueryNoteIndex, _leapfrog
-from wordcast.termstats import TermOrder, TermStats
-from wordcast.trie import Trie
-from wordcast.workload import post_queries, sample_posts
+from wordcast.corpus.files import debian_documents
+from wordcast.corpus.workload import post_queries, sample_posts
+from wordcast.engines.compact_trie import CompactTrie
+from wordcast.engines.querynote import MODES, CostModel, QueryNoteIndex, _leapfrog
+from wordcast.engines.termstats import TermOrder, TermStats
+from wordcast.engines.trie import Trie
+from wordcast.query.analysis import analyze
+from wordcast.testing.bruteforce import BruteForce
+from wordcast.testing.counting import CountingIndex
 
 VOCAB = [f"w{i}" for i in range(14)]
 TRAINING = [random.Random(i).sample(VOCAB, 1 + i % 7) for i in range(300)]

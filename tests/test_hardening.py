@@ -26,9 +26,9 @@ import pytest
 import redis
 
 from wordcast import limits
-from wordcast.cluster import free_port
-from wordcast.outbox import webhook_id
+from wordcast.local.cluster import free_port
 from wordcast.services.router.settings import DEFAULT_ADMIN_TOKEN
+from wordcast.storage.outbox import webhook_id
 
 from .conftest import AUTH, Receiver, RunningCluster, start_cluster, stop_cluster, tenant_key
 

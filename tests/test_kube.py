@@ -20,8 +20,8 @@ from hypothesis import strategies as st
 from lightkube.config.kubeconfig import KubeConfig
 
 from wordcast.errors import KubernetesUnavailable
-from wordcast.kube import CronJobRun, StatefulSetReplicas
-from wordcast.scaling import version_for
+from wordcast.ops.kube import CronJobRun, StatefulSetReplicas
+from wordcast.ops.scaling import version_for
 
 CONFIG = KubeConfig.from_dict(
     {

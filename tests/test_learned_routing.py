@@ -19,13 +19,13 @@ import httpx
 import pytest
 import redis.asyncio as aioredis
 
-from wordcast.analysis import analyze
-from wordcast.bruteforce import match_pairs
-from wordcast.mapping_store import MappingStore
-from wordcast.routing import HashMapping, copy_name
-from wordcast.salb import learn
-from wordcast.store import SubscriptionStore
-from wordcast.workload import Post, post_boolean_queries, post_queries, sample_posts
+from wordcast.corpus.workload import Post, post_boolean_queries, post_queries, sample_posts
+from wordcast.learning.salb import learn
+from wordcast.query.analysis import analyze
+from wordcast.routing.mapping import HashMapping, copy_name
+from wordcast.storage.mappings import MappingStore
+from wordcast.storage.store import SubscriptionStore
+from wordcast.testing.bruteforce import match_pairs
 
 from .conftest import (
     AUTH,

@@ -21,7 +21,7 @@ import pytest
 from wordcast.errors import MatcherUnavailable
 from wordcast.services.router.matchers import MatcherLinks
 from wordcast.services.router.settings import RouterSettings
-from wordcast.store import SubscriptionStore, connect
+from wordcast.storage.store import SubscriptionStore, connect
 
 ANSWER = (
     b'HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 13\r\n\r\n{"matches":7}'

@@ -10,17 +10,17 @@ from dataclasses import replace
 
 import pytest
 
-from wordcast.analysis import analyze
-from wordcast.corpus import pypi_posts
+from wordcast.corpus.files import pypi_posts
 from wordcast.errors import MappingUnconfirmed, NotFound
-from wordcast.mapping_store import MappingStore
-from wordcast.migration import BATCH, move_to, retire
-from wordcast.placement import PATTERN_TOLERANCE, Placement, matchers_of, still_valid
-from wordcast.routing import HashMapping, LearnedMapping, copy_name
-from wordcast.scaling import wait_settled
+from wordcast.ops.migration import BATCH, move_to, retire
+from wordcast.ops.scaling import wait_settled
+from wordcast.query.analysis import analyze
+from wordcast.routing.mapping import HashMapping, LearnedMapping, copy_name
+from wordcast.routing.placement import PATTERN_TOLERANCE, Placement, matchers_of, still_valid
 from wordcast.services.router.settings import RouterSettings
 from wordcast.services.router.state import RouterState
-from wordcast.store import EventFollower, Subscription, SubscriptionStore, connect
+from wordcast.storage.mappings import MappingStore
+from wordcast.storage.store import EventFollower, Subscription, SubscriptionStore, connect
 
 from .test_matcher_links import DroppingServer, serving
 

@@ -13,8 +13,11 @@ from prometheus_client import REGISTRY
 from standardwebhooks import Webhook
 
 from wordcast.errors import StoreUnavailable
-from wordcast.netguard import AddressPolicy
-from wordcast.outbox import (
+from wordcast.services.matcher import dispatcher as dispatcher_module
+from wordcast.services.matcher.dispatcher import Dispatcher
+from wordcast.services.matcher.settings import MatcherSettings
+from wordcast.services.matcher.state import MatcherState
+from wordcast.storage.outbox import (
     GROUP,
     Acknowledgements,
     Backlog,
@@ -23,11 +26,8 @@ from wordcast.outbox import (
     redis_memory_limit,
     webhook_id,
 )
-from wordcast.services.matcher import dispatcher as dispatcher_module
-from wordcast.services.matcher.dispatcher import Dispatcher
-from wordcast.services.matcher.settings import MatcherSettings
-from wordcast.services.matcher.state import MatcherState
-from wordcast.store import Subscription, SubscriptionStore, connect
+from wordcast.storage.store import Subscription, SubscriptionStore, connect
+from wordcast.webhooks.netguard import AddressPolicy
 
 from .conftest import Receiver
 

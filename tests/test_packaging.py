@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from wordcast.cluster import free_port
+from wordcast.local.cluster import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 

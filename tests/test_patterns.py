@@ -10,13 +10,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from wordcast.ac_retriever import AhoCorasickREtriever
-from wordcast.anchors import AnchorIndex
+from wordcast.engines.ac_retriever import AhoCorasickREtriever
+from wordcast.engines.naive_patterns import NaivePatterns
+from wordcast.engines.nfa import NFAMatcher
+from wordcast.engines.retriever import REtriever
 from wordcast.errors import InvalidPattern
-from wordcast.naive_patterns import NaivePatterns
-from wordcast.nfa import NFAMatcher
-from wordcast.patterns import Gap, normalise, parse
-from wordcast.retriever import REtriever
+from wordcast.query.patterns import Gap, normalise, parse
+from wordcast.routing.anchors import AnchorIndex
 
 ENGINES: dict[str, Callable[[], Any]] = {
     "retriever-none": lambda: REtriever("none"),

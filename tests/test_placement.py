@@ -7,7 +7,15 @@ import random
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from wordcast.placement import (
+from wordcast.routing.mapping import (
+    HashMapping,
+    LearnedMapping,
+    copy_name,
+    hot_multicast,
+    random_draw,
+    route,
+)
+from wordcast.routing.placement import (
     PATTERN_TOLERANCE,
     Placement,
     decode,
@@ -20,14 +28,6 @@ from wordcast.placement import (
     rebalance_patterns,
     reopen,
     still_valid,
-)
-from wordcast.routing import (
-    HashMapping,
-    LearnedMapping,
-    copy_name,
-    hot_multicast,
-    random_draw,
-    route,
 )
 
 WORDS = [f"w{i}" for i in range(12)]

@@ -7,9 +7,9 @@ import asyncio
 import httpx
 import pytest
 
-from wordcast.analysis import analyze
-from wordcast.store import SubscriptionStore, connect
-from wordcast.workload import sample_posts
+from wordcast.corpus.workload import sample_posts
+from wordcast.query.analysis import analyze
+from wordcast.storage.store import SubscriptionStore, connect
 
 from .conftest import AUTH, start_cluster, stop_cluster
 

@@ -12,10 +12,10 @@ from pathlib import Path
 import httpx
 import pytest
 
-from wordcast.analysis import analyze
-from wordcast.bruteforce import match_pairs
-from wordcast.cluster import free_port
-from wordcast.workload import Post, post_queries, sample_posts
+from wordcast.corpus.workload import Post, post_queries, sample_posts
+from wordcast.local.cluster import free_port
+from wordcast.query.analysis import analyze
+from wordcast.testing.bruteforce import match_pairs
 
 from .conftest import AUTH, Receiver, start_cluster, start_redis_server, stop_cluster
 from .test_e2e import _check, _delivered_after, _publish

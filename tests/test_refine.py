@@ -1,4 +1,4 @@
-"""The refinement after SALB, judged by brute-force loads on corpus posts (``wordcast.refine``)."""
+"""The refinement after SALB, judged by brute-force loads on corpus posts (``wordcast.learning.refine``)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from wordcast.refine import learn_refined, refine
-from wordcast.salb import Graph, learn_graph, loads, salb_graph, split_hot
-from wordcast.workload import analysed_posts
+from wordcast.corpus.workload import analysed_posts
+from wordcast.learning.refine import learn_refined, refine
+from wordcast.learning.salb import Graph, learn_graph, loads, salb_graph, split_hot
 
 POSTS = [p for p in analysed_posts(400, seed=21) if p]
 

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from wordcast.retry_after import seconds
+from wordcast.webhooks.retry_after import seconds
 
 
 @pytest.mark.parametrize(

@@ -9,7 +9,7 @@ from collections import Counter
 from hypothesis import given
 from hypothesis import strategies as st
 
-from wordcast.routing import (
+from wordcast.routing.mapping import (
     HashMapping,
     LearnedMapping,
     WordHolders,
@@ -26,7 +26,7 @@ WORDS = ["white", "hous", "obama", "health", "python", "librari", "数据", "caf
 
 
 def test_stable_hash_is_the_same_in_every_process() -> None:
-    script = f"from wordcast.routing import stable_hash; print([stable_hash(w) for w in {WORDS!r}])"
+    script = f"from wordcast.routing.mapping import stable_hash; print([stable_hash(w) for w in {WORDS!r}])"
     outputs = {
         subprocess.run(
             [sys.executable, "-c", script],

@@ -8,9 +8,8 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from wordcast.lasp import LinearCost, place
-from wordcast.routing import HashMapping
-from wordcast.salb import (
+from wordcast.corpus.workload import analysed_posts
+from wordcast.learning.salb import (
     VERSION_SEPARATOR,
     _reached_counts,
     learn,
@@ -18,7 +17,8 @@ from wordcast.salb import (
     salb,
     split_hot_words,
 )
-from wordcast.workload import analysed_posts
+from wordcast.routing.lasp import LinearCost, place
+from wordcast.routing.mapping import HashMapping
 
 
 def _clustered_posts(seed: int = 0) -> list[list[str]]:
@@ -87,7 +87,7 @@ def test_lasp_groups_similar_subscriptions_and_respects_eligibility() -> None:
 
 
 def test_graph_partitionings_keep_co_occurring_words_together_and_respect_their_weights() -> None:
-    from wordcast.partitioning import METHODS, VARIANTS, partition, word_network
+    from wordcast.learning.partitioning import METHODS, VARIANTS, partition, word_network
 
     posts = [*_clustered_posts(), ["apple", "xray"]]  # one weak link between the topics
     frequencies, pairs = word_network(posts)
@@ -105,7 +105,7 @@ def test_graph_partitionings_keep_co_occurring_words_together_and_respect_their_
 
 
 def test_metis_method_auto_is_recursive_bisection_up_to_8_parts_and_k_way_above() -> None:
-    from wordcast.partitioning import partition, word_network
+    from wordcast.learning.partitioning import partition, word_network
 
     frequencies, pairs = word_network([p for p in analysed_posts(2_000, seed=9) if p])
     for matchers in (4, 8, 16):
@@ -117,7 +117,12 @@ def test_metis_method_auto_is_recursive_bisection_up_to_8_parts_and_k_way_above(
 
 
 def test_a_word_network_in_arrays_partitions_as_its_counts_do_whatever_the_edge_order() -> None:
-    from wordcast.partitioning import WordNetwork, partition, partition_network, word_network
+    from wordcast.learning.partitioning import (
+        WordNetwork,
+        partition,
+        partition_network,
+        word_network,
+    )
 
     posts = [p for p in analysed_posts(300, seed=8) if p]
     frequencies, pairs = word_network(posts)

@@ -28,11 +28,11 @@ import httpx
 import pytest
 import redis
 
-from wordcast.analysis import analyze
-from wordcast.boolean import parse_query
-from wordcast.bruteforce import match_pairs
-from wordcast.placement import decode
-from wordcast.workload import post_boolean_queries, post_patterns, post_queries, sample_posts
+from wordcast.corpus.workload import post_boolean_queries, post_patterns, post_queries, sample_posts
+from wordcast.query.analysis import analyze
+from wordcast.query.boolean import parse_query
+from wordcast.routing.placement import decode
+from wordcast.testing.bruteforce import match_pairs
 
 from .conftest import Receiver, RunningCluster, extra_router, start_cluster, stop_cluster
 from .test_e2e import _check, _publish, _subscribe
@@ -326,7 +326,7 @@ async def _router_state(redis_url: str, namespace: str, **settings: Any) -> Asyn
     not answer: the tests drive its mapping step themselves."""
     from wordcast.services.router.settings import RouterSettings
     from wordcast.services.router.state import RouterState
-    from wordcast.store import SubscriptionStore, connect
+    from wordcast.storage.store import SubscriptionStore, connect
 
     client = connect(redis_url)
     state = RouterState(
@@ -358,7 +358,7 @@ def test_a_router_writes_a_version_for_the_number_wanted_once_the_cluster_can_ta
     move is under way."""
     from prometheus_client import REGISTRY
 
-    from wordcast.kube import CronJobRun
+    from wordcast.ops.kube import CronJobRun
     from wordcast.services.router import scale
 
     from .test_kube import CONFIG, cronjob_api
@@ -422,7 +422,7 @@ def test_a_router_following_the_statefulset_copies_its_replicas(
     it follows; scaling to 0 stops pods without re-mapping and is not copied."""
     import httpx2
 
-    from wordcast.kube import StatefulSetReplicas
+    from wordcast.ops.kube import StatefulSetReplicas
 
     from .test_kube import CONFIG, _scale
 

@@ -13,7 +13,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from wordcast.routing import (
+from wordcast.corpus.workload import analysed_posts
+from wordcast.routing.mapping import (
     HashMapping,
     LearnedMapping,
     WordHolders,
@@ -24,7 +25,7 @@ from wordcast.routing import (
     route_held,
     word_votes,
 )
-from wordcast.shedding import (
+from wordcast.routing.shedding import (
     IDEAL,
     MIN_RATIO,
     OVERLOAD,
@@ -37,7 +38,6 @@ from wordcast.shedding import (
     segment_ratio,
     subscription_scores,
 )
-from wordcast.workload import analysed_posts
 
 scores_st = st.dictionaries(st.integers(0, 63), st.integers(0, 20), min_size=1, max_size=16)
 

@@ -16,11 +16,11 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from wordcast.analysis import analyze
-from wordcast.bruteforce import match_pairs
 from wordcast.client import RouterClient
-from wordcast.routing import HashMapping, route
-from wordcast.workload import post_queries, sample_posts
+from wordcast.corpus.workload import post_queries, sample_posts
+from wordcast.query.analysis import analyze
+from wordcast.routing.mapping import HashMapping, route
+from wordcast.testing.bruteforce import match_pairs
 
 from .conftest import (
     Receiver,

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from standardwebhooks import Webhook
 
-from wordcast.signing import Signer, signature_header
+from wordcast.webhooks.signing import Signer, signature_header
 
 keys = st.binary(min_size=1, max_size=64)
 secrets = st.lists(

@@ -11,15 +11,15 @@ import pytest
 import redis.asyncio as aioredis
 from spark_jobs import learn_mapping
 
-from wordcast.analysis import analyze
-from wordcast.mapping_store import MappingStore
-from wordcast.partitioning import partition, word_network
-from wordcast.refine import learn_refined
-from wordcast.routing import LearnedMapping
-from wordcast.salb import Graph, Mapping, learn, salb
-from wordcast.store import SubscriptionStore
-from wordcast.throughput import model
-from wordcast.workload import sample_posts
+from wordcast.corpus.workload import sample_posts
+from wordcast.learning.partitioning import partition, word_network
+from wordcast.learning.refine import learn_refined
+from wordcast.learning.salb import Graph, Mapping, learn, salb
+from wordcast.learning.throughput import model
+from wordcast.query.analysis import analyze
+from wordcast.routing.mapping import LearnedMapping
+from wordcast.storage.mappings import MappingStore
+from wordcast.storage.store import SubscriptionStore
 
 
 def test_spark_graph_and_mappings_agree_with_the_pure_learners(spark: Any) -> None:

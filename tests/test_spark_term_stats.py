@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 from spark_jobs import term_stats
 
-from wordcast.analysis import analyze
-from wordcast.corpus import debian_documents
-from wordcast.termstats import TermOrder, TermStats
+from wordcast.corpus.files import debian_documents
+from wordcast.engines.termstats import TermOrder, TermStats
+from wordcast.query.analysis import analyze
 
 
 def test_transforms_agree_with_the_pure_builder(spark: Any) -> None:

@@ -13,10 +13,10 @@ import pytest
 import redis
 
 from wordcast.errors import UnresolvableCallback, UnsafeCallback
-from wordcast.netguard import AddressPolicy, resolve
-from wordcast.outbox import Message, Outbox, webhook_id
 from wordcast.services.matcher.dispatcher import Dispatcher
-from wordcast.store import Subscription, SubscriptionStore, connect
+from wordcast.storage.outbox import Message, Outbox, webhook_id
+from wordcast.storage.store import Subscription, SubscriptionStore, connect
+from wordcast.webhooks.netguard import AddressPolicy, resolve
 
 from .conftest import AUTH, Receiver, RunningCluster, start_cluster, stop_cluster
 

@@ -11,9 +11,9 @@ from dataclasses import replace
 import pytest
 
 from wordcast.errors import NotFound
-from wordcast.placement import Placement, encode
-from wordcast.routing import WordHolders
-from wordcast.store import (
+from wordcast.routing.mapping import WordHolders
+from wordcast.routing.placement import Placement, encode
+from wordcast.storage.store import (
     EventFollower,
     Subscription,
     SubscriptionEvent,

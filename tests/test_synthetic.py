@@ -4,7 +4,7 @@ from collections import Counter
 
 import pytest
 
-from wordcast.synthetic import DISTRIBUTIONS, generate, uniform_length, zipf_vocabulary
+from wordcast.testing.synthetic import DISTRIBUTIONS, generate, uniform_length, zipf_vocabulary
 
 
 def test_elements_have_distinct_terms_and_requested_lengths() -> None:

@@ -14,12 +14,12 @@ import pydantic
 import pytest
 import redis
 
+from wordcast.corpus.workload import post_queries, sample_posts
 from wordcast.errors import LimitExceeded
 from wordcast.services.router.settings import DEFAULT_ADMIN_TOKEN, RouterSettings
 from wordcast.services.router.state import RouterState
 from wordcast.services.router.tenants import KEY_CACHE_SECONDS
-from wordcast.store import Subscription, SubscriptionStore, connect
-from wordcast.workload import post_queries, sample_posts
+from wordcast.storage.store import Subscription, SubscriptionStore, connect
 
 from .conftest import RunningCluster, extra_router, tenant_key, wordcast_cli
 

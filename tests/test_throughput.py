@@ -9,10 +9,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from wordcast.routing import LearnedMapping, copy_name
-from wordcast.salb import salb
-from wordcast.throughput import Modelled, best, model
-from wordcast.workload import analysed_posts
+from wordcast.corpus.workload import analysed_posts
+from wordcast.learning.salb import salb
+from wordcast.learning.throughput import Modelled, best, model
+from wordcast.routing.mapping import LearnedMapping, copy_name
 
 POSTS = analysed_posts(400, seed=5)
 VOCABULARY = sorted(set().union(*POSTS))

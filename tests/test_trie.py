@@ -7,10 +7,10 @@ import random
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from wordcast.analysis import analyze
-from wordcast.bruteforce import BruteForce, match_pairs
-from wordcast.trie import Trie
-from wordcast.workload import post_queries, sample_posts
+from wordcast.corpus.workload import post_queries, sample_posts
+from wordcast.engines.trie import Trie
+from wordcast.query.analysis import analyze
+from wordcast.testing.bruteforce import BruteForce, match_pairs
 
 VOCAB = ["a1", "b2", "c3", "d4", "e5", "f6", "g7", "h8"]
 terms = st.frozensets(st.sampled_from(VOCAB), min_size=1, max_size=5)

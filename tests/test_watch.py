@@ -18,8 +18,8 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from wordcast.cluster import free_port
-from wordcast.workload import post_boolean_queries, post_patterns, post_queries, sample_posts
+from wordcast.corpus.workload import post_boolean_queries, post_patterns, post_queries, sample_posts
+from wordcast.local.cluster import free_port
 
 from .conftest import RunningCluster
 from .test_e2e import _publish

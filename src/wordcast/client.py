@@ -14,7 +14,7 @@ from urllib.parse import quote
 import httpx
 import orjson
 
-from . import retry_after
+from wordcast.webhooks import retry_after
 
 # Subscriptions per request of subscribe_many: within the router's limit of 1,000, and small
 # enough that the progress line moves and a refused batch is quick to find.
@@ -68,7 +68,7 @@ class RouterClient:
         timeout: float = 60.0,
     ) -> None:
         """``api_key`` defaults to $WORDCAST_API_KEY, else a development cluster's key."""
-        from .services.router.settings import DEVELOPMENT_API_KEY
+        from wordcast.services.router.settings import DEVELOPMENT_API_KEY
 
         self.base_url = base_url.rstrip("/")
         self.answered = False  # has the router ever answered this client

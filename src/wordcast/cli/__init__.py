@@ -9,9 +9,9 @@ import argparse
 import os
 import sys
 
-from ..errors import WordcastError
-from . import api, bench, local, routing, tenants
-from .common import fail
+from wordcast.cli import api, bench, local, routing, tenants
+from wordcast.cli.common import fail
+from wordcast.errors import WordcastError
 
 USAGE = """\
 wordcast up [--matchers N] [--port P] [--no-demo]   start a local cluster in the foreground

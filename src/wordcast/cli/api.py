@@ -10,8 +10,8 @@ import sys
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterable
 from typing import TYPE_CHECKING, Any
 
-from .. import limits
-from .common import (
+from wordcast import limits
+from wordcast.cli.common import (
     add_admin_token_option,
     add_router_option,
     admin_token,
@@ -23,17 +23,17 @@ from .common import (
 )
 
 if TYPE_CHECKING:
-    from ..client import RouterClient
-    from ..outbox import Backlog
+    from wordcast.client import RouterClient
+    from wordcast.storage.outbox import Backlog
 
 
 def cmd_subscribe(args: argparse.Namespace) -> int:
-    from ..client import RouterClient
+    from wordcast.client import RouterClient
 
     async def run() -> list[dict[str, object]]:
         async with RouterClient(args.router) as client:
             if args.from_corpus:
-                from ..workload import post_patterns, post_queries, sample_posts
+                from wordcast.corpus.workload import post_patterns, post_queries, sample_posts
 
                 posts = sample_posts(20_000, seed=args.seed)
                 if args.patterns:
@@ -79,7 +79,7 @@ def _list(
     noun: str,
 ) -> int:
     """Print every item, a line (or with --json a JSON object) each, then how many on stderr."""
-    from ..client import RouterClient
+    from wordcast.client import RouterClient
 
     async def run() -> int:
         count = 0
@@ -125,7 +125,7 @@ def cmd_subscriptions(args: argparse.Namespace) -> int:
 def cmd_unsubscribe(args: argparse.Namespace) -> int:
     """Delete subscriptions by id, or all of the tenant's. Every id is checked first: one that
     does not exist deletes nothing."""
-    from ..client import ApiError, RouterClient
+    from wordcast.client import ApiError, RouterClient
 
     if bool(args.ids) == args.all:
         return fail("give subscription ids, or --all")
@@ -153,7 +153,7 @@ def cmd_unsubscribe(args: argparse.Namespace) -> int:
 
 def cmd_secret(args: argparse.Namespace) -> int:
     """Rotate a subscription's signing secret and print the new one."""
-    from ..client import RouterClient
+    from wordcast.client import RouterClient
 
     async def run() -> str:
         async with RouterClient(args.router) as client:
@@ -186,7 +186,7 @@ def cmd_deadletters(args: argparse.Namespace) -> int:
 def cmd_replay(args: argparse.Namespace) -> int:
     """Deliver dead letters again, by id or --all. Every id is checked first: one that is not
     among the tenant's dead letters sends nothing."""
-    from ..client import RouterClient
+    from wordcast.client import RouterClient
 
     if bool(args.ids) == args.all:
         return fail("give dead letter ids, or --all")
@@ -206,12 +206,12 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
 
 def cmd_publish(args: argparse.Namespace) -> int:
-    from ..client import RouterClient
+    from wordcast.client import RouterClient
 
     if args.json and (args.text or args.corpus):
         return fail("--json reads publications from standard input: give no TEXT or --corpus")
     if args.corpus:
-        from ..workload import sample_posts
+        from wordcast.corpus.workload import sample_posts
 
         posts = [{"id": p.id, "text": p.text} for p in sample_posts(args.corpus, seed=args.seed)]
     elif args.text:
@@ -267,7 +267,7 @@ def _json_publications(lines: Iterable[str]) -> list[dict[str, str]]:
 
 def cmd_watch(args: argparse.Namespace) -> int:
     """Subscribe with a webhook of its own, print each match delivered, unsubscribe at the end."""
-    from ..watch import Watcher
+    from wordcast.local.watch import Watcher
 
     if not args.query and not args.pattern:
         return fail("give at least one QUERY or --pattern PATTERN to watch")
@@ -312,7 +312,7 @@ def _matcher_line(stats: dict[str, Any] | None) -> str:
 
 def _redis_memory(matchers: Iterable[dict[str, Any]]) -> Backlog | None:
     """Redis's memory and the matchers' limit, as the first matcher that answered saw them."""
-    from ..outbox import Backlog
+    from wordcast.storage.outbox import Backlog
 
     for stats in matchers:
         if stats.get("reachable") and stats.get("redis_memory_limit"):

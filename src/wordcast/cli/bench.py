@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .common import fail
+from wordcast.cli.common import fail
 
 # The benchmarks `make bench` runs (bench/*.py of a source checkout; BENCHMARKS.md has figures).
 BENCHMARKS = (

@@ -12,7 +12,7 @@ from types import FrameType
 from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
-    from ..services.common import ServiceSettings
+    from wordcast.services.common import ServiceSettings
 
 T = TypeVar("T")
 
@@ -37,7 +37,7 @@ def add_admin_token_option(parser: Any) -> None:
 
 def admin_token(args: argparse.Namespace) -> str:
     """--admin-token, else $WORDCAST_ADMIN_TOKEN, else the token a development cluster accepts."""
-    from ..services.router.settings import DEFAULT_ADMIN_TOKEN
+    from wordcast.services.router.settings import DEFAULT_ADMIN_TOKEN
 
     return str(args.admin_token or os.environ.get("WORDCAST_ADMIN_TOKEN") or DEFAULT_ADMIN_TOKEN)
 
@@ -87,7 +87,7 @@ def service_settings(cls: Callable[[], S]) -> S:
     (the CLI prints it), not pydantic's traceback."""
     from pydantic import ValidationError
 
-    from ..errors import InvalidInput
+    from wordcast.errors import InvalidInput
 
     try:
         return cls()
@@ -107,7 +107,7 @@ def service_settings(cls: Callable[[], S]) -> S:
 def serve(app: object, settings: ServiceSettings, log_level: str | None = None) -> int:
     import uvicorn
 
-    from ..services.common import header_timeout, tune_garbage_collection
+    from wordcast.services.common import header_timeout, tune_garbage_collection
 
     # Here, not in the apps' lifespans: only a service process of its own should freeze what it
     # built (an app started inside a test run would freeze the test process's objects too).
@@ -138,8 +138,8 @@ def terminate_on_sigterm() -> None:
 
 def against_router(router: str, work: Coroutine[Any, Any, T]) -> tuple[T | None, str | None]:
     """Run a client coroutine; API and connection failures become one clear message."""
-    from ..client import ApiError, RouterUnreachable
-    from ..errors import WordcastError
+    from wordcast.client import ApiError, RouterUnreachable
+    from wordcast.errors import WordcastError
 
     try:
         return asyncio.run(work), None

@@ -11,28 +11,28 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..limits import MAX_BATCH_PUBLICATIONS
-from .common import fail, positive, serve, service_settings, terminate_on_sigterm, whole
+from wordcast.cli.common import fail, positive, serve, service_settings, terminate_on_sigterm, whole
+from wordcast.limits import MAX_BATCH_PUBLICATIONS
 
 
 def cmd_router(_: argparse.Namespace) -> int:
-    from ..services.router.main import create_app
-    from ..services.router.settings import RouterSettings
+    from wordcast.services.router.main import create_app
+    from wordcast.services.router.settings import RouterSettings
 
     settings = service_settings(RouterSettings)
     return serve(create_app(settings), settings)
 
 
 def cmd_matcher(_: argparse.Namespace) -> int:
-    from ..services.matcher.main import create_app
-    from ..services.matcher.settings import MatcherSettings
+    from wordcast.services.matcher.main import create_app
+    from wordcast.services.matcher.settings import MatcherSettings
 
     settings = service_settings(MatcherSettings)
     return serve(create_app(settings), settings)
 
 
 def cmd_receiver(args: argparse.Namespace) -> int:
-    from ..services.receiver.main import ReceiverSettings, create_app
+    from wordcast.services.receiver.main import ReceiverSettings, create_app
 
     settings = service_settings(ReceiverSettings)
     if args.port is not None:
@@ -44,9 +44,14 @@ def cmd_receiver(args: argparse.Namespace) -> int:
 
 async def _demo(cluster: object, subscriptions: int, rate: float) -> None:
     """Register corpus-drawn subscriptions, then publish corpus posts at a readable pace forever."""
-    from ..client import RouterClient
-    from ..cluster import Cluster
-    from ..workload import post_boolean_queries, post_patterns, post_queries, sample_posts
+    from wordcast.client import RouterClient
+    from wordcast.corpus.workload import (
+        post_boolean_queries,
+        post_patterns,
+        post_queries,
+        sample_posts,
+    )
+    from wordcast.local.cluster import Cluster
 
     assert isinstance(cluster, Cluster)
     print("demo: loading posts from the pypi corpus…", flush=True)
@@ -78,7 +83,7 @@ MAX_LOCAL_MATCHERS = 64
 
 
 def cmd_up(args: argparse.Namespace) -> int:
-    from ..cluster import Cluster, describe, port_in_use
+    from wordcast.local.cluster import Cluster, describe, port_in_use
 
     if not 1 <= args.matchers <= MAX_LOCAL_MATCHERS:
         return fail(
@@ -92,7 +97,7 @@ def cmd_up(args: argparse.Namespace) -> int:
             "give another with --port P"
         )
     if not args.no_demo:
-        from ..corpus import CorpusNotFound, corpus_dir
+        from wordcast.corpus.files import CorpusNotFound, corpus_dir
 
         try:
             corpus_dir()  # before anything starts: the demo publishes corpus posts

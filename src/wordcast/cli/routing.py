@@ -1,5 +1,5 @@
 """The Spark jobs and the number of matchers: ``learn`` (the mapping learner), ``termstats`` (term
-statistics), ``scale`` and ``drain`` (a matcher pod's preStop hook); see :mod:`wordcast.scaling`."""
+statistics), ``scale`` and ``drain`` (a matcher pod's preStop hook); see :mod:`wordcast.ops.scaling`."""
 
 from __future__ import annotations
 
@@ -11,16 +11,16 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..partitioning import VARIANTS
-from .common import add_router_option, fail, positive, whole
+from wordcast.cli.common import add_router_option, fail, positive, whole
+from wordcast.learning.partitioning import VARIANTS
 
 if TYPE_CHECKING:
-    from ..salb import Mapping
+    from wordcast.learning.salb import Mapping
 
 
 def _wanted_matchers(redis_url: str, namespace: str) -> int | None:
     """The number of matchers the cluster is asked to have (StoreUnavailable)."""
-    from ..store import SubscriptionStore, connect
+    from wordcast.storage.store import SubscriptionStore, connect
 
     async def read() -> int | None:
         client = connect(redis_url)
@@ -56,7 +56,7 @@ def cmd_learn(args: argparse.Namespace) -> int:
             "written to that Redis"
         )
     namespace = os.environ.get("WORDCAST_NAMESPACE", "wordcast")
-    from ..errors import StoreUnavailable
+    from wordcast.errors import StoreUnavailable
 
     try:
         wanted = _wanted_matchers(redis_url, namespace)
@@ -66,7 +66,7 @@ def cmd_learn(args: argparse.Namespace) -> int:
     if matchers is None:
         return fail("no router has recorded the cluster's number of matchers: give --matchers")
     if wanted is not None and matchers != wanted:
-        # The routers would soon replace a version for another number (wordcast.scaling).
+        # The routers would soon replace a version for another number (wordcast.ops.scaling).
         return fail(
             f"the cluster has {wanted} matchers: learn for them (leave out --matchers), or "
             f"change their number with: wordcast scale {matchers} --algorithm salb"
@@ -115,13 +115,13 @@ def _learn(
 
 
 def cmd_scale(args: argparse.Namespace) -> int:
-    """Move the cluster to N matchers (see wordcast.scaling for the steps)."""
+    """Move the cluster to N matchers (see wordcast.ops.scaling for the steps)."""
     import httpx
 
-    from .. import scaling
-    from ..errors import StoreUnavailable
-    from ..mapping_store import MappingStore
-    from ..store import SubscriptionStore, connect
+    from wordcast.errors import StoreUnavailable
+    from wordcast.ops import scaling
+    from wordcast.storage.mappings import MappingStore
+    from wordcast.storage.store import SubscriptionStore, connect
 
     if args.matchers < 1:
         return fail("the number of matchers must be at least 1")
@@ -157,7 +157,7 @@ def cmd_scale(args: argparse.Namespace) -> int:
             learned = None
             if algorithm != "hash":
                 # Under the lock no router writes a hashing version for the new number, and the
-                # learned one is written once its matchers answer (wordcast.scaling, step 3).
+                # learned one is written once its matchers answer (wordcast.ops.scaling, step 3).
                 owner = f"wordcast-scale-{uuid.uuid4().hex}"
                 async with scaling.holding_migration_lock(
                     mappings, owner, SCALE_LOCK_TTL_S, args.timeout, say
@@ -213,12 +213,12 @@ def cmd_drain(args: argparse.Namespace) -> int:
     """Hold a matcher being removed up until nothing routes to it and it holds nothing."""
     from pydantic import ValidationError
 
-    from .. import scaling
-    from ..errors import KubernetesUnavailable, MappingError, StoreUnavailable
-    from ..kube import StatefulSetReplicas
-    from ..mapping_store import MappingStore
-    from ..services.matcher.settings import MatcherSettings
-    from ..store import SubscriptionStore, connect
+    from wordcast.errors import KubernetesUnavailable, MappingError, StoreUnavailable
+    from wordcast.ops import scaling
+    from wordcast.ops.kube import StatefulSetReplicas
+    from wordcast.services.matcher.settings import MatcherSettings
+    from wordcast.storage.mappings import MappingStore
+    from wordcast.storage.store import SubscriptionStore, connect
 
     try:
         given = {} if args.ordinal is None else {"ordinal": args.ordinal}

@@ -9,7 +9,7 @@ import sys
 from datetime import UTC, datetime
 from typing import Any
 
-from .common import (
+from wordcast.cli.common import (
     add_admin_token_option,
     add_router_option,
     admin_token,
@@ -20,8 +20,8 @@ from .common import (
 
 
 def cmd_tenant(args: argparse.Namespace) -> int:
-    from ..client import RouterClient
-    from ..services.router.settings import RouterSettings
+    from wordcast.client import RouterClient
+    from wordcast.services.router.settings import RouterSettings
 
     poll_s = RouterSettings.model_fields["key_revocation_poll_s"].default
 
@@ -55,7 +55,7 @@ def cmd_tenant(args: argparse.Namespace) -> int:
 
 
 def cmd_stream(args: argparse.Namespace) -> int:
-    from ..client import RouterClient
+    from wordcast.client import RouterClient
 
     def show(stream: dict[str, Any]) -> None:
         grants = ", ".join(

@@ -22,8 +22,8 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
-from ..errors import Unavailable
-from ..netguard import AddressPolicy
+from wordcast.errors import Unavailable
+from wordcast.webhooks.netguard import AddressPolicy
 
 
 class OrjsonRequest(Request):

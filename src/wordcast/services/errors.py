@@ -13,7 +13,7 @@ from fastapi import FastAPI, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
-from ..errors import (
+from wordcast.errors import (
     Conflict,
     Forbidden,
     InvalidInput,
@@ -24,7 +24,7 @@ from ..errors import (
     Unavailable,
     WordcastError,
 )
-from .common import validation_refused
+from wordcast.services.common import validation_refused
 
 # Most specific first: the first class an error is an instance of decides.
 STATUS: tuple[tuple[type[WordcastError], int], ...] = (

@@ -7,7 +7,7 @@ than the POSTs themselves. A client of one connection has no such work.
 
 A client is handed back out for the endpoint it last posted to, so its connection is reused as a
 pool would reuse it. It goes to another endpoint only as a fresh client: connections are opened to
-the checked address (:mod:`wordcast.netguard`), so two host names on one address would otherwise
+the checked address (:mod:`wordcast.webhooks.netguard`), so two host names on one address would otherwise
 share a TLS connection set up, and its certificate checked, for the first name only.
 """
 
@@ -20,7 +20,7 @@ from contextlib import asynccontextmanager
 
 import httpx
 
-from ...netguard import Target
+from wordcast.webhooks.netguard import Target
 
 
 def endpoint(target: Target) -> tuple[str, str, str]:

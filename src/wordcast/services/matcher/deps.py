@@ -5,9 +5,9 @@ from typing import Annotated
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from ...errors import Unauthenticated
-from ..common import bearer_token, guarded_route, wait_ready
-from .state import MatcherState
+from wordcast.errors import Unauthenticated
+from wordcast.services.common import bearer_token, guarded_route, wait_ready
+from wordcast.services.matcher.state import MatcherState
 
 
 def get_state(request: Request) -> MatcherState:

@@ -1,6 +1,6 @@
 """Delivers the outbox's messages to webhooks: signed, retried, dead-lettered, never lost.
 
-The matcher records every message in its Redis outbox (:mod:`wordcast.outbox`) before it answers
+The matcher records every message in its Redis outbox (:mod:`wordcast.storage.outbox`) before it answers
 the router; this dispatcher reads every matcher's outbox through their consumer groups, its own
 pending entries first (those a crashed predecessor did not finish), takes over the entries any
 consumer has left pending for longer than a delivery can take (a matcher removed for good), and
@@ -8,13 +8,13 @@ acknowledges an entry only after a 2xx. Sharing the outboxes keeps every matcher
 any of them has a backlog: the matches of a matcher's subscriptions are not its share of the
 delivery work.
 
-Each message is signed (:mod:`wordcast.signing`) as the Standard Webhooks specification says
+Each message is signed (:mod:`wordcast.webhooks.signing`) as the Standard Webhooks specification says
 (``webhook-id``, ``webhook-timestamp``, ``webhook-signature``: HMAC-SHA256 over
 ``id.timestamp.body``) with the secret of every subscription it carries matches for (and a
 previous secret too during a rotation's grace period); any one of them verifies it. Failed
 attempts are retried with exponential backoff and full jitter, honouring ``Retry-After``; a 410
 deletes the subscription (the receiver said it is gone for good); a forbidden callback address
-(:mod:`wordcast.netguard`) is not retried; after the last attempt the message goes to its tenant's
+(:mod:`wordcast.webhooks.netguard`) is not retried; after the last attempt the message goes to its tenant's
 dead letters. A delivery slot holds one attempt: between attempts only the message's entry id and
 due time wait in memory (the message stays in the outbox, and is read again when due), and other
 messages take the slot meanwhile. The outbox bounds memory: at most ``concurrency`` messages are
@@ -37,13 +37,14 @@ from datetime import UTC, datetime
 import httpx
 from prometheus_client import Counter, Gauge, Histogram
 
-from ... import limits, retry_after
-from ...errors import StoreUnavailable, UnresolvableCallback, UnsafeCallback
-from ...netguard import AddressPolicy, resolve
-from ...outbox import Acknowledgements, Backlog, Message, Outbox
-from ...signing import Signer, signature_header
-from ...store import SubscriptionStore
-from .connections import Connections
+from wordcast import limits
+from wordcast.errors import StoreUnavailable, UnresolvableCallback, UnsafeCallback
+from wordcast.services.matcher.connections import Connections
+from wordcast.storage.outbox import Acknowledgements, Backlog, Message, Outbox
+from wordcast.storage.store import SubscriptionStore
+from wordcast.webhooks import retry_after
+from wordcast.webhooks.netguard import AddressPolicy, resolve
+from wordcast.webhooks.signing import Signer, signature_header
 
 log = logging.getLogger(__name__)
 

@@ -8,19 +8,19 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 
-from ... import __version__, limits
-from ...errors import StoreUnavailable
-from ...store import SubscriptionStore, connect
-from ..common import (
+from wordcast import __version__, limits
+from wordcast.errors import StoreUnavailable
+from wordcast.services.common import (
     BodySizeLimit,
     configure_logging,
     in_background,
     metrics_router,
 )
-from ..errors import install_error_handlers
-from .routes import health, internal
-from .settings import MatcherSettings
-from .state import MatcherState
+from wordcast.services.errors import install_error_handlers
+from wordcast.services.matcher.routes import health, internal
+from wordcast.services.matcher.settings import MatcherSettings
+from wordcast.services.matcher.state import MatcherState
+from wordcast.storage.store import SubscriptionStore, connect
 
 log = logging.getLogger(__name__)
 

@@ -8,8 +8,8 @@ from typing import Literal
 from pydantic import ByteSize, Field, model_validator
 from pydantic_settings import SettingsConfigDict
 
-from ..common import ServiceSettings
-from .dispatcher import ATTEMPT_TIMEOUTS
+from wordcast.services.common import ServiceSettings
+from wordcast.services.matcher.dispatcher import ATTEMPT_TIMEOUTS
 
 
 class MatcherSettings(ServiceSettings):

@@ -4,7 +4,7 @@ Keyword subscriptions live in the term index (a trie by default), pattern subscr
 pattern index (REtriever or one of its peers); a routed publication is matched against the pattern
 index only when the router flagged it, that is when one of this matcher's anchors occurs in it.
 
-A subscription's placements (:mod:`wordcast.placement`) say for which mapping versions — and, for
+A subscription's placements (:mod:`wordcast.routing.placement`) say for which mapping versions — and, for
 a multicast of hot words, which drawn copies — this matcher evaluates it; a match found
 for a batch that another placement serves is dropped here, so each publication is evaluated
 against each subscription exactly once while routers switch mapping versions.
@@ -14,7 +14,7 @@ frequent hot word (S³-TM §5.1); each of them serves only the publications whos
 holds. Such subscriptions sit in an index of their own per hot word, consulted only for
 publications that drew a copy of that word, so the rest of the stream never visits them.
 
-An alternative of a boolean query (:mod:`wordcast.boolean`) is indexed by its required words like
+An alternative of a boolean query (:mod:`wordcast.query.boolean`) is indexed by its required words like
 any keyword subscription; a match then stands only if the alternative is the one that delivers
 (none of its excluded terms, no earlier alternative holding), and goes out under the
 subscription's id.
@@ -33,28 +33,28 @@ from typing import Any
 import orjson
 from prometheus_client import Counter, Gauge
 
-from ...ac_retriever import AhoCorasickREtriever
-from ...boolean import HeldAlternatives, has_operators, parse_query
-from ...compact_trie import CompactTrie
-from ...errors import StoreUnavailable
-from ...naive_patterns import NaivePatterns
-from ...nfa import NFAMatcher
-from ...outbox import MAX_SIGNERS, Message, Outbox, webhook_id
-from ...patterns import normalise, parse
-from ...placement import Placement
-from ...querynote import QueryNoteIndex
-from ...retriever import REtriever
-from ...store import (
+from wordcast.engines.ac_retriever import AhoCorasickREtriever
+from wordcast.engines.compact_trie import CompactTrie
+from wordcast.engines.naive_patterns import NaivePatterns
+from wordcast.engines.nfa import NFAMatcher
+from wordcast.engines.querynote import QueryNoteIndex
+from wordcast.engines.retriever import REtriever
+from wordcast.engines.termstats import TermOrder, TermStats
+from wordcast.engines.trie import Trie
+from wordcast.errors import StoreUnavailable
+from wordcast.query.boolean import HeldAlternatives, has_operators, parse_query
+from wordcast.query.patterns import normalise, parse
+from wordcast.routing.placement import Placement
+from wordcast.services.matcher.dispatcher import Dispatcher
+from wordcast.services.matcher.settings import MatcherSettings
+from wordcast.storage.outbox import MAX_SIGNERS, Message, Outbox, webhook_id
+from wordcast.storage.store import (
     EventFollower,
     Subscription,
     SubscriptionEvent,
     SubscriptionStore,
     audience,
 )
-from ...termstats import TermOrder, TermStats
-from ...trie import Trie
-from .dispatcher import Dispatcher
-from .settings import MatcherSettings
 
 log = logging.getLogger(__name__)
 
@@ -315,7 +315,7 @@ class MatcherState:
         ``publisher`` to shared stream ``stream`` (or to its own subscriptions, for ""); returns
         the messages to deliver.
 
-        Only the subscriptions of that audience (:func:`wordcast.store.audience`) match: the
+        Only the subscriptions of that audience (:func:`wordcast.storage.store.audience`) match: the
         indexes hold every tenant's subscriptions, and routing follows words alone.
 
         A message holds this batch's matches for one callback URL of one tenant (at most

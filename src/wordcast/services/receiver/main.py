@@ -18,8 +18,8 @@ from fastapi import APIRouter, FastAPI, HTTPException, Query, Request, Response
 from pydantic import BaseModel, Field
 from pydantic_settings import SettingsConfigDict
 
-from ... import limits
-from ..common import BodySizeLimit, OrjsonRoute, ServiceSettings
+from wordcast import limits
+from wordcast.services.common import BodySizeLimit, OrjsonRoute, ServiceSettings
 
 
 class ReceiverSettings(ServiceSettings):

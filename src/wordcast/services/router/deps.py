@@ -7,8 +7,8 @@ from typing import Annotated
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from ..common import bearer_token, guarded_route, wait_ready
-from .state import RouterState
+from wordcast.services.common import bearer_token, guarded_route, wait_ready
+from wordcast.services.router.state import RouterState
 
 _bearer = HTTPBearer(auto_error=False, description="The tenant's API key (or the admin token).")
 Credentials = Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]

@@ -7,18 +7,18 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 
-from ... import __version__, limits
-from ...store import SubscriptionStore, connect
-from ..common import (
+from wordcast import __version__, limits
+from wordcast.services.common import (
     BodySizeLimit,
     configure_logging,
     in_background,
     metrics_router,
 )
-from ..errors import install_error_handlers
-from .routes import admin, deadletters, health, publications, subscriptions
-from .settings import RouterSettings
-from .state import RouterState
+from wordcast.services.errors import install_error_handlers
+from wordcast.services.router.routes import admin, deadletters, health, publications, subscriptions
+from wordcast.services.router.settings import RouterSettings
+from wordcast.services.router.state import RouterState
+from wordcast.storage.store import SubscriptionStore, connect
 
 
 def create_app(settings: RouterSettings | None = None) -> FastAPI:

@@ -20,9 +20,9 @@ from typing import Any
 import httpx
 import orjson
 
-from ...errors import MappingError, MatcherUnavailable
-from ...store import SubscriptionStore
-from .settings import RouterSettings
+from wordcast.errors import MappingError, MatcherUnavailable
+from wordcast.services.router.settings import RouterSettings
+from wordcast.storage.store import SubscriptionStore
 
 log = logging.getLogger(__name__)
 

@@ -1,4 +1,4 @@
-"""The router's load shedding: :mod:`wordcast.shedding` fed with this router's own buffer.
+"""The router's load shedding: :mod:`wordcast.routing.shedding` fed with this router's own buffer.
 
 S³-TM's router pulls publications from a buffer; ours has none of its own, so the buffer is the
 publications this router has admitted and not yet answered for (their batches wait on the
@@ -22,9 +22,9 @@ from collections.abc import Collection, Mapping
 
 from prometheus_client import Counter, Gauge
 
-from ...errors import StoreUnavailable
-from ...routing import HashMapping, held_word_votes
-from ...shedding import (
+from wordcast.errors import StoreUnavailable
+from wordcast.routing.mapping import HashMapping, held_word_votes
+from wordcast.routing.shedding import (
     Controller,
     Levels,
     SpreadHistogram,
@@ -32,8 +32,8 @@ from ...shedding import (
     keep,
     subscription_scores,
 )
-from ...store import SubscriptionStore
-from .settings import RouterSettings
+from wordcast.services.router.settings import RouterSettings
+from wordcast.storage.store import SubscriptionStore
 
 log = logging.getLogger(__name__)
 

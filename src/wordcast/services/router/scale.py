@@ -1,4 +1,4 @@
-"""Scaling's step 3 for one router (:mod:`wordcast.scaling`): follow the number of matchers wanted.
+"""Scaling's step 3 for one router (:mod:`wordcast.ops.scaling`): follow the number of matchers wanted.
 
 In its mapping step, once the mapping versions are settled, a router copies the matcher
 StatefulSet's replicas into the number wanted (when it follows one: ``kubectl scale`` alone is
@@ -20,12 +20,12 @@ from typing import Any
 import httpx
 from prometheus_client import Gauge
 
-from ...errors import KubernetesUnavailable
-from ...kube import CronJobRun, StatefulSetReplicas
-from ...mapping_store import MappingStore
-from ...scaling import first_not_ready, version_for, write_hash_version
-from ...store import SubscriptionStore
-from .settings import RouterSettings
+from wordcast.errors import KubernetesUnavailable
+from wordcast.ops.kube import CronJobRun, StatefulSetReplicas
+from wordcast.ops.scaling import first_not_ready, version_for, write_hash_version
+from wordcast.services.router.settings import RouterSettings
+from wordcast.storage.mappings import MappingStore
+from wordcast.storage.store import SubscriptionStore
 
 log = logging.getLogger(__name__)
 

@@ -5,7 +5,7 @@ from typing import Annotated, Literal
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import NoDecode, SettingsConfigDict
 
-from ..common import ServiceSettings
+from wordcast.services.common import ServiceSettings
 
 DEFAULT_ADMIN_TOKEN = "wordcast-development-admin-token"
 # The key of the "dev" tenant a development cluster creates for itself, so that `wordcast up`, the

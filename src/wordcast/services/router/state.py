@@ -1,19 +1,19 @@
 """The router's logic: analyse, place subscriptions (any-cast), route publications (multicast).
 
 Keyword subscriptions are placed with LASP (S³-TM Alg. 2) among the eligible matchers B(S, M) of
-every mapping version in use (:mod:`wordcast.placement`); routing sends each publication to
+every mapping version in use (:mod:`wordcast.routing.placement`); routing sends each publication to
 K_H(P, M) under the active mapping version: the matchers of its subscribed words (Eq. 3.1), each
-only if its H(i) holds the word (:func:`wordcast.routing.route_held`), or to fewer of those
+only if its H(i) holds the word (:func:`wordcast.routing.mapping.route_held`), or to fewer of those
 matchers while the router sheds load (:mod:`.overload`); one request per matcher per batch, tagged
 with that version and the hot-word copies drawn (§5.1). Which versions are in use, and moving
 the subscriptions when a new one appears, is :mod:`.versions`; the requests to matchers are
 :mod:`.matchers`; API keys are :mod:`.tenants`.
-Pattern subscriptions are routed by their anchors (:mod:`wordcast.anchors`): a publication also
+Pattern subscriptions are routed by their anchors (:mod:`wordcast.routing.anchors`): a publication also
 goes to the matchers owning an anchor that occurs in its normalised text, in the same request,
 flagged so that the matcher runs its pattern engine on it. The router keeps only state it can
 rebuild from Redis: which matchers' H(i) hold each subscribed word, the owners of each anchor, and
 the mapping versions.
-A boolean query (:mod:`wordcast.boolean`) is stored as one keyword subscription per alternative,
+A boolean query (:mod:`wordcast.query.boolean`) is stored as one keyword subscription per alternative,
 each placed with LASP on its own required words; routing does not know the difference.
 """
 
@@ -31,10 +31,7 @@ from typing import Any
 
 from prometheus_client import Counter, Gauge, Histogram
 
-from ...analysis import Analyzer
-from ...anchors import AnchorIndex
-from ...boolean import BooleanQuery, parse_query, part_id, split_part_id
-from ...errors import (
+from wordcast.errors import (
     Forbidden,
     InvalidInput,
     LimitExceeded,
@@ -44,20 +41,23 @@ from ...errors import (
     StoreUnavailable,
     Unavailable,
 )
-from ...lasp import LinearCost
-from ...netguard import resolve
-from ...outbox import DeadLetters, Message
-from ...patterns import normalise, parse
-from ...placement import candidates, place_pattern, plan
-from ...ratelimit import RateLimiter
-from ...routing import HashMapping, WordHolders, keyed_draw, route_held
-from ...store import EventFollower, Subscription, SubscriptionEvent, SubscriptionStore
-from .matchers import MatcherLinks
-from .overload import LoadShedder
-from .settings import RouterSettings
-from .streams import SharedStreams
-from .tenants import Tenants
-from .versions import MappingVersions, MappingView
+from wordcast.query.analysis import Analyzer
+from wordcast.query.boolean import BooleanQuery, parse_query, part_id, split_part_id
+from wordcast.query.patterns import normalise, parse
+from wordcast.routing.anchors import AnchorIndex
+from wordcast.routing.lasp import LinearCost
+from wordcast.routing.mapping import HashMapping, WordHolders, keyed_draw, route_held
+from wordcast.routing.placement import candidates, place_pattern, plan
+from wordcast.services.router.matchers import MatcherLinks
+from wordcast.services.router.overload import LoadShedder
+from wordcast.services.router.settings import RouterSettings
+from wordcast.services.router.streams import SharedStreams
+from wordcast.services.router.tenants import Tenants
+from wordcast.services.router.versions import MappingVersions, MappingView
+from wordcast.storage.outbox import DeadLetters, Message
+from wordcast.storage.ratelimit import RateLimiter
+from wordcast.storage.store import EventFollower, Subscription, SubscriptionEvent, SubscriptionStore
+from wordcast.webhooks.netguard import resolve
 
 log = logging.getLogger(__name__)
 
@@ -202,7 +202,7 @@ class RouterState:
 
     # -- subscriptions ------------------------------------------------------------------------
     def analyse_query(self, query: str) -> BooleanQuery:
-        """The query's alternatives (:mod:`wordcast.boolean`); one without operators is a
+        """The query's alternatives (:mod:`wordcast.query.boolean`); one without operators is a
         single conjunction of its terms. Raises InvalidInput naming the problem."""
         return parse_query(query, self.analyzer)
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
 
-from ...errors import Conflict
-from ...store import SubscriptionStore
-from .tenants import Tenants
+from wordcast.errors import Conflict
+from wordcast.services.router.tenants import Tenants
+from wordcast.storage.store import SubscriptionStore
 
 Delete = Callable[[Sequence[str]], Awaitable[None]]
 PAGE = 1_000

@@ -20,9 +20,9 @@ import logging
 import secrets
 import time
 
-from ...errors import Forbidden, StoreUnavailable, Unauthenticated
-from ...store import SubscriptionStore
-from .settings import DEVELOPMENT_API_KEY, RouterSettings
+from wordcast.errors import Forbidden, StoreUnavailable, Unauthenticated
+from wordcast.services.router.settings import DEVELOPMENT_API_KEY, RouterSettings
+from wordcast.storage.store import SubscriptionStore
 
 log = logging.getLogger(__name__)
 

@@ -1,7 +1,7 @@
 """The mapping versions one router follows, and the migrations it runs (S³-TM ch. 3, live swap).
 
 A background task follows the mapping versions (announcements, plus a periodic check) and, when a
-new version appears, moves the subscriptions to it (:mod:`wordcast.migration`) if no other router
+new version appears, moves the subscriptions to it (:mod:`wordcast.ops.migration`) if no other router
 is doing so, under the migration lock; once the versions are settled it follows the number of
 matchers wanted (:mod:`.scale`). Another task reports, every few seconds, the oldest version this
 router may still route with; a migration retires a version only once no live report names it, so
@@ -25,15 +25,15 @@ from typing import Any
 from prometheus_client import Counter, Gauge
 from redis.exceptions import RedisError
 
-from ...errors import MappingError, MatcherUnavailable, StoreUnavailable
-from ...lasp import LinearCost
-from ...mapping_store import MappingStore
-from ...migration import move_to, retire
-from ...routing import HashMapping
-from ...store import EventFollower, SubscriptionStore
-from .matchers import MatcherLinks
-from .scale import ScaleFollower
-from .settings import RouterSettings
+from wordcast.errors import MappingError, MatcherUnavailable, StoreUnavailable
+from wordcast.ops.migration import move_to, retire
+from wordcast.routing.lasp import LinearCost
+from wordcast.routing.mapping import HashMapping
+from wordcast.services.router.matchers import MatcherLinks
+from wordcast.services.router.scale import ScaleFollower
+from wordcast.services.router.settings import RouterSettings
+from wordcast.storage.mappings import MappingStore
+from wordcast.storage.store import EventFollower, SubscriptionStore
 
 log = logging.getLogger(__name__)
 

@@ -5,9 +5,9 @@ from typing import Any
 
 from fastapi import APIRouter
 
-from ....errors import StoreUnavailable
-from ...common import probes_router
-from ..deps import State, get_state
+from wordcast.errors import StoreUnavailable
+from wordcast.services.common import probes_router
+from wordcast.services.matcher.deps import State, get_state
 
 router = APIRouter(tags=["operations"])
 probes = probes_router(lambda request: get_state(request).ready, "loading subscriptions")

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Depends
 
-from ....errors import Overloaded
-from ....schemas import ERRORS, MatchRequest, MatchResponse, SyncRequest
-from ..deps import ReadyState, RouterRoute, require_router
+from wordcast.errors import Overloaded
+from wordcast.services.matcher.deps import ReadyState, RouterRoute, require_router
+from wordcast.services.schemas import ERRORS, MatchRequest, MatchResponse, SyncRequest
 
 router = APIRouter(
     prefix="/internal",

@@ -6,7 +6,8 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Path
 
-from ....schemas import (
+from wordcast.services.router.deps import Admin, AdminRoute, ReadyState
+from wordcast.services.schemas import (
     ERRORS,
     STREAM_PATTERN,
     TENANT_PATTERN,
@@ -20,8 +21,7 @@ from ....schemas import (
     TenantKey,
     TenantKeys,
 )
-from ....store import API_KEY_ID_CHARS
-from ..deps import Admin, AdminRoute, ReadyState
+from wordcast.storage.store import API_KEY_ID_CHARS
 
 
 def admin_router(prefix: str) -> APIRouter:

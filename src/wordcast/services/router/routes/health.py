@@ -5,9 +5,9 @@ from typing import Any
 
 from fastapi import APIRouter
 
-from ....schemas import ERRORS
-from ...common import probes_router
-from ..deps import Admin, State, get_state
+from wordcast.services.common import probes_router
+from wordcast.services.router.deps import Admin, State, get_state
+from wordcast.services.schemas import ERRORS
 
 router = APIRouter(tags=["operations"])
 probes = probes_router(

@@ -2,9 +2,9 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from ....errors import RateLimited
-from ....schemas import ERRORS, PublicationsAccepted, PublicationsIn
-from ..deps import ReadyState, Tenant, TenantRoute
+from wordcast.errors import RateLimited
+from wordcast.services.router.deps import ReadyState, Tenant, TenantRoute
+from wordcast.services.schemas import ERRORS, PublicationsAccepted, PublicationsIn
 
 router = APIRouter(
     prefix="/publications", tags=["publications"], responses=ERRORS, route_class=TenantRoute

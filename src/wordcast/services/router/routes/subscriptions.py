@@ -4,9 +4,10 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Query
 
-from ....boolean import has_operators, parse_query
-from ....errors import InvalidInput
-from ....schemas import (
+from wordcast.errors import InvalidInput
+from wordcast.query.boolean import has_operators, parse_query
+from wordcast.services.router.deps import ReadyState, Tenant, TenantRoute
+from wordcast.services.schemas import (
     ERRORS,
     AlternativeOut,
     SecretOut,
@@ -18,8 +19,7 @@ from ....schemas import (
     SubscriptionsIn,
     SubscriptionsOut,
 )
-from ....store import Subscription
-from ..deps import ReadyState, Tenant, TenantRoute
+from wordcast.storage.store import Subscription
 
 router = APIRouter(
     prefix="/subscriptions", tags=["subscriptions"], responses=ERRORS, route_class=TenantRoute

@@ -1,0 +1,335 @@
+"""Request and response bodies of the public API and of the router -> matcher protocol."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    AnyHttpUrl,
+    BaseModel,
+    ConfigDict,
+    Field,
+    UrlConstraints,
+    field_validator,
+    model_validator,
+)
+
+from wordcast import limits
+
+CallbackUrl = Annotated[
+    AnyHttpUrl,
+    UrlConstraints(max_length=limits.MAX_CALLBACK_URL_CHARS, allowed_schemes=["http", "https"]),
+]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+STREAM_PATTERN = r"^[A-Za-z0-9_.-]+$"
+StreamName = Annotated[
+    str,
+    Field(
+        min_length=1,
+        max_length=64,
+        pattern=STREAM_PATTERN,
+        description="A shared stream an admin made (letters, digits, _ . -).",
+        examples=["news"],
+    ),
+]
+
+
+class SubscriptionIn(_Strict):
+    """Exactly one of ``query`` (keywords) and ``pattern`` (a wildcard string)."""
+
+    query: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=limits.MAX_QUERY_CHARS,
+        description="Keywords that must all occur in a publication (after analysis), or a "
+        "boolean query over keywords: OR, NOT (or a leading -) and parentheses, operators in "
+        "capitals; at most 16 alternatives once written as ORs of ANDs, each with a word it "
+        "requires. A match is delivered once, whichever alternatives hold.",
+        examples=["white house", "(obama OR biden) senate -poll"],
+    )
+    pattern: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=limits.MAX_PATTERN_CHARS,
+        description="A wildcard string: ? is one character, * any run of characters, \\?, "
+        "\\* and \\\\ are literal. Matches when a substring of the publication's case-folded, "
+        "white-space-collapsed text is an instance of it.",
+        examples=["pie*tea"],
+    )
+    callback_url: CallbackUrl = Field(
+        description="http(s) URL that receives the matches as POST requests.",
+        examples=["https://example.com/hooks/wordcast"],
+    )
+    stream: StreamName | None = Field(
+        default=None,
+        description="Match the publications of this shared stream (your tenant needs its "
+        "subscribe grant) instead of your own tenant's.",
+    )
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> SubscriptionIn:
+        if (self.query is None) == (self.pattern is None):
+            raise ValueError("give exactly one of 'query' (keywords) and 'pattern' (wildcards)")
+        return self
+
+
+class SubscriptionsIn(_Strict):
+    subscriptions: list[SubscriptionIn] = Field(
+        min_length=1,
+        max_length=limits.MAX_BATCH_SUBSCRIPTIONS,
+        description="Registered in this order; if one is refused, none is.",
+    )
+
+
+class SubscriptionIdsIn(_Strict):
+    ids: list[Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_-]+$")]] = (
+        Field(
+            min_length=1,
+            max_length=limits.MAX_BATCH_SUBSCRIPTIONS,
+            description="Subscriptions to delete; if one is not yours, none is deleted.",
+        )
+    )
+
+
+class SubscriptionsDeleted(BaseModel):
+    deleted: list[str] = Field(description="The ids deleted (each once).")
+
+
+class AlternativeOut(BaseModel):
+    terms: list[str] = Field(description="Analysed terms the publication must contain.")
+    without: list[str] = Field(description="Analysed terms it must not contain.")
+
+
+class SubscriptionOut(BaseModel):
+    id: str
+    kind: Literal["keywords", "pattern"]
+    query: str | None = None
+    terms: list[str] = Field(
+        description="The analysed terms a keyword subscription matches on (for a boolean "
+        "query, those of its first alternative)."
+    )
+    alternatives: list[AlternativeOut] | None = Field(
+        default=None,
+        description="How a boolean query was read: it matches when any alternative holds. "
+        "Absent for a plain conjunction.",
+    )
+    pattern: str | None = None
+    anchor: str | None = Field(
+        default=None, description="The literal run of a pattern that routes publications to it."
+    )
+    callback_url: str
+    stream: str | None = Field(
+        default=None,
+        description="The shared stream it listens to; null for your own tenant's publications.",
+    )
+    matcher: int = Field(description="The matcher the subscription was placed on.")
+    secret: str | None = Field(
+        default=None,
+        description="The Standard Webhooks signing secret (whsec_…); only in the creation answer.",
+    )
+
+
+class SecretOut(BaseModel):
+    secret: str = Field(
+        description="The new signing secret; the previous one stays valid for a "
+        "grace period (WORDCAST_ROUTER_SECRET_GRACE_S)."
+    )
+
+
+class DeadLetterOut(BaseModel):
+    id: str
+    subscription_ids: list[str]
+    webhook_id: str
+    callback_url: str
+    reason: str
+    attempts: int
+    failed_at: float
+    payload: dict[str, Any] = Field(description="The message as it would have been delivered.")
+
+
+class DeadLetterPage(BaseModel):
+    dead_letters: list[DeadLetterOut]
+    next_after: str | None = Field(description="Pass as after for the next page; null when done.")
+
+
+class SubscriptionsOut(BaseModel):
+    subscriptions: list[SubscriptionOut] = Field(description="In the order they were given.")
+
+
+class SubscriptionPage(BaseModel):
+    subscriptions: list[SubscriptionOut]
+    next_cursor: int = Field(description="Pass as cursor for the next page; 0 when done.")
+
+
+TENANT_PATTERN = r"^[A-Za-z0-9_.-]+$"
+
+
+class TenantIn(_Strict):
+    tenant: str = Field(min_length=1, max_length=64, pattern=TENANT_PATTERN)
+
+
+class StreamIn(_Strict):
+    stream: StreamName
+
+
+class GrantIn(_Strict):
+    publish: bool = Field(default=False, description="May publish to the stream.")
+    subscribe: bool = Field(
+        default=False,
+        description="May subscribe to the stream. Taking it away deletes the tenant's "
+        "subscriptions to the stream.",
+    )
+
+
+class GrantOut(BaseModel):
+    tenant: str
+    publish: bool
+    subscribe: bool
+
+
+class StreamOut(BaseModel):
+    stream: str
+    grants: list[GrantOut] = Field(description="By tenant name.")
+
+
+class StreamsOut(BaseModel):
+    streams: list[StreamOut]
+
+
+class TenantKey(BaseModel):
+    tenant: str
+    api_key: str = Field(description="Send as Authorization: Bearer <api_key>; shown only once.")
+    key_id: str = Field(description="Names the key when it is listed or revoked.")
+
+
+class ApiKeyOut(BaseModel):
+    key_id: str
+    created: float = Field(description="When the key was made (Unix time).")
+
+
+class TenantKeys(BaseModel):
+    tenant: str
+    keys: list[ApiKeyOut] = Field(description="Oldest first.")
+
+
+class PublicationIn(_Strict):
+    id: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=limits.MAX_PUBLICATION_ID_CHARS,
+        description="Your id for the publication (printable characters; one is generated when "
+        "omitted). It is yours: another tenant's publication with the same id is another "
+        "publication.",
+    )
+    text: str = Field(max_length=limits.MAX_TEXT_CHARS)
+
+    @field_validator("id")
+    @classmethod
+    def _printable(cls, value: str | None) -> str | None:
+        # Control characters (NUL, newlines) have no place in an id that goes into logs, and
+        # into headers a receiver may print.
+        if value is not None and not value.isprintable():
+            raise ValueError("a publication id may hold only printable characters")
+        return value
+
+
+class PublicationsIn(_Strict):
+    """A batch of publications. A single ``{"id": …, "text": …}`` object is accepted too."""
+
+    publications: list[PublicationIn] = Field(
+        min_length=1, max_length=limits.MAX_BATCH_PUBLICATIONS
+    )
+    stream: StreamName | None = Field(
+        default=None,
+        description="Publish to this shared stream (your tenant needs its publish grant); "
+        "without it, the publications meet only your own tenant's subscriptions.",
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _single_publication(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "publications" not in data and "text" in data:
+            single = {k: v for k, v in data.items() if k != "stream"}
+            return {"publications": [single]} | (
+                {"stream": data["stream"]} if "stream" in data else {}
+            )
+        return data
+
+    @field_validator("publications")
+    @classmethod
+    def _ids_unique(cls, publications: list[PublicationIn]) -> list[PublicationIn]:
+        # A match names its publication by id: two texts under one id could not be told apart.
+        seen: set[str] = set()
+        for publication in publications:
+            if publication.id in seen:
+                raise ValueError(
+                    f"publication id {publication.id!r} is given more than once in the batch; "
+                    "ids must be unique within a batch"
+                )
+            if publication.id is not None:
+                seen.add(publication.id)
+        return publications
+
+
+class PublicationsAccepted(BaseModel):
+    accepted: int
+    ids: list[str]
+    routed: int = Field(description="Batches sent to matchers (one per matcher reached).")
+
+
+class RoutedPublication(BaseModel):
+    id: str
+    text: str
+    terms: list[str]
+    patterns: bool = Field(
+        default=False, description="Whether an anchor of this matcher's patterns occurs in it."
+    )
+    hot: dict[str, int] = Field(
+        default_factory=dict, description="The copy the router drew for each hot word in it."
+    )
+
+
+class MatchRequest(BaseModel):
+    version: int = Field(default=0, ge=0, description="The mapping version that routed the batch.")
+    publisher: str = Field(default="", max_length=64, description="The tenant that published it.")
+    stream: str = Field(
+        default="", max_length=64, description="The shared stream it went to; '' for none."
+    )
+    publications: list[RoutedPublication]
+
+
+class MatchResponse(BaseModel):
+    matches: int
+
+
+class SyncRequest(BaseModel):
+    until: str = Field(
+        pattern=r"^\d{1,20}-\d{1,20}$",
+        description="Event id the matcher must have applied before answering.",
+    )
+
+
+class ErrorOut(BaseModel):
+    """Every error answer: a message naming the problem (a list of them for invalid fields)."""
+
+    detail: str | list[dict[str, Any]]
+
+
+ERRORS: dict[int | str, dict[str, Any]] = {
+    code: {"model": ErrorOut, "description": description}
+    for code, description in {
+        401: "No API key, or an unknown one",
+        403: "Your tenant has no grant for this shared stream",
+        404: "No such resource (or another tenant's)",
+        409: "The name is taken already",
+        413: "Request body too large",
+        422: "Invalid input; nothing was changed",
+        429: "Over the tenant's rate limit; see Retry-After",
+        503: "Redis or a matcher is unavailable; retry",
+    }.items()
+}

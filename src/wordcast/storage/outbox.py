@@ -1,0 +1,428 @@
+"""The durable outbox: matches are recorded in Redis before anyone is told they exist.
+
+Keys (under the namespace):
+
+``{ns}:outbox:{i}``     stream of the messages matcher i found, read through the consumer group
+                        ``dispatch`` by every matcher's dispatcher (consumer ``matcher-{j}``), so
+                        delivery work is shared whichever matcher found the matches. An entry is
+                        acknowledged and deleted only after a 2xx (or once it is dead-lettered), so
+                        a matcher that crashes leaves the entries it took, from any outbox, pending
+                        for the consumer of the same name, its successor, which delivers them first;
+                        entries left pending far longer than any delivery takes (a matcher removed
+                        for good) are taken over by another consumer.
+``{ns}:outboxes``       set of the matcher ordinals whose outbox exists, for the dispatchers to read.
+``{ns}:dead:{tenant}``  stream of the messages given up on, for the owner to read and replay.
+
+A message holds the matches of one routed batch for one callback URL of one tenant, from at most
+``MAX_SIGNERS`` subscriptions: it is signed with each of their secrets (a receiver holding any one
+of them can verify it) and keeps its ``webhook-id`` for every attempt and redelivery.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+import redis.asyncio as aioredis
+from redis.exceptions import ResponseError
+
+from wordcast.errors import NotFound
+from wordcast.storage.store import translated
+
+GROUP = "dispatch"
+MAX_SIGNERS = 64  # subscriptions per message: 3 KB of signature header (6 KB while all rotate)
+DEAD_LETTERS_MAX = 100_000
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    subscription_ids: tuple[str, ...]
+    tenant: str
+    callback_url: str
+    webhook_id: str
+    body: str  # the JSON payload, exactly as signed and sent
+    matches: int
+    created: float
+
+    def fields(self) -> dict[str, str]:
+        return {
+            "sub": " ".join(self.subscription_ids),
+            "tenant": self.tenant,
+            "url": self.callback_url,
+            "id": self.webhook_id,
+            "body": self.body,
+            "matches": str(self.matches),
+            "created": repr(self.created),
+        }
+
+    @classmethod
+    def from_fields(cls, fields: dict[str, str]) -> Message:
+        return cls(
+            subscription_ids=tuple(fields["sub"].split()),
+            tenant=fields.get("tenant", ""),
+            callback_url=fields["url"],
+            webhook_id=fields["id"],
+            body=fields["body"],
+            matches=int(fields.get("matches", "1")),
+            created=float(fields.get("created", "0")),
+        )
+
+
+def webhook_id(pairs: Iterable[tuple[str, str]], publisher: str = "", stream: str = "") -> str:
+    """Stable for a set of (subscription, publication) matches of one publisher's publications
+    to one stream, whoever computes it.
+
+    A publication id is its publisher's: the same id from two tenants names two publications,
+    so the publisher and the stream are part of what is hashed, and the whole is hashed as JSON,
+    which no id can make ambiguous (ids once went in between NUL and newline separators, which
+    an id holding them could imitate)."""
+    encoded = orjson.dumps([publisher, stream, sorted(pairs)])
+    return "msg_" + hashlib.sha256(encoded).hexdigest()[:32]
+
+
+@dataclass(frozen=True, slots=True)
+class Backlog:
+    """What a matcher weighs before it takes a routed batch: its back-pressure."""
+
+    messages: int  # in this matcher's outbox
+    redis_used: int  # bytes Redis holds: every outbox, and everything else
+    redis_limit: int  # bytes it may hold before the matchers refuse batches; 0: no limit known
+
+    @property
+    def memory_full(self) -> bool:
+        return 0 < self.redis_limit <= self.redis_used
+
+    def memory_text(self) -> str:
+        """Redis's memory against the limit, as a refused batch and ``wordcast status`` say it."""
+        return (
+            f"Redis holds {_size(self.redis_used)} of the {_size(self.redis_limit)} the matchers "
+            "allow (WORDCAST_MATCHER_REDIS_MEMORY_MAX)"
+        )
+
+
+def _size(n: int) -> str:
+    return f"{n / 2**20:,.0f} MiB" if n >= 2**20 else f"{n:,} bytes"
+
+
+def redis_memory_limit(memory_info: Mapping[str, Any], configured: int) -> int:
+    """How much Redis may hold before the matchers refuse routed batches (``INFO memory``).
+
+    ``configured`` if set. Otherwise 90% of Redis's ``maxmemory``: past it Redis refuses every
+    write, and the margin leaves room for the batches in flight, for deliveries to be recorded
+    as done and for subscriptions to be changed. A Redis without ``maxmemory`` (the embedded one,
+    by default) would grow until the machine runs out, so then half of the machine's memory as
+    Redis reports it. 0 when Redis reports neither.
+    """
+    if configured:
+        return configured
+    maxmemory = int(memory_info.get("maxmemory", 0))
+    if maxmemory:
+        return maxmemory * 9 // 10
+    return int(memory_info.get("total_system_memory", 0)) // 2
+
+
+@dataclass(frozen=True, slots=True)
+class DeadLetter:
+    id: str
+    message: Message
+    reason: str
+    attempts: int
+    failed_at: float
+
+
+class Outbox:
+    """Matcher ``matcher``'s outbox, read by the dispatcher of matcher ``reader`` (by default its
+    own)."""
+
+    def __init__(
+        self, client: aioredis.Redis, namespace: str, matcher: int, reader: int | None = None
+    ) -> None:
+        self.client: Any = client
+        self.ns = namespace
+        self.matcher = matcher
+        self.key = self.key_for(namespace, matcher)
+        self.reader = matcher if reader is None else reader
+        self.consumer = f"matcher-{self.reader}"
+
+    @staticmethod
+    def key_for(namespace: str, matcher: int) -> str:
+        return f"{namespace}:outbox:{matcher}"
+
+    async def every_outbox(self) -> list[Outbox]:
+        """This outbox first, then every other registered one, all read by our consumer."""
+        with translated("looking for outboxes"):
+            registered = await self.client.smembers(f"{self.ns}:outboxes")
+        others = sorted(int(m) for m in registered if m.isdigit() and int(m) != self.matcher)
+        return [self, *(Outbox(self.client, self.ns, j, self.reader) for j in others)]
+
+    def dead_key(self, tenant: str) -> str:
+        return f"{self.ns}:dead:{tenant}"
+
+    async def ensure_group(self) -> None:
+        """Create the stream and its consumer group, and register the outbox for every matcher's
+        dispatcher to read (a set of ordinals: no scan of the keyspace)."""
+        with translated("creating the outbox consumer group"):
+            await self.client.sadd(f"{self.ns}:outboxes", str(self.matcher))
+            try:
+                await self.client.xgroup_create(self.key, GROUP, id="0", mkstream=True)
+            except ResponseError as exc:
+                if "BUSYGROUP" not in str(exc):
+                    raise
+
+    async def put(self, messages: list[Message]) -> None:
+        """Record messages durably, in one round trip."""
+        if not messages:
+            return
+        pipe = self.client.pipeline(transaction=False)
+        for message in messages:
+            pipe.xadd(self.key, message.fields())
+        with translated("recording matches in the outbox"):
+            await pipe.execute()
+
+    async def depth(self) -> int:
+        """Messages recorded and not yet acknowledged or dead-lettered."""
+        with translated("measuring the outbox"):
+            return int(await self.client.xlen(self.key))
+
+    async def backlog(self, redis_memory_max: int = 0) -> Backlog:
+        """This outbox's depth and Redis's memory, in one round trip."""
+        pipe = self.client.pipeline(transaction=False)
+        pipe.xlen(self.key)
+        pipe.info("memory")
+        with translated("measuring the outbox"):
+            depth, memory = await pipe.execute()
+        return Backlog(
+            int(depth), int(memory["used_memory"]), redis_memory_limit(memory, redis_memory_max)
+        )
+
+    async def read(self, after: str, count: int, block_ms: int | None) -> list[tuple[str, Message]]:
+        """Our pending entries after ``after`` (an id), or new ones (``after`` = ">").
+
+        An entry deleted while still pending comes back without its fields. It has nothing left
+        to deliver, so it is acknowledged here: left pending, a page of such entries would read
+        as the end of our pending entries, and the live ones after it would wait for a restart.
+        """
+        while True:
+            with translated("reading the outbox"):
+                reply = await self.client.xreadgroup(
+                    GROUP, self.consumer, {self.key: after}, count=count, block=block_ms
+                )
+            if not reply:
+                return []
+            entries = reply[0][1]
+            live = _live(entries)
+            gone = [entry_id for entry_id, fields in entries if not fields]
+            if not gone:
+                return live
+            with translated("acknowledging deleted entries"):
+                await self.client.xack(self.key, GROUP, *gone)
+            if live:
+                return live
+            # A page of deleted entries only: they are no longer pending, so the same cursor
+            # now reads the ones after them.
+
+    async def take_over_stale(self, idle_s: float, count: int) -> list[tuple[str, Message]]:
+        """Up to ``count`` entries that some consumer took ``idle_s`` seconds ago or more and
+        never finished, now ours: a matcher removed for good (or hung) leaves them pending.
+
+        The oldest come first, as the pending list is in entry order, and orphans are older than
+        the entries live consumers are working on.
+        """
+        with translated("taking over stale outbox entries"):
+            reply = await self.client.xautoclaim(
+                self.key, GROUP, self.consumer, int(idle_s * 1000), "0-0", count=count
+            )
+        # Entries deleted meanwhile come back empty (Redis 6.2) or apart (7.0, which lets them go).
+        return _live(reply[1])
+
+    async def release(self, consumer: str, stale_after_s: float) -> int:
+        """Mark the entries ``consumer`` left pending here as stale, so that the next take-over
+        pass of any dispatcher delivers them; returns how many. Only for a consumer that is gone
+        for good (a matcher removed by scaling down, its process ended): one still delivering
+        them would deliver them twice."""
+        released = 0
+        with translated("releasing a removed matcher's outbox entries"):
+            while True:
+                pending = await self.client.xpending_range(
+                    self.key, GROUP, min="-", max="+", count=1_000, consumername=consumer
+                )
+                ids = [entry["message_id"] for entry in pending]
+                if not ids:
+                    return released
+                # Claimed by the same consumer, but with an idle time past any take-over bound.
+                idle_ms = int(stale_after_s * 1000) + 1
+                await self.client.xclaim(
+                    self.key, GROUP, consumer, 0, ids, idle=idle_ms, justid=True
+                )
+                released += len(ids)
+                if len(ids) < 1_000:
+                    return released
+
+    async def release_everywhere(self, consumer: str, stale_after_s: float) -> int:
+        """:meth:`release` in every registered outbox; returns how many in all."""
+        return sum([await o.release(consumer, stale_after_s) for o in await self.every_outbox()])
+
+    async def fetch(self, entry_ids: Sequence[str]) -> dict[str, Message]:
+        """The messages of these entries, in one round trip; an entry deleted meanwhile (given
+        up on, or delivered by a consumer that took it over) is left out."""
+        pipe = self.client.pipeline(transaction=False)
+        for entry_id in entry_ids:
+            pipe.xrange(self.key, entry_id, entry_id, count=1)
+        with translated("reading messages to retry"):
+            replies = await pipe.execute()
+        return dict(message for reply in replies for message in _live(reply))
+
+    @staticmethod
+    async def read_new(
+        outboxes: Sequence[Outbox], count: int, block_ms: int | None
+    ) -> list[tuple[Outbox, str, Message]]:
+        """New entries from any of ``outboxes`` (one consumer's), at most ``count`` from each."""
+        by_key = {outbox.key: outbox for outbox in outboxes}
+        client, consumer = outboxes[0].client, outboxes[0].consumer
+        with translated("reading the outboxes"):
+            reply = await client.xreadgroup(
+                GROUP, consumer, dict.fromkeys(by_key, ">"), count=count, block=block_ms
+            )
+        return [
+            (by_key[key], entry_id, message)
+            for key, entries in reply or []
+            for entry_id, message in _live(entries)
+        ]
+
+    async def ack(self, entry_ids: Sequence[str]) -> None:
+        """Acknowledge and delete entries delivered (or given up on), in one round trip."""
+        pipe = self.client.pipeline(transaction=True)
+        pipe.xack(self.key, GROUP, *entry_ids)
+        pipe.xdel(self.key, *entry_ids)
+        with translated("acknowledging deliveries"):
+            await pipe.execute()
+
+    async def dead_letter(
+        self, entry_id: str, message: Message, reason: str, attempts: int
+    ) -> None:
+        """Move a message to its tenant's dead letters, atomically with acknowledging it."""
+        fields = message.fields() | {
+            "reason": reason[:500],
+            "attempts": str(attempts),
+            "failed_at": repr(time.time()),
+        }
+        pipe = self.client.pipeline(transaction=True)
+        pipe.xadd(self.dead_key(message.tenant), fields, maxlen=DEAD_LETTERS_MAX, approximate=True)
+        pipe.xack(self.key, GROUP, entry_id)
+        pipe.xdel(self.key, entry_id)
+        with translated("dead-lettering a delivery"):
+            await pipe.execute()
+
+
+def _live(entries: Sequence[tuple[str, dict[str, str] | None]]) -> list[tuple[str, Message]]:
+    """The messages of stream entries as Redis returns them, without the deleted ones (no fields)."""
+    return [(entry_id, Message.from_fields(fields)) for entry_id, fields in entries if fields]
+
+
+class Acknowledgements:
+    """Acknowledges outbox entries in groups, as a database commits transactions in groups.
+
+    Entries acknowledged while a round trip is under way go together in the next one, so a busy
+    dispatcher pays one round trip per group instead of one per message, and an idle one still
+    acknowledges at once. Each caller waits for its own entry's round trip and sees its error.
+    """
+
+    def __init__(self, outbox: Outbox) -> None:
+        self._outbox = outbox
+        self._waiting: list[tuple[str, asyncio.Future[None]]] = []
+        self._flushing: asyncio.Task[None] | None = None
+
+    async def ack(self, entry_id: str) -> None:
+        future = asyncio.get_running_loop().create_future()
+        self._waiting.append((entry_id, future))
+        if self._flushing is None:
+            self._flushing = asyncio.create_task(self._flush())
+        await future
+
+    async def _flush(self) -> None:
+        try:
+            while self._waiting:
+                group, self._waiting = self._waiting, []
+                try:
+                    await self._outbox.ack([entry_id for entry_id, _ in group])
+                except Exception as exc:  # every waiter decides what its own error means
+                    for _, future in group:
+                        if not future.done():
+                            future.set_exception(exc)
+                else:
+                    for _, future in group:
+                        if not future.done():
+                            future.set_result(None)
+        finally:
+            self._flushing = None
+
+    async def close(self) -> None:
+        """Wait for the round trip under way; entries not acknowledged stay pending in Redis."""
+        if self._flushing is not None:
+            await asyncio.gather(self._flushing, return_exceptions=True)
+
+
+MAX_STREAM_PART = 2**64 - 1
+
+
+def is_stream_id(value: str) -> bool:
+    """Whether Redis accepts ``value`` as a stream entry id (two 64-bit parts)."""
+    millis, _, seq = value.partition("-")
+    return (
+        millis.isdigit()
+        and seq.isdigit()
+        and int(millis) <= MAX_STREAM_PART
+        and int(seq) <= MAX_STREAM_PART
+    )
+
+
+class DeadLetters:
+    """The owner's side of the dead letters: list them, replay them into a matcher's outbox."""
+
+    def __init__(self, client: aioredis.Redis, namespace: str) -> None:
+        self.client: Any = client
+        self.ns = namespace
+
+    def key(self, tenant: str) -> str:
+        return f"{self.ns}:dead:{tenant}"
+
+    async def list(self, tenant: str, after: str = "-", count: int = 100) -> list[DeadLetter]:
+        start = after if after == "-" else f"({after}"
+        with translated("reading dead letters"):
+            entries = await self.client.xrange(self.key(tenant), min=start, count=count)
+        return [_dead(entry_id, fields) for entry_id, fields in entries]
+
+    async def get(self, tenant: str, dead_id: str) -> DeadLetter:
+        if not is_stream_id(dead_id):
+            raise NotFound(f"no dead letter with id {dead_id!r}")
+        with translated("reading a dead letter"):
+            entries = await self.client.xrange(self.key(tenant), min=dead_id, max=dead_id)
+        if not entries:
+            raise NotFound(f"no dead letter with id {dead_id!r}")
+        return _dead(entries[0][0], entries[0][1])
+
+    async def replay(self, tenant: str, dead_id: str, matcher: int) -> Message:
+        """Put a dead letter back in a matcher's outbox (same message, same webhook-id)."""
+        key = self.key(tenant)
+        message = (await self.get(tenant, dead_id)).message
+        with translated("replaying a dead letter"):
+            pipe = self.client.pipeline(transaction=True)
+            pipe.xadd(Outbox.key_for(self.ns, matcher), message.fields())
+            pipe.xdel(key, dead_id)
+            await pipe.execute()
+        return message
+
+
+def _dead(entry_id: str, fields: dict[str, str]) -> DeadLetter:
+    return DeadLetter(
+        id=entry_id,
+        message=Message.from_fields(fields),
+        reason=fields.get("reason", ""),
+        attempts=int(fields.get("attempts", "0")),
+        failed_at=float(fields.get("failed_at", "0")),
+    )
