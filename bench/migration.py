@@ -26,8 +26,10 @@ from wordcast.routing.lasp import LinearCost
 from wordcast.routing.mapping import HashMapping, LearnedMapping
 from wordcast.routing.placement import Placement, still_valid
 from wordcast.services.router.settings import RouterSettings
+from wordcast.storage import Store
 from wordcast.storage.mappings import MappingStore
-from wordcast.storage.store import Subscription, SubscriptionStore, connect
+from wordcast.storage.records import Subscription
+from wordcast.storage.redis import connect
 
 from .common import RESULTS, machine, median, write_json
 
@@ -47,7 +49,7 @@ def _queries(count: int, seed: int) -> list[tuple[str, ...]]:
     return [tuple(sorted(rng.sample(p, min(len(p), rng.randint(1, 4))))) for p in posts[:count]]
 
 
-async def _populate(store: SubscriptionStore, queries: list[tuple[str, ...]]) -> None:
+async def _populate(store: Store, queries: list[tuple[str, ...]]) -> None:
     old = HashMapping(MATCHERS, 0)
     subs = []
     for k, terms in enumerate(queries):
@@ -63,7 +65,7 @@ async def _populate(store: SubscriptionStore, queries: list[tuple[str, ...]]) ->
             )
         )
     for start in range(0, len(subs), 32):  # within the client's connection pool
-        await asyncio.gather(*(store.add(sub) for sub in subs[start : start + 32]))
+        await asyncio.gather(*(store.subscriptions.add(sub) for sub in subs[start : start + 32]))
 
 
 async def _one_run(
@@ -71,7 +73,7 @@ async def _one_run(
 ) -> dict[str, Any]:
     client = connect(url)
     try:
-        store, mappings = SubscriptionStore(client, namespace), MappingStore(client, namespace)
+        store, mappings = Store(client, namespace), MappingStore(client, namespace)
         await _populate(store, queries)
 
         async def nothing(*_args: Any) -> None:
@@ -82,7 +84,7 @@ async def _one_run(
         seconds = time.perf_counter() - started
         checked: set[str] = set()
         for matcher in range(MATCHERS):
-            async for page in store.placed_on(matcher):
+            async for page in store.word_maps.placed_on(matcher):
                 for sub in page:
                     if not still_valid(sub.placements, sub.terms, target):
                         raise RuntimeError(f"{sub.id} is not placed for v1: {sub.placements}")

@@ -21,8 +21,9 @@ from wordcast.client import RouterClient
 from wordcast.corpus.workload import post_patterns, post_queries, sample_posts
 from wordcast.local.cluster import Cluster, free_port
 from wordcast.ops import scaling
+from wordcast.storage import Store
 from wordcast.storage.mappings import MappingStore
-from wordcast.storage.store import SubscriptionStore, connect
+from wordcast.storage.redis import connect
 
 from .common import RESULTS, machine, median, write_json
 
@@ -56,7 +57,7 @@ class Publisher:
 
 
 async def _scale(
-    cluster: Cluster, store: SubscriptionStore, mappings: MappingStore, matchers: int
+    cluster: Cluster, store: Store, mappings: MappingStore, matchers: int
 ) -> dict[str, float]:
     """One ``wordcast scale``; the seconds from the request to each step's end."""
     started, before = time.monotonic(), cluster.matcher_count
@@ -94,7 +95,7 @@ async def _one_run(cluster: Cluster, args: argparse.Namespace) -> dict[str, Any]
         await client.subscribe_many(queries, cluster.callback_url, progress=False)
         await client.subscribe_many(patterns, cluster.callback_url, kind="pattern", progress=False)
     redis = connect(cluster.redis_url)
-    store = SubscriptionStore(redis, cluster.namespace)
+    store = Store(redis, cluster.namespace)
     mappings = MappingStore(redis, cluster.namespace)
     publisher = Publisher(cluster.router_url, [p.text for p in posts[20_000:]])
     publishing = asyncio.create_task(publisher.run())
@@ -102,8 +103,8 @@ async def _one_run(cluster: Cluster, args: argparse.Namespace) -> dict[str, Any]
         began = time.monotonic()
         await asyncio.sleep(args.steady_s)
         up = await _scale(cluster, store, mappings, 4)
-        on_new = sum([await redis.scard(store.matcher_subs_key(m)) for m in (2, 3)])
-        pattern_loads = await store.pattern_loads()
+        on_new = sum([await redis.scard(store.keys.matcher_subs(m)) for m in (2, 3)])
+        pattern_loads = await store.word_maps.pattern_loads()
         patterns_on_new = sum(pattern_loads.get(m, 0) for m in (2, 3))
         await asyncio.sleep(args.steady_s)
         down = await _scale(cluster, store, mappings, 2)

@@ -207,35 +207,33 @@ async def publish(redis_url: str, namespace: str, mapping: Mapping, meta: dict[s
     the mapping's: it changed while the job learned (``wordcast scale``, ``kubectl scale``), and
     the routers would only move every subscription to it and then on to a version for the new
     number."""
-    from wordcast.storage.mappings import MappingStore
-    from wordcast.storage.store import SubscriptionStore, connect
+    from wordcast.storage import Store
 
-    client = connect(redis_url)
+    store = Store.connect(redis_url, namespace)
     try:
-        wanted = await SubscriptionStore(client, namespace).matchers_wanted()
+        wanted = await store.cluster.matchers_wanted()
         if wanted is not None and wanted != mapping.matchers:
             raise SystemExit(
                 f"learn_mapping: the cluster now wants {wanted} matchers and this mapping is for "
                 f"{mapping.matchers} (the number changed while it was learned), so it was not "
                 "published; learn again"
             )
-        store = MappingStore(client, namespace)
-        return await store.write(
+        return await store.mappings.write(
             mapping.matchers, mapping.words, mapping.versions, mapping.frequencies, meta
         )
     finally:
-        await client.aclose()
+        await store.aclose()
 
 
 async def subscribed_words(redis_url: str, namespace: str) -> set[str]:
     """s(W) of the cluster the mapping is for: ``best`` judges the contenders on those words."""
-    from wordcast.storage.store import SubscriptionStore, connect
+    from wordcast.storage import Store
 
-    client = connect(redis_url)
+    store = Store.connect(redis_url, namespace)
     try:
-        return await SubscriptionStore(client, namespace).subscribed_words()
+        return await store.word_maps.subscribed_words()
     finally:
-        await client.aclose()
+        await store.aclose()
 
 
 # -- entry point --------------------------------------------------------------------------------

@@ -29,7 +29,7 @@ from wordcast import limits
 from wordcast.services.router.settings import DEFAULT_ADMIN_TOKEN
 
 from .conftest import AUTH, Receiver, RunningCluster, start_cluster, stop_cluster
-from .test_hardening import MIB, HugeAnswers, _chunks, _pid, _status_kib
+from .test_hardening import MIB, HugeAnswers, _chunks, _pid, _response, _status_kib
 
 pytestmark = pytest.mark.e2e
 
@@ -157,7 +157,7 @@ def _unfinished_body(address: tuple[str, int], seconds: float) -> bytes:
         )
         sock.settimeout(seconds)
         try:
-            return sock.recv(4096)
+            return _response(sock)
         except OSError:
             return b""
 

@@ -206,6 +206,18 @@ def test_slow_or_silent_headers_are_cut_off(hardened: RunningCluster, service: s
     assert all(w is not None and w < 2 * HEADER_TIMEOUT_S for w in waits), waits
 
 
+def _response(sock: socket.socket) -> bytes:
+    """One whole HTTP response (headers and a body of Content-Length bytes) read from ``sock``."""
+    answer = b""
+    while b"\r\n\r\n" not in answer:
+        answer += sock.recv(4096)
+    head, _, body = answer.partition(b"\r\n\r\n")
+    length = int(re.search(rb"content-length: (\d+)", head, re.IGNORECASE).group(1))  # type: ignore[union-attr]
+    while len(body) < length:
+        body += sock.recv(4096)
+    return head + b"\r\n\r\n" + body
+
+
 def test_a_body_that_trickles_in_is_a_408(hardened: RunningCluster) -> None:
     url = httpx.URL(hardened.router_url)
     body = b'{"text": "white house"}'
@@ -217,7 +229,7 @@ def test_a_body_that_trickles_in_is_a_408(hardened: RunningCluster) -> None:
         sock.sendall(request + body[:3])
         sock.settimeout(3 * BODY_TIMEOUT_S)
         started = time.monotonic()
-        answer = sock.recv(4096)
+        answer = _response(sock)
         took = time.monotonic() - started
     assert answer.startswith(b"HTTP/1.1 408"), answer
     assert b"did not arrive within" in answer

@@ -17,14 +17,12 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
-import redis.asyncio as aioredis
 
 from wordcast.corpus.workload import Post, post_boolean_queries, post_queries, sample_posts
 from wordcast.learning.salb import learn
 from wordcast.query.analysis import analyze
 from wordcast.routing.mapping import HashMapping, copy_name
-from wordcast.storage.mappings import MappingStore
-from wordcast.storage.store import SubscriptionStore
+from wordcast.storage import Store
 from wordcast.testing.bruteforce import match_pairs
 
 from .conftest import (
@@ -57,18 +55,14 @@ def swap_cluster(redis_url: str) -> Iterator[RunningCluster]:
     stop_cluster(running)
 
 
-def _store(redis_url: str, namespace: str) -> tuple[SubscriptionStore, MappingStore]:
-    client = aioredis.Redis.from_url(redis_url, decode_responses=True)
-    return SubscriptionStore(client, namespace), MappingStore(client, namespace)
-
-
 def _run(redis_url: str, namespace: str, work: str, *args: object) -> object:
     async def go() -> object:
-        store, mappings = _store(redis_url, namespace)
+        store = Store.connect(redis_url, namespace)
+        part = store.mappings if hasattr(store.mappings, work) else store.subscriptions
         try:
-            return await getattr(mappings if hasattr(mappings, work) else store, work)(*args)
+            return await getattr(part, work)(*args)
         finally:
-            await store.client.aclose()
+            await store.aclose()
 
     return asyncio.run(go())
 

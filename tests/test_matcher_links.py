@@ -21,7 +21,8 @@ import pytest
 from wordcast.errors import MatcherUnavailable
 from wordcast.services.router.matchers import MatcherLinks
 from wordcast.services.router.settings import RouterSettings
-from wordcast.storage.store import SubscriptionStore, connect
+from wordcast.storage import Store
+from wordcast.storage.redis import connect
 
 ANSWER = (
     b'HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 13\r\n\r\n{"matches":7}'
@@ -80,7 +81,7 @@ async def links_to(
             environment="development", matcher_urls=[url], matcher_timeout_s=1.0
         )
         redis = connect(redis_url)
-        links = MatcherLinks(settings, SubscriptionStore(redis, namespace))
+        links = MatcherLinks(settings, Store(redis, namespace))
         try:
             yield links
         finally:

@@ -19,8 +19,11 @@ from wordcast.routing.mapping import HashMapping, LearnedMapping, copy_name
 from wordcast.routing.placement import PATTERN_TOLERANCE, Placement, matchers_of, still_valid
 from wordcast.services.router.settings import RouterSettings
 from wordcast.services.router.state import RouterState
+from wordcast.storage import Store
+from wordcast.storage.events import EventFollower
 from wordcast.storage.mappings import MappingStore
-from wordcast.storage.store import EventFollower, Subscription, SubscriptionStore, connect
+from wordcast.storage.records import Subscription
+from wordcast.storage.redis import connect
 
 from .test_matcher_links import DroppingServer, serving
 
@@ -48,10 +51,10 @@ def _learned(version: int, vocabulary: set[str], rng: random.Random) -> LearnedM
     return LearnedMapping(version, MATCHERS, mapped, dict.fromkeys(hot, 3), dict.fromkeys(hot, 9))
 
 
-async def _expected_word_maps(store: SubscriptionStore, ids: list[str]) -> list[Counter[str]]:
+async def _expected_word_maps(store: Store, ids: list[str]) -> list[Counter[str]]:
     expected = [Counter[str]() for _ in range(MATCHERS)]
     for sub_id in ids:
-        sub = await store.get(sub_id)
+        sub = await store.subscriptions.get(sub_id)
         for matcher in matchers_of(sub.placements):
             expected[matcher].update(sub.terms)
     return expected
@@ -62,13 +65,13 @@ def test_a_migration_moves_every_subscription_in_batches_and_keeps_word_maps_exa
 ) -> None:
     async def scenario() -> None:
         client = connect(redis_url)
-        store, mappings = SubscriptionStore(client, namespace), MappingStore(client, namespace)
+        store, mappings = Store(client, namespace), MappingStore(client, namespace)
         terms = _corpus_terms(3 * BATCH)  # several batches
         old = HashMapping(MATCHERS, 0)
         for k, words in enumerate(terms):
             matcher = old(words[0])
             sub = Subscription(f"s{k}", " ".join(words), words, "http://x/hook", matcher)
-            await store.add(replace(sub, placements=(Placement(matcher, 0),)))
+            await store.subscriptions.add(replace(sub, placements=(Placement(matcher, 0),)))
         target = _learned(1, {t for words in terms for t in words}, random.Random(3))
         ids = [f"s{k}" for k in range(len(terms))]
         stale = [
@@ -88,7 +91,7 @@ def test_a_migration_moves_every_subscription_in_batches_and_keeps_word_maps_exa
             beats += 1
             if beats == 1:
                 for sub_id in deleted:
-                    await store.delete(sub_id)
+                    await store.subscriptions.delete(sub_id)
 
         async def sync(_event_id: str) -> None:
             return None
@@ -99,24 +102,24 @@ def test_a_migration_moves_every_subscription_in_batches_and_keeps_word_maps_exa
         assert len(stale) - len(deleted) <= report.moved <= len(stale)
         assert beats >= len(ids) // BATCH
         for sub_id in live:
-            sub = await store.get(sub_id)
+            sub = await store.subscriptions.get(sub_id)
             assert still_valid(sub.placements, sub.terms, target), sub
             assert any(p.until == 1 for p in sub.placements) == (sub_id in stale)
         expected = await _expected_word_maps(store, live)
         for matcher in range(MATCHERS):
-            assert Counter(await store.word_map(matcher)) == expected[matcher]
+            assert Counter(await store.word_maps.word_map(matcher)) == expected[matcher]
         assert (await mappings.state())[1:] == (1, (0, 1))  # v1 active, v0 still served
 
         retired = await retire(store, mappings, 1, MATCHERS, sync, keep_alive)
         # Exactly the live subscriptions that were moved had a placement for v0 alone to drop.
         assert retired.moved == len(set(live) & set(stale))
         for sub_id in live:
-            sub = await store.get(sub_id)
+            sub = await store.subscriptions.get(sub_id)
             assert all(p.is_open for p in sub.placements)
             assert still_valid(sub.placements, sub.terms, target)
         expected = await _expected_word_maps(store, live)
         for matcher in range(MATCHERS):
-            assert Counter(await store.word_map(matcher)) == expected[matcher]
+            assert Counter(await store.word_maps.word_map(matcher)) == expected[matcher]
         await client.aclose()
 
     asyncio.run(scenario())
@@ -137,7 +140,7 @@ def test_a_router_that_cannot_report_its_mapping_version_stops_routing(
             matcher_timeout_s=0.5,
         )
         client = connect(redis_url)
-        state = RouterState(settings, SubscriptionStore(client, namespace))
+        state = RouterState(settings, Store(client, namespace))
         versions = state.versions
         batch = [(None, "fast json parser for python")]
         try:
@@ -177,7 +180,7 @@ def test_a_migration_to_fewer_matchers_empties_the_removed_ones_patterns_include
 
     async def scenario() -> None:
         client = connect(redis_url)
-        store, mappings = SubscriptionStore(client, namespace), MappingStore(client, namespace)
+        store, mappings = Store(client, namespace), MappingStore(client, namespace)
         follower, follower_owners = await _anchor_follower(store)
         anchors = [f"anchor{i}" for i in range(15)]
         terms, patterns = await _seed(store, 4, 600, [anchors[k % 15] for k in range(200)], 9)
@@ -190,7 +193,7 @@ def test_a_migration_to_fewer_matchers_empties_the_removed_ones_patterns_include
             nonlocal deleted_while_moving
             for sub_id in deleted:
                 with contextlib.suppress(NotFound):
-                    sub, _ = await store.delete(sub_id)
+                    sub, _ = await store.subscriptions.delete(sub_id)
                     deleted_while_moving += len(sub.matchers) == 2
 
         async def sync(_event_id: str) -> None:
@@ -200,7 +203,7 @@ def test_a_migration_to_fewer_matchers_empties_the_removed_ones_patterns_include
         assert deleted_while_moving > 0
         live_patterns = [p for p in patterns if p.id not in deleted]
         for pattern in live_patterns:
-            stored = await store.get(pattern.id)
+            stored = await store.subscriptions.get(pattern.id)
             if pattern.matcher < 2:  # untouched: its matcher is still there
                 assert stored.placements == () and stored.matcher == pattern.matcher
             else:  # served by its old matcher before v1 and by a remaining one from v1 on
@@ -209,9 +212,9 @@ def test_a_migration_to_fewer_matchers_empties_the_removed_ones_patterns_include
                 assert new_one.first == 1 and new_one.is_open and new_one.matcher < 2
         await retire(store, mappings, 1, 4, sync, keep_alive)
         for matcher in (2, 3):
-            assert await client.scard(store.matcher_subs_key(matcher)) == 0
-            assert await store.word_map(matcher) == {}
-            assert await store.anchor_map(matcher) == {}
+            assert await client.scard(store.keys.matcher_subs(matcher)) == 0
+            assert await store.word_maps.word_map(matcher) == {}
+            assert await store.word_maps.anchor_map(matcher) == {}
         held = await _assert_exact(
             store, live_patterns, anchors, len(terms), 2, follower, follower_owners
         )
@@ -230,7 +233,7 @@ def test_a_retirement_stopped_midway_is_finished_by_the_next_router(
 
     async def scenario() -> None:
         client = connect(redis_url)
-        store, mappings = SubscriptionStore(client, namespace), MappingStore(client, namespace)
+        store, mappings = Store(client, namespace), MappingStore(client, namespace)
         anchors = [f"anchor{i}" for i in range(15)]
         terms, patterns = await _seed(store, 4, 600, [anchors[k % 15] for k in range(200)], 9)
         version = await mappings.write(2, {})  # stable hashing over two matchers
@@ -247,7 +250,7 @@ def test_a_retirement_stopped_midway_is_finished_by_the_next_router(
             await retire(store, mappings, version, 4, nothing, stops, batch=50)
         assert (await mappings.state())[1:] == (version, (version, version))
         assert await mappings.retiring() == version
-        left = [await client.scard(store.matcher_subs_key(m)) for m in (2, 3)]
+        left = [await client.scard(store.keys.matcher_subs(m)) for m in (2, 3)]
         assert sum(left) > 0, "the first batch cannot have dropped every old placement"
 
         async with serving(DroppingServer()) as matcher_url:  # answers every catch-up
@@ -257,18 +260,18 @@ def test_a_retirement_stopped_midway_is_finished_by_the_next_router(
                 environment="development",
                 matcher_urls=[matcher_url] * 4,
             )
-            state = RouterState(settings, SubscriptionStore(client, namespace))
+            state = RouterState(settings, Store(client, namespace))
             try:
                 await state.versions.step()
             finally:
                 await state.close()
         assert await mappings.retiring() is None
         for matcher in (2, 3):
-            assert await client.scard(store.matcher_subs_key(matcher)) == 0
-            assert await store.word_map(matcher) == {}
-            assert await store.anchor_map(matcher) == {}
+            assert await client.scard(store.keys.matcher_subs(matcher)) == 0
+            assert await store.word_maps.word_map(matcher) == {}
+            assert await store.word_maps.anchor_map(matcher) == {}
         for sub_id in [f"s{k}" for k in range(len(terms))] + [p.id for p in patterns]:
-            assert all(p.is_open for p in (await store.get(sub_id)).placements)
+            assert all(p.is_open for p in (await store.subscriptions.get(sub_id)).placements)
         await client.aclose()
 
     asyncio.run(scenario())
@@ -300,7 +303,7 @@ def test_wordcast_scale_waits_for_the_old_placements_to_be_dropped(
 
 
 async def _anchor_follower(
-    store: SubscriptionStore,
+    store: Store,
 ) -> tuple[EventFollower, dict[str, Counter[int]]]:
     """A follower keeping, from the events alone, how many patterns of each anchor each matcher
     holds (as a router keeps its anchor owners)."""
@@ -312,13 +315,13 @@ async def _anchor_follower(
             owners.update(event.anchor_joined)
             owners.subtract(event.anchor_left)
 
-    follower = EventFollower(store, _nothing, apply)
+    follower = EventFollower(store.events, _nothing, apply)
     await follower.start()
     return follower, owners_by_anchor
 
 
 async def _seed(
-    store: SubscriptionStore, matchers: int, keywords: int, anchors: list[str], seed: int
+    store: Store, matchers: int, keywords: int, anchors: list[str], seed: int
 ) -> tuple[list[tuple[str, ...]], list[Subscription]]:
     """Corpus keyword subscriptions placed by hash over ``matchers``, and a pattern per anchor
     given (shuffled), spread round-robin."""
@@ -327,19 +330,19 @@ async def _seed(
     for k, words in enumerate(terms):
         matcher = old(words[0])
         sub = Subscription(f"s{k}", " ".join(words), words, "http://x/hook", matcher)
-        await store.add(replace(sub, placements=(Placement(matcher, 0),)))
+        await store.subscriptions.add(replace(sub, placements=(Placement(matcher, 0),)))
     shuffled = random.Random(seed).sample(anchors, len(anchors))
     patterns = [
         Subscription(f"p{i}", "", (), "http://x/hook", i % matchers, 0.0, f"x?{a}*", a)
         for i, a in enumerate(shuffled)
     ]
     for pattern in patterns:
-        await store.add(pattern)
+        await store.subscriptions.add(pattern)
     return terms, patterns
 
 
 async def _assert_exact(
-    store: SubscriptionStore,
+    store: Store,
     live_patterns: list[Subscription],
     anchors: list[str],
     keywords: int,
@@ -351,21 +354,21 @@ async def _assert_exact(
     loads and word maps exactly what the records say; the anchor owners a router rebuilds from
     the events alone equal to Redis's (for ``anchors``, those of deleted patterns included).
     Returns where each pattern is."""
-    held = {p.id: (await store.get(p.id)).matchers for p in live_patterns}
+    held = {p.id: (await store.subscriptions.get(p.id)).matchers for p in live_patterns}
     assert all(len(m) == 1 for m in held.values())
     for matcher in range(matchers):
         here = [p.anchor for p in live_patterns if held[p.id] == [matcher]]
-        assert await store.anchor_map(matcher) == dict(Counter(here))
+        assert await store.word_maps.anchor_map(matcher) == dict(Counter(here))
     loads = Counter(held[p.id][0] for p in live_patterns)
-    assert await store.pattern_loads() == dict(loads)
+    assert await store.word_maps.pattern_loads() == dict(loads)
     assert sum(loads.values()) == len(live_patterns)
     expected = await _expected_word_maps(store, [f"s{k}" for k in range(keywords)])
     for matcher in range(matchers):
-        assert Counter(await store.word_map(matcher)) == expected[matcher]
+        assert Counter(await store.word_maps.word_map(matcher)) == expected[matcher]
     await follower.catch_up()
     owners = {a: {m for m, n in c.items() if n > 0} for a, c in follower_owners.items()}
     for anchor in anchors:
-        redis_owners = {m for m in range(matchers) if anchor in await store.anchor_map(m)}
+        redis_owners = {m for m in range(matchers) if anchor in await store.word_maps.anchor_map(m)}
         assert owners.get(anchor, set()) == redis_owners, anchor
     return held
 
@@ -378,7 +381,7 @@ def test_a_migration_to_more_matchers_gives_them_whole_anchor_groups_of_patterns
 
     async def scenario() -> None:
         client = connect(redis_url)
-        store, mappings = SubscriptionStore(client, namespace), MappingStore(client, namespace)
+        store, mappings = Store(client, namespace), MappingStore(client, namespace)
         follower, follower_owners = await _anchor_follower(store)
         anchors = [f"anchor{k}" for k in range(40)]
         terms, patterns = await _seed(store, 2, 300, anchors * 6, 11)
@@ -389,7 +392,7 @@ def test_a_migration_to_more_matchers_gives_them_whole_anchor_groups_of_patterns
         await move_to(store, mappings, LearnedMapping(1, 4, {}), 0, sync, _nothing, span=4)
         moved = {}
         for pattern in patterns:
-            stored = await store.get(pattern.id)
+            stored = await store.subscriptions.get(pattern.id)
             if stored.placements:  # served by its old matcher before v1, a new one from v1 on
                 old_one, new_one = stored.placements
                 assert (old_one.matcher, old_one.until) == (pattern.matcher, 1)
@@ -403,7 +406,7 @@ def test_a_migration_to_more_matchers_gives_them_whole_anchor_groups_of_patterns
             assert len({moved.get(p.id) for p in group}) == 1
         await retire(store, mappings, 1, 4, sync, _nothing)
         await _assert_exact(store, patterns, anchors, len(terms), 4, follower, follower_owners)
-        loads = await store.pattern_loads()
+        loads = await store.word_maps.pattern_loads()
         assert min(loads.get(m, 0) for m in range(4)) > 0
         assert max(loads.values()) <= PATTERN_TOLERANCE * len(patterns) / 4, loads
         await client.aclose()

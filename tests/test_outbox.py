@@ -17,6 +17,7 @@ from wordcast.services.matcher import dispatcher as dispatcher_module
 from wordcast.services.matcher.dispatcher import Dispatcher
 from wordcast.services.matcher.settings import MatcherSettings
 from wordcast.services.matcher.state import MatcherState
+from wordcast.storage import Store
 from wordcast.storage.outbox import (
     GROUP,
     Acknowledgements,
@@ -26,7 +27,8 @@ from wordcast.storage.outbox import (
     redis_memory_limit,
     webhook_id,
 )
-from wordcast.storage.store import Subscription, SubscriptionStore, connect
+from wordcast.storage.records import Subscription
+from wordcast.storage.redis import connect
 from wordcast.webhooks.netguard import AddressPolicy
 
 from .conftest import Receiver
@@ -153,20 +155,22 @@ def test_signing_secrets_of_several_subscriptions_in_one_read(
 ) -> None:
     async def scenario() -> None:
         client = connect(redis_url)
-        store = SubscriptionStore(client, namespace)
+        store = Store(client, namespace)
         for k in range(3):
             sub = Subscription(f"id{k}", "a b", ("a", "b"), "http://x/hook", 0, secret=f"whsec_{k}")
-            await store.add(sub)
-        await store.rotate_secret("id1", "whsec_new", time.time() + 60)
-        await store.rotate_secret("id2", "whsec_newer", time.time() - 1)  # grace already over
-        found = await store.signing_secrets_of(["id0", "id1", "id2", "gone", "id0"])
+            await store.subscriptions.add(sub)
+        await store.subscriptions.rotate_secret("id1", "whsec_new", time.time() + 60)
+        await store.subscriptions.rotate_secret(
+            "id2", "whsec_newer", time.time() - 1
+        )  # grace already over
+        found = await store.subscriptions.signing_secrets_of(["id0", "id1", "id2", "gone", "id0"])
         assert found == {
             "id0": ["whsec_0"],
             "id1": ["whsec_new", "whsec_1"],
             "id2": ["whsec_newer"],
             "gone": None,
         }
-        assert await store.signing_secrets_of(["id1"]) == {"id1": found["id1"]}
+        assert await store.subscriptions.signing_secrets_of(["id1"]) == {"id1": found["id1"]}
         await client.aclose()
 
     asyncio.run(scenario())
@@ -180,7 +184,7 @@ def _delivery(k: int, hook: str, subs: int) -> Message:
     return Message(tuple(s for s, _ in pairs), "", hook, webhook_id(pairs), body, subs, time.time())
 
 
-def _local_dispatcher(outbox: Outbox, store: SubscriptionStore, **changes: float) -> Dispatcher:
+def _local_dispatcher(outbox: Outbox, store: Store, **changes: float) -> Dispatcher:
     """A dispatcher with quick retries, allowed to deliver to this machine's receiver."""
     settings: dict[str, float] = {
         "concurrency": 8,
@@ -222,9 +226,9 @@ def test_a_dispatcher_delivers_every_matchers_outbox_its_own_pending_entries_inc
 
     async def scenario() -> None:
         client = connect(redis_url)
-        store = SubscriptionStore(client, namespace)
+        store = Store(client, namespace)
         for j in range(3):
-            await store.add(
+            await store.subscriptions.add(
                 Subscription(
                     f"id{j}", "a b", ("a", "b"), receiver.hook, 1, secret="whsec_" + "QUJD" * 6
                 )
@@ -253,8 +257,8 @@ def test_messages_a_removed_matcher_had_taken_are_taken_over_once_stale(
 
     async def scenario() -> None:
         client = connect(redis_url)
-        store = SubscriptionStore(client, namespace)
-        await store.add(
+        store = Store(client, namespace)
+        await store.subscriptions.add(
             Subscription("id0", "a b", ("a", "b"), receiver.hook, 1, secret="whsec_" + "QUJD" * 6)
         )
         theirs = Outbox(client, namespace, 1)
@@ -309,7 +313,7 @@ def test_a_matcher_removed_by_scaling_down_hands_on_its_unfinished_deliveries_it
 
     async def scenario() -> None:
         client = connect(redis_url)
-        store = SubscriptionStore(client, namespace)
+        store = Store(client, namespace)
         state = MatcherState(
             MatcherSettings(redis_url=redis_url, namespace=namespace, ordinal=2), store
         )
@@ -322,12 +326,12 @@ def test_a_matcher_removed_by_scaling_down_hands_on_its_unfinished_deliveries_it
             assert len(await Outbox(client, namespace, ordinal, reader=2).read(">", 4, None)) == 4
         taker = Outbox(client, namespace, 0, reader=0)
 
-        await store.want_matchers(3)
+        await store.cluster.want_matchers(3)
         assert await state.hand_on_if_removed() == 0  # still wanted: a restart
-        await store.want_matchers(2)
-        await store.add(Subscription("held", "a b", ("a", "b"), "http://x/h", 2))
+        await store.cluster.want_matchers(2)
+        await store.subscriptions.add(Subscription("held", "a b", ("a", "b"), "http://x/h", 2))
         assert await state.hand_on_if_removed() == 0  # not drained yet
-        await store.delete("held")
+        await store.subscriptions.delete("held")
         assert await taker.take_over_stale(1800, 100) == []
         assert await state.hand_on_if_removed() == 8  # four in each outbox
         assert len(await taker.take_over_stale(1800, 100)) == 4
@@ -358,9 +362,9 @@ def test_an_attempt_ends_at_its_deadline_when_the_receiver_answers_a_byte_at_a_t
         server = await asyncio.start_server(dribble, "127.0.0.1", 0)
         port = server.sockets[0].getsockname()[1]
         client = connect(redis_url)
-        store = SubscriptionStore(client, namespace)
+        store = Store(client, namespace)
         hook = f"http://127.0.0.1:{port}/hook"
-        await store.add(
+        await store.subscriptions.add(
             Subscription("id0", "a b", ("a", "b"), hook, 0, secret="whsec_" + "QUJD" * 6)
         )
         outbox = Outbox(client, namespace, 0)
@@ -399,10 +403,10 @@ def test_the_dispatchers_secret_cache_forgets_subscriptions_not_seen_lately(
 
     async def scenario() -> None:
         client = connect(redis_url)
-        store = SubscriptionStore(client, namespace)
+        store = Store(client, namespace)
         secret = "whsec_" + "QUJD" * 6
         for j in range(12):
-            await store.add(
+            await store.subscriptions.add(
                 Subscription(f"id{j}", "a b", ("a", "b"), "http://x/hook", 0, secret=secret)
             )
         dispatcher = Dispatcher(

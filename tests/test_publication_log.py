@@ -9,7 +9,8 @@ import pytest
 
 from wordcast.corpus.workload import sample_posts
 from wordcast.query.analysis import analyze
-from wordcast.storage.store import SubscriptionStore, connect
+from wordcast.storage import Store
+from wordcast.storage.redis import connect
 
 from .conftest import AUTH, start_cluster, stop_cluster
 
@@ -20,7 +21,7 @@ def _log(redis_url: str, namespace: str) -> list[tuple[float, tuple[str, ...]]]:
     async def read() -> list[tuple[float, tuple[str, ...]]]:
         client = connect(redis_url)
         try:
-            return await SubscriptionStore(client, namespace).publication_log()
+            return await Store(client, namespace).publication_log.read()
         finally:
             await client.aclose()
 

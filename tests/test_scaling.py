@@ -326,7 +326,8 @@ async def _router_state(redis_url: str, namespace: str, **settings: Any) -> Asyn
     not answer: the tests drive its mapping step themselves."""
     from wordcast.services.router.settings import RouterSettings
     from wordcast.services.router.state import RouterState
-    from wordcast.storage.store import SubscriptionStore, connect
+    from wordcast.storage import Store
+    from wordcast.storage.redis import connect
 
     client = connect(redis_url)
     state = RouterState(
@@ -337,7 +338,7 @@ async def _router_state(redis_url: str, namespace: str, **settings: Any) -> Asyn
             matcher_urls=["http://127.0.0.1:1", "http://127.0.0.1:2"],
             **settings,
         ),
-        SubscriptionStore(client, namespace),
+        Store(client, namespace),
     )
     try:
         yield state
@@ -372,8 +373,10 @@ def test_a_router_writes_a_version_for_the_number_wanted_once_the_cluster_can_ta
             follower = state.versions.scale
             assert follower.learner is not None
             follower.learner = CronJobRun("learn-mapping", CONFIG, transport=cronjob_api(jobs))
-            await store.want_matchers(3)
-            await store.register_matcher(2, "http://127.0.0.1:3")  # registered, not answering
+            await store.cluster.want_matchers(3)
+            await store.cluster.register_matcher(
+                2, "http://127.0.0.1:3"
+            )  # registered, not answering
             await state.versions.step()
             assert (follower.wanted, follower.awaited) == (3, 2)
             assert (await mappings.state())[0] == 0, "no version before matcher 2 is ready"
@@ -385,7 +388,7 @@ def test_a_router_writes_a_version_for_the_number_wanted_once_the_cluster_can_ta
             waited = REGISTRY.get_sample_value("wordcast_router_awaiting_matcher_seconds")
             assert waited is not None and waited >= 0.1
 
-            await store.want_matchers(1)
+            await store.cluster.want_matchers(1)
             await state.versions.step()
             latest = (await mappings.state())[0]
             assert latest == 1 and follower.awaited is None and follower.awaited_for == 0
@@ -393,7 +396,7 @@ def test_a_router_writes_a_version_for_the_number_wanted_once_the_cluster_can_ta
             assert (meta["matchers"], meta["algorithm"], meta["reason"]) == ("1", "hash", "scale")
             assert [job["metadata"]["name"] for job in jobs] == ["learn-mapping-scale-v1"]
 
-            await store.want_matchers(2)
+            await store.cluster.want_matchers(2)
             await state.versions.step()  # moving to v1 is under way (no matcher answers): wait
             assert (await mappings.state())[0] == 1
 
@@ -441,18 +444,18 @@ def test_a_router_following_the_statefulset_copies_its_replicas(
                 "matcher", CONFIG, transport=transport
             )
             await state.versions.step()
-            assert await store.matchers_wanted() == 5
-            assert await store.followed() == "matcher"
+            assert await store.cluster.matchers_wanted() == 5
+            assert await store.cluster.followed() == "matcher"
             replicas["now"] = 3
             await state.versions.step()
-            assert await store.matchers_wanted() == 5, "read again only after follow_poll_s"
+            assert await store.cluster.matchers_wanted() == 5, "read again only after follow_poll_s"
             await asyncio.sleep(0.25)
             await state.versions.step()
-            assert await store.matchers_wanted() == 3
+            assert await store.cluster.matchers_wanted() == 3
             replicas["now"] = 0
             await asyncio.sleep(0.25)
             await state.versions.step()
-            assert await store.matchers_wanted() == 3
+            assert await store.cluster.matchers_wanted() == 3
 
     asyncio.run(scenario())
 

@@ -18,8 +18,8 @@ from wordcast.learning.salb import Graph, Mapping, learn, salb
 from wordcast.learning.throughput import model
 from wordcast.query.analysis import analyze
 from wordcast.routing.mapping import LearnedMapping
+from wordcast.storage import Store
 from wordcast.storage.mappings import MappingStore
-from wordcast.storage.store import SubscriptionStore
 
 
 def test_spark_graph_and_mappings_agree_with_the_pure_learners(spark: Any) -> None:
@@ -146,7 +146,7 @@ def test_a_mapping_for_a_number_of_matchers_the_cluster_left_is_not_published(
         client = aioredis.Redis.from_url(redis_url, decode_responses=True)
         try:
             if wanted is not None:
-                await SubscriptionStore(client, namespace).want_matchers(wanted)
+                await Store(client, namespace).cluster.want_matchers(wanted)
             latest, _, _ = await MappingStore(client, namespace).state()
             return latest
         finally:

@@ -14,8 +14,10 @@ import redis
 
 from wordcast.errors import UnresolvableCallback, UnsafeCallback
 from wordcast.services.matcher.dispatcher import Dispatcher
+from wordcast.storage import Store
 from wordcast.storage.outbox import Message, Outbox, webhook_id
-from wordcast.storage.store import Subscription, SubscriptionStore, connect
+from wordcast.storage.records import Subscription
+from wordcast.storage.redis import connect
 from wordcast.webhooks.netguard import AddressPolicy, resolve
 
 from .conftest import AUTH, Receiver, RunningCluster, start_cluster, stop_cluster
@@ -152,9 +154,9 @@ def test_delivery_checks_the_address_it_connects_to(
 
     async def deliver(policy: AddressPolicy, publication: str) -> Dispatcher:
         client = connect(redis_url)
-        store = SubscriptionStore(client, namespace)
+        store = Store(client, namespace)
         sub = Subscription(f"s-{publication}", "x", ("x",), by_name, 0, secret="whsec_" + "A" * 32)
-        await store.add(sub)
+        await store.subscriptions.add(sub)
         outbox = Outbox(client, namespace, 0)
         body = {"subscription_id": sub.id, "publication_id": publication, "text": "x"}
         message = Message(

@@ -19,7 +19,9 @@ from wordcast.errors import LimitExceeded
 from wordcast.services.router.settings import DEFAULT_ADMIN_TOKEN, RouterSettings
 from wordcast.services.router.state import RouterState
 from wordcast.services.router.tenants import KEY_CACHE_SECONDS
-from wordcast.storage.store import Subscription, SubscriptionStore, connect
+from wordcast.storage import Store
+from wordcast.storage.records import Subscription
+from wordcast.storage.redis import connect
 
 from .conftest import RunningCluster, extra_router, tenant_key, wordcast_cli
 
@@ -251,20 +253,22 @@ def test_production_refuses_the_default_admin_token() -> None:
 def test_subscriptions_per_tenant_are_limited(redis_url: str, namespace: str) -> None:
     async def scenario() -> None:
         client = connect(redis_url)
-        store = SubscriptionStore(client, namespace)
+        store = Store(client, namespace)
 
         def sub(n: int, tenant: str) -> Subscription:
             return Subscription(f"q{n}", "x y", ("x", "y"), HOOK, 0, tenant=tenant)
 
-        await store.add(sub(1, "t1"), tenant_limit=2)
-        await store.add(sub(2, "t1"), tenant_limit=2)
-        before = await store.last_event_id()
+        await store.subscriptions.add(sub(1, "t1"), tenant_limit=2)
+        await store.subscriptions.add(sub(2, "t1"), tenant_limit=2)
+        before = await store.events.last_event_id()
         with pytest.raises(LimitExceeded, match="holds 2 subscriptions"):
-            await store.add(sub(3, "t1"), tenant_limit=2)
-        assert await store.last_event_id() == before  # nothing stored, nothing announced
-        await store.add(sub(4, "t2"), tenant_limit=2)  # another tenant has its own quota
-        await store.delete("q1")
-        await store.add(sub(3, "t1"), tenant_limit=2)
+            await store.subscriptions.add(sub(3, "t1"), tenant_limit=2)
+        assert await store.events.last_event_id() == before  # nothing stored, nothing announced
+        await store.subscriptions.add(
+            sub(4, "t2"), tenant_limit=2
+        )  # another tenant has its own quota
+        await store.subscriptions.delete("q1")
+        await store.subscriptions.add(sub(3, "t1"), tenant_limit=2)
         await client.aclose()
 
     asyncio.run(scenario())
@@ -335,7 +339,7 @@ def test_a_batch_that_fails_halfway_withdraws_what_it_stored(
 
     async def scenario() -> None:
         client = connect(redis_url)
-        store = SubscriptionStore(client, namespace)
+        store = Store(client, namespace)
         settings = RouterSettings(
             environment="development",
             matcher_urls=["http://127.0.0.1:9", "http://127.0.0.1:9"],  # nobody: syncs fail, logged
@@ -345,22 +349,22 @@ def test_a_batch_that_fails_halfway_withdraws_what_it_stored(
         )
         state = RouterState(settings, store)
 
-        real_count = store.tenant_count
+        real_count = store.subscriptions.tenant_count
 
         async def count_then_race(tenant: str) -> int:
             held = await real_count(tenant)
             for n in range(2):  # another request fills the quota right after the batch's check
-                await store.add(
+                await store.subscriptions.add(
                     Subscription(f"other{n}", "x y", ("x", "y"), HOOK, 0, tenant=tenant), 3
                 )
             return held
 
-        monkeypatch.setattr(store, "tenant_count", count_then_race)
+        monkeypatch.setattr(store.subscriptions, "tenant_count", count_then_race)
         with pytest.raises(LimitExceeded, match=refused):
             await state.subscribe_batch(items, "t1")
         assert await real_count("t1") == 2  # the other request's two, none of the batch
-        assert await store.subscribed_words() == {"x", "y"}
-        assert sum((await store.pattern_loads()).values()) == 0
+        assert await store.word_maps.subscribed_words() == {"x", "y"}
+        assert sum((await store.word_maps.pattern_loads()).values()) == 0
         await state.close()
         await client.aclose()
 

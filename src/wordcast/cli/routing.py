@@ -20,14 +20,14 @@ if TYPE_CHECKING:
 
 def _wanted_matchers(redis_url: str, namespace: str) -> int | None:
     """The number of matchers the cluster is asked to have (StoreUnavailable)."""
-    from wordcast.storage.store import SubscriptionStore, connect
+    from wordcast.storage import Store
 
     async def read() -> int | None:
-        client = connect(redis_url)
+        store = Store.connect(redis_url, namespace)
         try:
-            return await SubscriptionStore(client, namespace).matchers_wanted()
+            return await store.cluster.matchers_wanted()
         finally:
-            await client.aclose()
+            await store.aclose()
 
     return asyncio.run(read())
 
@@ -120,8 +120,7 @@ def cmd_scale(args: argparse.Namespace) -> int:
 
     from wordcast.errors import StoreUnavailable
     from wordcast.ops import scaling
-    from wordcast.storage.mappings import MappingStore
-    from wordcast.storage.store import SubscriptionStore, connect
+    from wordcast.storage import Store
 
     if args.matchers < 1:
         return fail("the number of matchers must be at least 1")
@@ -140,11 +139,11 @@ def cmd_scale(args: argparse.Namespace) -> int:
         print(line, flush=True)
 
     async def run() -> int:
-        client = connect(redis_url)
         namespace = os.environ.get("WORDCAST_NAMESPACE", "wordcast")
-        store, mappings = SubscriptionStore(client, namespace), MappingStore(client, namespace)
+        store = Store.connect(redis_url, namespace)
+        mappings = store.mappings
         try:
-            if followed := await store.followed():
+            if followed := await store.cluster.followed():
                 raise RuntimeError(
                     f"the routers follow statefulset/{followed}, and would undo this: kubectl "
                     f"scale statefulset/{followed} --replicas={args.matchers} instead"
@@ -194,7 +193,7 @@ def cmd_scale(args: argparse.Namespace) -> int:
                 )
             return version
         finally:
-            await client.aclose()
+            await store.aclose()
 
     try:
         version = asyncio.run(run())
@@ -217,8 +216,7 @@ def cmd_drain(args: argparse.Namespace) -> int:
     from wordcast.ops import scaling
     from wordcast.ops.kube import StatefulSetReplicas
     from wordcast.services.matcher.settings import MatcherSettings
-    from wordcast.storage.mappings import MappingStore
-    from wordcast.storage.store import SubscriptionStore, connect
+    from wordcast.storage import Store
 
     try:
         given = {} if args.ordinal is None else {"ordinal": args.ordinal}
@@ -231,9 +229,9 @@ def cmd_drain(args: argparse.Namespace) -> int:
     def say(line: str) -> None:
         print(f"matcher-{ordinal}: {line}", flush=True)
 
-    async def wanted_now(store: SubscriptionStore) -> int | None:
+    async def wanted_now(store: Store) -> int | None:
         if not args.statefulset:
-            return await store.matchers_wanted()
+            return await store.cluster.matchers_wanted()
         replicas = StatefulSetReplicas(args.statefulset)
         try:
             wanted = await replicas.get()
@@ -241,13 +239,12 @@ def cmd_drain(args: argparse.Namespace) -> int:
             await replicas.aclose()
         if 1 <= wanted <= ordinal:
             # Said at once, rather than at the routers' next look at the StatefulSet.
-            await store.want_matchers(wanted)
+            await store.cluster.want_matchers(wanted)
         return wanted
 
     async def run() -> str:
-        client = connect(settings.redis_url)
-        store = SubscriptionStore(client, settings.namespace)
-        mappings = MappingStore(client, settings.namespace)
+        store = Store.connect(settings.redis_url, settings.namespace)
+        mappings = store.mappings
         try:
             wanted = await wanted_now(store)
             if wanted is None:
@@ -260,7 +257,7 @@ def cmd_drain(args: argparse.Namespace) -> int:
             await scaling.wait_removable(store, mappings, ordinal, ordinal + 1, args.timeout, say)
             return "drained: nothing routes to it and it holds nothing"
         finally:
-            await client.aclose()
+            await store.aclose()
 
     try:
         say(asyncio.run(run()))

@@ -21,7 +21,7 @@ of its label is in the item, and traversal continues after the position of the l
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Hashable, Iterable
+from collections.abc import Hashable, Iterable, Sequence
 from typing import Generic, TypeVar
 
 from wordcast.engines.termstats import TermOrder
@@ -167,6 +167,10 @@ class CompactTrie(Generic[SubId]):
         node.children, node.subs = child.children, child.subs
 
     # -- matching --------------------------------------------------------------------------------
+    def match_batch(self, batch: Sequence[Iterable[str]]) -> list[tuple[SubId, int]]:
+        """(subscription, position) for every match of every publication of a batch."""
+        return [(sub_id, k) for k, terms in enumerate(batch) for sub_id in self.match(terms)]
+
     def match(self, terms: Iterable[str]) -> list[SubId]:
         ranks = self.order.rank
         post = sorted(r for t in set(terms) if (r := ranks.get(t)) is not None)

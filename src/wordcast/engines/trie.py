@@ -15,7 +15,7 @@ j-th smallest term need only be probed with the terms after j.
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterable
+from collections.abc import Hashable, Iterable, Sequence
 from typing import Generic, TypeVar
 
 from wordcast.engines.termstats import TermOrder
@@ -94,6 +94,10 @@ class Trie(Generic[SubId]):
             del trail[depth - 1].children[path[depth - 1]]
             self._nodes -= 1
         return True
+
+    def match_batch(self, batch: Sequence[Iterable[str]]) -> list[tuple[SubId, int]]:
+        """(subscription, position) for every match of every publication of a batch."""
+        return [(sub_id, k) for k, terms in enumerate(batch) for sub_id in self.match(terms)]
 
     def match(self, terms: Iterable[str]) -> list[SubId]:
         """Ids of every subscription whose terms are all among ``terms``."""

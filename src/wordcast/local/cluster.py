@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING
 import httpx
 
 if TYPE_CHECKING:
-    from wordcast.storage.store import SubscriptionStore
+    from wordcast.storage import Store
 
 _PR_SET_PDEATHSIG = 1
 
@@ -363,17 +363,15 @@ class Cluster:
         """Start or stop matchers as ``wordcast scale`` asks (see the module docstring)."""
         from wordcast.errors import MappingError, StoreUnavailable
         from wordcast.ops import scaling
-        from wordcast.storage.mappings import MappingStore
-        from wordcast.storage.store import SubscriptionStore, connect
+        from wordcast.storage import Store
 
-        client = connect(self.redis_url)
-        store = SubscriptionStore(client, self.namespace)
-        mappings = MappingStore(client, self.namespace)
+        store = Store.connect(self.redis_url, self.namespace)
+        mappings = store.mappings
         try:
             while not self._stopping.is_set():
                 await asyncio.sleep(0.5)
                 try:
-                    wanted = await store.matchers_wanted()
+                    wanted = await store.cluster.matchers_wanted()
                     if wanted is None or wanted == self.matcher_count:
                         continue
                     if wanted > self.matcher_count:
@@ -385,7 +383,7 @@ class Cluster:
                 except (StoreUnavailable, MappingError, RuntimeError, TimeoutError) as exc:
                     self._out(f"[supervisor] scaling: {exc}")
         finally:
-            await client.aclose()
+            await store.aclose()
 
     def _add_matchers(self, wanted: int) -> None:
         started = []
@@ -417,7 +415,7 @@ class Cluster:
                     service.process.kill()
                     service.process.wait()
 
-    async def _remove_matchers(self, store: SubscriptionStore, wanted: int) -> None:
+    async def _remove_matchers(self, store: Store, wanted: int) -> None:
         from wordcast.errors import StoreUnavailable
 
         with self._lock:
@@ -432,7 +430,7 @@ class Cluster:
         try:
             released = await self._release_outbox_entries(store, gone)
             for ordinal in gone:
-                await store.forget_matcher(ordinal)
+                await store.cluster.forget_matcher(ordinal)
         except StoreUnavailable as exc:  # take-over still gets them, later
             self._out(f"[supervisor] could not hand on the removed matchers' deliveries: {exc}")
             released = 0
@@ -445,12 +443,11 @@ class Cluster:
         if released:
             self._out(f"[supervisor] {released} deliveries they left unfinished go to the others")
 
-    async def _release_outbox_entries(self, store: SubscriptionStore, ordinals: range) -> int:
+    async def _release_outbox_entries(self, store: Store, ordinals: range) -> int:
         """Hand the deliveries removed matchers left half done to the others now: no successor
         of theirs will, and take-over would otherwise wait for its half-hour bound. A matcher
         that stopped in time did this itself; this is for one that had to be killed."""
         from wordcast.services.matcher.settings import MatcherSettings
-        from wordcast.storage.outbox import Outbox
 
         bound = float(
             os.environ.get(
@@ -458,7 +455,7 @@ class Cluster:
                 MatcherSettings.model_fields["delivery_take_over_after_s"].default,
             )
         )
-        outbox = Outbox(store.client, self.namespace, 0)
+        outbox = store.outbox(0)
         return sum([await outbox.release_everywhere(f"matcher-{k}", bound) for k in ordinals])
 
     def wait_ready(self, timeout: float = 60.0) -> None:

@@ -48,8 +48,9 @@ from wordcast.routing.placement import (
     reopen,
     still_valid,
 )
+from wordcast.storage import Store
 from wordcast.storage.mappings import MappingStore
-from wordcast.storage.store import Subscription, SubscriptionStore
+from wordcast.storage.records import Subscription
 
 log = logging.getLogger(__name__)
 
@@ -65,17 +66,17 @@ class Report:
     moved: int = 0
 
 
-async def _each_subscription(store: SubscriptionStore, matchers: int) -> list[Subscription]:
+async def _each_subscription(store: Store, matchers: int) -> list[Subscription]:
     seen: dict[str, Subscription] = {}
     for matcher in range(matchers):
-        async for page in store.placed_on(matcher):
+        async for page in store.word_maps.placed_on(matcher):
             for sub in page:
                 seen.setdefault(sub.id, sub)
     return list(seen.values())
 
 
 async def _replace(
-    store: SubscriptionStore,
+    store: Store,
     sub: Subscription,
     change: Callable[[Subscription], tuple[Placement, ...] | None],
 ) -> tuple[Placement, ...] | None:
@@ -85,17 +86,17 @@ async def _replace(
         placements = change(sub)
         if placements is None:
             return None
-        if await store.move(sub, placements) is not None:
+        if await store.subscriptions.move(sub, placements) is not None:
             return placements
         try:
-            sub = await store.get(sub.id)
+            sub = await store.subscriptions.get(sub.id)
         except NotFound:  # deleted meanwhile: nothing to move
             return None
     raise RuntimeError(f"subscription {sub.id} kept changing during the migration")
 
 
 async def _replace_all(
-    store: SubscriptionStore,
+    store: Store,
     subs: list[Subscription],
     change: Callable[[Subscription], tuple[Placement, ...] | None],
     keep_alive: KeepAlive,
@@ -110,14 +111,14 @@ async def _replace_all(
     for start in range(0, len(subs), batch):
         planned = [(sub, change(sub)) for sub in subs[start : start + batch]]
         moves = [(sub, placements) for sub, placements in planned if placements is not None]
-        results = await store.move_many(moves)
+        results = await store.subscriptions.move_many(moves)
         report.scanned += len(planned)
         for (sub, _placements), event_id in zip(moves, results, strict=True):
             if event_id is not None:
                 report.moved += 1
                 continue
             try:
-                fresh = await store.get(sub.id)
+                fresh = await store.subscriptions.get(sub.id)
             except NotFound:  # deleted meanwhile: nothing to move
                 continue
             if await _replace(store, fresh, change) is not None:
@@ -128,7 +129,7 @@ async def _replace_all(
 
 
 async def move_to(
-    store: SubscriptionStore,
+    store: Store,
     mappings: MappingStore,
     target: HashMapping,
     low: int,
@@ -143,9 +144,11 @@ async def move_to(
     ``span``: how many matchers may hold subscriptions now (default: as many as ``target`` has).
     """
     await mappings.set_window(low, target.version)
-    word_maps = [set(await store.word_map(i)) for i in range(target.matchers)]
-    pattern_loads = await store.pattern_loads()
-    anchor_counts = [await store.anchor_map(matcher) for matcher in range(target.matchers)]
+    word_maps = [set(await store.word_maps.word_map(i)) for i in range(target.matchers)]
+    pattern_loads = await store.word_maps.pattern_loads()
+    anchor_counts = [
+        await store.word_maps.anchor_map(matcher) for matcher in range(target.matchers)
+    ]
     anchor_owners: dict[str, set[int]] = {}
     for matcher, counts in enumerate(anchor_counts):
         for anchor in counts:
@@ -188,7 +191,7 @@ async def move_to(
     report = await _replace_all(
         store, subs, change, keep_alive, f"mapping v{target.version}", batch
     )
-    await sync(await store.last_event_id())
+    await sync(await store.events.last_event_id())
     await mappings.activate(target.version)
     log.info(
         "mapping v%d active: %d subscriptions, %d moved",
@@ -200,7 +203,7 @@ async def move_to(
 
 
 async def retire(
-    store: SubscriptionStore,
+    store: Store,
     mappings: MappingStore,
     active: int,
     matchers: int,
@@ -229,6 +232,6 @@ async def retire(
     # Done before the catch-up: matchers apply the drops from the event stream in any case, and
     # a matcher that cannot be reached now must not make every router scan everything again.
     await mappings.retired(active)
-    await sync(await store.last_event_id())
+    await sync(await store.events.last_event_id())
     log.info("mapping window narrowed to v%d: %d placements dropped", active, report.moved)
     return report

@@ -33,8 +33,8 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 
 import httpx
 
+from wordcast.storage import Store
 from wordcast.storage.mappings import MappingStore
-from wordcast.storage.store import SubscriptionStore, translated
 
 Progress = Callable[[str], None]
 # What a wait checks: None once done, else (what it waits for, the error if time runs out).
@@ -90,9 +90,9 @@ async def holding_migration_lock(
         await mappings.release(owner)
 
 
-async def request(store: SubscriptionStore, matchers: int) -> None:
+async def request(store: Store, matchers: int) -> None:
     """Step 1: record the number of matchers wanted (a local supervisor starts or stops them)."""
-    await store.want_matchers(matchers)
+    await store.cluster.want_matchers(matchers)
 
 
 def version_for(wanted: int | None, routed: int, settled: bool, first_missing: int | None) -> bool:
@@ -106,18 +106,18 @@ def version_for(wanted: int | None, routed: int, settled: bool, first_missing: i
 
 
 async def first_not_ready(
-    store: SubscriptionStore, client: httpx.AsyncClient, matchers: int, start: int = 0
+    store: Store, client: httpx.AsyncClient, matchers: int, start: int = 0
 ) -> int | None:
     """The first matcher from ``start`` below ``matchers`` that is not up, ready and registered."""
     for ordinal in range(start, matchers):
-        url = await store.matcher_url(ordinal)
+        url = await store.cluster.matcher_url(ordinal)
         if url is None or not await _ready_at(client, url, ordinal):
             return ordinal
     return None
 
 
 async def removable(
-    store: SubscriptionStore, mappings: MappingStore, first: int, end: int, initial: int | None
+    store: Store, mappings: MappingStore, first: int, end: int, initial: int | None
 ) -> bool:
     """Step 4: whether matchers ``first`` … ``end`` - 1 may be stopped: no version in use routes
     to them (every router uses the active version only, made for at most ``first`` matchers) and
@@ -129,12 +129,11 @@ async def removable(
         return False
     if await mappings.matchers_of(active, initial or 0) > first:
         return False
-    return not any([await store.held_by(k) for k in range(first, end)])
+    return not any([await store.cluster.held_by(k) for k in range(first, end)])
 
 
-async def logged_publications(store: SubscriptionStore) -> int:
-    with translated("reading the publication log"):
-        return int(await store.client.xlen(store.publications_key))
+async def logged_publications(store: Store) -> int:
+    return await store.publication_log.length()
 
 
 async def _ready_at(client: httpx.AsyncClient, url: str, ordinal: int) -> bool:
@@ -150,7 +149,7 @@ async def _ready_at(client: httpx.AsyncClient, url: str, ordinal: int) -> bool:
 
 
 async def wait_for_matchers(
-    store: SubscriptionStore, matchers: int, timeout_s: float, progress: Progress
+    store: Store, matchers: int, timeout_s: float, progress: Progress
 ) -> None:
     """Step 2: every matcher below ``matchers`` is up, ready and registered (TimeoutError)."""
     async with httpx.AsyncClient(timeout=5) as client:
@@ -230,7 +229,7 @@ async def wait_for_version(
 
 
 async def wait_removable(
-    store: SubscriptionStore,
+    store: Store,
     mappings: MappingStore,
     first: int,
     end: int,
@@ -245,7 +244,7 @@ async def wait_removable(
     async def still_used() -> tuple[str, str] | None:
         if await removable(store, mappings, first, end, initial):
             return None
-        left = sum([await store.held_by(m) for m in range(first, end)])
+        left = sum([await store.cluster.held_by(m) for m in range(first, end)])
         return (
             f"dropping the old placements on {which}…",
             f"{which} {'is' if one else 'are'} still in use ({left} subscriptions held) after "

@@ -1,4 +1,4 @@
-"""The one text analyser every component uses (ARCHITECTURE.md, invariant 3).
+"""The one text analyser every component uses (docs/ARCHITECTURE.md, invariant 3).
 
 S³-TM §6.1 pre-processes posts and subscriptions with stop word removal and Porter stemming; we do the
 same, after Unicode normalisation, so that ``Running`` in a subscription matches ``runs`` in a post.

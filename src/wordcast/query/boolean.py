@@ -1,6 +1,6 @@
 """Boolean keyword queries: ``OR``, ``NOT`` (or a leading ``-``) and parentheses over keywords.
 
-ARCHITECTURE.md names boolean queries as the richer subscriptions after keyword conjunctions; the
+docs/ARCHITECTURE.md names boolean queries as the richer subscriptions after keyword conjunctions; the
 Luwak thesis (§2) matches such queries by presearching on terms, then checking each candidate in
 full. wordcast does the same within S³-TM's routing: a query is rewritten into disjunctive normal
 form, alternatives C₀ ∨ C₁ ∨ … where each Cᵢ is a conjunction of words it must contain and words it

@@ -1,0 +1,108 @@
+"""Redis as the system of record: the one package that talks to Redis.
+
+What it owns: every key of a cluster (:mod:`.keys`), the Lua scripts that change subscriptions
+atomically (:mod:`.scripts`), and one store per concern: subscription records
+(:mod:`.subscriptions`), the word maps (:mod:`.word_maps`), the event stream and its follower
+(:mod:`.events`), tenants and shared streams (:mod:`.tenants`), the cluster's membership
+(:mod:`.membership`), the publication log (:mod:`.publication_log`), mapping versions
+(:mod:`.mappings`), the outboxes and dead letters (:mod:`.outbox`) and rate limits
+(:mod:`.ratelimit`). The Redis client stays inside: callers hold a :class:`Store` and its parts, and
+Redis's errors become :class:`~wordcast.errors.StoreUnavailable` here (:mod:`.redis`).
+
+May import: :mod:`wordcast.errors`, :mod:`wordcast.query`, :mod:`wordcast.routing` (placements and
+mappings, as stored); never the services, the command line or Spark.
+
+Keys (all under a namespace, ``wordcast`` by default, so several clusters can share one Redis):
+
+``{ns}:sub:{id}``           hash: query, terms (space-separated, sorted), callback_url, matcher, created,
+                            placements (JSON, :mod:`wordcast.routing.placement`: which matchers hold it for
+                            which mapping versions); a pattern subscription has pattern and anchor
+                            instead of query and terms, and lives on ``matcher`` only until a
+                            change in the number of matchers moves it: then it has placements too
+``{ns}:sub:{id}~{k}``       alternative k ≥ 1 of a boolean query (:mod:`wordcast.query.boolean`): a keyword
+                            record of its own, with the query's text and the words it requires;
+                            alternative 0 is ``{ns}:sub:{id}`` itself, the subscription
+``{ns}:matcher:{i}:subs``   set of the ids placed on matcher i (for any mapping version)
+``{ns}:matcher:{i}:words``  hash word -> count: the subscription word map H(i) of S³-TM §4.2
+``{ns}:mapping:window``     "low high": the mapping versions routers may be routing with; a
+                            subscription is stored only when it was placed for this window
+``{ns}:words``              hash word -> count: the subscribed words s(W) routers route on (Eq. 3.1)
+``{ns}:matcher:{i}:anchors`` hash anchor -> count of the pattern subscriptions on matcher i
+``{ns}:matcher:{i}:url``    the base URL matcher i answers at (routers reach a matcher added by
+                            scaling there, when their configuration does not name it)
+``{ns}:cluster:matchers``   the number of matchers the cluster should have: set by the first router
+                            (its configured number) and by ``wordcast scale``
+``{ns}:cluster:internal_token`` the secret routers show matchers' ``/internal`` endpoints (made by
+                            the first service that asks)
+``{ns}:pattern_load``       hash matcher -> number of pattern subscriptions placed on it
+``{ns}:tenant:{t}:subs``    set of the ids of tenant t's subscriptions
+``{ns}:apikey:{sha256}``    the tenant an API key belongs to, under the key's SHA-256 (keys are not kept)
+``{ns}:tenant:{t}:keys``    hash key id -> "sha256 created": tenant t's API keys, for listing and
+                            revoking them (the id is the hash's first 16 hex digits)
+``{ns}:streams``            set of the names of the shared streams an admin made
+``{ns}:stream:{s}:grants``  hash tenant -> "publish subscribe" (either or both): who may publish
+                            to shared stream s and who may subscribe to it
+``{ns}:events``             stream of subscription changes (add, del, and move when a mapping change
+                            re-places a subscription), in commit order
+``{ns}:publications``       bounded stream of sampled analysed publications (time, terms) that the
+                            routing learner reads (S³-TM §3: the mapping is learned from traffic)
+
+Mapping versions are described in :mod:`.mappings`, the outboxes in :mod:`.outbox`.
+
+Every change is one Lua script, so the record, both word maps and the event that announces it are
+written atomically: concurrent routers cannot corrupt the counts, and a reader that loads a snapshot
+and then replays the events after its starting position always converges to the committed state.
+Events carry the words whose global count rose from zero (``born``) or fell to zero (``died``), and
+for each matcher the words whose count in its H(i) did (``held``, ``dropped``), so routers keep s(W)
+and which matchers hold each word (:func:`wordcast.routing.mapping.route_held`) without rereading them; a
+pattern event names the matchers on which its anchor's count rose from or fell to zero, so routers
+keep the anchor owners the same way.
+
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from wordcast.storage.events import EventLog
+from wordcast.storage.keys import Keys
+from wordcast.storage.mappings import MappingStore
+from wordcast.storage.membership import ClusterStore
+from wordcast.storage.outbox import DeadLetters, Outbox
+from wordcast.storage.publication_log import PublicationLog
+from wordcast.storage.ratelimit import RateLimiter
+from wordcast.storage.redis import connect
+from wordcast.storage.subscriptions import SubscriptionStore
+from wordcast.storage.tenants import TenantStore
+from wordcast.storage.word_maps import WordMaps
+
+
+class Store:
+    """Every store of one cluster (``namespace``), over one Redis client."""
+
+    def __init__(self, client: Any, namespace: str = "wordcast") -> None:
+        self._client = client
+        self.ns = namespace
+        self.keys = Keys(namespace)
+        self.subscriptions = SubscriptionStore(client, self.keys)
+        self.word_maps = WordMaps(client, self.keys)
+        self.events = EventLog(client, self.keys)
+        self.tenants = TenantStore(client, self.keys)
+        self.cluster = ClusterStore(client, self.keys)
+        self.publication_log = PublicationLog(client, self.keys)
+        self.mappings = MappingStore(client, namespace)
+        self.dead_letters = DeadLetters(client, namespace)
+
+    @classmethod
+    def connect(cls, url: str, namespace: str = "wordcast") -> Store:
+        return cls(connect(url), namespace)
+
+    def outbox(self, matcher: int, reader: int | None = None) -> Outbox:
+        """Matcher ``matcher``'s outbox, read by matcher ``reader`` (by default its own)."""
+        return Outbox(self._client, self.ns, matcher, reader)
+
+    def rate_limiter(self, per_second: float, burst: float) -> RateLimiter:
+        return RateLimiter(self._client, self.ns, per_second, burst)
+
+    async def aclose(self) -> None:
+        await self._client.aclose()

@@ -36,7 +36,7 @@ import redis.asyncio as aioredis
 
 from wordcast.errors import MappingError
 from wordcast.routing.mapping import HashMapping, LearnedMapping
-from wordcast.storage.store import translated
+from wordcast.storage.redis import translated
 
 CHUNK = 10_000
 
@@ -80,6 +80,10 @@ class MappingStore:
         return self.key("announce")
 
     # -- versions -----------------------------------------------------------------------------
+    def announcements(self) -> Any:
+        """A pub/sub subscribed (once awaited: ``await pubsub.subscribe``) to announcements."""
+        return self.client.pubsub()
+
     async def write(
         self,
         matchers: int,

@@ -32,7 +32,7 @@ import redis.asyncio as aioredis
 from redis.exceptions import ResponseError
 
 from wordcast.errors import NotFound
-from wordcast.storage.store import translated
+from wordcast.storage.redis import translated
 
 GROUP = "dispatch"
 MAX_SIGNERS = 64  # subscriptions per message: 3 KB of signature header (6 KB while all rotate)

@@ -40,8 +40,8 @@ from prometheus_client import Counter, Gauge, Histogram
 from wordcast import limits
 from wordcast.errors import StoreUnavailable, UnresolvableCallback, UnsafeCallback
 from wordcast.services.matcher.connections import Connections
+from wordcast.storage import Store
 from wordcast.storage.outbox import Acknowledgements, Backlog, Message, Outbox
-from wordcast.storage.store import SubscriptionStore
 from wordcast.webhooks import retry_after
 from wordcast.webhooks.netguard import AddressPolicy, resolve
 from wordcast.webhooks.signing import Signer, signature_header
@@ -91,7 +91,7 @@ class Dispatcher:
     def __init__(
         self,
         outbox: Outbox,
-        store: SubscriptionStore,
+        store: Store,
         *,
         concurrency: int,
         attempts: int,
@@ -334,7 +334,7 @@ class Dispatcher:
             else:
                 known[sub_id] = cached[0]
         if stale:
-            found = await self._store.signing_secrets_of(stale)
+            found = await self._store.subscriptions.signing_secrets_of(stale)
             for sub_id, secrets in found.items():
                 known[sub_id] = None if secrets is None else tuple(Signer(s) for s in secrets)
                 cache[sub_id] = (known[sub_id], now)
@@ -448,7 +448,7 @@ class Dispatcher:
     async def _disable(self, sub_ids: Sequence[str]) -> None:
         """A 410 means the receiver is gone for good: delete its subscriptions (those still
         there; one deleted meanwhile is passed over)."""
-        last_event, _ = await self._store.delete_many(sub_ids)
+        last_event, _ = await self._store.subscriptions.delete_many(sub_ids)
         if last_event is not None:
             log.warning(
                 "subscriptions deleted, their webhook answered 410 Gone: %s", ", ".join(sub_ids)

@@ -20,7 +20,7 @@ from wordcast.services.errors import install_error_handlers
 from wordcast.services.matcher.routes import health, internal
 from wordcast.services.matcher.settings import MatcherSettings
 from wordcast.services.matcher.state import MatcherState
-from wordcast.storage.store import SubscriptionStore, connect
+from wordcast.storage import Store
 
 log = logging.getLogger(__name__)
 
@@ -31,8 +31,8 @@ def create_app(settings: MatcherSettings | None = None) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         configure_logging(settings.log_level)
-        client = connect(settings.redis_url)
-        state = MatcherState(settings, SubscriptionStore(client, settings.namespace))
+        store = Store.connect(settings.redis_url, settings.namespace)
+        state = MatcherState(settings, store)
         app.state.matcher = state
         try:
             async with (
@@ -47,7 +47,7 @@ def create_app(settings: MatcherSettings | None = None) -> FastAPI:
                 await state.hand_on_if_removed()
             except StoreUnavailable as exc:  # the take-over bound still gets them to the others
                 log.warning("could not hand on this matcher's unfinished deliveries: %s", exc)
-            await client.aclose()
+            await store.aclose()
 
     app = FastAPI(
         title=f"wordcast matcher {settings.ordinal}",

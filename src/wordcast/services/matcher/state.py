@@ -47,14 +47,10 @@ from wordcast.query.patterns import normalise, parse
 from wordcast.routing.placement import Placement
 from wordcast.services.matcher.dispatcher import Dispatcher
 from wordcast.services.matcher.settings import MatcherSettings
-from wordcast.storage.outbox import MAX_SIGNERS, Message, Outbox, webhook_id
-from wordcast.storage.store import (
-    EventFollower,
-    Subscription,
-    SubscriptionEvent,
-    SubscriptionStore,
-    audience,
-)
+from wordcast.storage import Store
+from wordcast.storage.events import EventFollower
+from wordcast.storage.outbox import MAX_SIGNERS, Message, webhook_id
+from wordcast.storage.records import Subscription, SubscriptionEvent, audience
 
 log = logging.getLogger(__name__)
 
@@ -93,7 +89,7 @@ def make_pattern_engine(settings: MatcherSettings) -> Any:
 
 
 class MatcherState:
-    def __init__(self, settings: MatcherSettings, store: SubscriptionStore) -> None:
+    def __init__(self, settings: MatcherSettings, store: Store) -> None:
         self.ordinal = settings.ordinal
         self.store = store
         self.engine = settings.engine
@@ -106,8 +102,8 @@ class MatcherState:
         # Placements here of the subscriptions that do not serve every version from 0 on.
         self.restricted: dict[str, tuple[Placement, ...]] = {}
         self.alternatives = HeldAlternatives()  # of boolean queries
-        self.follower = EventFollower(store, self._load_snapshot, self._apply)
-        self.outbox = Outbox(store.client, store.ns, settings.ordinal)
+        self.follower = EventFollower(store.events, self._load_snapshot, self._apply)
+        self.outbox = store.outbox(settings.ordinal)
         self.dispatcher = Dispatcher(
             self.outbox,
             store,
@@ -141,7 +137,7 @@ class MatcherState:
         if now - self._token_read_at < TOKEN_REREAD_S:
             return False
         self._token_read_at = now
-        self._internal_token = (await self.store.internal_token()).encode()
+        self._internal_token = (await self.store.cluster.internal_token()).encode()
         return self._matches(token)
 
     def _matches(self, token: str) -> bool:
@@ -154,7 +150,7 @@ class MatcherState:
         delay = 0.1
         while True:
             try:
-                await self.store.register_matcher(self.ordinal, url.rstrip("/"))
+                await self.store.cluster.register_matcher(self.ordinal, url.rstrip("/"))
                 return
             except StoreUnavailable as exc:
                 log.warning("could not register this matcher's URL, retrying: %s", exc)
@@ -166,8 +162,12 @@ class MatcherState:
         ordinal is past the number wanted and it holds nothing), let the others deliver what it
         left half done at their next take-over pass rather than after the take-over bound. A
         matcher that is only restarting keeps them for its successor. Returns how many."""
-        wanted = await self.store.matchers_wanted()
-        if wanted is None or self.ordinal < wanted or await self.store.held_by(self.ordinal):
+        wanted = await self.store.cluster.matchers_wanted()
+        if (
+            wanted is None
+            or self.ordinal < wanted
+            or await self.store.cluster.held_by(self.ordinal)
+        ):
             return 0
         released = await self.outbox.release_everywhere(
             self.outbox.consumer, self.settings.delivery_take_over_after_s
@@ -181,7 +181,7 @@ class MatcherState:
         return released
 
     async def _load_snapshot(self) -> None:
-        self._internal_token = (await self.store.internal_token()).encode()
+        self._internal_token = (await self.store.cluster.internal_token()).encode()
         self._token_read_at = time.monotonic()
         index = make_engine(self.engine, self._stats)
         hot_indexes: dict[str, Any] = {}
@@ -189,7 +189,7 @@ class MatcherState:
         subscriptions: dict[str, Subscription] = {}
         restricted: dict[str, tuple[Placement, ...]] = {}
         alternatives = HeldAlternatives()
-        async for page in self.store.placed_on(self.ordinal):
+        async for page in self.store.word_maps.placed_on(self.ordinal):
             for sub in page:
                 self._index(sub, index, hot_indexes, patterns)
                 subscriptions[sub.id] = sub
@@ -315,7 +315,7 @@ class MatcherState:
         ``publisher`` to shared stream ``stream`` (or to its own subscriptions, for ""); returns
         the messages to deliver.
 
-        Only the subscriptions of that audience (:func:`wordcast.storage.store.audience`) match: the
+        Only the subscriptions of that audience (:func:`wordcast.storage.records.audience`) match: the
         indexes hold every tenant's subscriptions, and routing follows words alone.
 
         A message holds this batch's matches for one callback URL of one tenant (at most

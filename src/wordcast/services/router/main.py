@@ -18,7 +18,7 @@ from wordcast.services.errors import install_error_handlers
 from wordcast.services.router.routes import admin, deadletters, health, publications, subscriptions
 from wordcast.services.router.settings import RouterSettings
 from wordcast.services.router.state import RouterState
-from wordcast.storage.store import SubscriptionStore, connect
+from wordcast.storage import Store
 
 
 def create_app(settings: RouterSettings | None = None) -> FastAPI:
@@ -27,8 +27,8 @@ def create_app(settings: RouterSettings | None = None) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         configure_logging(settings.log_level)
-        client = connect(settings.redis_url)
-        state = RouterState(settings, SubscriptionStore(client, settings.namespace))
+        store = Store.connect(settings.redis_url, settings.namespace)
+        state = RouterState(settings, store)
         app.state.router = state
         try:
             async with (
@@ -41,7 +41,7 @@ def create_app(settings: RouterSettings | None = None) -> FastAPI:
                 yield
         finally:
             await state.close()
-            await client.aclose()
+            await store.aclose()
 
     app = FastAPI(
         title="wordcast router",

@@ -22,7 +22,7 @@ import orjson
 
 from wordcast.errors import MappingError, MatcherUnavailable
 from wordcast.services.router.settings import RouterSettings
-from wordcast.storage.store import SubscriptionStore
+from wordcast.storage import Store
 
 log = logging.getLogger(__name__)
 
@@ -33,7 +33,7 @@ STATS_FRESH_S = 1.0  # how long the matchers' /stats, once asked, answer every c
 
 
 class MatcherLinks:
-    def __init__(self, settings: RouterSettings, store: SubscriptionStore) -> None:
+    def __init__(self, settings: RouterSettings, store: Store) -> None:
         self.settings = settings
         self.store = store
         self.configured = [] if settings.url_template else list(settings.matcher_urls)
@@ -65,7 +65,7 @@ class MatcherLinks:
         if self.settings.url_template:
             return
         for matcher in range(len(self.configured), matchers):
-            url = await self.store.matcher_url(matcher)
+            url = await self.store.cluster.matcher_url(matcher)
             if url is None:
                 raise MappingError(
                     f"matcher {matcher} has not registered its URL in Redis: start it (a mapping "
@@ -77,7 +77,7 @@ class MatcherLinks:
         url = f"{self.url(matcher)}/internal/{path}"
         response = await self._post_once_more_if_dropped(matcher, url, request)
         if response.status_code == 401:
-            self.authorize(await self.store.internal_token())
+            self.authorize(await self.store.cluster.internal_token())
             response = await self._post_once_more_if_dropped(matcher, url, request)
         return response
 

@@ -33,7 +33,7 @@ from wordcast.routing.shedding import (
     subscription_scores,
 )
 from wordcast.services.router.settings import RouterSettings
-from wordcast.storage.store import SubscriptionStore
+from wordcast.storage import Store
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +56,7 @@ HISTOGRAM_DECAY = 0.5
 
 
 class LoadShedder:
-    def __init__(self, settings: RouterSettings, matchers: int, store: SubscriptionStore) -> None:
+    def __init__(self, settings: RouterSettings, matchers: int, store: Store) -> None:
         self.strategy = settings.shedding
         self.enabled = self.strategy != "off"  # read once per routed publication
         self.settings = settings
@@ -148,7 +148,9 @@ class LoadShedder:
 
     async def _read_word_maps(self) -> None:
         try:
-            self.word_maps = {m: await self.store.word_map(m) for m in range(self.matchers)}
+            self.word_maps = {
+                m: await self.store.word_maps.word_map(m) for m in range(self.matchers)
+            }
         except StoreUnavailable as exc:  # stale counts only make the ranking less apt
             log.warning("word maps for subscription shedding not refreshed: %s", exc)
 

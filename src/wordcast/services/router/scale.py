@@ -24,8 +24,8 @@ from wordcast.errors import KubernetesUnavailable
 from wordcast.ops.kube import CronJobRun, StatefulSetReplicas
 from wordcast.ops.scaling import first_not_ready, version_for, write_hash_version
 from wordcast.services.router.settings import RouterSettings
+from wordcast.storage import Store
 from wordcast.storage.mappings import MappingStore
-from wordcast.storage.store import SubscriptionStore
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +48,7 @@ class ScaleFollower:
     def __init__(
         self,
         settings: RouterSettings,
-        store: SubscriptionStore,
+        store: Store,
         mappings: MappingStore,
         client: httpx.AsyncClient,
     ) -> None:
@@ -72,7 +72,7 @@ class ScaleFollower:
     async def step(self, routed: int, locked: Locked) -> None:
         """The versions are settled and the active one routes to ``routed`` matchers."""
         await self._copy_statefulset_replicas()
-        wanted = self.wanted = await self.store.matchers_wanted()
+        wanted = self.wanted = await self.store.cluster.matchers_wanted()
         MATCHERS.set(routed)
         if wanted is not None:
             MATCHERS_WANTED.set(wanted)
@@ -113,17 +113,19 @@ class ScaleFollower:
             log.warning("cannot follow the matchers' StatefulSet: %s", exc)
             return
         # Lives a few reads: `wordcast scale` refuses to ask for a number the routers would undo.
-        await self.store.note_followed(self.statefulset.name, 3 * self.settings.follow_poll_s)
-        if replicas >= 1 and replicas != await self.store.matchers_wanted():
+        await self.store.cluster.note_followed(
+            self.statefulset.name, 3 * self.settings.follow_poll_s
+        )
+        if replicas >= 1 and replicas != await self.store.cluster.matchers_wanted():
             log.info("statefulset/%s asks for %d matchers", self.statefulset.name, replicas)
-            await self.store.want_matchers(replicas)
+            await self.store.cluster.want_matchers(replicas)
 
     async def _write_version_for(self, wanted: int, keep_alive: Any) -> None:
         # Checked again under the lock: another router may have written one meanwhile.
         latest, active, window = await self.mappings.state()
         settled = latest == active and window == (active, active)
         routed = await self.mappings.matchers_of(active, self.settings.initial_matchers)
-        if await self.store.matchers_wanted() != wanted:
+        if await self.store.cluster.matchers_wanted() != wanted:
             return  # asked again meanwhile: the next step judges the new number
         if not version_for(wanted, routed, settled, None):
             return

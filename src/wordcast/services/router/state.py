@@ -54,9 +54,10 @@ from wordcast.services.router.settings import RouterSettings
 from wordcast.services.router.streams import SharedStreams
 from wordcast.services.router.tenants import Tenants
 from wordcast.services.router.versions import MappingVersions, MappingView
-from wordcast.storage.outbox import DeadLetters, Message
-from wordcast.storage.ratelimit import RateLimiter
-from wordcast.storage.store import EventFollower, Subscription, SubscriptionEvent, SubscriptionStore
+from wordcast.storage import Store
+from wordcast.storage.events import EventFollower
+from wordcast.storage.outbox import Message
+from wordcast.storage.records import Subscription, SubscriptionEvent
 from wordcast.webhooks.netguard import resolve
 
 log = logging.getLogger(__name__)
@@ -107,14 +108,14 @@ class RoutingStats:
 
 
 class RouterState:
-    def __init__(self, settings: RouterSettings, store: SubscriptionStore) -> None:
+    def __init__(self, settings: RouterSettings, store: Store) -> None:
         self.settings = settings
         self.store = store
         self.analyzer = Analyzer()
         self.tenants = Tenants(settings, store)
         self.streams = SharedStreams(store, self.tenants, self.delete_subscriptions)
         self.links = MatcherLinks(settings, store)
-        self.follower = EventFollower(store, self._load_snapshot, self._apply)
+        self.follower = EventFollower(store.events, self._load_snapshot, self._apply)
         self.cost = LinearCost(settings.lasp_cost_slope, settings.lasp_cost_intercept)
         self.versions = MappingVersions(
             settings, store, self.links, self.follower, self.cost, self._switched
@@ -128,10 +129,10 @@ class RouterState:
         self.anchors = AnchorIndex()
         self._random = random.Random()
         self.address_policy = settings.address_policy
-        self.dead_letters = DeadLetters(store.client, store.ns)
+        self.dead_letters = store.dead_letters
         self.shedder = LoadShedder(settings, settings.initial_matchers, store)
-        self.rate_limiter = RateLimiter(
-            store.client, store.ns, settings.publications_per_second, settings.publication_burst
+        self.rate_limiter = store.rate_limiter(
+            settings.publications_per_second, settings.publication_burst
         )
 
     @property
@@ -153,17 +154,17 @@ class RouterState:
 
     # -- replica of s(W) ----------------------------------------------------------------------
     async def _load_snapshot(self) -> None:
-        self.links.authorize(await self.store.internal_token())
+        self.links.authorize(await self.store.cluster.internal_token())
         # The nightly learner learns for the number recorded (wordcast scale changes it).
-        await self.store.want_matchers(self.settings.initial_matchers, only_if_unset=True)
+        await self.store.cluster.want_matchers(self.settings.initial_matchers, only_if_unset=True)
         await self.versions.mappings.record_initial(self.settings.initial_matchers)
         await self.versions.refresh()
         held = WordHolders()
-        for matcher, words in (await self.store.held_words(self.view.span)).items():
+        for matcher, words in (await self.store.word_maps.held_words(self.view.span)).items():
             held.hold(matcher, words)
         anchors = AnchorIndex()
         for matcher in range(self.view.span):
-            for anchor in await self.store.anchor_map(matcher):
+            for anchor in await self.store.word_maps.anchor_map(matcher):
                 anchors.add(anchor, matcher)
         self.held, self.anchors = held, anchors
 
@@ -195,7 +196,7 @@ class RouterState:
 
     async def owned(self, sub_id: str, tenant: str) -> Subscription:
         """A tenant's subscription; another tenant's is NotFound, like one that does not exist."""
-        sub = await self.store.get(sub_id)
+        sub = await self.store.subscriptions.get(sub_id)
         if sub.tenant != tenant:
             raise NotFound(f"no subscription with id {sub_id!r}")
         return sub
@@ -216,7 +217,7 @@ class RouterState:
         await self.owned(sub_id, tenant)
         secret = self.new_secret()
         grace_until = time.time() + self.settings.secret_grace_s
-        await self.store.rotate_secret(sub_id, secret, grace_until)
+        await self.store.subscriptions.rotate_secret(sub_id, secret, grace_until)
         return secret
 
     async def subscribe(
@@ -247,7 +248,7 @@ class RouterState:
         the two interleave in, one of them sees the other: no subscription outlives its grant.
         """
         for stream in sorted({sub.stream for sub in stored if sub.stream}):
-            if not (await self.store.grant(stream, tenant))[1]:
+            if not (await self.store.tenants.grant(stream, tenant))[1]:
                 await self._withdraw(stored)
                 raise Forbidden(
                     f"tenant {tenant!r} lost its grant to subscribe to stream {stream!r} while "
@@ -326,7 +327,7 @@ class RouterState:
     async def _plan(self, terms: Sequence[str], view: MappingView) -> Any:
         """LASP over every version in the window, with H(i) as Redis holds it now."""
         wanted = candidates(terms, view.planning)
-        sizes, known = await self.store.word_map_view(view.span, wanted, terms)
+        sizes, known = await self.store.word_maps.word_map_view(view.span, wanted, terms)
         return plan(terms, view.planning, sizes, known, self.cost)
 
     async def subscribe_pattern(
@@ -350,7 +351,7 @@ class RouterState:
             view = self.view
             matcher = place_pattern(
                 self.anchors.owners(anchor),
-                await self.store.pattern_loads(),
+                await self.store.word_maps.pattern_loads(),
                 view.common,
                 self._random.choice,
             )
@@ -408,7 +409,7 @@ class RouterState:
         """Place, store and announce checked items (:meth:`subscribe_batch`), within the
         tenant's quota; a failure part-way withdraws what was stored."""
         limit = self.settings.max_subscriptions_per_tenant
-        held = await self.store.tenant_count(tenant)
+        held = await self.store.subscriptions.tenant_count(tenant)
         # Each alternative of a boolean query is a stored record and counts.
         records = sum(
             len(c.clauses) if isinstance(c, BooleanQuery) else 1 for c in terms_or_anchors
@@ -458,7 +459,7 @@ class RouterState:
         """Delete what a failed batch stored; False if Redis would not let us."""
         try:
             # Later alternatives first: one never outlives the records before it.
-            events = [(await self.store.delete(sub.id))[1] for sub in reversed(subs)]
+            events = [(await self.store.subscriptions.delete(sub.id))[1] for sub in reversed(subs)]
         except StoreUnavailable as exc:
             log.error("could not withdraw a failed batch's subscriptions: %s", exc)
             return False
@@ -481,12 +482,14 @@ class RouterState:
             secret=self.new_secret() if secret is None else secret,
             **fields,
         )
-        event_id = await self.store.add(sub, self.settings.max_subscriptions_per_tenant, window)
+        event_id = await self.store.subscriptions.add(
+            sub, self.settings.max_subscriptions_per_tenant, window
+        )
         return sub, event_id
 
     async def unsubscribe(self, sub_id: str, tenant: str) -> Subscription:
         await self.owned(sub_id, tenant)
-        sub, event_id, matchers = await self.store.delete_with_alternatives(sub_id)
+        sub, event_id, matchers = await self.store.subscriptions.delete_with_alternatives(sub_id)
         await self._announce(event_id, sorted(matchers))
         return sub
 
@@ -497,7 +500,7 @@ class RouterState:
         names them and nothing is deleted. One deleted meanwhile (another request) counts as
         deleted."""
         ids = list(dict.fromkeys(sub_ids))
-        held = await self.store.tenant_holds(tenant, ids)
+        held = await self.store.subscriptions.tenant_holds(tenant, ids)
         unknown = [sub_id for sub_id, mine in zip(ids, held, strict=True) if not mine]
         if unknown:
             named = ", ".join(map(repr, unknown[:5])) + (" …" if len(unknown) > 5 else "")
@@ -511,7 +514,7 @@ class RouterState:
     async def delete_subscriptions(self, ids: Sequence[str]) -> None:
         """Delete subscriptions whoever they belong to (one gone already is passed over), and
         make it effective before returning."""
-        last_event, matchers = await self.store.delete_many(ids)
+        last_event, matchers = await self.store.subscriptions.delete_many(ids)
         if last_event is not None:
             await self._announce(last_event, sorted(matchers))
 
@@ -606,7 +609,7 @@ class RouterState:
     async def _log(self, sampled: list[tuple[float, frozenset[str]]]) -> None:
         """The log is a sample for learning: losing some of it must not fail a publication."""
         try:
-            await self.store.log_publications(sampled, self.settings.publication_log_max)
+            await self.store.publication_log.append(sampled, self.settings.publication_log_max)
         except StoreUnavailable as exc:
             LOG_FAILURES.inc()
             log.warning("publication log not written: %s", exc)

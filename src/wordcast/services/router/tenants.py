@@ -22,7 +22,7 @@ import time
 
 from wordcast.errors import Forbidden, StoreUnavailable, Unauthenticated
 from wordcast.services.router.settings import DEVELOPMENT_API_KEY, RouterSettings
-from wordcast.storage.store import SubscriptionStore
+from wordcast.storage import Store
 
 log = logging.getLogger(__name__)
 
@@ -31,7 +31,7 @@ KNOWN_GRANTS_MAX = 10_000  # (stream, tenant) pairs remembered; past it, forgott
 
 
 class Tenants:
-    def __init__(self, settings: RouterSettings, store: SubscriptionStore) -> None:
+    def __init__(self, settings: RouterSettings, store: Store) -> None:
         self.settings = settings
         self.store = store
         self._known_keys: dict[str, tuple[str, float]] = {}  # key hash -> (tenant, checked at)
@@ -51,7 +51,7 @@ class Tenants:
         if known is not None and time.monotonic() - known[1] < KEY_CACHE_SECONDS:
             return known[0]
         forgotten = self._forgotten
-        tenant = await self.store.tenant_for(key_hash)
+        tenant = await self.store.tenants.tenant_for(key_hash)
         if tenant is None:
             raise Unauthenticated("unknown API key")
         # Read before a revocation that was noticed while the read was under way: not kept.
@@ -68,7 +68,7 @@ class Tenants:
             rights = known[0]
         else:
             forgotten = self._forgotten
-            rights = await self.store.grant(stream, tenant)
+            rights = await self.store.tenants.grant(stream, tenant)
             if forgotten == self._forgotten:
                 if len(self._known_grants) >= KNOWN_GRANTS_MAX:
                     self._known_grants.clear()
@@ -93,17 +93,19 @@ class Tenants:
     async def create_api_key(self, tenant: str) -> tuple[str, str]:
         """A new API key for a tenant, and its id; only its hash is stored, so it is shown once."""
         api_key = "wck_" + secrets.token_urlsafe(32)
-        key_id = await self.store.add_api_key(hashlib.sha256(api_key.encode()).hexdigest(), tenant)
+        key_id = await self.store.tenants.add_api_key(
+            hashlib.sha256(api_key.encode()).hexdigest(), tenant
+        )
         return api_key, key_id
 
     async def revoke_api_key(self, tenant: str, key_id: str) -> None:
         """Revoke a key (NotFound if the tenant has none with that id). This router forgets it at
         once; the others when they next read the revocations."""
-        self._known_keys.pop(await self.store.revoke_api_key(tenant, key_id), None)
+        self._known_keys.pop(await self.store.tenants.revoke_api_key(tenant, key_id), None)
 
     async def forget_revoked(self) -> None:
         """Forget every remembered key if a key was revoked (on any router) since the last look."""
-        revocations = await self.store.key_revocations()
+        revocations = await self.store.tenants.key_revocations()
         if self._revocations_seen is not None and revocations != self._revocations_seen:
             self._known_keys.clear()
             self._known_grants.clear()

@@ -32,8 +32,8 @@ from wordcast.routing.mapping import HashMapping
 from wordcast.services.router.matchers import MatcherLinks
 from wordcast.services.router.scale import ScaleFollower
 from wordcast.services.router.settings import RouterSettings
-from wordcast.storage.mappings import MappingStore
-from wordcast.storage.store import EventFollower, SubscriptionStore
+from wordcast.storage import Store
+from wordcast.storage.events import EventFollower
 
 log = logging.getLogger(__name__)
 
@@ -70,7 +70,7 @@ class MappingVersions:
     def __init__(
         self,
         settings: RouterSettings,
-        store: SubscriptionStore,
+        store: Store,
         links: MatcherLinks,
         follower: EventFollower,
         cost: LinearCost,
@@ -84,7 +84,7 @@ class MappingVersions:
         self._on_switch = on_switch
         hashing = HashMapping(settings.initial_matchers)
         self.view = MappingView(hashing, (0, 0), (hashing,))
-        self.mappings = MappingStore(store.client, store.ns)
+        self.mappings = store.mappings
         self.scale = ScaleFollower(settings, store, self.mappings, links.client)
         self._cache: dict[int, HashMapping] = {}
         self.latest = 0
@@ -150,7 +150,7 @@ class MappingVersions:
         poll = self.settings.mapping_poll_s
         while True:
             try:
-                pubsub = self.store.client.pubsub()
+                pubsub = self.mappings.announcements()
                 await pubsub.subscribe(self.mappings.channel)
                 try:
                     while True:

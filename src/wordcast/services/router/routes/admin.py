@@ -21,7 +21,7 @@ from wordcast.services.schemas import (
     TenantKey,
     TenantKeys,
 )
-from wordcast.storage.store import API_KEY_ID_CHARS
+from wordcast.storage.tenants import API_KEY_ID_CHARS
 
 
 def admin_router(prefix: str) -> APIRouter:
@@ -77,7 +77,7 @@ async def create_tenant_key(body: TenantIn, state: ReadyState) -> TenantKey:
 @router.get("/tenants/{tenant}/keys", response_model=TenantKeys, operation_id="list_tenant_keys")
 async def list_tenant_keys(tenant: TenantName, state: ReadyState) -> TenantKeys:
     """A tenant's API keys, by id (the keys themselves are not kept)."""
-    keys = await state.store.api_keys(tenant)
+    keys = await state.store.tenants.api_keys(tenant)
     ordered = sorted(keys.items(), key=lambda item: (item[1], item[0]))
     return TenantKeys(tenant=tenant, keys=[ApiKeyOut(key_id=k, created=t) for k, t in ordered])
 

@@ -19,7 +19,7 @@ from wordcast.services.schemas import (
     SubscriptionsIn,
     SubscriptionsOut,
 )
-from wordcast.storage.store import Subscription
+from wordcast.storage.records import Subscription
 
 router = APIRouter(
     prefix="/subscriptions", tags=["subscriptions"], responses=ERRORS, route_class=TenantRoute
@@ -138,7 +138,7 @@ async def list_subscriptions(
     limit: Annotated[int, Query(ge=1, le=1_000)] = 100,
 ) -> SubscriptionPage:
     """Your subscriptions, a page at a time (about ``limit`` each; next_cursor 0 at the end)."""
-    next_cursor, subs = await state.store.tenant_subscriptions(tenant, cursor, limit)
+    next_cursor, subs = await state.store.subscriptions.tenant_subscriptions(tenant, cursor, limit)
     return SubscriptionPage(subscriptions=[_out(s) for s in subs], next_cursor=next_cursor)
 
 

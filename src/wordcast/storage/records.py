@@ -1,0 +1,118 @@
+"""What Redis holds for a subscription, and the events that announce its changes, as Python values."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from wordcast.routing.placement import Placement, decode, matchers_of
+
+
+@dataclass(frozen=True, slots=True)
+class Subscription:
+    """A keyword subscription (``query`` and its ``terms``) or a pattern subscription."""
+
+    id: str
+    query: str
+    terms: tuple[str, ...]
+    callback_url: str
+    matcher: int
+    created: float = 0.0
+    pattern: str = ""
+    anchor: str = ""
+    tenant: str = ""
+    secret: str = field(default="", repr=False)
+    placements: tuple[Placement, ...] = ()
+    stream: str = ""  # a shared stream it listens to; "" for its own tenant's publications
+
+    @property
+    def is_pattern(self) -> bool:
+        return bool(self.pattern)
+
+    @property
+    def audience(self) -> str:
+        """Whose publications it matches: :func:`audience` of its stream, or of its tenant."""
+        return audience(self.tenant, self.stream)
+
+    @property
+    def matchers(self) -> list[int]:
+        """Every matcher that holds the subscription (a pattern lives on one, always)."""
+        return matchers_of(self.placements) if self.placements else [self.matcher]
+
+
+@dataclass(frozen=True, slots=True)
+class SubscriptionEvent:
+    """One committed change.
+
+    ``words`` are the words born (add) or died (del) in s(W); ``held`` and ``dropped`` are, for a
+    keyword subscription, the words whose count in a matcher's H(i) rose from or fell to zero, as
+    (matcher, words) pairs. For a pattern, ``anchor_joined`` and ``anchor_left`` are the matchers
+    on which the count of its anchor rose from or fell to zero.
+    """
+
+    id: str
+    op: str
+    subscription: Subscription
+    words: tuple[str, ...]
+    anchor_joined: tuple[int, ...] = ()
+    anchor_left: tuple[int, ...] = ()
+    held: tuple[tuple[int, tuple[str, ...]], ...] = ()
+    dropped: tuple[tuple[int, tuple[str, ...]], ...] = ()
+
+
+def audience(publisher: str, stream: str) -> str:
+    """The publications a subscription meets: a shared stream's, or else its own tenant's.
+
+    A publication sent to a stream reaches the subscriptions to that stream; one sent without a
+    stream reaches only its publisher's own subscriptions (tenants stay apart by default)."""
+    return f"stream:{stream}" if stream else f"tenant:{publisher}"
+
+
+def event_order(event_id: str) -> tuple[int, int]:
+    millis, _, seq = event_id.partition("-")
+    return int(millis), int(seq or 0)
+
+
+def subscription_from_fields(sub_id: str, fields: dict[str, str]) -> Subscription:
+    return Subscription(
+        id=sub_id,
+        query=fields.get("query", ""),
+        terms=tuple(fields.get("terms", "").split()),
+        callback_url=fields.get("callback_url", ""),
+        matcher=int(fields["matcher"]),
+        created=float(fields.get("created", 0.0)),
+        pattern=fields.get("pattern", ""),
+        anchor=fields.get("anchor", ""),
+        tenant=fields.get("tenant", ""),
+        placements=decode(fields["placements"]) if fields.get("placements") else (),
+        stream=fields.get("stream", ""),
+    )
+
+
+def event_from_fields(event_id: str, fields: dict[str, str]) -> SubscriptionEvent:
+    sub = subscription_from_fields(fields["sub"], fields)
+    op = fields["op"]
+    held = _word_changes(fields.get("held"))
+    if "held" not in fields and op != "del" and sub.terms:
+        # Written by a router from before events named H's changes: a reader that takes every
+        # word as held where the subscription now is routes a little more, never less.
+        held = tuple((matcher, sub.terms) for matcher in sub.matchers)
+    return SubscriptionEvent(
+        id=event_id,
+        op=op,
+        subscription=sub,
+        words=tuple(fields.get("words", "").split()),
+        anchor_joined=tuple(int(m) for m in fields.get("anchor_joined", "").split()),
+        anchor_left=tuple(int(m) for m in fields.get("anchor_left", "").split()),
+        held=held,
+        dropped=_word_changes(fields.get("dropped")),
+    )
+
+
+def _word_changes(text: str | None) -> tuple[tuple[int, tuple[str, ...]], ...]:
+    """ "matcher word word…" lines, one per matcher whose H(i) changed."""
+    changes = []
+    for line in (text or "").splitlines():
+        parts = line.split()
+        if len(parts) > 1:
+            changes.append((int(parts[0]), tuple(parts[1:])))
+    return tuple(changes)

@@ -1,0 +1,181 @@
+"""The Lua scripts that change subscriptions atomically: the record, both word maps and the event that
+announces the change in one step, so concurrent routers cannot corrupt the counts."""
+
+# Keyword scripts. KEYS: 1 record, 2 s(W), 3 events, 4 tenant's set, 5 mapping window, then for each
+# matcher of the placements its subscription set and its word map H(i); those matchers' ordinals
+# are the last ARGV (from ARGV[14] for the add, ARGV[4] for the delete), for the event to name.
+ADD = """
+if redis.call('EXISTS', KEYS[1]) == 1 then return false end
+if (redis.call('GET', KEYS[5]) or '0 0') ~= ARGV[12] then return -1 end
+if redis.call('SCARD', KEYS[4]) >= tonumber(ARGV[9]) then return 0 end
+redis.call('HSET', KEYS[1], 'query', ARGV[3], 'terms', ARGV[4], 'callback_url', ARGV[5],
+           'matcher', ARGV[2], 'created', ARGV[6], 'tenant', ARGV[8], 'secret', ARGV[10],
+           'placements', ARGV[11], 'stream', ARGV[13])
+redis.call('SADD', KEYS[4], ARGV[1])
+local held = {}
+for k = 6, #KEYS, 2 do
+  redis.call('SADD', KEYS[k], ARGV[1])
+  local new = {}
+  for term in string.gmatch(ARGV[4], '%S+') do
+    if redis.call('HINCRBY', KEYS[k + 1], term, 1) == 1 then new[#new + 1] = term end
+  end
+  if #new > 0 then held[#held + 1] = ARGV[14 + (k - 6) / 2] .. ' ' .. table.concat(new, ' ') end
+end
+local born = {}
+for term in string.gmatch(ARGV[4], '%S+') do
+  if redis.call('HINCRBY', KEYS[2], term, 1) == 1 then born[#born + 1] = term end
+end
+return redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[7], '*', 'op', 'add', 'sub', ARGV[1],
+                  'matcher', ARGV[2], 'terms', ARGV[4], 'callback_url', ARGV[5], 'query', ARGV[3],
+                  'words', table.concat(born, ' '), 'tenant', ARGV[8], 'placements', ARGV[11],
+                  'held', table.concat(held, '\\n'), 'stream', ARGV[13])
+"""
+
+DELETE = """
+if redis.call('HGET', KEYS[1], 'placements') ~= ARGV[2] then return false end
+local terms = redis.call('HGET', KEYS[1], 'terms')
+local matcher = redis.call('HGET', KEYS[1], 'matcher')
+redis.call('DEL', KEYS[1])
+redis.call('SREM', KEYS[4], ARGV[1])
+local dropped = {}
+for k = 6, #KEYS, 2 do
+  redis.call('SREM', KEYS[k], ARGV[1])
+  local gone = {}
+  for term in string.gmatch(terms, '%S+') do
+    if redis.call('HINCRBY', KEYS[k + 1], term, -1) <= 0 then
+      redis.call('HDEL', KEYS[k + 1], term)
+      gone[#gone + 1] = term
+    end
+  end
+  if #gone > 0 then dropped[#dropped + 1] = ARGV[4 + (k - 6) / 2] .. ' ' .. table.concat(gone, ' ') end
+end
+local died = {}
+for term in string.gmatch(terms, '%S+') do
+  if redis.call('HINCRBY', KEYS[2], term, -1) <= 0 then
+    redis.call('HDEL', KEYS[2], term)
+    died[#died + 1] = term
+  end
+end
+return redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[3], '*', 'op', 'del', 'sub', ARGV[1],
+                  'matcher', matcher, 'terms', terms, 'words', table.concat(died, ' '),
+                  'placements', ARGV[2], 'held', '', 'dropped', table.concat(dropped, '\\n'))
+"""
+
+# Re-placement (a mapping change). KEYS: 1 record, 2 events, then pairs (subscription set, H(i)):
+# first ARGV[5] pairs of matchers the subscription leaves, then those it joins (their ordinals from
+# ARGV[7] on, in the same order).
+MOVE = """
+if redis.call('HGET', KEYS[1], 'placements') ~= ARGV[2] then return false end
+local terms = redis.call('HGET', KEYS[1], 'terms')
+local leaving = tonumber(ARGV[5])
+local held, dropped = {}, {}
+for k = 3, #KEYS, 2 do
+  local index = (k - 3) / 2
+  local changed = {}
+  if index < leaving then
+    redis.call('SREM', KEYS[k], ARGV[1])
+    for term in string.gmatch(terms, '%S+') do
+      if redis.call('HINCRBY', KEYS[k + 1], term, -1) <= 0 then
+        redis.call('HDEL', KEYS[k + 1], term)
+        changed[#changed + 1] = term
+      end
+    end
+    if #changed > 0 then dropped[#dropped + 1] = ARGV[7 + index] .. ' ' .. table.concat(changed, ' ') end
+  else
+    redis.call('SADD', KEYS[k], ARGV[1])
+    for term in string.gmatch(terms, '%S+') do
+      if redis.call('HINCRBY', KEYS[k + 1], term, 1) == 1 then changed[#changed + 1] = term end
+    end
+    if #changed > 0 then held[#held + 1] = ARGV[7 + index] .. ' ' .. table.concat(changed, ' ') end
+  end
+end
+redis.call('HSET', KEYS[1], 'placements', ARGV[3], 'matcher', ARGV[4])
+local f = redis.call('HMGET', KEYS[1], 'query', 'callback_url', 'tenant', 'stream')
+return redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[6], '*', 'op', 'move', 'sub', ARGV[1],
+                  'matcher', ARGV[4], 'terms', terms, 'query', f[1], 'callback_url', f[2],
+                  'tenant', f[3], 'stream', f[4] or '', 'placements', ARGV[3], 'words', '',
+                  'held', table.concat(held, '\\n'), 'dropped', table.concat(dropped, '\\n'))
+"""
+
+# Pattern add. KEYS: 1 record, 2 its matcher's subscription set, 3 its anchor map, 4 pattern loads,
+# 5 events, 6 tenant's set, 7 mapping window.
+ADD_PATTERN = """
+if redis.call('EXISTS', KEYS[1]) == 1 then return false end
+if (redis.call('GET', KEYS[7]) or '0 0') ~= ARGV[11] then return -1 end
+if redis.call('SCARD', KEYS[6]) >= tonumber(ARGV[9]) then return 0 end
+redis.call('HSET', KEYS[1], 'pattern', ARGV[3], 'anchor', ARGV[4], 'callback_url', ARGV[5],
+           'matcher', ARGV[2], 'created', ARGV[6], 'terms', '', 'tenant', ARGV[8],
+           'secret', ARGV[10], 'stream', ARGV[12])
+redis.call('SADD', KEYS[2], ARGV[1])
+redis.call('SADD', KEYS[6], ARGV[1])
+redis.call('HINCRBY', KEYS[4], ARGV[2], 1)
+local born = ''
+if redis.call('HINCRBY', KEYS[3], ARGV[4], 1) == 1 then born = ARGV[2] end
+return redis.call('XADD', KEYS[5], 'MAXLEN', '~', ARGV[7], '*', 'op', 'add', 'sub', ARGV[1],
+                  'matcher', ARGV[2], 'pattern', ARGV[3], 'anchor', ARGV[4], 'terms', '',
+                  'callback_url', ARGV[5], 'anchor_joined', born, 'tenant', ARGV[8],
+                  'stream', ARGV[12])
+"""
+
+# Pattern scripts after the add. KEYS: 1 record, 2 events, 3 pattern loads, 4 tenant's set, then for
+# each matcher of the placements (ARGV from 5 on) its subscription set and its anchor map.
+DELETE_PATTERN = """
+if redis.call('EXISTS', KEYS[1]) == 0 then return false end
+if (redis.call('HGET', KEYS[1], 'placements') or '') ~= ARGV[2] then return false end
+local anchor = redis.call('HGET', KEYS[1], 'anchor')
+local f = redis.call('HMGET', KEYS[1], 'pattern', 'matcher')
+redis.call('DEL', KEYS[1])
+redis.call('SREM', KEYS[4], ARGV[1])
+local left = {}
+for k = 5, #KEYS, 2 do
+  local matcher = ARGV[4 + (k - 5) / 2]
+  redis.call('SREM', KEYS[k], ARGV[1])
+  if redis.call('HINCRBY', KEYS[k + 1], anchor, -1) <= 0 then
+    redis.call('HDEL', KEYS[k + 1], anchor)
+    left[#left + 1] = matcher
+  end
+  if redis.call('HINCRBY', KEYS[3], matcher, -1) <= 0 then redis.call('HDEL', KEYS[3], matcher) end
+end
+return redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[3], '*', 'op', 'del', 'sub', ARGV[1],
+                  'matcher', f[2], 'pattern', f[1], 'anchor', anchor, 'terms', '',
+                  'placements', ARGV[2], 'anchor_left', table.concat(left, ' '))
+"""
+
+# Re-placement of a pattern (the cluster's matchers change). KEYS as for the delete, but the
+# matchers are first ARGV[5] it leaves, then those it joins (ids from ARGV[7] on).
+MOVE_PATTERN = """
+if redis.call('EXISTS', KEYS[1]) == 0 then return false end
+if (redis.call('HGET', KEYS[1], 'placements') or '') ~= ARGV[2] then return false end
+local anchor = redis.call('HGET', KEYS[1], 'anchor')
+local leaving = tonumber(ARGV[5])
+local joined, left = {}, {}
+for k = 5, #KEYS, 2 do
+  local index = (k - 5) / 2
+  local matcher = ARGV[7 + index]
+  if index < leaving then
+    redis.call('SREM', KEYS[k], ARGV[1])
+    if redis.call('HINCRBY', KEYS[k + 1], anchor, -1) <= 0 then
+      redis.call('HDEL', KEYS[k + 1], anchor)
+      left[#left + 1] = matcher
+    end
+    if redis.call('HINCRBY', KEYS[3], matcher, -1) <= 0 then redis.call('HDEL', KEYS[3], matcher) end
+  else
+    redis.call('SADD', KEYS[k], ARGV[1])
+    if redis.call('HINCRBY', KEYS[k + 1], anchor, 1) == 1 then joined[#joined + 1] = matcher end
+    redis.call('HINCRBY', KEYS[3], matcher, 1)
+  end
+end
+redis.call('HSET', KEYS[1], 'placements', ARGV[3], 'matcher', ARGV[4])
+local f = redis.call('HMGET', KEYS[1], 'pattern', 'callback_url', 'tenant', 'stream')
+return redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[6], '*', 'op', 'move', 'sub', ARGV[1],
+                  'matcher', ARGV[4], 'pattern', f[1], 'anchor', anchor, 'terms', '',
+                  'callback_url', f[2], 'tenant', f[3], 'stream', f[4] or '', 'placements', ARGV[3],
+                  'anchor_joined', table.concat(joined, ' '), 'anchor_left', table.concat(left, ' '))
+"""
+
+ROTATE = """
+local old = redis.call('HGET', KEYS[1], 'secret')
+if not old then return false end
+redis.call('HSET', KEYS[1], 'secret', ARGV[1], 'previous_secret', old, 'previous_until', ARGV[2])
+return 1
+"""

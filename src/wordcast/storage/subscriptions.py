@@ -1,0 +1,304 @@
+"""Subscription records and every change to them, each one atomic Lua script
+(:mod:`wordcast.storage.scripts`) that also keeps the word maps and announces the change."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import replace
+from typing import Any
+
+from wordcast.errors import LimitExceeded, NotFound, StaleMapping, StoreUnavailable
+from wordcast.query.boolean import MAX_ALTERNATIVES, PART_SEPARATOR, part_id
+from wordcast.routing.placement import Placement, encode, matchers_of
+from wordcast.storage import scripts
+from wordcast.storage.keys import Keys
+from wordcast.storage.records import Subscription, event_order, subscription_from_fields
+from wordcast.storage.redis import translated
+
+EVENTS_MAXLEN = 1_000_000
+
+
+class SubscriptionStore:
+    def __init__(self, client: Any, keys: Keys) -> None:
+        self.client = client
+        self.keys = keys
+        self._add = client.register_script(scripts.ADD)
+        self._delete = client.register_script(scripts.DELETE)
+        self._add_pattern = client.register_script(scripts.ADD_PATTERN)
+        self._rotate = client.register_script(scripts.ROTATE)
+        self._delete_pattern = client.register_script(scripts.DELETE_PATTERN)
+        self._move = client.register_script(scripts.MOVE)
+        self._move_pattern = client.register_script(scripts.MOVE_PATTERN)
+
+    def _matcher_keys(self, matchers: Iterable[int]) -> list[str]:
+        keys: list[str] = []
+        for matcher in matchers:
+            keys += [self.keys.matcher_subs(matcher), self.keys.matcher_words(matcher)]
+        return keys
+
+    def _keys(self, sub: Subscription) -> list[str]:
+        if sub.is_pattern:
+            matcher = sub.matcher
+            return [
+                self.keys.sub(sub.id),
+                self.keys.matcher_subs(matcher),
+                self.keys.matcher_anchors(matcher),
+                self.keys.pattern_load,
+                self.keys.events,
+                self.keys.tenant_subs(sub.tenant),
+                self.keys.window,
+            ]
+        fixed = [self.keys.sub(sub.id), self.keys.words, self.keys.events]
+        fixed += [self.keys.tenant_subs(sub.tenant), self.keys.window]
+        return fixed + self._matcher_keys(sub.matchers)
+
+    async def add(
+        self, sub: Subscription, tenant_limit: int = 1_000_000, window: str = "0 0"
+    ) -> str:
+        """Store a subscription and announce it; returns the event id.
+
+        A subscription was placed for the mapping ``window``; if the window moved meanwhile, nothing
+        is stored and StaleMapping is raised (place it again). Raises
+        ValueError on a duplicate id and LimitExceeded when the tenant holds ``tenant_limit``
+        subscriptions already.
+        """
+        if not sub.is_pattern and not sub.placements:
+            sub = replace(sub, placements=(Placement(sub.matcher, 0),))
+        keys = self._keys(sub)
+        if sub.is_pattern:
+            script = self._add_pattern
+            args: list[str | int] = [sub.id, sub.matcher, sub.pattern, sub.anchor]
+        else:
+            script = self._add
+            args = [sub.id, sub.matcher, sub.query, " ".join(sub.terms)]
+        args += [sub.callback_url, repr(sub.created), EVENTS_MAXLEN, sub.tenant, tenant_limit]
+        args.append(sub.secret)
+        if sub.is_pattern:
+            args += [window, sub.stream]
+        else:
+            args += [encode(sub.placements), window, sub.stream, *sub.matchers]
+        with translated("storing a subscription"):
+            event_id = await script(keys=keys, args=args)
+        if event_id == -1:
+            raise StaleMapping(f"the mapping window is no longer {window!r}")
+        if event_id == 0:
+            raise LimitExceeded(
+                f"tenant {sub.tenant!r} holds {tenant_limit} subscriptions, the limit; "
+                "delete some first"
+            )
+        if not event_id:
+            raise ValueError(f"subscription id {sub.id} already exists")
+        return str(event_id)
+
+    def _delete_call(self, sub: Subscription) -> tuple[Any, list[str], list[str | int]]:
+        """The script deleting ``sub`` as read: it refuses (returns false) if the record's
+        placements changed since."""
+        expected = encode(sub.placements) if sub.placements else ""
+        args: list[str | int] = [sub.id, expected, EVENTS_MAXLEN, *sub.matchers]
+        if sub.is_pattern:
+            return self._delete_pattern, self._pattern_keys(sub, sub.matchers), args
+        return self._delete, self._keys(sub), args
+
+    async def delete(self, sub_id: str) -> tuple[Subscription, str]:
+        """Delete a subscription; returns it and the event id. Raises NotFound."""
+        for _ in range(5):
+            sub = await self.get(sub_id)
+            script, keys, args = self._delete_call(sub)
+            with translated("deleting a subscription"):
+                event_id = await script(keys=keys, args=args)
+            if event_id:
+                return sub, str(event_id)
+            # The record changed between the read and the script (deleted or moved): look again.
+        raise StoreUnavailable(f"subscription {sub_id} kept changing while being deleted")
+
+    async def delete_with_alternatives(self, sub_id: str) -> tuple[Subscription, str, set[int]]:
+        """Delete a subscription and, for a boolean query, its other alternatives' records:
+        later ones first and its own record last, so that a failure part-way leaves it listed
+        and deletable again, never alternatives without it. Returns it, the last event id and
+        every matcher that held one of the records. Raises NotFound."""
+        others = [part_id(sub_id, k) for k in range(1, MAX_ALTERNATIVES)]
+        with translated("looking for a subscription's alternatives"):
+            pipe = self.client.pipeline(transaction=False)
+            for other in others:
+                pipe.exists(self.keys.sub(other))
+            present = [other for other, n in zip(others, await pipe.execute(), strict=True) if n]
+        matchers: set[int] = set()
+        for other in reversed(present):
+            try:
+                gone, _ = await self.delete(other)
+            except NotFound:  # deleted meanwhile
+                continue
+            matchers.update(gone.matchers)
+        sub, event_id = await self.delete(sub_id)
+        matchers.update(sub.matchers)
+        return sub, event_id, matchers
+
+    async def delete_many(self, sub_ids: Sequence[str]) -> tuple[str | None, set[int]]:
+        """:meth:`delete_with_alternatives` for many subscriptions in four round trips, where one
+        at a time takes three each: find the alternatives and read the subscriptions, read the
+        alternatives, delete every alternative, then every subscription. Each delete stays atomic;
+        one whose record changed meanwhile is deleted again on its own, and an id already gone
+        is passed over. As there, no subscription goes before its alternatives. Returns the last
+        event id (None if nothing was deleted) and every matcher that held one of the records."""
+        ids = list(dict.fromkeys(sub_ids))
+        others = [part_id(sub_id, k) for sub_id in ids for k in range(1, MAX_ALTERNATIVES)]
+        with translated("reading subscriptions to delete"):
+            pipe = self.client.pipeline(transaction=False)
+            for sub_id in ids:
+                pipe.hgetall(self.keys.sub(sub_id))
+            for other in others:
+                pipe.exists(self.keys.sub(other))
+            found = await pipe.execute()
+            present = [o for o, n in zip(others, found[len(ids) :], strict=True) if n]
+            pipe = self.client.pipeline(transaction=False)
+            for other in reversed(present):  # later alternatives first, as one at a time
+                pipe.hgetall(self.keys.sub(other))
+            alternatives = await pipe.execute()
+        events: list[str] = []
+        matchers: set[int] = set()
+        for records in (
+            zip(reversed(present), alternatives, strict=True),
+            zip(ids, found[: len(ids)], strict=True),
+        ):
+            subs = [
+                subscription_from_fields(record_id, fields)
+                for record_id, fields in records
+                if fields
+            ]
+            pipe = self.client.pipeline(transaction=False)
+            for sub in subs:
+                script, keys, args = self._delete_call(sub)
+                await script(keys=keys, args=args, client=pipe)
+            with translated("deleting subscriptions"):
+                results = await pipe.execute() if subs else []
+            for sub, event_id in zip(subs, results, strict=True):
+                if not event_id:  # moved or deleted since it was read
+                    try:
+                        sub, event_id = await self.delete(sub.id)
+                    except NotFound:
+                        continue
+                events.append(str(event_id))
+                matchers.update(sub.matchers)
+        return max(events, key=event_order, default=None), matchers
+
+    def _pattern_keys(self, sub: Subscription, matchers: Iterable[int]) -> list[str]:
+        keys = [self.keys.sub(sub.id), self.keys.events, self.keys.pattern_load]
+        keys.append(self.keys.tenant_subs(sub.tenant))
+        for matcher in matchers:
+            keys += [self.keys.matcher_subs(matcher), self.keys.matcher_anchors(matcher)]
+        return keys
+
+    def _move_call(
+        self, sub: Subscription, placements: Sequence[Placement]
+    ) -> tuple[Any, list[str], list[str | int]]:
+        before, after = set(sub.matchers), set(matchers_of(placements))
+        leaving, joining = sorted(before - after), sorted(after - before)
+        open_ = [p.matcher for p in placements if p.is_open] or [placements[-1].matcher]
+        expected = encode(sub.placements) if sub.placements else ""
+        args: list[str | int] = [sub.id, expected, encode(placements)]
+        args += [open_[0], len(leaving), EVENTS_MAXLEN]
+        if sub.is_pattern:
+            keys = self._pattern_keys(sub, [*leaving, *joining])
+            return self._move_pattern, keys, [*args, *leaving, *joining]
+        keys = [self.keys.sub(sub.id), self.keys.events, *self._matcher_keys(leaving)]
+        keys += self._matcher_keys(joining)
+        return self._move, keys, [*args, *leaving, *joining]
+
+    async def move(self, sub: Subscription, placements: Sequence[Placement]) -> str | None:
+        """Re-place a subscription; the event id, or None if it changed meanwhile."""
+        script, keys, args = self._move_call(sub, placements)
+        with translated("moving a subscription"):
+            event_id = await script(keys=keys, args=args)
+        return str(event_id) if event_id else None
+
+    async def move_many(
+        self, moves: Sequence[tuple[Subscription, Sequence[Placement]]]
+    ) -> list[str | None]:
+        """:meth:`move` for many subscriptions in one round trip (each move stays atomic and
+        independent: one that changed meanwhile gets None and the others still happen)."""
+        if not moves:
+            return []
+        pipe = self.client.pipeline(transaction=False)
+        for sub, placements in moves:
+            script, keys, args = self._move_call(sub, placements)
+            await script(keys=keys, args=args, client=pipe)
+        with translated("moving subscriptions"):
+            results = await pipe.execute()
+        return [str(event_id) if event_id else None for event_id in results]
+
+    async def rotate_secret(self, sub_id: str, secret: str, previous_until: float) -> None:
+        """Make ``secret`` the signing secret; the old one stays valid until ``previous_until``."""
+        with translated("rotating a signing secret"):
+            done = await self._rotate(keys=[self.keys.sub(sub_id)], args=[secret, previous_until])
+        if not done:
+            raise NotFound(f"no subscription with id {sub_id!r}")
+
+    async def signing_secrets_of(self, sub_ids: Iterable[str]) -> dict[str, list[str] | None]:
+        """The secrets to sign each subscription's messages with now, the previous one too during
+        its grace period (None: the subscription no longer exists), in one round trip."""
+        ids = list(dict.fromkeys(sub_ids))
+        pipe = self.client.pipeline(transaction=False)
+        for sub_id in ids:
+            pipe.hmget(self.keys.sub(sub_id), ["secret", "previous_secret", "previous_until"])
+        with translated("reading signing secrets"):
+            replies = await pipe.execute()
+        now = time.time()
+        found: dict[str, list[str] | None] = {}
+        for sub_id, (secret, previous, until) in zip(ids, replies, strict=True):
+            if secret is None:
+                found[sub_id] = None
+                continue
+            secrets = [secret] if secret else []
+            if previous and until and float(until) > now:
+                secrets.append(previous)
+            found[sub_id] = secrets
+        return found
+
+    async def get(self, sub_id: str) -> Subscription:
+        with translated("reading a subscription"):
+            fields = await self.client.hgetall(self.keys.sub(sub_id))
+        if not fields:
+            raise NotFound(f"no subscription with id {sub_id!r}")
+        return subscription_from_fields(sub_id, fields)
+
+    async def count(self) -> int:
+        """How many subscriptions are stored, over every matcher."""
+        total = 0
+        with translated("counting subscriptions"):
+            async for key in self.client.scan_iter(match=self.keys.matcher_subs("*"), count=1000):
+                total += await self.client.scard(key)
+        return total
+
+    async def tenant_holds(self, tenant: str, sub_ids: Sequence[str]) -> list[bool]:
+        """Whether each id is one of the tenant's subscriptions, in one command."""
+        if not sub_ids:
+            return []
+        with translated("checking a tenant's subscriptions"):
+            found = await self.client.smismember(self.keys.tenant_subs(tenant), list(sub_ids))
+        return [bool(member) for member in found]
+
+    async def tenant_count(self, tenant: str) -> int:
+        """How many subscriptions a tenant holds."""
+        with translated("counting a tenant's subscriptions"):
+            return int(await self.client.scard(self.keys.tenant_subs(tenant)))
+
+    async def tenant_subscriptions(
+        self, tenant: str, cursor: int = 0, count: int = 100
+    ) -> tuple[int, list[Subscription]]:
+        """One page of a tenant's subscriptions and the cursor of the next (0 at the end)."""
+        with translated("listing a tenant's subscriptions"):
+            cursor, ids = await self.client.sscan(
+                self.keys.tenant_subs(tenant), cursor=cursor, count=count
+            )
+            pipe = self.client.pipeline(transaction=False)
+            for sub_id in ids:
+                pipe.hgetall(self.keys.sub(sub_id))
+            records = await pipe.execute() if ids else []
+        # A boolean query's later alternatives are records of their own, not subscriptions.
+        subs = [
+            subscription_from_fields(i, f)
+            for i, f in zip(ids, records, strict=True)
+            if f and PART_SEPARATOR not in i
+        ]
+        return int(cursor), subs

