@@ -14,6 +14,7 @@ from standardwebhooks import Webhook
 
 from wordcast.errors import StoreUnavailable
 from wordcast.services.matcher import dispatcher as dispatcher_module
+from wordcast.services.matcher import webhook as webhook_module
 from wordcast.services.matcher.dispatcher import Dispatcher
 from wordcast.services.matcher.settings import MatcherSettings
 from wordcast.services.matcher.state import MatcherState
@@ -398,8 +399,8 @@ def test_taking_over_sooner_than_a_delivery_can_last_is_refused() -> None:
 def test_the_dispatchers_secret_cache_forgets_subscriptions_not_seen_lately(
     redis_url: str, namespace: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(dispatcher_module, "SECRET_CACHE_PRUNE_FROM", 10)
-    monkeypatch.setattr(dispatcher_module, "SECRET_CACHE_SECONDS", 0.2)
+    monkeypatch.setattr(webhook_module, "SECRET_CACHE_PRUNE_FROM", 10)
+    monkeypatch.setattr(webhook_module, "SECRET_CACHE_SECONDS", 0.2)
 
     async def scenario() -> None:
         client = connect(redis_url)
@@ -420,16 +421,16 @@ def test_the_dispatchers_secret_cache_forgets_subscriptions_not_seen_lately(
             address_policy=AddressPolicy(),
         )
         deleted = Message(("gone",), "", "http://x/hook", "msg_gone", "{}", 1, time.time())
-        assert await dispatcher._signers_of(deleted) == []
+        assert await dispatcher._webhooks._signers_of(deleted) == []
         for j in range(9):
             message = Message((f"id{j}",), "", "http://x/hook", f"msg_{j}", "{}", 1, time.time())
-            [signer] = await dispatcher._signers_of(message)
+            [signer] = await dispatcher._webhooks._signers_of(message)
             assert signer.key == Webhook(secret)._whsecret
-        assert len(dispatcher._signers) == 10  # the deleted one is cached too
+        assert len(dispatcher._webhooks._signers) == 10  # the deleted one is cached too
         await asyncio.sleep(0.3)  # every entry is stale now
         message = Message(("id11",), "", "http://x/hook", "msg_11", "{}", 1, time.time())
-        assert len(await dispatcher._signers_of(message)) == 1
-        assert list(dispatcher._signers) == ["id11"]
+        assert len(await dispatcher._webhooks._signers_of(message)) == 1
+        assert list(dispatcher._webhooks._signers) == ["id11"]
         await dispatcher.close()
         await client.aclose()
 

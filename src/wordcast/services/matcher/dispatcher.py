@@ -1,21 +1,18 @@
 """Delivers the outbox's messages to webhooks: signed, retried, dead-lettered, never lost.
 
-The matcher records every message in its Redis outbox (:mod:`wordcast.storage.outbox`) before it answers
-the router; this dispatcher reads every matcher's outbox through their consumer groups, its own
+The matcher records every message in its Redis outbox (:mod:`wordcast.storage.outbox`) before it
+answers the router; this dispatcher reads every matcher's outbox through their consumer groups, its own
 pending entries first (those a crashed predecessor did not finish), takes over the entries any
 consumer has left pending for longer than a delivery can take (a matcher removed for good), and
 acknowledges an entry only after a 2xx. Sharing the outboxes keeps every matcher delivering while
 any of them has a backlog: the matches of a matcher's subscriptions are not its share of the
 delivery work.
 
-Each message is signed (:mod:`wordcast.webhooks.signing`) as the Standard Webhooks specification says
-(``webhook-id``, ``webhook-timestamp``, ``webhook-signature``: HMAC-SHA256 over
-``id.timestamp.body``) with the secret of every subscription it carries matches for (and a
-previous secret too during a rotation's grace period); any one of them verifies it. Failed
+Each attempt (signing, the address check, the POST) is :mod:`.webhook`'s. Failed
 attempts are retried with exponential backoff and full jitter, honouring ``Retry-After``; a 410
 deletes the subscription (the receiver said it is gone for good); a forbidden callback address
-(:mod:`wordcast.webhooks.netguard`) is not retried; after the last attempt the message goes to its tenant's
-dead letters. A delivery slot holds one attempt: between attempts only the message's entry id and
+(:mod:`wordcast.webhooks.netguard`) is not retried; after the last attempt the message goes to its
+tenant's dead letters. A delivery slot holds one attempt: between attempts only the message's entry id and
 due time wait in memory (the message stays in the outbox, and is read again when due), and other
 messages take the slot meanwhile. The outbox bounds memory: at most ``concurrency`` messages are
 in this process at once, and no new message is read while ``WAITING_MAX`` wait for a retry.
@@ -24,33 +21,24 @@ in this process at once, and no new message is read while ``WAITING_MAX`` wait f
 from __future__ import annotations
 
 import asyncio
-import heapq
 import itertools
 import logging
 import math
-import random
 import time
-from collections.abc import Sequence
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
 
-import httpx
 from prometheus_client import Counter, Gauge, Histogram
 
-from wordcast import limits
-from wordcast.errors import StoreUnavailable, UnresolvableCallback, UnsafeCallback
-from wordcast.services.matcher.connections import Connections
+from wordcast.errors import StoreUnavailable
+from wordcast.services.matcher.retries import Retries
+from wordcast.services.matcher.webhook import ATTEMPTS, Webhooks
 from wordcast.storage import Store
 from wordcast.storage.outbox import Acknowledgements, Backlog, Message, Outbox
-from wordcast.webhooks import retry_after
-from wordcast.webhooks.netguard import AddressPolicy, resolve
-from wordcast.webhooks.signing import Signer, signature_header
+from wordcast.webhooks.netguard import AddressPolicy
 
 log = logging.getLogger(__name__)
 
 DELIVERED = Counter("wordcast_matches_delivered", "Matches a webhook acknowledged with a 2xx")
 FAILED = Counter("wordcast_deliveries_failed", "Messages given up on", ["reason"])
-ATTEMPTS = Counter("wordcast_delivery_attempts", "Webhook POSTs made", ["outcome"])
 TAKEN_OVER = Counter(
     "wordcast_deliveries_taken_over", "Messages taken over from a consumer that left them pending"
 )
@@ -65,8 +53,6 @@ LAG = Histogram(
     "From a match being recorded to its 2xx",
     buckets=(0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 1800),
 )
-SECRET_CACHE_SECONDS = 5.0
-SECRET_CACHE_PRUNE_FROM = 10_000  # entries; stale ones are dropped when the cache doubles past it
 BACKLOG_EVERY_SECONDS = 0.2  # how stale the backlog (the routers' back-pressure) may be
 OUTBOXES_EVERY_SECONDS = 5.0  # how soon a new matcher's outbox is read by the others
 TAKE_OVER_EVERY_SECONDS = 30.0  # how often entries a vanished consumer left are looked for
@@ -74,17 +60,6 @@ ATTEMPT_TIMEOUTS = 3  # an attempt's deadline, in delivery timeouts (resolve, co
 # Messages backing off between attempts wait as their entry ids (about 200 bytes each), not in a
 # delivery slot; past this many no new message is read until some of them are done.
 WAITING_MAX = 100_000
-
-
-@dataclass(order=True, slots=True)
-class _Waiting:
-    """A message backing off until ``due`` (monotonic), after ``attempts`` attempts."""
-
-    due: float
-    order: int  # first come, first retried among equals
-    outbox: Outbox = field(compare=False)
-    entry_id: str = field(compare=False)
-    attempts: int = field(compare=False)
 
 
 class Dispatcher:
@@ -104,14 +79,10 @@ class Dispatcher:
     ) -> None:
         self._outbox = outbox
         self._redis_memory_max = redis_memory_max
-        self._store = store
         self._concurrency = concurrency
         self._attempts = attempts
-        self._backoff_s = backoff_s
-        self._max_backoff_s = max_backoff_s
         self._take_over_after_s = take_over_after_s
-        self._policy = address_policy
-        self._connections = Connections(concurrency, timeout_s)
+        self._webhooks = Webhooks(store, address_policy, concurrency, timeout_s)
         # httpx's timeout bounds each wait for the network, not the exchange: a receiver that
         # answers a byte at a time could hold a slot for ever, and outlast the take-over bound.
         self._attempt_deadline_s = ATTEMPT_TIMEOUTS * timeout_s
@@ -119,11 +90,7 @@ class Dispatcher:
         self._tasks: set[asyncio.Task[None]] = set()  # one attempt each: the delivery slots
         # (outbox, entry) we deliver: in an attempt or waiting for the next one.
         self._active: set[tuple[str, str]] = set()
-        self._waiting: list[_Waiting] = []  # a heap, soonest due first
-        self._order = itertools.count()
-        # Subscription -> its signers (None: deleted) and when they were read.
-        self._signers: dict[str, tuple[tuple[Signer, ...] | None, float]] = {}
-        self._prune_signers_at = SECRET_CACHE_PRUNE_FROM
+        self._waiting = Retries(backoff_s, max_backoff_s)
         self.delivered = 0
         self.failed = 0
         self.backlog = Backlog(messages=0, redis_used=0, redis_limit=0)
@@ -149,7 +116,7 @@ class Dispatcher:
         self._waiting.clear()  # still pending in Redis, as every message not yet delivered
         for acks in self._acks.values():
             await acks.close()
-        await self._connections.aclose()
+        await self._webhooks.aclose()
 
     async def run(self) -> None:
         """Read and deliver until cancelled; survives Redis outages by waiting and retrying.
@@ -206,7 +173,7 @@ class Dispatcher:
                     if time.monotonic() - looked >= OUTBOXES_EVERY_SECONDS:
                         await self._discover(cursors)
                         looked = time.monotonic()
-                    entries = await self._read(cursors, free, self._block_ms())
+                    entries = await self._read(cursors, free, self._waiting.block_ms())
                     if time.monotonic() - took_over >= TAKE_OVER_EVERY_SECONDS:
                         entries += await self._take_over(cursors, free - len(entries))
                         took_over = time.monotonic()
@@ -233,21 +200,14 @@ class Dispatcher:
     async def _start_due(self, free: int) -> int:
         """Start the retries that are due, as many as ``free`` slots allow, their messages read
         again from the outboxes (a round trip for each outbox); returns how many started."""
-        due: dict[Outbox, list[_Waiting]] = {}
-        now = time.monotonic()
-        for _ in range(free):
-            if not self._waiting or self._waiting[0].due > now:
-                break
-            retry = heapq.heappop(self._waiting)
-            due.setdefault(retry.outbox, []).append(retry)
+        due = self._waiting.due(free)
         started = 0
         for outbox, retries in due.items():
             try:
                 messages = await outbox.fetch([retry.entry_id for retry in retries])
             except StoreUnavailable:
                 # These and the next outboxes' wait for next time round: still pending in Redis.
-                for retry in itertools.chain.from_iterable(due.values()):
-                    heapq.heappush(self._waiting, retry)
+                self._waiting.put_back(itertools.chain.from_iterable(due.values()))
                 raise
             due[outbox] = []  # each is started below, or gone
             for retry in retries:
@@ -259,21 +219,10 @@ class Dispatcher:
                 started += 1
         return started
 
-    def _until_due(self) -> float | None:
-        return max(0.0, self._waiting[0].due - time.monotonic()) if self._waiting else None
-
-    def _block_ms(self) -> int | None:
-        """How long a read may wait for new entries: a second, or until the next retry is due
-        (``None``: not at all; Redis reads a block of 0 as for ever)."""
-        until = self._until_due()
-        if until is None:
-            return 1_000
-        return min(1_000, math.ceil(until * 1_000)) or None
-
     async def _wait_for_slot_or_retry(self) -> None:
         """Until an attempt ends, or the next retry is due. A retry already due is waiting for a
         slot (``_start_due`` gave it any there was), so then only an attempt's end will do."""
-        until = self._until_due()
+        until = self._waiting.until_due()
         if self._tasks:
             timeout = until or None
             await asyncio.wait(self._tasks, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
@@ -313,33 +262,6 @@ class Dispatcher:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _signers_of(self, message: Message) -> list[Signer]:
-        """A signer for each secret of the message's subscriptions that still exist; the secrets
-        missing from the cache (or read too long ago to trust) are read in one round trip."""
-        now = time.monotonic()
-        cache = self._signers
-        if len(cache) >= self._prune_signers_at:
-            # Deleted subscriptions would otherwise stay cached for the life of the process.
-            for sub_id in [
-                k for k, (_, read) in cache.items() if now - read >= SECRET_CACHE_SECONDS
-            ]:
-                del cache[sub_id]
-            self._prune_signers_at = max(SECRET_CACHE_PRUNE_FROM, 2 * len(cache))
-        known: dict[str, tuple[Signer, ...] | None] = {}
-        stale = []
-        for sub_id in message.subscription_ids:
-            cached = cache.get(sub_id)
-            if cached is None or now - cached[1] >= SECRET_CACHE_SECONDS:
-                stale.append(sub_id)
-            else:
-                known[sub_id] = cached[0]
-        if stale:
-            found = await self._store.subscriptions.signing_secrets_of(stale)
-            for sub_id, secrets in found.items():
-                known[sub_id] = None if secrets is None else tuple(Signer(s) for s in secrets)
-                cache[sub_id] = (known[sub_id], now)
-        return [signer for sub_id in message.subscription_ids for signer in known[sub_id] or ()]
-
     async def _deliver(self, outbox: Outbox, entry_id: str, message: Message, made: int) -> None:
         """One attempt (after ``made`` others); a failure leaves the message waiting for the next
         one, unless that was the last."""
@@ -359,7 +281,7 @@ class Dispatcher:
             acks = self._acks[outbox.key] = Acknowledgements(outbox)
         try:
             async with asyncio.timeout(self._attempt_deadline_s):
-                outcome, reason, wait = await self._attempt(message)
+                outcome, reason, wait = await self._webhooks.attempt(message)
         except StoreUnavailable as exc:
             outcome, reason, wait = "retry", str(exc), None
         except TimeoutError:
@@ -387,82 +309,5 @@ class Dispatcher:
             # Not acknowledged: the entry stays pending and is delivered again later.
             log.warning("could not record the outcome of %s: %s", entry_id, exc)
             return False
-        backoff = min(self._max_backoff_s, self._backoff_s * 2 ** (attempt - 1))
-        pause = random.uniform(0, backoff)  # full jitter
-        if wait is not None:
-            pause = max(pause, min(wait, self._max_backoff_s))
-        due = time.monotonic() + pause
-        heapq.heappush(self._waiting, _Waiting(due, next(self._order), outbox, entry_id, attempt))
+        self._waiting.wait(outbox, entry_id, attempt, wait)
         return True
-
-    async def _attempt(self, message: Message) -> tuple[str, str, float | None]:
-        """One POST: (outcome, reason, seconds the receiver asked us to wait)."""
-        signers = await self._signers_of(message)
-        if not signers:
-            ATTEMPTS.labels("subscription_deleted").inc()
-            return "deleted", "the subscription was deleted", None
-        try:
-            target = await resolve(message.callback_url, self._policy)
-        except UnresolvableCallback as exc:
-            ATTEMPTS.labels("unresolvable").inc()
-            return "retry", str(exc), None
-        except UnsafeCallback as exc:
-            ATTEMPTS.labels("refused_address").inc()
-            return "refused", str(exc), None
-        now = datetime.now(tz=UTC)
-        signatures = signature_header(signers, message.webhook_id, now, message.body)
-        headers = {
-            "content-type": "application/json",
-            "host": target.host_header,
-            "webhook-id": message.webhook_id,
-            "webhook-timestamp": str(int(now.timestamp())),
-            "webhook-signature": signatures,
-        }
-        extensions = {"sni_hostname": target.host} if target.url.scheme == "https" else {}
-        try:
-            # Reading the outboxes may start a few more deliveries than ``concurrency`` (each
-            # outbox gives its share, rounded up): those wait here for a connection.
-            async with (
-                self._connections.client(target) as client,
-                client.stream(
-                    "POST",
-                    target.connect_url,
-                    content=message.body.encode(),
-                    headers=headers,
-                    extensions=extensions,
-                ) as response,
-            ):
-                await _read_at_most(response, limits.MAX_WEBHOOK_RESPONSE_BYTES)
-        except httpx.HTTPError as exc:
-            ATTEMPTS.labels("network").inc()
-            return "retry", f"{type(exc).__name__}: {exc}", None
-        status = response.status_code
-        ATTEMPTS.labels("success" if response.is_success else f"http_{status}").inc()
-        if response.is_success:
-            return "delivered", "", None
-        if status == 410:
-            await self._disable(message.subscription_ids)
-            return "gone", "HTTP 410", None
-        return "retry", f"HTTP {status}", retry_after.seconds(response.headers.get("retry-after"))
-
-    async def _disable(self, sub_ids: Sequence[str]) -> None:
-        """A 410 means the receiver is gone for good: delete its subscriptions (those still
-        there; one deleted meanwhile is passed over)."""
-        last_event, _ = await self._store.subscriptions.delete_many(sub_ids)
-        if last_event is not None:
-            log.warning(
-                "subscriptions deleted, their webhook answered 410 Gone: %s", ", ".join(sub_ids)
-            )
-
-
-async def _read_at_most(response: httpx.Response, limit: int) -> None:
-    """Read what a webhook sends back, up to ``limit`` bytes: only its status and headers count.
-
-    A short body read to its end leaves the connection reusable. A longer one is left unread:
-    closing the stream then closes the connection, so a receiver answering with hundreds of
-    megabytes costs a matcher a few kilobytes, not the whole answer in memory."""
-    read = 0
-    async for chunk in response.aiter_raw():
-        read += len(chunk)
-        if read > limit:
-            return

@@ -1,0 +1,189 @@
+"""What a matcher holds, and which of it a routed batch matches.
+
+Keyword subscriptions live in the term index (a compact trie by default), pattern subscriptions in
+the pattern index (REtriever or one of its peers); a routed publication is matched against the
+pattern index only when the router flagged it, that is when one of this matcher's anchors occurs
+in it.
+
+A subscription's placements (:mod:`wordcast.routing.placement`) say for which mapping versions —
+and, for a multicast of hot words, which drawn copies — this matcher evaluates it; a match found
+for a batch that another placement serves is dropped here, so each publication is evaluated
+against each subscription exactly once while routers switch mapping versions.
+
+A subscription made only of hot words is multicast to the matchers holding copies of its least
+frequent hot word (S³-TM §5.1); each of them serves only the publications whose drawn copy it
+holds. Such subscriptions sit in an index of their own per hot word, consulted only for
+publications that drew a copy of that word, so the rest of the stream never visits them.
+
+An alternative of a boolean query (:mod:`wordcast.query.boolean`) is indexed by its required words
+like any keyword subscription; a match then stands only if the alternative is the one that
+delivers (none of its excluded terms, no earlier alternative holding).
+
+The indexes hold every tenant's subscriptions; a batch matches only those of its audience
+(:func:`wordcast.storage.records.audience`: the publisher's own, or a shared stream's).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Sequence
+
+from wordcast.engines.base import PatternIndex, TermIndex
+from wordcast.query.boolean import HeldAlternatives, has_operators, parse_query
+from wordcast.query.patterns import normalise, parse
+from wordcast.routing.placement import Placement
+from wordcast.storage.records import Subscription, SubscriptionEvent, audience
+
+log = logging.getLogger(__name__)
+
+# (id, text, terms, whether an anchor of this matcher's patterns occurs in it)
+Routed = tuple[str, str, Iterable[str], bool]
+
+
+class MatcherIndex:
+    """The subscriptions placed on one matcher, in the indexes that match them."""
+
+    def __init__(
+        self,
+        ordinal: int,
+        new_term_index: Callable[[], TermIndex],
+        new_pattern_index: Callable[[], PatternIndex],
+    ) -> None:
+        self.ordinal = ordinal
+        self._new_term_index = new_term_index
+        self.terms: TermIndex = new_term_index()
+        self.hot: dict[str, TermIndex] = {}  # hot word -> its multicast subscriptions here
+        self.patterns: PatternIndex = new_pattern_index()
+        self.subscriptions: dict[str, Subscription] = {}
+        # Placements here of the subscriptions that do not serve every version from 0 on.
+        self.restricted: dict[str, tuple[Placement, ...]] = {}
+        self.alternatives = HeldAlternatives()  # of boolean queries
+
+    def __len__(self) -> int:
+        return len(self.subscriptions)
+
+    # -- changes ----------------------------------------------------------------------------------
+    def load(self, subs: Iterable[Subscription]) -> None:
+        """Hold these subscriptions (into a fresh index: the snapshot a restart rebuilds from)."""
+        for sub in subs:
+            self._index(sub)
+            self.subscriptions[sub.id] = sub
+            self._restrict(sub)
+            self._read_alternative(sub)
+
+    def apply(self, events: Iterable[SubscriptionEvent]) -> None:
+        """Follow committed changes (a replayed event changes nothing)."""
+        for event in events:
+            sub = event.subscription
+            held = self.subscriptions.get(sub.id)
+            if event.op != "del" and self.ordinal in sub.matchers:
+                if held is None:  # replays of an add are harmless
+                    self._index(sub)
+                elif self._hot_word(held) != self._hot_word(sub):  # moved between indexes
+                    self._unindex(held)
+                    self._index(sub)
+                self.subscriptions[sub.id] = sub
+                self._restrict(sub)
+                self._read_alternative(sub)
+            elif held is not None:  # deleted, or moved away from this matcher
+                del self.subscriptions[sub.id]
+                self.restricted.pop(sub.id, None)
+                self.alternatives.discard(sub.id)
+                self._unindex(held)
+
+    def _restrict(self, sub: Subscription) -> None:
+        here = tuple(p for p in sub.placements if p.matcher == self.ordinal)
+        if len(here) == 1 and here[0].first == 0 and here[0].is_open and not here[0].hot:
+            self.restricted.pop(sub.id, None)  # serves every batch: no check needed
+        elif here:
+            self.restricted[sub.id] = here
+
+    def _read_alternative(self, sub: Subscription) -> None:
+        if sub.is_pattern or not has_operators(sub.query) or sub.id in self.alternatives:
+            return
+        try:
+            query = parse_query(sub.query)
+            if not query.is_plain:
+                self.alternatives.add(sub.id, query)
+        except ValueError as exc:  # the router checked it: only a changed analyser gets here
+            log.error("subscription %s: %s; matching its terms as a conjunction", sub.id, exc)
+
+    def _hot_word(self, sub: Subscription) -> str:
+        """The hot word whose drawn copy decides every placement of ``sub`` here, else ''."""
+        words = {p.hot for p in sub.placements if p.matcher == self.ordinal}
+        return words.pop() if len(words) == 1 else ""
+
+    def _index(self, sub: Subscription) -> None:
+        if sub.is_pattern:
+            self.patterns.add(sub.id, parse(sub.pattern, min_anchor=1))  # validated when stored
+            return
+        word = self._hot_word(sub)
+        if word:
+            if word not in self.hot:
+                self.hot[word] = self._new_term_index()
+            self.hot[word].add(sub.id, sub.terms)
+        else:
+            self.terms.add(sub.id, sub.terms)
+
+    def _unindex(self, sub: Subscription) -> None:
+        if sub.is_pattern:
+            self.patterns.remove(sub.id)
+            return
+        word = self._hot_word(sub)
+        index = self.hot[word] if word else self.terms
+        index.remove(sub.id, sub.terms)
+        if word and not len(index):
+            del self.hot[word]
+
+    # -- matching ---------------------------------------------------------------------------------
+    def pairs(
+        self,
+        publications: Sequence[Routed],
+        version: int,
+        drawn: Sequence[dict[str, int]] | None,
+        publisher: str,
+        stream: str,
+    ) -> list[tuple[str, int]]:
+        """(stored subscription id, position) for every match of a batch routed with mapping
+        ``version`` (``drawn[k]``: the hot-word copies drawn for publication k) that this
+        matcher is to deliver."""
+        pairs = self.terms.match_batch([terms for _, _, terms, _ in publications])
+        if self.hot and drawn:
+            for position, copies in enumerate(drawn):
+                for word in copies:
+                    hot_index = self.hot.get(word)
+                    if hot_index is not None:
+                        terms = publications[position][2]
+                        pairs.extend((sub_id, position) for sub_id in hot_index.match(terms))
+        if len(self.patterns):
+            pairs += [
+                (str(sub_id), position)
+                for position, (_, text, _, flagged) in enumerate(publications)
+                if flagged
+                for sub_id in self.patterns.match(normalise(text))
+            ]
+        # Tenants stay apart: the indexes found every tenant's subscriptions with these words.
+        wanted = audience(publisher, stream)
+        subscriptions = self.subscriptions
+        pairs = [pair for pair in pairs if subscriptions[pair[0]].audience == wanted]
+        if self.restricted:
+            pairs = self._serving(pairs, version, drawn)
+        if self.alternatives:
+            pairs = self.alternatives.delivering(pairs, lambda k: frozenset(publications[k][2]))
+        return pairs
+
+    def _serving(
+        self, pairs: list[tuple[str, int]], version: int, drawn: Sequence[dict[str, int]] | None
+    ) -> list[tuple[str, int]]:
+        """The pairs whose subscription's placements here serve the batch's version (and the
+        hot-word copy drawn for its publication)."""
+        restricted = self.restricted
+        none: dict[str, int] = {}
+        return [
+            (sub_id, position)
+            for sub_id, position in pairs
+            if sub_id not in restricted
+            or any(
+                p.serves(version, drawn[position] if drawn else none) for p in restricted[sub_id]
+            )
+        ]

@@ -1,0 +1,95 @@
+"""A routed batch's matches, gathered into the messages a matcher records and delivers.
+
+A message holds a batch's matches for one callback URL of one tenant (at most ``delivery_batch``
+matches from at most ``MAX_SIGNERS`` subscriptions), signed later with each of those subscriptions'
+secrets; its webhook-id is derived from the (subscription, publication) pairs it holds and their
+publisher and stream, the same on every attempt and redelivery. An alternative of a boolean query
+is delivered under its subscription's id.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import orjson
+
+from wordcast.query.boolean import HeldAlternatives
+from wordcast.services.matcher.index import Routed
+from wordcast.storage.outbox import MAX_SIGNERS, Message, webhook_id
+from wordcast.storage.records import Subscription
+
+
+@dataclass(frozen=True, slots=True)
+class Batch:
+    """A routed batch as the messages need it: its publications, who published them, where."""
+
+    publications: Sequence[Routed]
+    publisher: str
+    stream: str
+
+
+def messages(
+    pairs: Sequence[tuple[str, int]],
+    batch: Batch,
+    subscriptions: Mapping[str, Subscription],
+    alternatives: HeldAlternatives,
+    most: int,
+) -> list[Message]:
+    """The messages for (stored subscription id, position) ``pairs`` of ``batch``, at most
+    ``most`` matches each."""
+    per_subscription: dict[str, list[int]] = {}
+    for sub_id, position in pairs:
+        per_subscription.setdefault(sub_id, []).append(position)
+    per_endpoint: dict[tuple[str, str], list[str]] = {}
+    for sub_id in per_subscription:
+        sub = subscriptions[sub_id]
+        per_endpoint.setdefault((sub.tenant, sub.callback_url), []).append(sub_id)
+    found: list[Message] = []
+    now = time.time()
+    for (tenant, url), sub_ids in per_endpoint.items():
+        chunk: list[tuple[Subscription, int]] = []
+        signers: set[str] = set()
+        for sub_id in sub_ids:
+            for position in per_subscription[sub_id]:
+                full = len(chunk) >= most
+                if full or (sub_id not in signers and len(signers) >= MAX_SIGNERS):
+                    found.append(_message(tenant, url, chunk, batch, alternatives, now))
+                    chunk, signers = [], set()
+                chunk.append((subscriptions[sub_id], position))
+                signers.add(sub_id)
+        if chunk:
+            found.append(_message(tenant, url, chunk, batch, alternatives, now))
+    return found
+
+
+def _message(
+    tenant: str,
+    url: str,
+    chunk: list[tuple[Subscription, int]],
+    batch: Batch,
+    alternatives: HeldAlternatives,
+    now: float,
+) -> Message:
+    matches = []
+    stream = batch.stream or None
+    for sub, position in chunk:
+        field, value = ("pattern", sub.pattern) if sub.is_pattern else ("query", sub.query)
+        pub_id, text = batch.publications[position][0], batch.publications[position][1]
+        # An alternative's match is its subscription's, signed with that one's secret.
+        matches.append(
+            {
+                "subscription_id": alternatives.subscription_id(sub.id),
+                field: value,
+                "publisher": batch.publisher,
+                "stream": stream,
+                "publication_id": pub_id,
+                "text": text,
+            }
+        )
+    signers = tuple(dict.fromkeys(str(m["subscription_id"]) for m in matches))
+    pairs = [(str(m["subscription_id"]), str(m["publication_id"])) for m in matches]
+    body = orjson.dumps({"type": "matches", "matches": matches}).decode()
+    msg_id = webhook_id(pairs, batch.publisher, batch.stream)
+    return Message(signers, tenant, url, msg_id, body, len(pairs), now)
