@@ -145,11 +145,11 @@ def test_a_router_that_cannot_report_its_mapping_version_stops_routing(
         batch = [(None, "fast json parser for python")]
         try:
             with pytest.raises(MappingUnconfirmed, match="has not reported its mapping version"):
-                await state.publish(batch, "dev")  # never reported yet
+                await state.publishing.publish(batch, "dev")  # never reported yet
 
             reporting = asyncio.create_task(versions.report())
             await asyncio.sleep(0.12)
-            ids, _ = await state.publish(batch, "dev")  # no subscribed word: nothing is sent
+            ids, _ = await state.publishing.publish(batch, "dev")  # no subscribed word: nothing is sent
             assert len(ids) == 1
             assert await versions.mappings.oldest_in_use() == 0
             key = f"{namespace}:router:{versions.router_id}"
@@ -163,7 +163,7 @@ def test_a_router_that_cannot_report_its_mapping_version_stops_routing(
             await asyncio.sleep(versions.report_fence_s + 0.05)
             assert not versions.reported
             with pytest.raises(MappingUnconfirmed):
-                await state.publish(batch, "dev")
+                await state.publishing.publish(batch, "dev")
         finally:
             await state.close()
             await client.aclose()

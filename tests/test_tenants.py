@@ -361,7 +361,7 @@ def test_a_batch_that_fails_halfway_withdraws_what_it_stored(
 
         monkeypatch.setattr(store.subscriptions, "tenant_count", count_then_race)
         with pytest.raises(LimitExceeded, match=refused):
-            await state.subscribe_batch(items, "t1")
+            await state.subscribing.subscribe_batch(items, "t1")
         assert await real_count("t1") == 2  # the other request's two, none of the batch
         assert await store.word_maps.subscribed_words() == {"x", "y"}
         assert sum((await store.word_maps.pattern_loads()).values()) == 0

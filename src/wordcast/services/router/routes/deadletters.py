@@ -40,7 +40,7 @@ def _out(letter: DeadLetter) -> DeadLetterOut:
 async def _page(state: ReadyState, tenant: str, after: str | None, limit: int) -> DeadLetterPage:
     if after is not None and not is_stream_id(after):
         raise InvalidInput(f"after={after!r} is not a dead letter id")
-    letters = await state.dead_letters.list(tenant, after or "-", limit)
+    letters = await state.store.dead_letters.list(tenant, after or "-", limit)
     next_after = letters[-1].id if len(letters) == limit else None
     return DeadLetterPage(dead_letters=[_out(d) for d in letters], next_after=next_after)
 
@@ -58,7 +58,7 @@ async def replay_dead_letter(
     dead_id: StreamId, state: ReadyState, tenant: Tenant
 ) -> dict[str, str]:
     """Deliver a dead letter again (same body, same webhook-id), from the start of its retries."""
-    message = await state.replay(tenant, dead_id)
+    message = await state.subscribing.replay(tenant, dead_id)
     return {"replayed": dead_id, "webhook_id": message.webhook_id}
 
 

@@ -31,13 +31,13 @@ async def stats(state: State) -> dict[str, Any]:
         "awaiting_matcher": state.versions.scale.awaited,
         "awaiting_matcher_s": round(state.versions.scale.awaited_for, 1),
         "mapping": {
-            **state.routing_stats.figures(),
+            **state.publishing.stats.figures(),
             "latest": state.versions.latest,
             "window": list(state.view.window),
             "active": state.view.active.version,
         },
         "shedding": state.shedder.figures(),
-        "subscribed_words": len(state.held),
+        "subscribed_words": len(state.replica.held),
         "event_position": state.follower.position,
     }
 

@@ -17,7 +17,7 @@ async def publish(body: PublicationsIn, state: ReadyState, tenant: Tenant) -> Pu
 
     Without ``stream`` the publications meet only your own tenant's subscriptions; with one, the
     subscriptions to that shared stream (your tenant needs its publish grant)."""
-    await state.check_publish_grant(tenant, body.stream)
+    await state.publishing.check_publish_grant(tenant, body.stream)
     wait = await state.rate_limiter.take(tenant, len(body.publications))
     if wait > 0:
         raise RateLimited(
@@ -25,7 +25,7 @@ async def publish(body: PublicationsIn, state: ReadyState, tenant: Tenant) -> Pu
             f"{state.settings.publications_per_second:g} publications/s; retry after {wait:.2f} s",
             wait,
         )
-    ids, routed = await state.publish(
+    ids, routed = await state.publishing.publish(
         [(p.id, p.text) for p in body.publications], tenant, body.stream or ""
     )
     return PublicationsAccepted(accepted=len(ids), ids=ids, routed=routed)

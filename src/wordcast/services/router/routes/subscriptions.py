@@ -88,10 +88,12 @@ async def create_subscription(
     """Register a subscription; 201 means it is durably stored and in effect."""
     stream = body.stream or ""
     if body.pattern is not None:
-        sub = await state.subscribe_pattern(body.pattern, str(body.callback_url), tenant, stream)
+        sub = await state.subscribing.subscribe_pattern(
+            body.pattern, str(body.callback_url), tenant, stream
+        )
     else:
         assert body.query is not None  # the schema admits exactly one of the two
-        sub = await state.subscribe(body.query, str(body.callback_url), tenant, stream)
+        sub = await state.subscribing.subscribe(body.query, str(body.callback_url), tenant, stream)
     return _out(sub).model_copy(update={"secret": sub.secret})
 
 
@@ -112,7 +114,7 @@ async def create_subscriptions(
         else ("query", item.query or "", str(item.callback_url), item.stream or "")
         for item in body.subscriptions
     ]
-    subs = await state.subscribe_batch(items, tenant)
+    subs = await state.subscribing.subscribe_batch(items, tenant)
     return SubscriptionsOut(
         subscriptions=[_out(sub).model_copy(update={"secret": sub.secret}) for sub in subs]
     )
@@ -124,7 +126,7 @@ async def delete_subscriptions(
 ) -> SubscriptionsDeleted:
     """Delete up to 1,000 of your subscriptions at once; a 404 (naming ids that are not yours)
     means none was deleted."""
-    deleted = await state.unsubscribe_batch(body.ids, tenant)
+    deleted = await state.subscribing.unsubscribe_batch(body.ids, tenant)
     return SubscriptionsDeleted(deleted=deleted)
 
 
@@ -146,15 +148,15 @@ async def list_subscriptions(
 async def get_subscription(
     sub_id: SubscriptionId, state: ReadyState, tenant: Tenant
 ) -> SubscriptionOut:
-    return _out(await state.owned(sub_id, tenant))
+    return _out(await state.subscribing.owned(sub_id, tenant))
 
 
 @router.delete("/{sub_id}", status_code=204, operation_id="delete_subscription")
 async def delete_subscription(sub_id: SubscriptionId, state: ReadyState, tenant: Tenant) -> None:
-    await state.unsubscribe(sub_id, tenant)
+    await state.subscribing.unsubscribe(sub_id, tenant)
 
 
 @router.post("/{sub_id}/secret", response_model=SecretOut, operation_id="rotate_secret")
 async def rotate_secret(sub_id: SubscriptionId, state: ReadyState, tenant: Tenant) -> SecretOut:
     """Replace the signing secret; deliveries carry both signatures during the grace period."""
-    return SecretOut(secret=await state.rotate_secret(sub_id, tenant))
+    return SecretOut(secret=await state.subscribing.rotate_secret(sub_id, tenant))

@@ -1,0 +1,208 @@
+"""Publications: analysed, routed (multicast) and handed to the matchers, one request per matcher.
+
+Routing sends each publication to K_H(P, M) under the active mapping version: the matchers of its
+subscribed words (S³-TM Eq. 3.1), each only if its H(i) holds the word
+(:func:`wordcast.routing.mapping.route_held`), or to fewer of those matchers while the router sheds
+load (:mod:`.overload`); one request per matcher per batch, tagged with that version, the hot-word
+copies drawn (§5.1), the publisher and the stream. Pattern subscriptions are routed by their
+anchors (:mod:`wordcast.routing.anchors`): a publication also goes to the matchers owning an anchor
+that occurs in its normalised text, flagged so that the matcher runs its pattern engine on it.
+A sample of the analysed publications goes to the log the routing learner reads.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from prometheus_client import Counter, Gauge, Histogram
+
+from wordcast.errors import MappingUnconfirmed, StoreUnavailable, Unavailable
+from wordcast.query.analysis import Analyzer
+from wordcast.query.patterns import normalise
+from wordcast.routing.anchors import AnchorIndex
+from wordcast.routing.mapping import HashMapping, WordHolders, keyed_draw, route_held
+from wordcast.services.router.matchers import MatcherLinks
+from wordcast.services.router.overload import LoadShedder
+from wordcast.services.router.settings import RouterSettings
+from wordcast.services.router.tenants import Tenants
+from wordcast.services.router.versions import MappingVersions
+from wordcast.storage import Store
+
+log = logging.getLogger(__name__)
+
+PUBLICATIONS = Counter("wordcast_router_publications", "Publications accepted")
+ROUTED = Counter("wordcast_router_routed", "Publication copies sent to matchers")
+
+LOG_FAILURES = Counter("wordcast_router_log_failures", "Batches whose sample was not logged")
+BATCH_SECONDS = Histogram("wordcast_router_batch_seconds", "Time to analyse and route one batch")
+# S³-TM §3.1's measures of the traffic this router routed under the active mapping version.
+SPREAD = Gauge("wordcast_router_spread", "Mean matchers per publication (Eq. 3.2)")
+IMBALANCE = Gauge("wordcast_router_imbalance", "Max over mean matcher load (Eq. 3.4)")
+IMBALANCE_CV = Gauge("wordcast_router_imbalance_cv", "Coefficient of variation of matcher loads")
+MATCHER_LOAD = Gauge(
+    "wordcast_router_matcher_load", "Publications routed to each matcher", ["matcher"]
+)
+
+
+class RoutingStats:
+    """Spread and imbalance of the publications routed under one mapping version."""
+
+    def __init__(self, matchers: int, version: int) -> None:
+        self.version = version
+        self.publications = 0
+        self.loads = [0] * matchers
+        for matcher in range(matchers):
+            MATCHER_LOAD.labels(str(matcher)).set(0)
+
+    def record(self, publications: int, per_matcher: dict[int, int]) -> None:
+        """Count a routed batch (cheap: the derived figures are computed when read)."""
+        self.publications += publications
+        for matcher, count in per_matcher.items():
+            self.loads[matcher] += count
+            MATCHER_LOAD.labels(str(matcher)).inc(count)
+
+    def figures(self) -> dict[str, Any]:
+        total, n = sum(self.loads), len(self.loads)
+        mean = total / n
+        variance = sum((load - mean) ** 2 for load in self.loads) / n
+        return {
+            "version": self.version,
+            "publications": self.publications,
+            "spread": total / self.publications if self.publications else 0.0,
+            "imbalance": max(self.loads) / mean if mean else 0.0,
+            "cv": variance**0.5 / mean if mean else 0.0,
+            "loads": list(self.loads),
+        }
+
+
+# Per matcher, the publications routed to it (as sent: dicts the JSON encoder takes as they are).
+Routed = dict[int, list[dict[str, object]]]
+
+
+class Publishing:
+    def __init__(
+        self,
+        settings: RouterSettings,
+        store: Store,
+        tenants: Tenants,
+        versions: MappingVersions,
+        links: MatcherLinks,
+        shedder: LoadShedder,
+        replica: Callable[[], tuple[WordHolders, AnchorIndex]],
+    ) -> None:
+        self.settings = settings
+        self.store = store
+        self.tenants = tenants
+        self.versions = versions
+        self.links = links
+        self.shedder = shedder
+        self._replica = replica  # the router's current word holders and anchor owners
+        self.analyzer = Analyzer()
+        self._random = random.Random()
+        self.stats = RoutingStats(settings.initial_matchers, 0)
+        # Derived at scrape time, not per batch.
+        SPREAD.set_function(lambda: self.stats.figures()["spread"])
+        IMBALANCE.set_function(lambda: self.stats.figures()["imbalance"])
+        IMBALANCE_CV.set_function(lambda: self.stats.figures()["cv"])
+
+    def switched(self, active: HashMapping) -> None:
+        """A new active version: its batches are measured apart."""
+        self.stats = RoutingStats(active.matchers, active.version)
+
+    async def check_publish_grant(self, tenant: str, stream: str | None) -> None:
+        """Forbidden unless ``tenant`` may publish to ``stream`` (anyone may publish to its own
+        subscriptions: no stream)."""
+        if stream:
+            await self.tenants.check_grant(tenant, stream, publish=True)
+
+    async def publish(
+        self, publications: Sequence[tuple[str | None, str]], publisher: str, stream: str = ""
+    ) -> tuple[list[str], int]:
+        """Analyse and route a batch of (id or None, text) that tenant ``publisher`` published
+        (to shared ``stream``, or to its own subscriptions); returns the ids and batches sent.
+        Raises Unavailable when a matcher or Redis did not take it: the batch may be sent again
+        as it was."""
+        if not self.versions.reported:
+            raise MappingUnconfirmed(
+                "the router has not reported its mapping version to Redis for over "
+                f"{self.versions.report_fence_s:g} s, so it stops routing: a migration may retire "
+                "that version meanwhile"
+            )
+        started = time.perf_counter()
+        mapping = self.versions.view.active
+        version = mapping.version
+        ids, per_matcher, sampled = self._route(publications, mapping)
+        shedder = self.shedder
+        shedder.in_flight += len(ids)
+        sends = (
+            self.links.send(m, version, batch, publisher, stream)
+            for m, batch in per_matcher.items()
+        )
+        try:
+            with self.versions.in_use(version):
+                await asyncio.gather(*sends, self._log(sampled))
+        except Unavailable as exc:
+            raise Unavailable(f"{exc}; retry the batch (ids make retries safe)") from exc
+        finally:
+            shedder.in_flight -= len(ids)
+        PUBLICATIONS.inc(len(ids))
+        ROUTED.inc(sum(len(batch) for batch in per_matcher.values()))
+        if self.stats.version == version:
+            self.stats.record(len(ids), {m: len(b) for m, b in per_matcher.items()})
+        BATCH_SECONDS.observe(time.perf_counter() - started)
+        return ids, len(per_matcher)
+
+    def _route(
+        self, publications: Sequence[tuple[str | None, str]], mapping: HashMapping
+    ) -> tuple[list[str], Routed, list[tuple[float, frozenset[str]]]]:
+        """The ids (given or made), what goes to each matcher, and the sample for the log."""
+        ids: list[str] = []
+        per_matcher: Routed = {}
+        held, anchors = self._replica()
+        has_hot_words = bool(mapping.splits)
+        shedder = self.shedder
+        terms_of = self.analyzer.terms
+        rate, sample_draw = self.settings.publication_log_rate, self._random.random
+        sampled: list[tuple[float, frozenset[str]]] = []
+        now = time.time()
+        for pub_id, text in publications:
+            pub_id = pub_id or uuid.uuid4().hex
+            ids.append(pub_id)
+            terms = terms_of(text)
+            if rate and terms and sample_draw() < rate:
+                sampled.append((now, terms))
+            copy_draw = keyed_draw(pub_id) if has_hot_words else None
+            targets, drawn = route_held(terms, held, mapping, copy_draw)
+            if shedder.enabled and targets:
+                targets = shedder.cut(targets, terms, held, mapping, drawn)
+            # A pattern on its way off a removed matcher is owned there too (and stays so here
+            # until the events say otherwise); nothing there serves this version.
+            pattern_targets = (
+                anchors.targets(normalise(text), mapping.matchers) if len(anchors) else set()
+            )
+            if not targets and not pattern_targets:
+                continue
+            routed: dict[str, object] = {"id": pub_id, "text": text, "terms": list(terms)}
+            if drawn:
+                routed["hot"] = drawn
+            for matcher in targets - pattern_targets:
+                per_matcher.setdefault(matcher, []).append(routed)
+            if pattern_targets:
+                flagged = {**routed, "patterns": True}
+                for matcher in pattern_targets:
+                    per_matcher.setdefault(matcher, []).append(flagged)
+        return ids, per_matcher, sampled
+
+    async def _log(self, sampled: list[tuple[float, frozenset[str]]]) -> None:
+        """The log is a sample for learning: losing some of it must not fail a publication."""
+        try:
+            await self.store.publication_log.append(sampled, self.settings.publication_log_max)
+        except StoreUnavailable as exc:
+            LOG_FAILURES.inc()
+            log.warning("publication log not written: %s", exc)

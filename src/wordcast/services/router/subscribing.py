@@ -1,0 +1,267 @@
+"""A tenant's subscriptions: registered (one, or a batch all or nothing), listed, deleted, their
+secrets rotated, their dead letters replayed.
+
+Every item is analysed and every callback checked before anything is stored, so bad input changes
+nothing; a change is made effective on the matchers concerned (and this router) before the client
+is answered. A subscription to a shared stream needs its subscribe grant, checked before storing
+and again after (:meth:`Subscribing._still_granted`).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterable, Sequence
+
+from wordcast.errors import Forbidden, InvalidInput, LimitExceeded, NotFound, StoreUnavailable
+from wordcast.query.analysis import Analyzer
+from wordcast.query.boolean import BooleanQuery, parse_query, split_part_id
+from wordcast.query.patterns import parse
+from wordcast.services.router.matchers import MatcherLinks
+from wordcast.services.router.placing import Placer, Stored
+from wordcast.services.router.settings import RouterSettings
+from wordcast.services.router.tenants import Tenants
+from wordcast.storage import Store
+from wordcast.storage.events import EventFollower
+from wordcast.storage.outbox import Message
+from wordcast.storage.records import Subscription
+from wordcast.webhooks.netguard import resolve
+
+log = logging.getLogger(__name__)
+
+
+class Subscribing:
+    def __init__(
+        self,
+        settings: RouterSettings,
+        store: Store,
+        tenants: Tenants,
+        placer: Placer,
+        follower: EventFollower,
+        links: MatcherLinks,
+    ) -> None:
+        self.settings = settings
+        self.store = store
+        self.tenants = tenants
+        self.placer = placer
+        self.follower = follower
+        self.links = links
+        self.analyzer = Analyzer()
+        self.address_policy = settings.address_policy
+
+    def analyse_query(self, query: str) -> BooleanQuery:
+        """The query's alternatives (:mod:`wordcast.query.boolean`); one without operators is a
+        single conjunction of its terms. Raises InvalidInput naming the problem."""
+        return parse_query(query, self.analyzer)
+
+    async def subscribe(
+        self, query: str, callback_url: str, tenant: str, stream: str = ""
+    ) -> Subscription:
+        analysed = self.analyse_query(query)
+        await resolve(callback_url, self.address_policy)
+        await self._may_subscribe(tenant, [stream])
+        if not analysed.is_plain:  # several records: the batch path withdraws a partial one
+            item = ("query", query, callback_url, stream)
+            return (await self._register([item], [analysed], tenant))[0]
+        terms = analysed.clauses[0].words
+        sub, event_id = await self.placer.add_keywords(
+            query, terms, callback_url, tenant, stream=stream
+        )
+        await self._still_granted(tenant, [sub])
+        await self._announce(event_id, sub.matchers)
+        return sub
+
+    async def _may_subscribe(self, tenant: str, streams: Iterable[str]) -> None:
+        """Forbidden unless the tenant may subscribe to each shared stream named."""
+        for stream in sorted({stream for stream in streams if stream}):
+            await self.tenants.check_grant(tenant, stream, publish=False)
+
+    async def _still_granted(self, tenant: str, stored: Sequence[Subscription]) -> None:
+        """Withdraw what was just stored if a subscribe grant it needed was revoked meanwhile.
+
+        Revoking takes the grant away first and then deletes the tenant's subscriptions to the
+        stream; storing comes first here and reading the grant (afresh) after. Whichever order
+        the two interleave in, one of them sees the other: no subscription outlives its grant.
+        """
+        for stream in sorted({sub.stream for sub in stored if sub.stream}):
+            if not (await self.store.tenants.grant(stream, tenant))[1]:
+                await self._withdraw(stored)
+                raise Forbidden(
+                    f"tenant {tenant!r} lost its grant to subscribe to stream {stream!r} while "
+                    "subscribing; nothing was stored"
+                )
+
+    async def subscribe_pattern(
+        self, source: str, callback_url: str, tenant: str, stream: str = ""
+    ) -> Subscription:
+        pattern = parse(source)
+        await resolve(callback_url, self.address_policy)
+        await self._may_subscribe(tenant, [stream])
+        sub, event_id = await self.placer.add_pattern(
+            source, pattern.anchor, callback_url, tenant, stream
+        )
+        await self._still_granted(tenant, [sub])
+        await self._announce(event_id, sub.matchers)
+        return sub
+
+    async def subscribe_batch(
+        self, items: Sequence[tuple[str, str, str, str]], tenant: str
+    ) -> list[Subscription]:
+        """Register (kind, query or pattern, callback URL, shared stream or "") items, kind
+        "query" or "pattern".
+
+        Every item is analysed and every callback checked before any is stored, so bad input
+        changes nothing. The items are then placed one after another (LASP sees the ones before)
+        and stored, and the matchers concerned catch up once, for the whole batch: a request
+        round trip and a catch-up per subscription were most of the cost of registering many.
+        """
+        terms_or_anchors: list[BooleanQuery | str] = []
+        first_use: dict[str, int] = {}
+        for index, (kind, text, callback_url, _) in enumerate(items):
+            try:
+                terms_or_anchors.append(
+                    self.analyse_query(text) if kind == "query" else parse(text).anchor
+                )
+            except InvalidInput as exc:
+                raise InvalidInput(f"subscription {index}: {exc}") from exc
+            first_use.setdefault(callback_url, index)
+        for callback_url, index in first_use.items():
+            try:
+                await resolve(callback_url, self.address_policy)
+            except InvalidInput as exc:
+                raise InvalidInput(f"subscription {index}: {exc}") from exc
+        await self._may_subscribe(tenant, [item[3] for item in items])
+        return await self._register(items, terms_or_anchors, tenant)
+
+    async def _register(
+        self,
+        items: Sequence[tuple[str, str, str, str]],
+        terms_or_anchors: Sequence[BooleanQuery | str],
+        tenant: str,
+    ) -> list[Subscription]:
+        """Place, store and announce checked items (:meth:`subscribe_batch`), within the
+        tenant's quota; a failure part-way withdraws what was stored."""
+        limit = self.settings.max_subscriptions_per_tenant
+        held = await self.store.subscriptions.tenant_count(tenant)
+        # Each alternative of a boolean query is a stored record and counts.
+        records = sum(
+            len(c.clauses) if isinstance(c, BooleanQuery) else 1 for c in terms_or_anchors
+        )
+        if held + records > limit:
+            more = f"{len(items)} more" if records == len(items) else f"{records} more records"
+            raise LimitExceeded(
+                f"tenant {tenant!r} holds {held} subscriptions and the limit is {limit}: "
+                f"{more} do not fit; nothing was stored"
+            )
+        added: list[Stored] = []
+        done = 0
+        try:
+            for (kind, text, url, stream), checked in zip(items, terms_or_anchors, strict=True):
+                if kind == "query":
+                    assert isinstance(checked, BooleanQuery)
+                    await self.placer.add_query(text, checked, url, tenant, added, stream)
+                else:
+                    assert isinstance(checked, str)
+                    added.append(await self.placer.add_pattern(text, checked, url, tenant, stream))
+                    # The next pattern with this anchor should see which matcher now owns it.
+                    await self.follower.catch_up(until=added[-1][1])
+                done += 1
+        except (StoreUnavailable, LimitExceeded) as exc:
+            kept = [sub for sub, _ in added]
+            withdrawn = await self._withdraw(kept)
+            fate = (
+                f"the {len(kept)} stored before it were withdrawn"
+                if withdrawn
+                else f"{len(kept)} were stored before it and could not be withdrawn: "
+                "list your subscriptions"
+            )
+            failure = StoreUnavailable if isinstance(exc, StoreUnavailable) else LimitExceeded
+            raise failure(f"subscription {done}: {exc}; {fate}") from exc
+        await self._still_granted(tenant, [sub for sub, _ in added])
+        matchers = sorted({m for sub, _ in added for m in sub.matchers})
+        try:
+            await self._announce(added[-1][1], matchers)
+        except StoreUnavailable as exc:  # as for one subscription: stored, not yet in effect here
+            raise StoreUnavailable(
+                f"all {len(added)} subscriptions were stored, but {exc}; they take effect as "
+                "the services catch up (list your subscriptions for their ids)"
+            ) from exc
+        return [sub for sub, _ in added if split_part_id(sub.id)[1] == 0]
+
+    async def _withdraw(self, subs: Sequence[Subscription]) -> bool:
+        """Delete what a failed batch stored; False if Redis would not let us."""
+        try:
+            # Later alternatives first: one never outlives the records before it.
+            events = [(await self.store.subscriptions.delete(sub.id))[1] for sub in reversed(subs)]
+        except StoreUnavailable as exc:
+            log.error("could not withdraw a failed batch's subscriptions: %s", exc)
+            return False
+        if events:
+            await self._announce(events[-1], sorted({m for s in subs for m in s.matchers}))
+        return True
+
+    async def unsubscribe(self, sub_id: str, tenant: str) -> Subscription:
+        await self.owned(sub_id, tenant)
+        sub, event_id, matchers = await self.store.subscriptions.delete_with_alternatives(sub_id)
+        await self._announce(event_id, sorted(matchers))
+        return sub
+
+    async def unsubscribe_batch(self, sub_ids: Sequence[str], tenant: str) -> list[str]:
+        """Delete several of a tenant's subscriptions; the matchers concerned catch up once.
+
+        Every id is checked first: if the tenant has no subscription with one of them, NotFound
+        names them and nothing is deleted. One deleted meanwhile (another request) counts as
+        deleted."""
+        ids = list(dict.fromkeys(sub_ids))
+        held = await self.store.subscriptions.tenant_holds(tenant, ids)
+        unknown = [sub_id for sub_id, mine in zip(ids, held, strict=True) if not mine]
+        if unknown:
+            named = ", ".join(map(repr, unknown[:5])) + (" …" if len(unknown) > 5 else "")
+            raise NotFound(
+                f"{len(unknown)} of the ids are not subscriptions of yours ({named}); "
+                "nothing was deleted"
+            )
+        await self.delete_subscriptions(ids)
+        return ids
+
+    async def delete_subscriptions(self, ids: Sequence[str]) -> None:
+        """Delete subscriptions whoever they belong to (one gone already is passed over), and
+        make it effective before returning."""
+        last_event, matchers = await self.store.subscriptions.delete_many(ids)
+        if last_event is not None:
+            await self._announce(last_event, sorted(matchers))
+
+    async def _announce(self, event_id: str, matchers: Sequence[int]) -> None:
+        """Make the change effective here and on its matchers before answering the client.
+
+        The change is already durable; if a matcher cannot be told now, it reads the event
+        from the stream on its own, so a failure here only delays the change.
+        """
+        await self.follower.catch_up(until=event_id)
+        await self.links.sync_those_answering(matchers, event_id, "it will catch up")
+
+    async def owned(self, sub_id: str, tenant: str) -> Subscription:
+        """A tenant's subscription; another tenant's is NotFound, like one that does not exist."""
+        sub = await self.store.subscriptions.get(sub_id)
+        if sub.tenant != tenant:
+            raise NotFound(f"no subscription with id {sub_id!r}")
+        return sub
+
+    async def rotate_secret(self, sub_id: str, tenant: str) -> str:
+        """A new signing secret; the old one keeps working for the grace period."""
+        await self.owned(sub_id, tenant)
+        secret = self.placer.new_secret()
+        grace_until = time.time() + self.settings.secret_grace_s
+        await self.store.subscriptions.rotate_secret(sub_id, secret, grace_until)
+        return secret
+
+    async def replay(self, tenant: str, dead_id: str) -> Message:
+        """Send a dead letter again: back into the outbox of its subscription's matcher."""
+        letter = await self.store.dead_letters.get(tenant, dead_id)
+        for sub_id in letter.message.subscription_ids:
+            try:
+                sub = await self.owned(sub_id, tenant)
+            except NotFound:
+                continue
+            return await self.store.dead_letters.replay(tenant, dead_id, sub.matcher)
+        raise NotFound(f"the subscriptions of dead letter {dead_id!r} were deleted")
