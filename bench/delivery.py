@@ -16,8 +16,9 @@ from typing import Any
 
 import httpx
 
-from wordcast.local.cluster import Cluster, free_port
-from wordcast.services.router.settings import DEVELOPMENT_API_KEY
+from wordcast.defaults import DEVELOPMENT_API_KEY
+from wordcast.local.cluster import Cluster
+from wordcast.local.supervisor import free_port
 
 from .common import machine, median, write_json
 

@@ -22,7 +22,8 @@ import httpx
 from wordcast.client import RouterClient
 from wordcast.corpus.workload import post_queries, sample_posts
 from wordcast.engines.trie import Trie
-from wordcast.local.cluster import Cluster, free_port
+from wordcast.local.cluster import Cluster
+from wordcast.local.supervisor import free_port
 from wordcast.query.analysis import analyze
 
 from .common import RESULTS, machine, median, write_json

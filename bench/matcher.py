@@ -103,7 +103,7 @@ def debian_stats(min_pair_df: int) -> TermStats:
             [
                 sys.executable,
                 "-m",
-                "spark_jobs.term_stats",
+                "wordcast.spark_jobs.term_stats",
                 "--corpus",
                 "debian",
                 "--limit",

@@ -19,7 +19,8 @@ from typing import Any
 
 from wordcast.corpus.files import pypi_posts
 from wordcast.learning.salb import learn
-from wordcast.local.cluster import free_port, start_redis_server
+from wordcast.local.redis_server import start_redis_server
+from wordcast.local.supervisor import free_port
 from wordcast.ops.migration import BATCH, move_to
 from wordcast.query.analysis import analyze
 from wordcast.routing.lasp import LinearCost

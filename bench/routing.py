@@ -75,8 +75,8 @@ def shuffled_history(rows: Sequence[tuple[str, Post, str]]) -> list[Post]:
 
 
 def topics_from_spark(spark: Any, texts: Sequence[str], topics: int = 100) -> list[list[str]]:
-    from spark_jobs.term_stats import analysed_documents
-    from spark_jobs.topics import lda_topics
+    from wordcast.spark_jobs.term_stats import analysed_documents
+    from wordcast.spark_jobs.topics import lda_topics
 
     raw = spark.createDataFrame([(t,) for t in texts], ["summary"])
     return lda_topics(analysed_documents(raw, "summary").cache(), topics, 5)
@@ -271,7 +271,13 @@ def time_spark_job(posts: int, matchers: int = 256, algorithm: str = "salb") -> 
             for text in itertools.islice(itertools.chain(summaries, names), posts):
                 out.write(text.replace("\t", " ").replace("\n", " ") + "\n")
                 written += 1
-        command = [sys.executable, "-m", "spark_jobs.learn_mapping", "--matchers", str(matchers)]
+        command = [
+            sys.executable,
+            "-m",
+            "wordcast.spark_jobs.learn_mapping",
+            "--matchers",
+            str(matchers),
+        ]
         command += ["--algorithm", algorithm, "--corpus", str(source)]
         command += ["--out", str(directory / "mapping.json")]
         started = time.perf_counter()
@@ -317,7 +323,7 @@ def main(argv: list[str] | None = None) -> int:
     )
 
     texts = [text for _m, _t, text in rows]
-    from spark_jobs.session import spark_session
+    from wordcast.spark_jobs.session import spark_session
 
     # One session for every LDA of the run: PySpark's accumulator server does not survive a
     # second SparkContext in the same process.

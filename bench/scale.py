@@ -19,7 +19,8 @@ from typing import Any
 
 from wordcast.client import RouterClient
 from wordcast.corpus.workload import post_patterns, post_queries, sample_posts
-from wordcast.local.cluster import Cluster, free_port
+from wordcast.local.cluster import Cluster
+from wordcast.local.supervisor import free_port
 from wordcast.ops import scaling
 from wordcast.storage import Store
 from wordcast.storage.mappings import MappingStore

@@ -20,8 +20,9 @@ import httpx
 
 from wordcast.client import RouterClient
 from wordcast.corpus.workload import post_queries, sample_posts
-from wordcast.local.cluster import Cluster, free_port
-from wordcast.services.router.settings import DEVELOPMENT_API_KEY
+from wordcast.defaults import DEVELOPMENT_API_KEY
+from wordcast.local.cluster import Cluster
+from wordcast.local.supervisor import free_port
 
 from .common import machine, median, write_json
 

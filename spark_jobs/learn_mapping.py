@@ -1,4 +1,4 @@
-"""Learn the word -> matcher routing mapping: ``python -m spark_jobs.learn_mapping --matchers N``.
+"""Learn the word -> matcher routing mapping: ``python -m wordcast.spark_jobs.learn_mapping --matchers N``.
 
 Spark builds the word-to-publication bipartite graph and the word frequencies (and, for the graph
 baselines, the word network of co-occurrence counts) from the routers' publication log in Redis or

@@ -1,4 +1,4 @@
-"""Term statistics for QueryNote and the trie term orders: ``python -m spark_jobs.term_stats``.
+"""Term statistics for QueryNote and the trie term orders: ``python -m wordcast.spark_jobs.term_stats``.
 
 Computes, with the one wordcast analyser, the document frequency of every term and the pruned
 co-occurrence matrix of the Luwak thesis §6.2 (pairs of terms found together in at least

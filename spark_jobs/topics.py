@@ -1,4 +1,4 @@
-"""Topics for topic-based subscriptions (S³-TM §6.1): ``python -m spark_jobs.topics``.
+"""Topics for topic-based subscriptions (S³-TM §6.1): ``python -m wordcast.spark_jobs.topics``.
 
 Spark MLlib's LDA over the analysed posts (term counts from a CountVectorizer); each topic is
 reported as its ``--words`` highest-weighted terms. The paper used Mallet with alpha = beta = 0.1;

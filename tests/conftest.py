@@ -20,9 +20,9 @@ from typing import Any
 import httpx
 import pytest
 
-from wordcast.local.cluster import free_port
-from wordcast.local.cluster import start_redis_server as start_redis_process
-from wordcast.services.router.settings import DEFAULT_ADMIN_TOKEN, DEVELOPMENT_API_KEY
+from wordcast.defaults import DEFAULT_ADMIN_TOKEN, DEVELOPMENT_API_KEY
+from wordcast.local.redis_server import start_redis_server as start_redis_process
+from wordcast.local.supervisor import free_port
 
 # Requests as the development cluster's "dev" tenant.
 AUTH = {"authorization": f"Bearer {DEVELOPMENT_API_KEY}"}
@@ -277,7 +277,7 @@ def cluster(redis_url: str) -> Iterator[RunningCluster]:
 @pytest.fixture(scope="session")
 def spark() -> Iterator[Any]:
     """One local SparkSession for every Spark test (starting a JVM takes seconds)."""
-    from spark_jobs.session import spark_session
+    from wordcast.spark_jobs.session import spark_session
 
     session = spark_session("wordcast-tests", "local[2]")
     yield session

@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from wordcast.cli.bench import BENCHMARKS, module_of
-from wordcast.local.cluster import free_port
+from wordcast.local.supervisor import free_port
 
 from .conftest import AUTH, Receiver, RunningCluster, wordcast_cli
 

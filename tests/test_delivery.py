@@ -19,7 +19,7 @@ from standardwebhooks import Webhook
 
 from wordcast.client import RouterClient
 from wordcast.corpus.workload import Post, post_queries, sample_posts
-from wordcast.local.cluster import free_port
+from wordcast.local.supervisor import free_port
 from wordcast.query.analysis import analyze
 from wordcast.testing.bruteforce import match_pairs
 

@@ -166,10 +166,10 @@ def test_commands_parse_and_the_learner_learns_for_the_clusters_matchers() -> No
 
 
 def test_the_spark_jobs_are_importable_outside_the_source_tree(tmp_path: Path) -> None:
-    """`wordcast learn` in the image (or any install) imports spark_jobs from the package."""
+    """`wordcast learn` in the image (or any install) imports wordcast.spark_jobs from the package."""
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     done = subprocess.run(
-        [sys.executable, "-c", "import spark_jobs.learn_mapping"],
+        [sys.executable, "-c", "import wordcast.spark_jobs.learn_mapping"],
         cwd=tmp_path,
         env=env,
         capture_output=True,

@@ -19,10 +19,10 @@ import pytest
 
 from wordcast.client import RouterClient
 from wordcast.corpus.workload import Post, post_queries, sample_posts
+from wordcast.defaults import DEFAULT_ADMIN_TOKEN
 from wordcast.engines.termstats import TermStats
 from wordcast.query.analysis import analyze
 from wordcast.routing.mapping import HashMapping
-from wordcast.services.router.settings import DEFAULT_ADMIN_TOKEN
 from wordcast.testing.bruteforce import match_pairs
 
 from .conftest import AUTH, Receiver, RunningCluster, start_cluster, stop_cluster, wordcast_cli

@@ -26,7 +26,7 @@ import orjson
 import pytest
 
 from wordcast import limits
-from wordcast.services.router.settings import DEFAULT_ADMIN_TOKEN
+from wordcast.defaults import DEFAULT_ADMIN_TOKEN
 
 from .conftest import AUTH, Receiver, RunningCluster, start_cluster, stop_cluster
 from .test_hardening import MIB, HugeAnswers, _chunks, _pid, _response, _status_kib

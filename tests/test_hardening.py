@@ -26,8 +26,8 @@ import pytest
 import redis
 
 from wordcast import limits
-from wordcast.local.cluster import free_port
-from wordcast.services.router.settings import DEFAULT_ADMIN_TOKEN
+from wordcast.defaults import DEFAULT_ADMIN_TOKEN
+from wordcast.local.supervisor import free_port
 from wordcast.storage.outbox import webhook_id
 
 from .conftest import AUTH, Receiver, RunningCluster, start_cluster, stop_cluster, tenant_key

@@ -149,7 +149,9 @@ def test_a_router_that_cannot_report_its_mapping_version_stops_routing(
 
             reporting = asyncio.create_task(versions.report())
             await asyncio.sleep(0.12)
-            ids, _ = await state.publishing.publish(batch, "dev")  # no subscribed word: nothing is sent
+            ids, _ = await state.publishing.publish(
+                batch, "dev"
+            )  # no subscribed word: nothing is sent
             assert len(ids) == 1
             assert await versions.mappings.oldest_in_use() == 0
             key = f"{namespace}:router:{versions.router_id}"

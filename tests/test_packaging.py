@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from wordcast.local.cluster import free_port
+from wordcast.local.supervisor import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -39,8 +39,8 @@ def test_the_wheel_holds_the_package_the_spark_jobs_and_the_command(wheel: Path)
         "wordcast/cli/__init__.py",
         "wordcast/services/router/main.py",
         "wordcast/salb.py",
-        "spark_jobs/learn_mapping.py",
-        "spark_jobs/term_stats.py",
+        "wordcast/spark_jobs/learn_mapping.py",
+        "wordcast/spark_jobs/term_stats.py",
     }
     assert expected <= names
     assert not [n for n in names if n.startswith(("tests/", "bench/", "deploy/"))]
@@ -67,7 +67,7 @@ def test_the_installed_wheel_runs_away_from_the_checkout(wheel: Path, tmp_path: 
             [sys.executable, *args], capture_output=True, text=True, cwd=away, env=env, timeout=60
         )
 
-    located = run_away("-c", "import wordcast, spark_jobs; print(wordcast.__file__)")
+    located = run_away("-c", "import wordcast, wordcast.spark_jobs; print(wordcast.__file__)")
     assert located.stdout.strip() == str(site / "wordcast" / "__init__.py")
     # Installed, it looks for the corpus only beside the current directory, and says so.
     result = run_away("-m", "wordcast", "up", "--port", str(free_port()))

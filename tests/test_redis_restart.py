@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from wordcast.corpus.workload import Post, post_queries, sample_posts
-from wordcast.local.cluster import free_port
+from wordcast.local.supervisor import free_port
 from wordcast.query.analysis import analyze
 from wordcast.testing.bruteforce import match_pairs
 

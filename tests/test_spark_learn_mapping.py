@@ -9,7 +9,6 @@ from typing import Any
 
 import pytest
 import redis.asyncio as aioredis
-from spark_jobs import learn_mapping
 
 from wordcast.corpus.workload import sample_posts
 from wordcast.learning.partitioning import partition, word_network
@@ -18,6 +17,7 @@ from wordcast.learning.salb import Graph, Mapping, learn, salb
 from wordcast.learning.throughput import model
 from wordcast.query.analysis import analyze
 from wordcast.routing.mapping import LearnedMapping
+from wordcast.spark_jobs import learn_mapping
 from wordcast.storage import Store
 from wordcast.storage.mappings import MappingStore
 

@@ -8,11 +8,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from spark_jobs import term_stats
 
 from wordcast.corpus.files import debian_documents
 from wordcast.engines.termstats import TermOrder, TermStats
 from wordcast.query.analysis import analyze
+from wordcast.spark_jobs import term_stats
 
 
 def test_transforms_agree_with_the_pure_builder(spark: Any) -> None:

@@ -19,7 +19,7 @@ import httpx
 import pytest
 
 from wordcast.corpus.workload import post_boolean_queries, post_patterns, post_queries, sample_posts
-from wordcast.local.cluster import free_port
+from wordcast.local.supervisor import free_port
 
 from .conftest import RunningCluster
 from .test_e2e import _publish

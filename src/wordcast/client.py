@@ -68,7 +68,7 @@ class RouterClient:
         timeout: float = 60.0,
     ) -> None:
         """``api_key`` defaults to $WORDCAST_API_KEY, else a development cluster's key."""
-        from wordcast.services.router.settings import DEVELOPMENT_API_KEY
+        from wordcast.defaults import DEVELOPMENT_API_KEY
 
         self.base_url = base_url.rstrip("/")
         self.answered = False  # has the router ever answered this client

@@ -1,7 +1,9 @@
 """The ``wordcast`` command line: one module per group of commands, each adding its own to the
 parser (``register``): :mod:`.local` (a local cluster, single services), :mod:`.api` (talking to a
-router), :mod:`.tenants` (API keys, as admin), :mod:`.routing` (learning, scaling, draining) and
-:mod:`.bench`."""
+router), :mod:`.status` (the cluster, for an operator), :mod:`.tenants` (API keys and shared
+streams, as admin), :mod:`.routing` (learning, scaling, draining) and :mod:`.bench`.
+
+May import anything: it is the top of the package."""
 
 from __future__ import annotations
 
@@ -9,7 +11,7 @@ import argparse
 import os
 import sys
 
-from wordcast.cli import api, bench, local, routing, tenants
+from wordcast.cli import api, bench, local, routing, status, tenants
 from wordcast.cli.common import fail
 from wordcast.errors import WordcastError
 
@@ -46,7 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="wordcast", description=USAGE, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     sub = parser.add_subparsers(dest="command", required=True)
-    for commands in (local, api, tenants, routing, bench):
+    for commands in (local, api, status, tenants, routing, bench):
         commands.register(sub)
     return parser
 

@@ -37,7 +37,7 @@ def add_admin_token_option(parser: Any) -> None:
 
 def admin_token(args: argparse.Namespace) -> str:
     """--admin-token, else $WORDCAST_ADMIN_TOKEN, else the token a development cluster accepts."""
-    from wordcast.services.router.settings import DEFAULT_ADMIN_TOKEN
+    from wordcast.defaults import DEFAULT_ADMIN_TOKEN
 
     return str(args.admin_token or os.environ.get("WORDCAST_ADMIN_TOKEN") or DEFAULT_ADMIN_TOKEN)
 

@@ -83,7 +83,8 @@ MAX_LOCAL_MATCHERS = 64
 
 
 def cmd_up(args: argparse.Namespace) -> int:
-    from wordcast.local.cluster import Cluster, describe, port_in_use
+    from wordcast.local.cluster import Cluster, describe
+    from wordcast.local.supervisor import port_in_use
 
     if not 1 <= args.matchers <= MAX_LOCAL_MATCHERS:
         return fail(

@@ -16,6 +16,7 @@ from wordcast.learning.partitioning import VARIANTS
 
 if TYPE_CHECKING:
     from wordcast.learning.salb import Mapping
+    from wordcast.storage import Store
 
 
 def _wanted_matchers(redis_url: str, namespace: str) -> int | None:
@@ -46,7 +47,7 @@ def _run_job(name: str, main: Callable[[list[str]], int], argv: list[str]) -> in
 def cmd_learn(args: argparse.Namespace) -> int:
     """Run the Spark mapping learner on the routers' publication log and publish the result."""
     try:
-        from spark_jobs import learn_mapping
+        from wordcast.spark_jobs import learn_mapping
     except ImportError as exc:
         return fail(f"the Spark jobs need the spark extra (pip install 'wordcast[spark]'): {exc}")
     redis_url = args.redis_url or os.environ.get("REDIS_URL")
@@ -80,7 +81,7 @@ def cmd_learn(args: argparse.Namespace) -> int:
 def cmd_termstats(args: argparse.Namespace) -> int:
     """Run the Spark term-statistics job (QueryNote's document frequencies and co-occurrences)."""
     try:
-        from spark_jobs import term_stats
+        from wordcast.spark_jobs import term_stats
     except ImportError as exc:
         return fail(f"the Spark jobs need the spark extra (pip install 'wordcast[spark]'): {exc}")
     if args.corpus and args.redis_url:
@@ -108,10 +109,14 @@ def _learn(
     matchers: int, algorithm: str, namespace: str, redis_url: str
 ) -> tuple[Mapping, dict[str, object]]:
     """The Spark learner on the publication log: its mapping and meta, not yet published."""
-    from spark_jobs import learn_mapping
+    from wordcast.spark_jobs import learn_mapping
 
     argv = ["--matchers", str(matchers), "--algorithm", algorithm, "--namespace", namespace]
     return learn_mapping.learned_mapping([*argv, "--publication-log", redis_url])
+
+
+def _say(line: str) -> None:
+    print(line, flush=True)
 
 
 def cmd_scale(args: argparse.Namespace) -> int:
@@ -119,8 +124,6 @@ def cmd_scale(args: argparse.Namespace) -> int:
     import httpx
 
     from wordcast.errors import StoreUnavailable
-    from wordcast.ops import scaling
-    from wordcast.storage import Store
 
     if args.matchers < 1:
         return fail("the number of matchers must be at least 1")
@@ -134,78 +137,86 @@ def cmd_scale(args: argparse.Namespace) -> int:
     if current == args.matchers and args.algorithm == "auto":
         print(f"the cluster has {current} matchers already; to learn a new mapping: wordcast learn")
         return 0
-
-    def say(line: str) -> None:
-        print(line, flush=True)
-
-    async def run() -> int:
-        namespace = os.environ.get("WORDCAST_NAMESPACE", "wordcast")
-        store = Store.connect(redis_url, namespace)
-        mappings = store.mappings
-        try:
-            if followed := await store.cluster.followed():
-                raise RuntimeError(
-                    f"the routers follow statefulset/{followed}, and would undo this: kubectl "
-                    f"scale statefulset/{followed} --replicas={args.matchers} instead"
-                )
-            algorithm = args.algorithm
-            if algorithm == "auto":
-                logged = await scaling.logged_publications(store)
-                algorithm = "salb" if logged >= SCALE_MIN_LOG else "hash"
-                say(f"{logged:,} publications logged: the new mapping is {algorithm}")
-            learned = None
-            if algorithm != "hash":
-                # Under the lock no router writes a hashing version for the new number, and the
-                # learned one is written once its matchers answer (wordcast.ops.scaling, step 3).
-                owner = f"wordcast-scale-{uuid.uuid4().hex}"
-                async with scaling.holding_migration_lock(
-                    mappings, owner, SCALE_LOCK_TTL_S, args.timeout, say
-                ):
-                    await scaling.request(store, args.matchers)
-                    say(f"learning a {algorithm} mapping for {args.matchers} matchers with Spark…")
-                    mapping, meta = await asyncio.to_thread(
-                        _learn, args.matchers, algorithm, namespace, redis_url
-                    )
-                    await scaling.wait_for_matchers(store, args.matchers, args.timeout, say)
-                    learned = await mappings.write(
-                        mapping.matchers,
-                        mapping.words,
-                        mapping.versions,
-                        mapping.frequencies,
-                        {**meta, "reason": "scale"},
-                    )
-                say(f"mapping v{learned} for {args.matchers} matchers written")
-            else:
-                await scaling.request(store, args.matchers)
-                await scaling.wait_for_matchers(store, args.matchers, args.timeout, say)
-            if learned is None:
-                initial = await mappings.initial() or current
-                version = await scaling.wait_for_version(
-                    mappings, args.matchers, initial, args.timeout, say
-                )
-                say(f"mapping v{version} for {args.matchers} matchers written by a router")
-            else:
-                version = learned
-            await scaling.wait_settled(mappings, version, args.timeout, say)
-            if args.matchers < current:
-                await scaling.wait_removable(
-                    store, mappings, args.matchers, current, args.timeout, say
-                )
-            return version
-        finally:
-            await store.aclose()
-
     try:
-        version = asyncio.run(run())
+        version = asyncio.run(_scale(args, redis_url, current))
     except (StoreUnavailable, TimeoutError, RuntimeError) as exc:
         return fail(str(exc))
-    say(f"the cluster routes to {args.matchers} matchers (mapping v{version})")
+    _say(f"the cluster routes to {args.matchers} matchers (mapping v{version})")
     if args.matchers < current:
-        say(
+        _say(
             f"matchers {args.matchers} to {current - 1} hold nothing now: a local cluster stops "
             f"them; on Kubernetes: kubectl scale statefulset/matcher --replicas={args.matchers}"
         )
     return 0
+
+
+async def _scale(args: argparse.Namespace, redis_url: str, current: int) -> int:
+    """Ask for ``args.matchers``, see a mapping version for them written and in use alone, and
+    (when shrinking) the removed matchers emptied; returns that version."""
+    from wordcast.ops import scaling
+    from wordcast.storage import Store
+
+    namespace = os.environ.get("WORDCAST_NAMESPACE", "wordcast")
+    store = Store.connect(redis_url, namespace)
+    mappings = store.mappings
+    try:
+        if followed := await store.cluster.followed():
+            raise RuntimeError(
+                f"the routers follow statefulset/{followed}, and would undo this: kubectl "
+                f"scale statefulset/{followed} --replicas={args.matchers} instead"
+            )
+        algorithm = args.algorithm
+        if algorithm == "auto":
+            logged = await scaling.logged_publications(store)
+            algorithm = "salb" if logged >= SCALE_MIN_LOG else "hash"
+            _say(f"{logged:,} publications logged: the new mapping is {algorithm}")
+        if algorithm == "hash":
+            await scaling.request(store, args.matchers)
+            await scaling.wait_for_matchers(store, args.matchers, args.timeout, _say)
+            initial = await mappings.initial() or current
+            version = await scaling.wait_for_version(
+                mappings, args.matchers, initial, args.timeout, _say
+            )
+            _say(f"mapping v{version} for {args.matchers} matchers written by a router")
+        else:
+            version = await _learn_for_scaling(args, store, algorithm, namespace, redis_url)
+        await scaling.wait_settled(mappings, version, args.timeout, _say)
+        if args.matchers < current:
+            await scaling.wait_removable(
+                store, mappings, args.matchers, current, args.timeout, _say
+            )
+        return version
+    finally:
+        await store.aclose()
+
+
+async def _learn_for_scaling(
+    args: argparse.Namespace, store: Store, algorithm: str, namespace: str, redis_url: str
+) -> int:
+    """Learn a mapping for the new number and write it once its matchers answer, holding the
+    migration lock throughout: meanwhile no router writes a hashing version for the new number
+    (wordcast.ops.scaling, step 3). Returns the version written."""
+    from wordcast.ops import scaling
+
+    owner = f"wordcast-scale-{uuid.uuid4().hex}"
+    async with scaling.holding_migration_lock(
+        store.mappings, owner, SCALE_LOCK_TTL_S, args.timeout, _say
+    ):
+        await scaling.request(store, args.matchers)
+        _say(f"learning a {algorithm} mapping for {args.matchers} matchers with Spark…")
+        mapping, meta = await asyncio.to_thread(
+            _learn, args.matchers, algorithm, namespace, redis_url
+        )
+        await scaling.wait_for_matchers(store, args.matchers, args.timeout, _say)
+        learned = await store.mappings.write(
+            mapping.matchers,
+            mapping.words,
+            mapping.versions,
+            mapping.frequencies,
+            {**meta, "reason": "scale"},
+        )
+    _say(f"mapping v{learned} for {args.matchers} matchers written")
+    return learned
 
 
 def cmd_drain(args: argparse.Namespace) -> int:

@@ -22,7 +22,7 @@ matrix is the answer, and only two candidates can win — the first matcher it a
 the least loaded of the others.
 
 The input is the word-to-publication bipartite graph as two parallel arrays of edges (publication,
-word), words numbered by decreasing frequency — what the Spark job (``spark_jobs.learn_mapping``)
+word), words numbered by decreasing frequency — what the Spark job (``wordcast.spark_jobs.learn_mapping``)
 collects; :func:`learn` accepts plain term sets too.
 
 Hot words (§5.1): a word more frequent than half of a matcher's even share of the total word

@@ -128,6 +128,81 @@ async def _replace_all(
     return report
 
 
+class _Replanner:
+    """Where each subscription goes under ``target``: None where its placements still serve it,
+    else its new placements. Keyword subscriptions are re-placed with LASP on the word maps as
+    they fill up during the move; patterns on a matcher ``target`` no longer has go to the least
+    pattern-loaded matcher, and whole anchor groups move to rebalance when growing."""
+
+    def __init__(
+        self,
+        target: HashMapping,
+        word_maps: list[set[str]],
+        pattern_loads: dict[int, int],
+        anchor_counts: list[dict[str, int]],
+        removing: bool,
+        cost: Callable[[float], float],
+    ) -> None:
+        self.target, self.word_maps, self.pattern_loads, self.cost = (
+            target,
+            word_maps,
+            pattern_loads,
+            cost,
+        )
+        self.anchor_owners: dict[str, set[int]] = {}
+        for matcher, counts in enumerate(anchor_counts):
+            for anchor in counts:
+                self.anchor_owners.setdefault(anchor, set()).add(matcher)
+        # Rebalancing while matchers are removed would plan around patterns about to move anyway.
+        self.rebalanced = {} if removing else rebalance_patterns(anchor_counts)
+        self.draw = random.Random(target.version).choice
+
+    @classmethod
+    async def read(
+        cls, store: Store, target: HashMapping, span: int | None, cost: Callable[[float], float]
+    ) -> _Replanner:
+        matchers = range(target.matchers)
+        return cls(
+            target,
+            [set(await store.word_maps.word_map(i)) for i in matchers],
+            await store.word_maps.pattern_loads(),
+            [await store.word_maps.anchor_map(i) for i in matchers],
+            (span or 0) > target.matchers,
+            cost,
+        )
+
+    def change_pattern(self, sub: Subscription) -> tuple[Placement, ...] | None:
+        target = self.target
+        if pattern_still_valid(sub.placements, sub.matcher, target.matchers):
+            moved_to = self.rebalanced.get((sub.matcher, sub.anchor))
+            if moved_to is None:
+                return None
+            return move_pattern(sub.placements, sub.matcher, target.version, moved_to)
+        owners = self.anchor_owners.setdefault(sub.anchor, set())
+        matcher = place_pattern(owners, self.pattern_loads, target.matchers, self.draw)
+        self.pattern_loads[matcher] = self.pattern_loads.get(matcher, 0) + 1
+        owners.add(matcher)
+        return move_pattern(sub.placements, sub.matcher, target.version, matcher)
+
+    def change(self, sub: Subscription) -> tuple[Placement, ...] | None:
+        if sub.is_pattern:
+            return self.change_pattern(sub)
+        target, word_maps = self.target, self.word_maps
+        if still_valid(sub.placements, sub.terms, target):
+            return None
+        sizes = [len(h) for h in word_maps]
+        known = {
+            i: sum(1 for t in sub.terms if t in word_maps[i])
+            for i in candidates(sub.terms, [target])
+        }
+        placements = reopen(sub.placements, sub.terms, target, sizes, known, self.cost)
+        # Counted as placed now: the next subscription's LASP decision must see this one.
+        for placement in placements:
+            if placement.first == target.version:
+                word_maps[placement.matcher].update(sub.terms)
+        return placements
+
+
 async def move_to(
     store: Store,
     mappings: MappingStore,
@@ -144,52 +219,10 @@ async def move_to(
     ``span``: how many matchers may hold subscriptions now (default: as many as ``target`` has).
     """
     await mappings.set_window(low, target.version)
-    word_maps = [set(await store.word_maps.word_map(i)) for i in range(target.matchers)]
-    pattern_loads = await store.word_maps.pattern_loads()
-    anchor_counts = [
-        await store.word_maps.anchor_map(matcher) for matcher in range(target.matchers)
-    ]
-    anchor_owners: dict[str, set[int]] = {}
-    for matcher, counts in enumerate(anchor_counts):
-        for anchor in counts:
-            anchor_owners.setdefault(anchor, set()).add(matcher)
-    # Rebalancing while matchers are removed would plan around patterns about to move anyway.
-    removing = (span or 0) > target.matchers
-    rebalanced = {} if removing else rebalance_patterns(anchor_counts)
-    draw = random.Random(target.version).choice
-
-    def change_pattern(sub: Subscription) -> tuple[Placement, ...] | None:
-        if pattern_still_valid(sub.placements, sub.matcher, target.matchers):
-            moved_to = rebalanced.get((sub.matcher, sub.anchor))
-            if moved_to is None:
-                return None
-            return move_pattern(sub.placements, sub.matcher, target.version, moved_to)
-        owners = anchor_owners.setdefault(sub.anchor, set())
-        matcher = place_pattern(owners, pattern_loads, target.matchers, draw)
-        pattern_loads[matcher] = pattern_loads.get(matcher, 0) + 1
-        owners.add(matcher)
-        return move_pattern(sub.placements, sub.matcher, target.version, matcher)
-
-    def change(sub: Subscription) -> tuple[Placement, ...] | None:
-        if sub.is_pattern:
-            return change_pattern(sub)
-        if still_valid(sub.placements, sub.terms, target):
-            return None
-        sizes = [len(h) for h in word_maps]
-        known = {
-            i: sum(1 for t in sub.terms if t in word_maps[i])
-            for i in candidates(sub.terms, [target])
-        }
-        placements = reopen(sub.placements, sub.terms, target, sizes, known, cost)
-        # Counted as placed now: the next subscription's LASP decision must see this one.
-        for placement in placements:
-            if placement.first == target.version:
-                word_maps[placement.matcher].update(sub.terms)
-        return placements
-
+    planner = await _Replanner.read(store, target, span, cost)
     subs = await _each_subscription(store, max(span or 0, target.matchers))
     report = await _replace_all(
-        store, subs, change, keep_alive, f"mapping v{target.version}", batch
+        store, subs, planner.change, keep_alive, f"mapping v{target.version}", batch
     )
     await sync(await store.events.last_event_id())
     await mappings.activate(target.version)

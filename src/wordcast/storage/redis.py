@@ -29,3 +29,23 @@ def connect(url: str) -> aioredis.Redis:
         health_check_interval=15,
         retry_on_timeout=True,
     )
+
+
+def answers(url: str, timeout_s: float = 1.0) -> str | None:
+    """Why the Redis at ``url`` does not answer a PING now (None if it does); for processes that
+    start or wait for a Redis server (``wordcast up``), outside any event loop."""
+    import redis
+
+    try:
+        client = redis.Redis.from_url(
+            url, socket_timeout=timeout_s, socket_connect_timeout=timeout_s
+        )
+    except ValueError as exc:
+        return f"{url!r} is not a Redis URL: {exc}"
+    try:
+        client.ping()
+        return None
+    except redis.RedisError as exc:
+        return str(exc) or type(exc).__name__
+    finally:
+        client.close()

@@ -19,10 +19,88 @@ from wordcast.storage.redis import translated
 EVENTS_MAXLEN = 1_000_000
 
 
-class SubscriptionStore:
+class SubscriptionReads:
+    """Reads of subscription records: one, a tenant's, the secrets to sign with."""
+
     def __init__(self, client: Any, keys: Keys) -> None:
         self.client = client
         self.keys = keys
+
+    async def get(self, sub_id: str) -> Subscription:
+        with translated("reading a subscription"):
+            fields = await self.client.hgetall(self.keys.sub(sub_id))
+        if not fields:
+            raise NotFound(f"no subscription with id {sub_id!r}")
+        return subscription_from_fields(sub_id, fields)
+
+    async def count(self) -> int:
+        """How many subscriptions are stored, over every matcher."""
+        total = 0
+        with translated("counting subscriptions"):
+            async for key in self.client.scan_iter(match=self.keys.matcher_subs("*"), count=1000):
+                total += await self.client.scard(key)
+        return total
+
+    async def tenant_holds(self, tenant: str, sub_ids: Sequence[str]) -> list[bool]:
+        """Whether each id is one of the tenant's subscriptions, in one command."""
+        if not sub_ids:
+            return []
+        with translated("checking a tenant's subscriptions"):
+            found = await self.client.smismember(self.keys.tenant_subs(tenant), list(sub_ids))
+        return [bool(member) for member in found]
+
+    async def tenant_count(self, tenant: str) -> int:
+        """How many subscriptions a tenant holds."""
+        with translated("counting a tenant's subscriptions"):
+            return int(await self.client.scard(self.keys.tenant_subs(tenant)))
+
+    async def tenant_subscriptions(
+        self, tenant: str, cursor: int = 0, count: int = 100
+    ) -> tuple[int, list[Subscription]]:
+        """One page of a tenant's subscriptions and the cursor of the next (0 at the end)."""
+        with translated("listing a tenant's subscriptions"):
+            cursor, ids = await self.client.sscan(
+                self.keys.tenant_subs(tenant), cursor=cursor, count=count
+            )
+            pipe = self.client.pipeline(transaction=False)
+            for sub_id in ids:
+                pipe.hgetall(self.keys.sub(sub_id))
+            records = await pipe.execute() if ids else []
+        # A boolean query's later alternatives are records of their own, not subscriptions.
+        subs = [
+            subscription_from_fields(i, f)
+            for i, f in zip(ids, records, strict=True)
+            if f and PART_SEPARATOR not in i
+        ]
+        return int(cursor), subs
+
+    async def signing_secrets_of(self, sub_ids: Iterable[str]) -> dict[str, list[str] | None]:
+        """The secrets to sign each subscription's messages with now, the previous one too during
+        its grace period (None: the subscription no longer exists), in one round trip."""
+        ids = list(dict.fromkeys(sub_ids))
+        pipe = self.client.pipeline(transaction=False)
+        for sub_id in ids:
+            pipe.hmget(self.keys.sub(sub_id), ["secret", "previous_secret", "previous_until"])
+        with translated("reading signing secrets"):
+            replies = await pipe.execute()
+        now = time.time()
+        found: dict[str, list[str] | None] = {}
+        for sub_id, (secret, previous, until) in zip(ids, replies, strict=True):
+            if secret is None:
+                found[sub_id] = None
+                continue
+            secrets = [secret] if secret else []
+            if previous and until and float(until) > now:
+                secrets.append(previous)
+            found[sub_id] = secrets
+        return found
+
+
+class SubscriptionStore(SubscriptionReads):
+    """Subscription records and their changes, each an atomic script that keeps the word maps."""
+
+    def __init__(self, client: Any, keys: Keys) -> None:
+        super().__init__(client, keys)
         self._add = client.register_script(scripts.ADD)
         self._delete = client.register_script(scripts.DELETE)
         self._add_pattern = client.register_script(scripts.ADD_PATTERN)
@@ -233,72 +311,3 @@ class SubscriptionStore:
             done = await self._rotate(keys=[self.keys.sub(sub_id)], args=[secret, previous_until])
         if not done:
             raise NotFound(f"no subscription with id {sub_id!r}")
-
-    async def signing_secrets_of(self, sub_ids: Iterable[str]) -> dict[str, list[str] | None]:
-        """The secrets to sign each subscription's messages with now, the previous one too during
-        its grace period (None: the subscription no longer exists), in one round trip."""
-        ids = list(dict.fromkeys(sub_ids))
-        pipe = self.client.pipeline(transaction=False)
-        for sub_id in ids:
-            pipe.hmget(self.keys.sub(sub_id), ["secret", "previous_secret", "previous_until"])
-        with translated("reading signing secrets"):
-            replies = await pipe.execute()
-        now = time.time()
-        found: dict[str, list[str] | None] = {}
-        for sub_id, (secret, previous, until) in zip(ids, replies, strict=True):
-            if secret is None:
-                found[sub_id] = None
-                continue
-            secrets = [secret] if secret else []
-            if previous and until and float(until) > now:
-                secrets.append(previous)
-            found[sub_id] = secrets
-        return found
-
-    async def get(self, sub_id: str) -> Subscription:
-        with translated("reading a subscription"):
-            fields = await self.client.hgetall(self.keys.sub(sub_id))
-        if not fields:
-            raise NotFound(f"no subscription with id {sub_id!r}")
-        return subscription_from_fields(sub_id, fields)
-
-    async def count(self) -> int:
-        """How many subscriptions are stored, over every matcher."""
-        total = 0
-        with translated("counting subscriptions"):
-            async for key in self.client.scan_iter(match=self.keys.matcher_subs("*"), count=1000):
-                total += await self.client.scard(key)
-        return total
-
-    async def tenant_holds(self, tenant: str, sub_ids: Sequence[str]) -> list[bool]:
-        """Whether each id is one of the tenant's subscriptions, in one command."""
-        if not sub_ids:
-            return []
-        with translated("checking a tenant's subscriptions"):
-            found = await self.client.smismember(self.keys.tenant_subs(tenant), list(sub_ids))
-        return [bool(member) for member in found]
-
-    async def tenant_count(self, tenant: str) -> int:
-        """How many subscriptions a tenant holds."""
-        with translated("counting a tenant's subscriptions"):
-            return int(await self.client.scard(self.keys.tenant_subs(tenant)))
-
-    async def tenant_subscriptions(
-        self, tenant: str, cursor: int = 0, count: int = 100
-    ) -> tuple[int, list[Subscription]]:
-        """One page of a tenant's subscriptions and the cursor of the next (0 at the end)."""
-        with translated("listing a tenant's subscriptions"):
-            cursor, ids = await self.client.sscan(
-                self.keys.tenant_subs(tenant), cursor=cursor, count=count
-            )
-            pipe = self.client.pipeline(transaction=False)
-            for sub_id in ids:
-                pipe.hgetall(self.keys.sub(sub_id))
-            records = await pipe.execute() if ids else []
-        # A boolean query's later alternatives are records of their own, not subscriptions.
-        subs = [
-            subscription_from_fields(i, f)
-            for i, f in zip(ids, records, strict=True)
-            if f and PART_SEPARATOR not in i
-        ]
-        return int(cursor), subs

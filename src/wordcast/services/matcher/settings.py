@@ -33,7 +33,7 @@ class MatcherSettings(ServiceSettings):
     )
     term_stats: Path | None = Field(
         default=None,
-        description="TermStats JSON from spark_jobs.term_stats, for querynote's weights and the "
+        description="TermStats JSON from wordcast.spark_jobs.term_stats, for querynote's weights and the "
         "compact trie's rare-first order.",
     )
     pattern_engine: Literal["retriever", "aho-corasick", "nfa", "naive"] = Field(

@@ -5,12 +5,10 @@ from typing import Annotated, Literal
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import NoDecode, SettingsConfigDict
 
+from wordcast.defaults import DEFAULT_ADMIN_TOKEN, DEVELOPMENT_API_KEY
 from wordcast.services.common import ServiceSettings
 
-DEFAULT_ADMIN_TOKEN = "wordcast-development-admin-token"
-# The key of the "dev" tenant a development cluster creates for itself, so that `wordcast up`, the
-# CLI and the demo work without set-up; a production router never registers it.
-DEVELOPMENT_API_KEY = "wck_development_only"
+__all__ = ["DEFAULT_ADMIN_TOKEN", "DEVELOPMENT_API_KEY", "RouterSettings"]
 
 
 class RouterSettings(ServiceSettings):
