@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 SPEC := pyproject.toml
 
-.PHONY: run test lint bench bench-e2e bench-matcher bench-patterns bench-boolean bench-routing bench-routing-held bench-migration bench-shedding bench-subscribe bench-scale bench-delivery env java clean
+.PHONY: run test test-unit lint bench bench-e2e bench-matcher bench-patterns bench-boolean bench-routing bench-routing-held bench-migration bench-shedding bench-subscribe bench-scale bench-delivery env java clean
 
 # PySpark needs a Java runtime (17 or newer); it cannot come from PyPI, so say so clearly.
 java:
@@ -24,8 +24,14 @@ env: $(STAMP)
 run: $(STAMP)
 	$(BIN)/wordcast up
 
-test: $(STAMP) java
-	$(BIN)/python -m pytest
+# Lint first (CI runs exactly this target), then the unit suite (no processes, no Redis; under a
+# minute), then the end-to-end suite (real Redis, real processes, real HTTP).
+test: lint java
+	$(BIN)/python -m pytest tests/unit
+	$(BIN)/python -m pytest tests/e2e
+
+test-unit: $(STAMP)
+	$(BIN)/python -m pytest tests/unit
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests bench spark_jobs

@@ -13,8 +13,10 @@ from pathlib import Path
 
 import pytest
 
-SRC = Path(__file__).resolve().parents[2] / "src" / "wordcast"
-SPARK_JOBS = Path(__file__).resolve().parents[2] / "spark_jobs"
+from tests.helpers import ROOT
+
+SRC = ROOT / "src" / "wordcast"
+SPARK_JOBS = ROOT / "spark_jobs"
 
 FOUNDATION = {"errors", "limits", "defaults"}
 # Package (or top-level module) -> the wordcast packages it may import, besides itself.

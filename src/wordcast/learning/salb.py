@@ -157,7 +157,8 @@ _PACKED_FROM = 64  # below this many publications the plain column sum is quicke
 def _reached_counts(reaches: np.ndarray, rows: np.ndarray) -> np.ndarray:
     """How many of the publications ``rows`` already reach each matcher (column sums)."""
     if len(rows) < _PACKED_FROM or reaches.shape[1] % 8:
-        return reaches[rows].sum(axis=0, dtype=np.int64)
+        column_sums: np.ndarray = reaches[rows].sum(axis=0, dtype=np.int64)
+        return column_sums
     packed = reaches.view(np.uint64)[rows]  # eight matchers' 0/1 bytes per machine word
     counts = np.zeros(reaches.shape[1], dtype=np.int64)
     for start in range(0, len(rows), 255):  # a byte holds at most 255 ones

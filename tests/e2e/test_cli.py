@@ -1,0 +1,208 @@
+"""The `wordcast` command line's own plumbing: `wordcast bench` runs what `make bench` runs."""
+
+from __future__ import annotations
+
+import re
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.helpers import AUTH, ROOT, Receiver, RunningCluster, eventually, wordcast_cli
+from wordcast.cli.bench import BENCHMARKS, module_of
+from wordcast.local.supervisor import free_port
+
+
+def test_bench_offers_exactly_the_benchmarks_make_bench_runs() -> None:
+    makefile = (ROOT / "Makefile").read_text()
+    found = re.search(r"^bench:(.*)$", makefile, re.MULTILINE)
+    assert found is not None
+    targets = [name.removeprefix("bench-") for name in found.group(1).split()]
+    assert sorted(targets) == sorted(BENCHMARKS)
+    for name in BENCHMARKS:
+        assert f"-m {module_of(name)}\n" in makefile, name
+
+
+def test_bench_runs_the_benchmark_of_the_checkout_from_anywhere(tmp_path: Path) -> None:
+    result = wordcast_cli("bench", "migration", "--help", timeout=120, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert f"in {ROOT}: -m bench.migration --help" in result.stdout
+    assert "usage: migration.py" in result.stdout
+
+
+def test_bench_refuses_an_unknown_benchmark_naming_the_known_ones() -> None:
+    result = wordcast_cli("bench", "speed")
+    assert result.returncode == 2
+    assert "invalid choice: 'speed'" in result.stderr
+    assert all(f"'{name}'" in result.stderr for name in BENCHMARKS)
+
+
+def _without_corpus(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return wordcast_cli(*args, env={"WORDCAST_CORPUS_DIR": str(tmp_path)})
+
+
+def test_up_without_the_corpus_says_so_before_starting_anything(tmp_path: Path) -> None:
+    result = _without_corpus(tmp_path, "up", "--port", str(free_port()))
+    assert result.returncode == 2
+    assert result.stderr == (
+        f"wordcast: error: the demo needs the pypi corpus: no pypi_summaries.tsv.gz in {tmp_path} "
+        "(WORDCAST_CORPUS_DIR); or start without it: --no-demo\n"
+    )
+    assert result.stdout == ""  # no Redis, router or matcher was started
+
+
+def test_corpus_options_without_the_corpus_fail_with_a_message_not_a_traceback(
+    tmp_path: Path,
+) -> None:
+    expected = f"wordcast: error: no pypi_summaries.tsv.gz in {tmp_path} (WORDCAST_CORPUS_DIR)\n"
+    # The router is never reached: the posts are drawn before anything is sent.
+    router = ["--router", "http://127.0.0.1:9"]
+    for args in (
+        ["publish", "--corpus", "3", *router],
+        ["subscribe", "--from-corpus", "3", "--callback", "http://127.0.0.1:9/hook", *router],
+    ):
+        result = _without_corpus(tmp_path, *args)
+        assert (result.returncode, result.stderr) == (2, expected), args
+
+
+def test_up_with_an_unreachable_or_malformed_redis_url_says_so_and_starts_nothing() -> None:
+    for url, expected in (
+        ("redis://127.0.0.1:1/0", "cannot reach Redis at redis://127.0.0.1:1/0 (REDIS_URL): "),
+        ("localhost:6379", "REDIS_URL 'localhost:6379' is not a Redis URL: "),
+    ):
+        result = wordcast_cli("up", "--no-demo", "--port", str(free_port()), env={"REDIS_URL": url})
+        assert result.returncode == 2
+        assert result.stderr.startswith(f"wordcast: error: {expected}"), result.stderr
+        assert result.stdout == ""  # no matcher or router was started to retry for ever
+
+
+def test_a_spark_job_refusing_its_corpus_is_a_wordcast_error(tmp_path: Path) -> None:
+    missing = tmp_path / "missing.tsv"
+    result = wordcast_cli("termstats", "--corpus", str(missing), "--out", "o", cwd=tmp_path)
+    assert (result.returncode, result.stderr) == (
+        2,
+        f"wordcast: error: no such corpus file: {missing} (give pypi, debian or a TSV path)\n",
+    )
+
+
+def test_up_on_a_port_in_use_says_so_before_starting_anything() -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = wordcast_cli("up", "--no-demo", "--port", str(port))
+    assert result.returncode == 2
+    assert result.stderr == (
+        f"wordcast: error: the router cannot listen on port {port} (Address already in use); "
+        "give another with --port P\n"
+    )
+    assert result.stdout == ""
+
+
+def test_a_service_with_a_bad_setting_names_the_variable_instead_of_a_traceback() -> None:
+    for command, variable, value, problem in (
+        ("router", "WORDCAST_ROUTER_PORT", "abc", "Input should be a valid integer"),
+        ("router", "WORDCAST_ENVIRONMENT", "prod", "Input should be 'development' or 'production'"),
+        ("matcher", "WORDCAST_MATCHER_DELIVERY_BATCH", "0", "Input should be greater than or"),
+        ("receiver", "WORDCAST_RECEIVER_PORT", "x", "Input should be a valid integer"),
+    ):
+        result = wordcast_cli(command, env={variable: value, "WORDCAST_MATCHER_ORDINAL": "0"})
+        assert result.returncode == 2, result.stderr
+        assert result.stderr.startswith(f"wordcast: error: {variable}={value!r}: {problem}")
+        assert "Traceback" not in result.stderr
+
+
+def test_up_refuses_a_data_dir_it_cannot_use_and_too_many_matchers(tmp_path: Path) -> None:
+    a_file = tmp_path / "a-file"
+    a_file.write_text("")
+    for args, expected in (
+        (["--data-dir", str(a_file)], f"cannot keep Redis data in --data-dir {a_file}: "),
+        (["--matchers", "65"], "--matchers must be 1 to 64 for a local cluster"),
+        (["--matchers", "0"], "--matchers must be 1 to 64 for a local cluster"),
+    ):
+        result = wordcast_cli("up", "--no-demo", "--port", str(free_port()), *args)
+        assert result.returncode == 2
+        assert result.stderr.startswith(f"wordcast: error: {expected}"), result.stderr
+        assert result.stdout == ""
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["publish", "--batch", "0", "hi"], "argument --batch: must be from 1 to 1000 (got 0)"),
+        (["publish", "--batch", "1001", "hi"], "argument --batch: must be from 1 to 1000"),
+        (["publish", "--corpus", "-3"], "argument --corpus: must be at least 1 (got -3)"),
+        (["publish", "--corpus", "ten"], "argument --corpus: 'ten' is not a whole number"),
+        (
+            ["subscribe", "--from-corpus", "-2", "--callback", "http://127.0.0.1:9/hook"],
+            "argument --from-corpus: must be at least 1 (got -2)",
+        ),
+        (["up", "--port", "70000"], "argument --port: must be from 1 to 65535 (got 70000)"),
+        (["up", "--demo-rate", "0"], "argument --demo-rate: must be a number above 0 (got 0)"),
+        (["drain", "--timeout", "nan"], "argument --timeout: must be a number above 0 (got nan)"),
+        (["termstats", "--limit", "0", "--out", "x"], "argument --limit: must be at least 1"),
+    ],
+)
+def test_numbers_out_of_range_are_refused_before_anything_runs(args: list[str], says: str) -> None:
+    result = wordcast_cli(*args)
+    assert result.returncode == 2
+    assert says in result.stderr, result.stderr
+    assert "Traceback" not in result.stderr, result.stderr
+
+
+def test_publishing_to_a_router_never_reached_fails_without_sending_again() -> None:
+    # Progress is on (more posts than a batch), so a batch sent again would say so.
+    result = wordcast_cli(
+        "publish", "--batch", "1", "one", "two", router=f"http://127.0.0.1:{free_port()}"
+    )
+    assert result.returncode == 2
+    assert "wordcast: error: cannot reach the router" in result.stderr
+    assert "again in" not in result.stderr
+
+
+@pytest.mark.e2e
+def test_publish_reads_json_lines_and_refuses_a_bad_one_whole(
+    cluster: RunningCluster, receiver: Receiver
+) -> None:
+    created = httpx.post(
+        f"{cluster.router_url}/subscriptions",
+        json={"query": "capybara", "callback_url": receiver.hook},
+        headers=AUTH,
+    )
+    assert created.status_code == 201
+    sub_id = created.json()["id"]
+
+    def matched() -> set[str]:
+        return {p for s, p in receiver.pairs() if s == sub_id}
+
+    def publish(lines: str) -> subprocess.CompletedProcess[str]:
+        return wordcast_cli("publish", "--json", router=cluster.router_url, stdin=lines)
+
+    for lines, says in (
+        ('{"id": "bad-1", "text": "capybara"}\nnot json\n', "line 2: not JSON"),
+        ('{"txt": "capybara"}\n', 'line 1: not an object with a "text" string'),
+        ('{"text": "capybara", "when": 1}\n', "line 1: unknown field 'when'"),
+        ('{"id": 7, "text": "capybara"}\n', 'line 1: "id" must be a non-empty string'),
+    ):
+        refused = publish(lines)
+        assert refused.returncode == 2
+        assert refused.stderr.startswith(f"wordcast: error: standard input {says}")
+        assert refused.stderr.endswith("; nothing was published\n")
+    good = publish(
+        '{"id": "cap-1", "text": "A capybara swims"}\n\n'
+        '{"text": "Capybaras everywhere"}\n{"id": "cap-3", "text": "no rodent here"}\n'
+    )
+    assert good.returncode == 0, good.stderr
+    assert good.stdout == "3 publications accepted\n"
+    eventually(lambda: len(matched()) >= 2, what="the matches of the two good lines")
+    time.sleep(0.5)  # a match of the refused lines would have come by now too
+    ids = matched()
+    assert len(ids) == 2
+    assert "cap-1" in ids
+    assert "bad-1" not in ids
+    both = wordcast_cli("publish", "--json", "text", router=cluster.router_url)
+    assert both.returncode == 2
+    assert "--json reads publications from standard input" in both.stderr

@@ -1,0 +1,325 @@
+"""The whole cluster, as real processes over real HTTP, judged by the brute-force oracle."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.helpers import (
+    AUTH,
+    ROOT,
+    Receiver,
+    RunningCluster,
+    eventually,
+    start_cluster,
+    stop_cluster,
+    wordcast_cli,
+)
+from wordcast.client import RouterClient
+from wordcast.corpus.workload import Post, post_queries, sample_posts
+from wordcast.defaults import DEFAULT_ADMIN_TOKEN
+from wordcast.engines.termstats import TermStats
+from wordcast.query.analysis import analyze
+from wordcast.routing.mapping import HashMapping
+from wordcast.testing.bruteforce import match_pairs
+
+pytestmark = pytest.mark.e2e
+
+
+def _subscribe(cluster: RunningCluster, queries: list[str], hook: str) -> dict[str, frozenset[str]]:
+    async def run() -> list[dict[str, object]]:
+        async with RouterClient(cluster.router_url) as client:
+            return await client.subscribe_many(queries, hook, progress=False)
+
+    created = asyncio.run(run())
+    # The oracle analyses the queries itself rather than trusting what the router says.
+    return {str(c["id"]): analyze(str(c["query"])) for c in created}
+
+
+def _publish(cluster: RunningCluster, posts: list[Post]) -> None:
+    async def run() -> None:
+        async with RouterClient(cluster.router_url, concurrency=4) as client:
+            await client.publish_many([{"id": p.id, "text": p.text} for p in posts], progress=False)
+
+    asyncio.run(run())
+
+
+def _delivered_after(
+    cluster: RunningCluster, receiver: Receiver, offset: int, expected: int
+) -> list[tuple[str, str]]:
+    """Wait until the matchers are idle and the expected number arrived, then a little longer."""
+    eventually(
+        lambda: len(receiver.pairs()[offset:]) >= expected and cluster.pending_deliveries() == 0,
+        120,
+        0.2,
+        f"{expected} deliveries with the matchers idle",
+    )
+    time.sleep(0.5)  # anything extra would have arrived by now
+    return receiver.pairs()[offset:]
+
+
+def _check(delivered: list[tuple[str, str]], expected: set[tuple[str, str]]) -> None:
+    got = set(delivered)
+    missing, extra = expected - got, got - expected
+    assert not missing, f"{len(missing)} matches never delivered, e.g. {sorted(missing)[:5]}"
+    assert not extra, (
+        f"{len(extra)} deliveries the oracle does not expect, e.g. {sorted(extra)[:5]}"
+    )
+    assert len(delivered) == len(got), "a match was delivered twice"
+
+
+def test_cluster_delivers_exactly_the_oracle_matches_and_survives_a_matcher_kill(
+    cluster: RunningCluster, receiver: Receiver
+) -> None:
+    posts = sample_posts(15_000, seed=2024)
+    queries = post_queries(posts[:10_000], 1_000, seed=99)
+    subscriptions = _subscribe(cluster, queries, receiver.hook)
+    assert len(subscriptions) == 1_000
+
+    first = posts[:10_000]
+    expected = match_pairs(subscriptions, {p.id: analyze(p.text) for p in first})
+    assert len(expected) > 5_000, "the workload should produce plenty of matches"
+    _publish(cluster, first)
+    _check(_delivered_after(cluster, receiver, 0, len(expected)), expected)
+
+    # A matcher dies hard; the supervisor restarts it and it rebuilds its trie from Redis.
+    offset = len(receiver.pairs())
+    victim = cluster.matcher_pid(0)
+    os.kill(victim, signal.SIGKILL)
+
+    def restarted() -> bool:
+        try:
+            return cluster.matcher_pid(0) != victim
+        except httpx.HTTPError:
+            return False
+
+    eventually(restarted, 60, 0.2, "the killed matcher restarted")
+    cluster.wait_ready()
+    stats = httpx.get(f"{cluster.matcher_urls[0]}/stats").json()
+    assert stats["subscriptions"] > 0
+
+    second = [Post(f"again:{p.id}", p.text) for p in posts[5_000:15_000]]
+    expected = match_pairs(subscriptions, {p.id: analyze(p.text) for p in second})
+    _publish(cluster, second)
+    _check(_delivered_after(cluster, receiver, offset, len(expected)), expected)
+
+
+def test_deleted_subscription_stops_matching(cluster: RunningCluster, receiver: Receiver) -> None:
+    router = httpx.Client(base_url=cluster.router_url, timeout=30, headers=AUTH)
+    kept = router.post(
+        "/subscriptions", json={"query": "zebra quagga", "callback_url": receiver.hook}
+    )
+    gone = router.post(
+        "/subscriptions", json={"query": "zebra okapi", "callback_url": receiver.hook}
+    )
+    assert kept.status_code == gone.status_code == 201
+    kept_id, gone_id = kept.json()["id"], gone.json()["id"]
+    assert router.get(f"/subscriptions/{gone_id}").json()["terms"] == ["okapi", "zebra"]
+    assert router.delete(f"/subscriptions/{gone_id}").status_code == 204
+    assert router.get(f"/subscriptions/{gone_id}").status_code == 404
+    assert router.delete(f"/subscriptions/{gone_id}").status_code == 404
+
+    offset = len(receiver.pairs())
+    response = router.post(
+        "/publications", json={"id": "zoo-1", "text": "Zebras, quaggas and okapis"}
+    )
+    assert response.status_code == 202
+    assert response.json()["ids"] == ["zoo-1"]
+    delivered = _delivered_after(cluster, receiver, offset, 1)
+    assert delivered == [(kept_id, "zoo-1")]
+
+
+def test_a_word_goes_only_to_a_matcher_holding_a_subscription_with_it(
+    cluster: RunningCluster, receiver: Receiver
+) -> None:
+    """ "narwhal bonobo" sits on one of its words' matchers; a post carrying only the other word
+    reaches no matcher (Eq. 3.1 alone would send it to that word's matcher), while the post with
+    both words still matches."""
+    router = httpx.Client(base_url=cluster.router_url, timeout=30, headers=AUTH)
+    stats = router.get("/stats").json()
+    assert stats["mapping"]["active"] == 0  # stable hashing: M(w) = stable_hash(w) mod N
+    mapping = HashMapping(stats["matchers"])
+    words = ["narwhal", "bonobo", "pangolin", "axolotl", "capybara", "wombat", "kinkajou"]
+    first = words[0]
+    second = next(w for w in words if mapping(w) != mapping(first))
+    assert analyze(f"{first} {second}") == {first, second}
+    sub = router.post(
+        "/subscriptions", json={"query": f"{first} {second}", "callback_url": receiver.hook}
+    )
+    assert sub.status_code == 201
+    placed = sub.json()["matcher"]
+    elsewhere = second if mapping(first) == placed else first
+
+    def routed() -> list[int]:
+        return [httpx.get(f"{u}/stats").json()["publications"] for u in cluster.matcher_urls]
+
+    before = routed()
+    assert router.post("/publications", json={"id": "lone", "text": elsewhere}).status_code == 202
+    assert routed() == before
+    offset = len(receiver.pairs())
+    both = {"id": "both", "text": f"A {second} met a {first}"}
+    assert router.post("/publications", json=both).status_code == 202
+    after = routed()
+    assert after[placed] == before[placed] + 1
+    assert sum(after) == sum(before) + 1
+    assert _delivered_after(cluster, receiver, offset, 1) == [(sub.json()["id"], "both")]
+    assert router.delete(f"/subscriptions/{sub.json()['id']}").status_code == 204
+
+
+def test_only_routers_of_the_cluster_reach_the_matchers_internal_endpoints(
+    cluster: RunningCluster, redis_url: str
+) -> None:
+    """The matchers' /internal endpoints want the token every service of the cluster reads from
+    Redis; routers show it (every other test here goes through them)."""
+    import redis
+
+    client = redis.Redis.from_url(redis_url, decode_responses=True)
+    key = f"{cluster.namespace}:cluster:internal_token"
+    token = client.get(key)
+    assert token
+    assert len(token) >= 40
+    url = f"{cluster.matcher_urls[0]}/internal/sync"
+    body = {"until": "0-0"}
+    for headers in ({}, {"authorization": "Bearer not-the-token"}, AUTH):
+        refused = httpx.post(url, json=body, headers=headers, timeout=30)
+        assert refused.status_code == 401, (headers, refused.text)
+        assert "internal token" in refused.json()["detail"]
+    batch = {"version": 0, "publications": [{"id": "x", "text": "zebra", "terms": ["zebra"]}]}
+    refused = httpx.post(f"{cluster.matcher_urls[0]}/internal/match", json=batch, timeout=30)
+    assert refused.status_code == 401
+    shown = {"authorization": f"Bearer {token}"}
+    assert httpx.post(url, json=body, headers=shown, timeout=30).status_code == 204
+
+    # Rotated in Redis: the matcher takes the new token when shown it, and refuses the old; the
+    # router, refused, reads the new one and routes on.
+    client.set(key, "rotated-" + "x" * 40)
+    rotated = {"authorization": "Bearer rotated-" + "x" * 40}
+    time.sleep(1.1)  # the refusals above re-read it lately: at most once a second
+    assert httpx.post(url, json=body, headers=rotated, timeout=30).status_code == 204
+    assert httpx.post(url, json=body, headers=shown, timeout=30).status_code == 401
+    posts = [{"id": f"rotation-{i}", "text": "zebra crossing"} for i in range(20)]
+    routed = httpx.post(
+        f"{cluster.router_url}/publications",
+        json={"publications": posts},
+        headers=AUTH,
+        timeout=30,
+    )
+    assert routed.status_code == 202, routed.text
+
+
+def test_status_shows_what_each_matcher_holds(cluster: RunningCluster, redis_url: str) -> None:
+    """`wordcast status` lists, per matcher, the subscriptions it holds (what Redis has placed on
+    it), as the router asks each matcher's /stats."""
+    import redis
+
+    client = redis.Redis.from_url(redis_url, decode_responses=True)
+    _subscribe(cluster, ["status check", "held where"], "http://127.0.0.1:9/hook")
+    placed = [client.scard(f"{cluster.namespace}:matcher:{m}:subs") for m in range(2)]
+    # Operators only: matcher URLs and process ids are not a tenant's business.
+    assert (
+        httpx.get(f"{cluster.router_url}/stats/matchers", headers=AUTH, timeout=30).status_code
+        == 401
+    )
+    admin = {"authorization": f"Bearer {DEFAULT_ADMIN_TOKEN}"}
+    matchers = httpx.get(f"{cluster.router_url}/stats/matchers", headers=admin, timeout=30).json()[
+        "matchers"
+    ]
+    assert [(m["ordinal"], m["reachable"], m["subscriptions"]) for m in matchers] == [
+        (0, True, placed[0]),
+        (1, True, placed[1]),
+    ]
+    assert [m["url"] for m in matchers] == cluster.matcher_urls
+    status = wordcast_cli("status", router=cluster.router_url)
+    assert status.returncode == 0, status.stderr
+    for ordinal, count in enumerate(placed):
+        line = next(x for x in status.stdout.splitlines() if f"matcher-{ordinal}:" in x)
+        assert f"holds {count} subscriptions" in line, line
+
+    # Into a reader that has gone (`wordcast status | head -1`): no traceback.
+    piped = subprocess.Popen(
+        [sys.executable, "-m", "wordcast", "status", "--router", cluster.router_url],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert piped.stdout is not None
+    piped.stdout.close()
+    _out, errors = piped.communicate(timeout=60)
+    assert "Traceback" not in errors, errors
+    assert "Exception ignored" not in errors, errors
+    assert piped.returncode == 1
+
+
+def test_the_readme_python_example_runs(cluster: RunningCluster, receiver: Receiver) -> None:
+    """The README's Python example as written, with this cluster's URL and key and the test's
+    webhook: the post it publishes is routed to its subscription's matcher, the subscription is
+    listed, and then deleted."""
+    readme = (ROOT / "README.md").read_text()
+    found = re.search(r"```python\n(.*?RouterClient.*?)```", readme, re.DOTALL)
+    assert found is not None
+    code = found.group(1)
+    for written, here in [
+        ('"http://127.0.0.1:8000"', repr(cluster.router_url)),
+        ('"wck_…"', repr(AUTH["authorization"].removeprefix("Bearer "))),
+        ('"https://example.com/hook"', repr(receiver.hook)),
+    ]:
+        assert code.count(written) == 1, written
+        code = code.replace(written, here)
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0, result.stderr
+    routed, *listed = result.stdout.splitlines()
+    assert re.fullmatch(r"routed to [12] matchers", routed), routed
+    ids = [line.split(" ")[0] for line in listed if line.endswith(" python (web OR http)")]
+    assert len(ids) == 1, result.stdout
+    router = httpx.Client(base_url=cluster.router_url, timeout=30, headers=AUTH)
+    assert router.get(f"/subscriptions/{ids[0]}").status_code == 404
+    # Its match is delivered, or dropped if the deletion came first: either way, before the
+    # next test counts deliveries.
+    eventually(lambda: not cluster.pending_deliveries(), 60, what="the matchers idle")
+
+
+@pytest.mark.parametrize("engine", ["trie", "querynote"])  # the default is tested above
+def test_every_matcher_engine_delivers_the_oracle_matches(
+    engine: str, redis_url: str, receiver: Receiver, tmp_path: Path
+) -> None:
+    posts = sample_posts(4_000, seed=77)
+    with engine_cluster(redis_url, engine, posts[:2_000], tmp_path) as cluster:
+        subscriptions = _subscribe(cluster, post_queries(posts, 400, seed=78), receiver.hook)
+        offset = len(receiver.pairs())
+        published = [Post(f"{engine}:{p.id}", p.text) for p in posts[2_000:]]
+        expected = match_pairs(subscriptions, {p.id: analyze(p.text) for p in published})
+        assert len(expected) > 500
+        _publish(cluster, published)
+        _check(_delivered_after(cluster, receiver, offset, len(expected)), expected)
+
+
+@contextmanager
+def engine_cluster(
+    redis_url: str, engine: str, sample: list[Post], tmp_path: Path
+) -> Iterator[RunningCluster]:
+    """A cluster whose matchers run ``engine``, with term statistics of ``sample``."""
+    stats = TermStats.from_documents(analyze(p.text) for p in sample)
+    stats_file = tmp_path / "stats.json"
+    stats.save(stats_file)
+    env = {"WORDCAST_MATCHER_ENGINE": engine, "WORDCAST_MATCHER_TERM_STATS": str(stats_file)}
+    cluster = start_cluster(redis_url, f"test-{engine}-{uuid.uuid4().hex[:6]}", env=env)
+    try:
+        engines = {httpx.get(f"{u}/stats").json()["engine"] for u in cluster.matcher_urls}
+        assert engines == {engine}
+        yield cluster
+    finally:
+        stop_cluster(cluster)

@@ -1,0 +1,129 @@
+"""Boolean queries through the whole cluster, beside plain ones and with every matcher engine,
+judged by an oracle that evaluates each query's tree on each post's terms (not the alternatives
+the cluster stores and routes)."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import httpx
+import pytest
+import redis
+
+from tests.helpers import AUTH, Receiver, RunningCluster
+from wordcast.client import RouterClient
+from wordcast.corpus.workload import Post, post_boolean_queries, post_queries, sample_posts
+from wordcast.query.analysis import analyze
+from wordcast.query.boolean import evaluate, parse_query, parse_tree
+
+from .test_e2e import _check, _delivered_after, _publish, engine_cluster
+
+pytestmark = pytest.mark.e2e
+
+
+def _oracle(queries: dict[str, str], posts: list[Post]) -> set[tuple[str, str]]:
+    trees = {sid: parse_tree(query) for sid, query in queries.items()}
+    return {
+        (sid, post.id)
+        for post in posts
+        for terms in [analyze(post.text)]
+        for sid, tree in trees.items()
+        if evaluate(tree, terms)
+    }
+
+
+def _subscribe(cluster: RunningCluster, queries: list[str], hook: str) -> dict[str, str]:
+    async def run() -> list[dict[str, object]]:
+        async with RouterClient(cluster.router_url) as client:
+            return await client.subscribe_many(queries, hook, progress=False)
+
+    return {str(c["id"]): str(c["query"]) for c in asyncio.run(run())}
+
+
+def _records(client: redis.Redis, namespace: str, matchers: int) -> int:
+    return sum(int(client.scard(f"{namespace}:matcher:{m}:subs")) for m in range(matchers))
+
+
+def test_boolean_queries_deliver_exactly_the_oracle_matches_once(
+    cluster: RunningCluster, receiver: Receiver, redis_url: str
+) -> None:
+    posts = sample_posts(9_000, seed=909)
+    source, first, second = posts[:3_000], posts[3_000:7_000], posts[7_000:]
+    boolean = post_boolean_queries(source, 400, seed=90)
+    plain = post_queries(source, 200, seed=91)
+    router = httpx.Client(base_url=cluster.router_url, timeout=30, headers=AUTH)
+    store = redis.Redis.from_url(redis_url, decode_responses=True)
+    records_before = _records(store, cluster.namespace, len(cluster.matcher_urls))
+
+    # Most through the batch API, a few one at a time (the single-subscription path).
+    queries = _subscribe(cluster, boolean[:380] + plain, receiver.hook)
+    for query in boolean[380:]:
+        created = router.post(
+            "/subscriptions", json={"query": query, "callback_url": receiver.hook}
+        )
+        assert created.status_code == 201, created.text
+        queries[created.json()["id"]] = query
+    alternatives = sum(len(parse_query(q).clauses) for q in queries.values())
+    assert alternatives > len(queries) + 200, "most boolean queries should have two alternatives"
+    assert _records(store, cluster.namespace, len(cluster.matcher_urls)) == (
+        records_before + alternatives
+    )
+    shown = router.get(f"/subscriptions/{next(iter(queries))}").json()
+    assert shown["query"] == boolean[0]
+    assert len(shown["alternatives"]) == len(parse_query(boolean[0]).clauses)
+
+    offset = len(receiver.pairs())
+    expected = _oracle(queries, first)
+    overlapping = sum(
+        1
+        for sid, q in queries.items()
+        for post in first
+        if sum(c.holds(analyze(post.text)) for c in parse_query(q).clauses) > 1
+    )
+    assert len(expected) > 3_000, len(expected)
+    assert overlapping > 50, overlapping
+    _publish(cluster, first)
+    _check(_delivered_after(cluster, receiver, offset, len(expected)), expected)
+
+    # Deleting a boolean query deletes every alternative; the others keep matching exactly.
+    gone = [sid for sid, q in queries.items() if "OR" in q or "NOT" in q][:150]
+    for sid in gone:
+        assert router.delete(f"/subscriptions/{sid}").status_code == 204
+        assert router.get(f"/subscriptions/{sid}").status_code == 404
+        del queries[sid]
+    remaining = sum(len(parse_query(q).clauses) for q in queries.values())
+    assert _records(store, cluster.namespace, len(cluster.matcher_urls)) == (
+        records_before + remaining
+    )
+    offset = len(receiver.pairs())
+    expected = _oracle(queries, second)
+    _publish(cluster, second)
+    _check(_delivered_after(cluster, receiver, offset, len(expected)), expected)
+
+    # A query that would match nearly everything is refused and nothing is stored.
+    refused = router.post(
+        "/subscriptions", json={"query": "NOT python", "callback_url": receiver.hook}
+    )
+    assert refused.status_code == 422
+    assert "requires no word" in refused.json()["detail"]
+    assert _records(store, cluster.namespace, len(cluster.matcher_urls)) == (
+        records_before + remaining
+    )
+
+
+@pytest.mark.parametrize("engine", ["trie", "querynote"])  # the default is tested above
+def test_every_matcher_engine_delivers_the_oracle_matches_of_boolean_queries(
+    engine: str, redis_url: str, receiver: Receiver, tmp_path: Path
+) -> None:
+    posts = sample_posts(3_000, seed=313)
+    with engine_cluster(redis_url, engine, posts[:1_500], tmp_path) as cluster:
+        queries = _subscribe(
+            cluster, post_boolean_queries(posts[:1_500], 200, seed=31), receiver.hook
+        )
+        offset = len(receiver.pairs())
+        published = [Post(f"boolean-{engine}:{p.id}", p.text) for p in posts[1_500:]]
+        expected = _oracle(queries, published)
+        assert len(expected) > 500
+        _publish(cluster, published)
+        _check(_delivered_after(cluster, receiver, offset, len(expected)), expected)

@@ -1,0 +1,154 @@
+"""Pattern subscriptions through the whole cluster, alongside keyword ones, judged by oracles."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import time
+
+import httpx
+import pytest
+
+from tests.helpers import (
+    AUTH,
+    Receiver,
+    RunningCluster,
+    extra_router,
+    start_cluster,
+    stop_cluster,
+)
+from wordcast.corpus.workload import Post, post_patterns, post_queries, sample_posts
+from wordcast.query.analysis import analyze
+from wordcast.query.patterns import normalise, parse
+from wordcast.testing.bruteforce import match_pairs
+
+from .test_e2e import _check, _delivered_after, _publish
+
+pytestmark = pytest.mark.e2e
+
+
+def _pattern_oracle(patterns: dict[str, str], posts: list[Post]) -> set[tuple[str, str]]:
+    """re.search of each pattern's regular expression on each post's normalised text."""
+    compiled = {sid: re.compile(parse(p).regex(), re.DOTALL) for sid, p in patterns.items()}
+    return {
+        (sid, post.id)
+        for post in posts
+        for sid, regex in compiled.items()
+        if regex.search(normalise(post.text))
+    }
+
+
+def _create(router_url: str, bodies: list[dict[str, str]]) -> list[dict[str, object]]:
+    async def run() -> list[dict[str, object]]:
+        async with httpx.AsyncClient(base_url=router_url, timeout=60, headers=AUTH) as client:
+            semaphore = asyncio.Semaphore(16)
+
+            async def one(body: dict[str, str]) -> dict[str, object]:
+                async with semaphore:
+                    response = await client.post("/subscriptions", json=body)
+                    assert response.status_code == 201, response.text
+                    created: dict[str, object] = response.json()
+                    return created
+
+            return list(await asyncio.gather(*(one(b) for b in bodies)))
+
+    return asyncio.run(run())
+
+
+@pytest.fixture(scope="module")
+def pattern_cluster(redis_url: str) -> RunningCluster:
+    running = start_cluster(redis_url, f"test-patterns-{os.getpid()}", matchers=3)
+    yield running  # type: ignore[misc]
+    stop_cluster(running)
+
+
+def test_patterns_and_keywords_deliver_exactly_the_oracle_matches(
+    pattern_cluster: RunningCluster, receiver: Receiver
+) -> None:
+    posts = sample_posts(6_000, seed=4242)
+    hook = receiver.hook
+    patterns = post_patterns(posts[:3_000], 400, seed=7)
+    queries = post_queries(posts[:3_000], 300, seed=8)
+    created = _create(
+        pattern_cluster.router_url, [{"pattern": p, "callback_url": hook} for p in patterns]
+    )
+    assert all(c["kind"] == "pattern" and c["anchor"] for c in created)
+    by_id = {str(c["id"]): str(c["pattern"]) for c in created}
+    keyword_created = _create(
+        pattern_cluster.router_url, [{"query": q, "callback_url": hook} for q in queries]
+    )
+    keywords = {str(c["id"]): analyze(str(c["query"])) for c in keyword_created}
+
+    # Patterns are spread over the matchers, not piled on one.
+    loads = [
+        httpx.get(f"{url}/stats").json()["pattern_subscriptions"]
+        for url in pattern_cluster.matcher_urls
+    ]
+    assert sum(loads) == 400, loads
+    assert max(loads) < 400 * 0.5, loads
+
+    published = [Post(f"pat:{p.id}", p.text) for p in posts[3_000:]]
+    expected = _pattern_oracle(by_id, published) | match_pairs(
+        keywords, {p.id: analyze(p.text) for p in published}
+    )
+    pattern_matches = _pattern_oracle(by_id, published)
+    assert len(pattern_matches) > 300, "the workload should make plenty of pattern matches"
+    offset = len(receiver.pairs())
+    _publish(pattern_cluster, published)
+    _check(_delivered_after(pattern_cluster, receiver, offset, len(expected)), expected)
+
+    # Deleting half of the patterns stops exactly those from matching.
+    router = httpx.Client(base_url=pattern_cluster.router_url, timeout=30, headers=AUTH)
+    gone = list(by_id)[::2]
+    for sub_id in gone:
+        assert router.delete(f"/subscriptions/{sub_id}").status_code == 204
+    kept = {sid: p for sid, p in by_id.items() if sid not in set(gone)}
+    again = [Post(f"again:{p.id}", p.text) for p in published]
+    expected = _pattern_oracle(kept, again) | match_pairs(
+        keywords, {p.id: analyze(p.text) for p in again}
+    )
+    offset = len(receiver.pairs())
+    _publish(pattern_cluster, again)
+    _check(_delivered_after(pattern_cluster, receiver, offset, len(expected)), expected)
+
+
+def test_a_pattern_added_on_one_router_reaches_another_within_seconds(
+    pattern_cluster: RunningCluster, receiver: Receiver, redis_url: str
+) -> None:
+    with extra_router(pattern_cluster, redis_url) as other:
+
+        def routed_by_second(text: str) -> int:
+            response = httpx.post(f"{other}/publications", json={"text": text}, headers=AUTH)
+            assert response.status_code == 202
+            routed: int = response.json()["routed"]
+            return routed
+
+        probe = "ZQAX JW*"  # no subscribed word, no other anchor: only this pattern routes it
+        assert routed_by_second(probe) == 0
+
+        first = httpx.Client(base_url=pattern_cluster.router_url, timeout=30, headers=AUTH)
+        created = first.post(
+            "/subscriptions", json={"pattern": "zq?x*jw\\*", "callback_url": receiver.hook}
+        )
+        assert created.status_code == 201, created.text
+        assert created.json()["anchor"] == "jw*"
+        sub_id = created.json()["id"]
+
+        # The router that did not take the subscription learns its anchor from the event stream.
+        added = time.monotonic()
+        while routed_by_second(probe) != 1:
+            assert time.monotonic() - added < 5, "the second router never routed to the pattern"
+            time.sleep(0.1)
+        offset = len(receiver.pairs())
+        response = httpx.post(
+            f"{other}/publications", json={"id": "late", "text": probe}, headers=AUTH
+        )
+        assert response.status_code == 202
+        assert _delivered_after(pattern_cluster, receiver, offset, 1) == [(sub_id, "late")]
+
+        assert first.delete(f"/subscriptions/{sub_id}").status_code == 204
+        removed = time.monotonic()
+        while routed_by_second(probe) != 0:
+            assert time.monotonic() - removed < 5, "the deletion never reached the second router"
+            time.sleep(0.1)

