@@ -376,7 +376,7 @@ def test_a_router_writes_a_version_for_the_number_wanted_once_the_cluster_can_ta
     from wordcast.ops.kube import CronJobRun
     from wordcast.services.router import scale
 
-    from .test_kube import CONFIG, cronjob_api
+    from tests.unit.test_kube import CONFIG, cronjob_api
 
     monkeypatch.setattr(scale, "REMIND_EVERY_S", 0.05)
     jobs: list[dict[str, Any]] = []
@@ -445,7 +445,7 @@ def test_a_router_following_the_statefulset_copies_its_replicas(
 
     from wordcast.ops.kube import StatefulSetReplicas
 
-    from .test_kube import CONFIG, _scale
+    from tests.unit.test_kube import CONFIG, _scale
 
     replicas = {"now": 5}
 
