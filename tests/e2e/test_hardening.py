@@ -264,12 +264,17 @@ def _publish(cluster: RunningCluster, key: str, body: dict[str, object]) -> http
 def _delivered(receiver: Receiver, sub_ids: set[str]) -> list[tuple[str, dict[str, object]]]:
     """(webhook-id, match) for every match the receiver got for ``sub_ids``."""
     raw = httpx.get(f"{receiver.url}/deliveries/raw", timeout=30).json()
-    return [
-        (request["headers"]["webhook-id"], match)
-        for request in raw
-        for match in orjson.loads(request["body"])["matches"]
-        if match["subscription_id"] in sub_ids
-    ]
+    found = []
+    for request in raw:
+        message = orjson.loads(request["body"])
+        # A message names its publisher and stream once, for all its matches.
+        named = {"publisher": message["publisher"], "stream": message["stream"]}
+        found += [
+            (request["headers"]["webhook-id"], match | named)
+            for match in message["matches"]
+            if match["subscription_id"] in sub_ids
+        ]
+    return found
 
 
 def _settled(

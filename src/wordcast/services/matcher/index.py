@@ -26,6 +26,7 @@ The indexes hold every tenant's subscriptions; a batch matches only those of its
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 
 from wordcast.engines.base import PatternIndex, TermIndex
@@ -58,6 +59,10 @@ class MatcherIndex:
         # Placements here of the subscriptions that do not serve every version from 0 on.
         self.restricted: dict[str, tuple[Placement, ...]] = {}
         self.alternatives = HeldAlternatives()  # of boolean queries
+        # Whose publications each subscription meets, and how many held meet each audience: with
+        # one audience held (one tenant, no shared stream) a batch needs no filtering at all.
+        self.audience_of: dict[str, str] = {}
+        self.audiences: Counter[str] = Counter()
 
     def __len__(self) -> int:
         return len(self.subscriptions)
@@ -67,7 +72,7 @@ class MatcherIndex:
         """Hold these subscriptions (into a fresh index: the snapshot a restart rebuilds from)."""
         for sub in subs:
             self._index(sub)
-            self.subscriptions[sub.id] = sub
+            self._hold(sub)
             self._restrict(sub)
             self._read_alternative(sub)
 
@@ -82,14 +87,28 @@ class MatcherIndex:
                 elif self._hot_word(held) != self._hot_word(sub):  # moved between indexes
                     self._unindex(held)
                     self._index(sub)
-                self.subscriptions[sub.id] = sub
+                self._hold(sub)
                 self._restrict(sub)
                 self._read_alternative(sub)
             elif held is not None:  # deleted, or moved away from this matcher
-                del self.subscriptions[sub.id]
+                self._let_go(held)
                 self.restricted.pop(sub.id, None)
                 self.alternatives.discard(sub.id)
                 self._unindex(held)
+
+    def _hold(self, sub: Subscription) -> None:
+        if sub.id in self.subscriptions:
+            self.audiences[self.audience_of[sub.id]] -= 1
+        self.subscriptions[sub.id] = sub
+        self.audience_of[sub.id] = sub.audience
+        self.audiences[sub.audience] += 1
+
+    def _let_go(self, sub: Subscription) -> None:
+        del self.subscriptions[sub.id]
+        gone = self.audience_of.pop(sub.id)
+        self.audiences[gone] -= 1
+        if not self.audiences[gone]:
+            del self.audiences[gone]
 
     def _restrict(self, sub: Subscription) -> None:
         here = tuple(p for p in sub.placements if p.matcher == self.ordinal)
@@ -164,8 +183,9 @@ class MatcherIndex:
             ]
         # Tenants stay apart: the indexes found every tenant's subscriptions with these words.
         wanted = audience(publisher, stream)
-        subscriptions = self.subscriptions
-        pairs = [pair for pair in pairs if subscriptions[pair[0]].audience == wanted]
+        if len(self.audiences) > 1 or wanted not in self.audiences:
+            of = self.audience_of
+            pairs = [pair for pair in pairs if of[pair[0]] == wanted]
         if self.restricted:
             pairs = self._serving(pairs, version, drawn)
         if self.alternatives:

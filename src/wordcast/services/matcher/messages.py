@@ -3,7 +3,8 @@
 A message holds a batch's matches for one callback URL of one tenant (at most ``delivery_batch``
 matches from at most ``MAX_SIGNERS`` subscriptions), signed later with each of those subscriptions'
 secrets; its webhook-id is derived from the (subscription, publication) pairs it holds and their
-publisher and stream, the same on every attempt and redelivery. An alternative of a boolean query
+publisher and stream (which the message names once: every match of a routed batch has the same),
+the same on every attempt and redelivery. An alternative of a boolean query
 is delivered under its subscription's id.
 """
 
@@ -73,23 +74,29 @@ def _message(
     now: float,
 ) -> Message:
     matches = []
-    stream = batch.stream or None
+    publications = batch.publications
     for sub, position in chunk:
         field, value = ("pattern", sub.pattern) if sub.is_pattern else ("query", sub.query)
-        pub_id, text = batch.publications[position][0], batch.publications[position][1]
+        publication = publications[position]
         # An alternative's match is its subscription's, signed with that one's secret.
         matches.append(
             {
                 "subscription_id": alternatives.subscription_id(sub.id),
                 field: value,
-                "publisher": batch.publisher,
-                "stream": stream,
-                "publication_id": pub_id,
-                "text": text,
+                "publication_id": publication[0],
+                "text": publication[1],
             }
         )
     signers = tuple(dict.fromkeys(str(m["subscription_id"]) for m in matches))
     pairs = [(str(m["subscription_id"]), str(m["publication_id"])) for m in matches]
-    body = orjson.dumps({"type": "matches", "matches": matches}).decode()
+    # The publisher and the stream are the whole batch's: named once, for every match of it.
+    body = orjson.dumps(
+        {
+            "type": "matches",
+            "publisher": batch.publisher,
+            "stream": batch.stream or None,
+            "matches": matches,
+        }
+    ).decode()
     msg_id = webhook_id(pairs, batch.publisher, batch.stream)
     return Message(signers, tenant, url, msg_id, body, len(pairs), now)
