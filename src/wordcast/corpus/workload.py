@@ -13,8 +13,18 @@ from dataclasses import dataclass
 
 from wordcast.corpus.files import pypi_posts
 from wordcast.errors import InvalidInput
-from wordcast.query.analysis import Analyzer, default_analyzer
+from wordcast.query.analysis import Analyzer
 from wordcast.query.boolean import parse_query
+
+_REFERENCE: Analyzer | None = None
+
+
+def _reference() -> Analyzer:
+    """The reference analyser: workloads need its unstemmed ``tokens`` too."""
+    global _REFERENCE
+    if _REFERENCE is None:
+        _REFERENCE = Analyzer()
+    return _REFERENCE
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,7 +49,7 @@ def post_queries(
     analyzer: Analyzer | None = None,
 ) -> list[str]:
     """Queries made of 1-3 words of random posts (words kept unstemmed, as a user writes them)."""
-    analyzer = analyzer or default_analyzer()
+    analyzer = analyzer or _reference()
     rng = random.Random(seed)
     queries: list[str] = []
     while len(queries) < count:
@@ -68,7 +78,7 @@ def post_boolean_queries(
 
     a and b come from one post, d from another; c comes from the first post half the time, from
     the second otherwise, so alternatives have real matches and exclusions bite."""
-    analyzer = analyzer or default_analyzer()
+    analyzer = analyzer or _reference()
     rng = random.Random(seed)
 
     def words(k: int) -> list[str]:
@@ -98,7 +108,7 @@ def analysed_posts(count: int, *, seed: int = 0, skip: int = 0) -> list[frozense
     Drawn with replacement when ``count`` exceeds the corpus; ``skip`` discards the first draws so
     two calls with the same seed can give disjoint samples.
     """
-    analyzer = default_analyzer()
+    analyzer = _reference()
     texts = [text for _name, _month, text in pypi_posts()]
     rng = random.Random(seed)
     order = rng.sample(range(len(texts)), len(texts))
@@ -120,7 +130,7 @@ def package_name_queries(count: int, *, seed: int = 0) -> list[frozenset[str]]:
     Names with fewer than two terms are skipped, as the Luwak thesis uses queries of 2+ terms;
     drawn with replacement beyond the distinct names (the thesis allows duplicate queries).
     """
-    analyzer = default_analyzer()
+    analyzer = _reference()
     names = []
     for name, _month, _text in pypi_posts():
         terms = analyzer.terms(name.replace("-", " ").replace("_", " ").replace(".", " "))

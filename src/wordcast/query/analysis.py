@@ -24,8 +24,11 @@ The result is a set of terms. Terms never contain white space, which the storage
 
 from __future__ import annotations
 
+import os
 import re
 import unicodedata
+from collections.abc import Iterable
+from typing import Protocol
 
 import regex
 import Stemmer
@@ -99,6 +102,10 @@ class Analyzer:
                 terms.add(term)
         return frozenset(terms)
 
+    def terms_many(self, texts: Iterable[str]) -> list[frozenset[str]]:
+        """``terms`` of each text."""
+        return [self.terms(text) for text in texts]
+
     def _term(self, token: str) -> str:
         """The term of a token not seen lately ("" if it is dropped), remembered."""
         term = self._stem_words([token])[0] if _kept(token) else ""
@@ -114,14 +121,39 @@ def _kept(token: str) -> bool:
     return 1 < len(token) <= MAX_TOKEN_CHARS and token not in STOP_WORDS
 
 
-_default: Analyzer | None = None
+class TermAnalyzer(Protocol):
+    """What the services ask of an analyser: this module's reference, or the compiled one."""
+
+    def terms(self, text: str) -> frozenset[str]: ...
+
+    def terms_many(self, texts: Iterable[str]) -> list[frozenset[str]]: ...
 
 
-def default_analyzer() -> Analyzer:
-    """The process-wide analyser, created on first use."""
+def compiled_analyzer() -> TermAnalyzer:
+    """The analyser compiled in ``wordcast._core``: the same terms as :class:`Analyzer` for every
+    text (its differential tests say so), many times faster. It stems with PyStemmer's own
+    ``porter`` (each new word once, remembered), and hands the rare text holding a code point its
+    tables cannot vouch for to an :class:`Analyzer`."""
+    from wordcast import _core
+
+    return _core.Analyzer(Stemmer.Stemmer("porter").stemWords, Analyzer().terms)
+
+
+def new_analyzer() -> TermAnalyzer:
+    """The compiled analyser, or this module's reference when ``WORDCAST_ANALYZER=python``."""
+    if os.environ.get("WORDCAST_ANALYZER", "compiled") == "python":
+        return Analyzer()
+    return compiled_analyzer()
+
+
+_default: TermAnalyzer | None = None
+
+
+def default_analyzer() -> TermAnalyzer:
+    """The process-wide analyser (:func:`new_analyzer`), created on first use."""
     global _default
     if _default is None:
-        _default = Analyzer()
+        _default = new_analyzer()
     return _default
 
 

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 
 from wordcast.errors import EmptyQuery, InvalidInput
 from wordcast.limits import MAX_TERMS_PER_SUBSCRIPTION
-from wordcast.query.analysis import Analyzer, default_analyzer
+from wordcast.query.analysis import TermAnalyzer, default_analyzer
 
 MAX_ALTERNATIVES = 16
 MAX_NESTING = 32  # parentheses and NOTs inside one another
@@ -94,7 +94,7 @@ def has_operators(text: str) -> bool:
     return any(t in _OPERATORS or t.startswith("-") for t in _TOKEN.findall(text))
 
 
-def parse_tree(text: str, analyzer: Analyzer | None = None) -> Node:
+def parse_tree(text: str, analyzer: TermAnalyzer | None = None) -> Node:
     """The query's tree; raises InvalidQuery (or EmptyQuery) naming the problem."""
     analyzer = analyzer or default_analyzer()
     if not has_operators(text):
@@ -115,7 +115,7 @@ class _Parser:
     """Recursive descent: alternatives := conjunction (OR conjunction)*;
     conjunction := factor+; factor := NOT factor | -word | -( … ) | ( … ) | word."""
 
-    def __init__(self, tokens: list[str], analyzer: Analyzer, text: str) -> None:
+    def __init__(self, tokens: list[str], analyzer: TermAnalyzer, text: str) -> None:
         self.tokens, self.analyzer, self.text = tokens, analyzer, text
         self.position = 0
         self.depth = 0
@@ -258,7 +258,7 @@ def _dnf(node: Node, negated: bool, text: str) -> list[_Conjunct]:
     return result
 
 
-def parse_query(text: str, analyzer: Analyzer | None = None) -> BooleanQuery:
+def parse_query(text: str, analyzer: TermAnalyzer | None = None) -> BooleanQuery:
     """The query as alternatives, in the order every matcher uses; raises InvalidQuery."""
     conjuncts = _dnf(parse_tree(text, analyzer), False, text)
     if not conjuncts:

@@ -23,7 +23,7 @@ from typing import Any
 from prometheus_client import Counter, Gauge, Histogram
 
 from wordcast.errors import MappingUnconfirmed, StoreUnavailable, Unavailable
-from wordcast.query.analysis import Analyzer
+from wordcast.query.analysis import new_analyzer
 from wordcast.query.patterns import normalise
 from wordcast.routing.anchors import AnchorIndex
 from wordcast.routing.mapping import HashMapping, WordHolders, keyed_draw, route_held
@@ -103,7 +103,7 @@ class Publishing:
         self.links = links
         self.shedder = shedder
         self._replica = replica  # the router's current word holders and anchor owners
-        self.analyzer = Analyzer()
+        self.analyzer = new_analyzer()
         self._random = random.Random()
         self.stats = RoutingStats(settings.initial_matchers, 0)
         # Derived at scrape time, not per batch.
@@ -167,14 +167,13 @@ class Publishing:
         held, anchors = self._replica()
         has_hot_words = bool(mapping.splits)
         shedder = self.shedder
-        terms_of = self.analyzer.terms
         rate, sample_draw = self.settings.publication_log_rate, self._random.random
         sampled: list[tuple[float, frozenset[str]]] = []
         now = time.time()
-        for pub_id, text in publications:
+        analysed = self.analyzer.terms_many([text for _, text in publications])
+        for (pub_id, text), terms in zip(publications, analysed, strict=True):
             pub_id = pub_id or uuid.uuid4().hex
             ids.append(pub_id)
-            terms = terms_of(text)
             if rate and terms and sample_draw() < rate:
                 sampled.append((now, terms))
             copy_draw = keyed_draw(pub_id) if has_hot_words else None

@@ -14,7 +14,7 @@ import time
 from collections.abc import Iterable, Sequence
 
 from wordcast.errors import Forbidden, InvalidInput, LimitExceeded, NotFound, StoreUnavailable
-from wordcast.query.analysis import Analyzer
+from wordcast.query.analysis import new_analyzer
 from wordcast.query.boolean import BooleanQuery, parse_query, split_part_id
 from wordcast.query.patterns import parse
 from wordcast.services.router.matchers import MatcherLinks
@@ -46,7 +46,7 @@ class Subscribing:
         self.placer = placer
         self.follower = follower
         self.links = links
-        self.analyzer = Analyzer()
+        self.analyzer = new_analyzer()
         self.address_policy = settings.address_policy
 
     def analyse_query(self, query: str) -> BooleanQuery:

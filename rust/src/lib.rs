@@ -1,0 +1,426 @@
+//! `wordcast._core`: the compiled core behind the Python API.
+//!
+//! Each class here stands in for a Python reference of the same behaviour, which stays the
+//! seed-faithful reading and the oracle of the differential tests: `Analyzer` for
+//! `wordcast.query.analysis.Analyzer`, `CompactTrie` for `wordcast.engines.compact_trie`,
+//! `QueryNote` for the matching of `wordcast.engines.querynote` and `Patterns` for
+//! `wordcast.engines.ac_retriever`. Batch calls release the GIL while they work. A panic (none is
+//! expected) reaches Python as an exception, never an abort.
+
+mod analysis;
+mod interner;
+mod patterns;
+mod querynote;
+mod trie;
+mod unicode_tables;
+
+use std::collections::HashMap;
+
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use pyo3::pybacked::PyBackedStr;
+use pyo3::types::{PyFrozenSet, PyList, PyString, PyTuple};
+use rustc_hash::{FxHashMap, FxHashSet};
+
+use crate::interner::{Interner, TermId};
+
+/// Most distinct words an analyser remembers; past it, it starts afresh (as the Python one).
+const REMEMBERED_WORDS: usize = 100_000;
+/// Largest subscription id (the top bit marks shared subscription lists inside the trie).
+const MAX_SUB_ID: u32 = (1 << 31) - 1;
+
+fn check_id(sub_id: u32) -> PyResult<u32> {
+    if sub_id > MAX_SUB_ID {
+        return Err(PyValueError::new_err(format!(
+            "subscription ids go up to {MAX_SUB_ID}, not {sub_id}"
+        )));
+    }
+    Ok(sub_id)
+}
+
+/// The strings of any iterable of str (a list, a tuple, a frozenset).
+fn strings(terms: &Bound<'_, PyAny>) -> PyResult<Vec<String>> {
+    let mut out = Vec::new();
+    for item in terms.try_iter()? {
+        out.push(item?.cast::<PyString>()?.to_str()?.to_owned());
+    }
+    Ok(out)
+}
+
+/// The sorted, distinct ids of the terms of `terms` this interner knows, without copying them.
+fn known_ids(interner: &Interner, terms: &Bound<'_, PyAny>) -> PyResult<Vec<TermId>> {
+    let mut ids = Vec::new();
+    for item in terms.try_iter()? {
+        let item = item?;
+        if let Some(id) = interner.get(item.cast::<PyString>()?.to_str()?) {
+            ids.push(id);
+        }
+    }
+    ids.sort_unstable();
+    ids.dedup();
+    Ok(ids)
+}
+
+// -- analysis ---------------------------------------------------------------------------------
+
+/// An id above every term's: a word first seen in this call, numbered among the unseen.
+const UNSEEN: u32 = 1 << 31;
+/// What a remembered word that analysis drops (a stop word, one too long) stands for.
+const DROPPED: u32 = u32::MAX;
+
+/// The analyser, compiled: ``terms(text)`` equals the Python reference's for every text.
+#[pyclass(module = "wordcast._core")]
+struct Analyzer {
+    stem_words: Py<PyAny>,
+    fallback: Py<PyAny>,
+    stop: FxHashMap<&'static str, ()>,
+    term_of: analysis::Words, // normalised word -> its term, or DROPPED
+    terms: Vec<Py<PyString>>,
+    term_ids: FxHashMap<String, u32>,
+}
+
+enum Read {
+    Terms(Vec<u32>),
+    Python, // a code point the tables cannot vouch for: the reference reads this text
+}
+
+#[pymethods]
+impl Analyzer {
+    /// ``stem_words``: PyStemmer's ``porter`` ``stemWords``; ``fallback``: the reference
+    /// analyser's ``terms``, for the rare text the tables cannot vouch for.
+    #[new]
+    fn new(stem_words: Py<PyAny>, fallback: Py<PyAny>) -> Self {
+        Analyzer {
+            stem_words,
+            fallback,
+            stop: analysis::stop_word_set(),
+            term_of: analysis::Words::default(),
+            terms: Vec::new(),
+            term_ids: FxHashMap::default(),
+        }
+    }
+
+    /// The set of analysed terms of ``text``.
+    fn terms<'py>(
+        &mut self,
+        py: Python<'py>,
+        text: Bound<'py, PyString>,
+    ) -> PyResult<Bound<'py, PyFrozenSet>> {
+        let texts = PyList::new(py, [text])?;
+        match self.terms_many(py, texts.as_any())?.pop() {
+            Some(terms) => Ok(terms),
+            None => PyFrozenSet::empty(py),
+        }
+    }
+
+    /// ``terms`` of each text, with the GIL released while the texts are read.
+    fn terms_many<'py>(
+        &mut self,
+        py: Python<'py>,
+        texts: &Bound<'py, PyAny>,
+    ) -> PyResult<Vec<Bound<'py, PyFrozenSet>>> {
+        let (objects, reads) = self.read(py, texts)?;
+        let mut out = Vec::with_capacity(objects.len());
+        for (text, read) in objects.iter().zip(reads) {
+            out.push(match read {
+                Read::Python => self
+                    .fallback
+                    .call1(py, (text,))?
+                    .into_bound(py)
+                    .cast_into()?,
+                Read::Terms(ids) => {
+                    PyFrozenSet::new(py, ids.iter().map(|&id| self.terms[id as usize].bind(py)))?
+                }
+            });
+        }
+        Ok(out)
+    }
+
+    /// The terms of each text as a tuple (each once, in no particular order): what the routers'
+    /// hot path wants, cheaper to make than frozensets.
+    fn term_tuples<'py>(
+        &mut self,
+        py: Python<'py>,
+        texts: &Bound<'py, PyAny>,
+    ) -> PyResult<Vec<Bound<'py, PyTuple>>> {
+        let (objects, reads) = self.read(py, texts)?;
+        let mut out = Vec::with_capacity(objects.len());
+        for (text, read) in objects.iter().zip(reads) {
+            out.push(match read {
+                Read::Python => {
+                    let found = self.fallback.call1(py, (text,))?.into_bound(py);
+                    PyTuple::new(py, found.try_iter()?.collect::<PyResult<Vec<_>>>()?)?
+                }
+                Read::Terms(ids) => {
+                    PyTuple::new(py, ids.iter().map(|&id| self.terms[id as usize].bind(py)))?
+                }
+            });
+        }
+        Ok(out)
+    }
+
+    /// Words remembered (bounded: the memory of a long-running router stays flat).
+    fn __len__(&self) -> usize {
+        self.term_of.len()
+    }
+}
+
+impl Analyzer {
+    /// Each text's term ids (or Python for the reference to read), the GIL released while the
+    /// texts are tokenised; words not seen before are stemmed afterwards, all at once.
+    fn read<'py>(
+        &mut self,
+        py: Python<'py>,
+        texts: &Bound<'py, PyAny>,
+    ) -> PyResult<(Vec<Bound<'py, PyString>>, Vec<Read>)> {
+        if self.term_of.len() > REMEMBERED_WORDS {
+            self.term_of.clear();
+            self.terms.clear();
+            self.term_ids.clear();
+        }
+        // A str holding lone surrogates has no UTF-8 form: the reference reads it.
+        let mut objects = Vec::new();
+        let mut backed: Vec<Option<PyBackedStr>> = Vec::new();
+        for text in texts.try_iter()? {
+            let text = text?.cast_into::<PyString>()?;
+            // The str's own UTF-8 buffer, kept alive (and read without the GIL): no copy.
+            backed.push(text.extract::<PyBackedStr>().ok());
+            objects.push(text);
+        }
+        let (mut reads, unseen, dropped) = {
+            let term_of = &self.term_of;
+            let stop = &self.stop;
+            py.detach(|| read_texts(&backed, term_of, stop))
+        };
+        for word in dropped {
+            self.term_of.insert(word, DROPPED);
+        }
+        if !unseen.is_empty() {
+            let learned = self.learn(py, unseen)?;
+            for read in reads.iter_mut() {
+                if let Read::Terms(ids) = read {
+                    if ids.iter().any(|&id| id >= UNSEEN) {
+                        for id in ids.iter_mut() {
+                            if *id >= UNSEEN {
+                                *id = learned[(*id - UNSEEN) as usize];
+                            }
+                        }
+                        ids.sort_unstable();
+                        ids.dedup();
+                    }
+                }
+            }
+        }
+        Ok((objects, reads))
+    }
+
+    /// Stem words not seen before (PyStemmer, once for all of them) and remember their terms;
+    /// returns the term of each, in order.
+    fn learn(&mut self, py: Python<'_>, unseen: Vec<String>) -> PyResult<Vec<u32>> {
+        let stems = self.stem_words.call1(py, (PyList::new(py, &unseen)?,))?;
+        let stems: Vec<String> = stems.extract(py)?;
+        let mut learned = Vec::with_capacity(unseen.len());
+        for (token, stem) in unseen.into_iter().zip(stems) {
+            let id = match self.term_ids.get(&stem) {
+                Some(&id) => id,
+                None => {
+                    let id = self.terms.len() as u32;
+                    self.terms.push(PyString::new(py, &stem).unbind());
+                    self.term_ids.insert(stem, id);
+                    id
+                }
+            };
+            self.term_of.insert(token, id);
+            learned.push(id);
+        }
+        Ok(learned)
+    }
+}
+
+/// The term ids of every text (or Python for those the tables cannot vouch for); a kept word not
+/// seen before gets UNSEEN + its place among the unseen words, which are returned (each once),
+/// with the dropped words not seen before (to be remembered as such).
+fn read_texts(
+    texts: &[Option<PyBackedStr>],
+    term_of: &analysis::Words,
+    stop: &FxHashMap<&'static str, ()>,
+) -> (Vec<Read>, Vec<String>, FxHashSet<String>) {
+    let mut unseen: FxHashMap<String, u32> = FxHashMap::default();
+    let mut dropped: FxHashSet<String> = FxHashSet::default();
+    let mut reads = Vec::with_capacity(texts.len());
+    let (mut buffer, mut tokens) = (String::new(), Vec::new());
+    for text in texts {
+        let Some(text) = text else {
+            reads.push(Read::Python);
+            continue;
+        };
+        let mut ids: Vec<u32> = Vec::new();
+        let read = analysis::for_each_token(text, &mut buffer, &mut tokens, |token| {
+            if token.len() < 2 {
+                return; // one character, dropped without a lookup
+            }
+            match term_of.get(token) {
+                Some(DROPPED) => {}
+                Some(id) => ids.push(id),
+                None if analysis::kept(token, stop) => {
+                    let next = unseen.len() as u32;
+                    ids.push(UNSEEN + *unseen.entry(token.to_string()).or_insert(next));
+                }
+                None => {
+                    dropped.insert(token.to_string());
+                }
+            }
+        });
+        reads.push(match read {
+            Some(()) => {
+                ids.sort_unstable();
+                ids.dedup();
+                Read::Terms(ids)
+            }
+            None => Read::Python,
+        });
+    }
+    let mut words = vec![String::new(); unseen.len()];
+    for (word, at) in unseen {
+        words[at as usize] = word;
+    }
+    (reads, words, dropped)
+}
+
+// -- the compact trie -------------------------------------------------------------------------
+
+/// The compact trie (web-syndication thesis §3.2.2) over interned terms.
+#[pyclass(module = "wordcast._core")]
+struct CompactTrie {
+    trie: trie::Trie,
+    interner: Interner,
+}
+
+#[pymethods]
+impl CompactTrie {
+    /// ``order``: term -> rank, the order paths are sorted in (rarest first, say); terms it does
+    /// not name come after, in the order they are first seen.
+    #[new]
+    #[pyo3(signature = (order=None))]
+    fn new(order: Option<HashMap<String, u32>>) -> Self {
+        CompactTrie {
+            trie: trie::Trie::new(),
+            interner: Interner::with_order(order.unwrap_or_default()),
+        }
+    }
+
+    fn __len__(&self) -> usize {
+        self.trie.len()
+    }
+
+    /// Index subscription ``sub_id`` (0 … 2**31 - 1) by its analysed terms.
+    fn add(&mut self, sub_id: u32, terms: &Bound<'_, PyAny>) -> PyResult<()> {
+        let path = interner::path(&mut self.interner, &strings(terms)?);
+        if path.is_empty() {
+            return Err(PyValueError::new_err(
+                "a subscription needs at least one term",
+            ));
+        }
+        self.trie.add(check_id(sub_id)?, &path);
+        Ok(())
+    }
+
+    /// ``add`` for many subscriptions, with the GIL released while they are indexed.
+    fn add_many(
+        &mut self,
+        py: Python<'_>,
+        sub_ids: Vec<u32>,
+        terms: Vec<Vec<String>>,
+    ) -> PyResult<()> {
+        if sub_ids.len() != terms.len() {
+            return Err(PyValueError::new_err(
+                "as many subscription ids as term lists, please",
+            ));
+        }
+        for (&id, t) in sub_ids.iter().zip(&terms) {
+            check_id(id)?;
+            if t.is_empty() {
+                return Err(PyValueError::new_err(format!(
+                    "subscription {id} has no term"
+                )));
+            }
+        }
+        let (trie, interner) = (&mut self.trie, &mut self.interner);
+        py.detach(|| {
+            for (id, t) in sub_ids.into_iter().zip(terms) {
+                let path = interner::path(interner, &t);
+                trie.add(id, &path);
+            }
+        });
+        Ok(())
+    }
+
+    /// Remove a subscription added with these terms; False if it is not there.
+    fn remove(&mut self, sub_id: u32, terms: &Bound<'_, PyAny>) -> PyResult<bool> {
+        let names = strings(terms)?;
+        let path = interner::known(&self.interner, &names);
+        if path.len() != {
+            let mut distinct = names.clone();
+            distinct.sort_unstable();
+            distinct.dedup();
+            distinct.len()
+        } {
+            return Ok(false); // a term never indexed: no subscription has it
+        }
+        Ok(sub_id <= MAX_SUB_ID && self.trie.remove(sub_id, &path))
+    }
+
+    /// The subscriptions whose every term is among ``terms``.
+    #[pyo3(name = "match")]
+    fn match_terms(&self, terms: &Bound<'_, PyAny>) -> PyResult<Vec<u32>> {
+        let item = known_ids(&self.interner, terms)?;
+        let mut found = Vec::new();
+        self.trie.matches(&item, &mut found);
+        Ok(found)
+    }
+
+    /// ``match`` of each publication of a batch, with the GIL released while matching.
+    fn match_many(&self, py: Python<'_>, batch: &Bound<'_, PyAny>) -> PyResult<Vec<Vec<u32>>> {
+        let mut items = Vec::new();
+        for terms in batch.try_iter()? {
+            items.push(known_ids(&self.interner, &terms?)?);
+        }
+        let trie = &self.trie;
+        Ok(py.detach(|| {
+            items
+                .iter()
+                .map(|item| {
+                    let mut found = Vec::new();
+                    trie.matches(item, &mut found);
+                    found
+                })
+                .collect()
+        }))
+    }
+
+    /// Nodes, root included.
+    #[getter]
+    fn node_count(&self) -> usize {
+        self.trie.node_count()
+    }
+
+    /// Bytes the trie and its term table take.
+    #[getter]
+    fn heap_bytes(&self) -> usize {
+        self.trie.heap_bytes() + self.interner.heap_bytes()
+    }
+
+    /// True when no node but the root is a bare chain link (path compression holds).
+    fn is_compressed(&self) -> bool {
+        self.trie.is_compressed()
+    }
+}
+
+#[pymodule]
+fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<Analyzer>()?;
+    m.add_class::<CompactTrie>()?;
+    m.add_class::<querynote::QueryNote>()?;
+    m.add_class::<patterns::Patterns>()?;
+    Ok(())
+}
