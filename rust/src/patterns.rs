@@ -22,7 +22,6 @@ type SubId = u32;
 type KwId = u32;
 
 const MIN_KEYWORD: usize = 3;
-const REBUILD_AFTER: usize = 256;
 
 #[derive(Clone)]
 struct Record {
@@ -131,6 +130,7 @@ struct Engine {
     pending: Vec<KwId>, // keywords the automaton does not have yet
     automaton: Option<(AhoCorasick, Vec<KwId>)>,
     built_size: usize,
+    rebuild_after: usize,
     patterns: FxHashMap<SubId, Pattern>,
 }
 
@@ -270,8 +270,8 @@ impl Engine {
     }
 
     fn rebuild_if_due(&mut self) {
-        let stale = self.built_size > 2 * self.live_keywords() + REBUILD_AFTER;
-        if self.pending.len() > REBUILD_AFTER.max(self.live_keywords() / 100) || stale {
+        let stale = self.built_size > 2 * self.live_keywords() + self.rebuild_after;
+        if self.pending.len() > self.rebuild_after.max(self.live_keywords() / 100) || stale {
             self.rebuild();
         }
     }
@@ -429,10 +429,16 @@ pub struct Patterns {
 
 #[pymethods]
 impl Patterns {
+    /// ``rebuild_after``: how many new keywords wait (searched one by one) before the automaton
+    /// is built again with them.
     #[new]
-    fn new() -> Self {
+    #[pyo3(signature = (rebuild_after=256))]
+    fn new(rebuild_after: usize) -> Self {
         Patterns {
-            engine: Engine::default(),
+            engine: Engine {
+                rebuild_after,
+                ..Engine::default()
+            },
         }
     }
 

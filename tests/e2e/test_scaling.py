@@ -373,10 +373,9 @@ def test_a_router_writes_a_version_for_the_number_wanted_once_the_cluster_can_ta
     move is under way."""
     from prometheus_client import REGISTRY
 
+    from tests.unit.test_kube import CONFIG, cronjob_api
     from wordcast.ops.kube import CronJobRun
     from wordcast.services.router import scale
-
-    from tests.unit.test_kube import CONFIG, cronjob_api
 
     monkeypatch.setattr(scale, "REMIND_EVERY_S", 0.05)
     jobs: list[dict[str, Any]] = []
@@ -443,9 +442,8 @@ def test_a_router_following_the_statefulset_copies_its_replicas(
     it follows; scaling to 0 stops pods without re-mapping and is not copied."""
     import httpx2
 
-    from wordcast.ops.kube import StatefulSetReplicas
-
     from tests.unit.test_kube import CONFIG, _scale
+    from wordcast.ops.kube import StatefulSetReplicas
 
     replicas = {"now": 5}
 

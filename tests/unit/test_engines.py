@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from wordcast.corpus.files import debian_documents
 from wordcast.corpus.workload import post_queries, sample_posts
 from wordcast.engines.compact_trie import CompactTrie
+from wordcast.engines.compiled import CompiledCompactTrie, CompiledQueryNote
 from wordcast.engines.querynote import MODES, CostModel, QueryNoteIndex, _leapfrog
 from wordcast.engines.termstats import TermOrder, TermStats
 from wordcast.engines.trie import Trie
@@ -33,6 +34,12 @@ ENGINES: dict[str, Callable[[], Any]] = {
     "compact-trie-rare-first": lambda: CompactTrie(TermOrder("rare-first", STATS)),
     "counting": CountingIndex,
     **{f"querynote-{mode}": (lambda m=mode: QueryNoteIndex(STATS, m)) for mode in MODES},
+    # The compiled core, judged by the same oracle.
+    "compiled-compact-trie": CompiledCompactTrie,
+    "compiled-compact-trie-rare-first": lambda: CompiledCompactTrie(TermOrder("rare-first", STATS)),
+    **{
+        f"compiled-querynote-{mode}": (lambda m=mode: CompiledQueryNote(STATS, m)) for mode in MODES
+    },
 }
 
 term_sets = st.frozensets(st.sampled_from(VOCAB), min_size=1, max_size=6)
@@ -144,6 +151,8 @@ def test_engines_agree_on_corpus_posts_and_long_documents() -> None:
         Trie[int](),
         CompactTrie[int](TermOrder("rare-first", stats)),
         CountingIndex[int](),
+        CompiledCompactTrie(TermOrder("rare-first", stats)),
+        CompiledQueryNote(stats),
         QueryNoteIndex[int](stats),
     ]
     for i, q in enumerate(queries):
@@ -160,4 +169,5 @@ def test_engines_agree_on_corpus_posts_and_long_documents() -> None:
         for engine in engines:
             got = sorted((s, d) for d, doc in enumerate(docs) for s in engine.match(doc))
             assert got == expected, type(engine).__name__
-        assert sorted(engines[-1].match_batch(docs)) == expected
+        for batched in engines[-3:]:
+            assert sorted(batched.match_batch(docs)) == expected, type(batched).__name__

@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from wordcast.engines.ac_retriever import AhoCorasickREtriever
+from wordcast.engines.compiled import CompiledPatterns
 from wordcast.engines.naive_patterns import NaivePatterns
 from wordcast.engines.nfa import NFAMatcher
 from wordcast.engines.retriever import REtriever
@@ -30,6 +31,9 @@ ENGINES: dict[str, Callable[[], Any]] = {
     "nfa": NFAMatcher,
     "naive": NaivePatterns,
     "aho-corasick": lambda: AhoCorasickREtriever(rebuild_after=3),
+    "compiled": CompiledPatterns,
+    # Rebuilt after every new keyword: the automaton, not the pending search, finds them.
+    "compiled-eager": lambda: CompiledPatterns(rebuild_after=0),
 }
 
 

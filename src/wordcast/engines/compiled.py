@@ -129,8 +129,8 @@ class CompiledQueryNote:
 class CompiledPatterns:
     """``wordcast._core.Patterns`` (REtriever's recombination over Aho–Corasick) under any id."""
 
-    def __init__(self) -> None:
-        self._core = _core.Patterns()
+    def __init__(self, rebuild_after: int = 256) -> None:
+        self._core = _core.Patterns(rebuild_after)
         self._ids = _Numbers()
 
     def __len__(self) -> int:

@@ -1,0 +1,130 @@
+"""The compiled core against its Python references, on hostile input (ARCHITECTURE invariant 6).
+
+The engines' differential tests are in test_engines.py and test_patterns.py (each compiled engine is
+one more engine there, judged by the same oracle); the analyser's over every corpus text is in
+tests/e2e/test_compiled_corpora.py. Here: random Unicode of every kind (lone surrogates, NUL,
+combining marks, right-to-left scripts), a megabyte of text, queries of 10,000 terms, the limits of
+the integer ids, and the GIL let go during batch calls.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from wordcast import _core
+from wordcast.engines.compact_trie import CompactTrie
+from wordcast.query.analysis import Analyzer, compiled_analyzer
+
+REFERENCE = Analyzer()
+COMPILED = compiled_analyzer()
+
+any_text = st.text(
+    alphabet=st.characters(codec=None, categories=None, exclude_categories=()), max_size=200
+)
+wordy = st.lists(
+    st.sampled_from(
+        [
+            "The",
+            "RUNNING",
+            "naïve",
+            "Straße",
+            "ﬁle",
+            "Works™",
+            "hou\u200dse",
+            "𝐋odash",
+            "e\u0301",
+            "שָׁלוֹם",
+            "مرحبا",
+            "数据",
+            "①②",
+            "\x00",
+            "\ud800",
+            "\u0558",
+            "x" * 65,
+        ]
+    ),
+    max_size=12,
+).map(" ".join)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.one_of(any_text, wordy))
+def test_the_compiled_analyser_reads_any_text_as_the_reference_does(text: str) -> None:
+    assert COMPILED.terms(text) == REFERENCE.terms(text)
+    [as_tuple] = COMPILED.term_tuples([text])  # type: ignore[attr-defined]
+    assert frozenset(as_tuple) == REFERENCE.terms(text)
+    assert len(as_tuple) == len(set(as_tuple))
+
+
+def test_a_megabyte_of_text_and_a_batch_of_hostile_texts() -> None:
+    megabyte = ("naïve Straße runs \u200d数据 ™ " * 40_000)[:1_000_000]
+    assert COMPILED.terms(megabyte) == REFERENCE.terms(megabyte)
+    hostile = ["\ud800\udfff", "\x00\x00", "\u0301" * 50, "a" * 10_000, "", " \t\n"]
+    assert COMPILED.terms_many(hostile) == [REFERENCE.terms(t) for t in hostile]
+
+
+def test_the_analyser_remembers_a_bounded_number_of_words() -> None:
+    analyser = compiled_analyzer()
+    analyser.terms_many([f"word{k}x" for k in range(120_000)])
+    analyser.terms("one more")
+    assert len(analyser) <= 100_001  # type: ignore[arg-type]
+
+
+def test_a_query_of_ten_thousand_terms() -> None:
+    terms = [f"t{k}" for k in range(10_000)]
+    compiled, reference = _core.CompactTrie(), CompactTrie[int]()
+    compiled.add(1, terms)
+    reference.add(1, terms)
+    compiled.add(2, terms[:3])
+    reference.add(2, terms[:3])
+    for item in (terms, terms[:5000], terms[:3] + ["zz"]):
+        assert sorted(compiled.match(item)) == sorted(reference.match(item))
+    assert compiled.remove(1, terms)
+    assert compiled.match(terms) == [2]
+
+
+def test_ids_out_of_range_are_refused_with_a_python_error() -> None:
+    trie = _core.CompactTrie()
+    with pytest.raises(ValueError, match="ids go up to"):
+        trie.add(2**31, ["a"])
+    with pytest.raises(OverflowError):
+        trie.add(-1, ["a"])
+    with pytest.raises(ValueError, match="at least one term"):
+        trie.add(1, [])
+    with pytest.raises(TypeError):
+        trie.add(1, [1, 2])  # type: ignore[list-item]
+    assert trie.remove(1, ["never", "added"]) is False
+    patterns = _core.Patterns()
+    with pytest.raises(ValueError, match="one gap more"):
+        patterns.add(1, ["abc"], [])
+
+
+def test_batch_calls_let_other_threads_run() -> None:
+    """match_many holds no GIL while it matches: a Python thread keeps counting meanwhile."""
+    trie = _core.CompactTrie()
+    trie.add_many(list(range(50_000)), [[f"a{k % 50}", f"b{k}"] for k in range(50_000)])
+    batch = [[f"a{k % 50}" for k in range(50)] + [f"b{j}" for j in range(2_000)]] * 400
+    counted = [0]
+    stop = threading.Event()
+
+    def count() -> None:
+        while not stop.is_set():
+            counted[0] += 1
+
+    counter = threading.Thread(target=count)
+    counter.start()
+    time.sleep(0.05)
+    before = counted[0]
+    started = time.perf_counter()
+    trie.match_many(batch)
+    took = time.perf_counter() - started
+    during = counted[0] - before
+    stop.set()
+    counter.join()
+    assert took > 0.05, "the batch was too small to tell"
+    assert during > 1_000, f"the counting thread ran {during} times in {took:.2f} s"
