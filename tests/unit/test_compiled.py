@@ -82,7 +82,7 @@ def test_a_query_of_ten_thousand_terms() -> None:
     reference.add(1, terms)
     compiled.add(2, terms[:3])
     reference.add(2, terms[:3])
-    for item in (terms, terms[:5000], terms[:3] + ["zz"]):
+    for item in (terms, terms[:5000], [*terms[:3], "zz"]):
         assert sorted(compiled.match(item)) == sorted(reference.match(item))
     assert compiled.remove(1, terms)
     assert compiled.match(terms) == [2]
