@@ -5,14 +5,18 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 SPEC := pyproject.toml
 
-.PHONY: run test test-unit lint bench bench-e2e bench-matcher bench-patterns bench-boolean bench-routing bench-routing-held bench-migration bench-shedding bench-subscribe bench-scale bench-delivery env java clean
+.PHONY: run test test-unit lint unicode-tables bench bench-e2e bench-matcher bench-patterns bench-boolean bench-routing bench-routing-held bench-migration bench-shedding bench-subscribe bench-scale bench-delivery env java clean
 
 # PySpark needs a Java runtime (17 or newer); it cannot come from PyPI, so say so clearly.
 java:
 	@command -v java >/dev/null 2>&1 || { echo "Java 17+ is needed for the Spark jobs and their tests: apt-get install openjdk-17-jre-headless" >&2; exit 1; }
 	@java -version 2>&1 | head -n 1
 
-$(STAMP): $(SPEC)
+RUST := rust/Cargo.toml rust/Cargo.lock $(wildcard rust/src/*.rs)
+
+# The compiled core (rust/, built by maturin into wordcast._core) needs a Rust toolchain.
+$(STAMP): $(SPEC) $(RUST)
+	@command -v cargo >/dev/null 2>&1 || { echo "building wordcast needs a Rust toolchain (cargo): https://rustup.rs" >&2; exit 1; }
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[dev,spark]'
@@ -27,16 +31,19 @@ run: $(STAMP)
 # Lint first (CI runs exactly this target), then the unit suite (no processes, no Redis; under a
 # minute), then the end-to-end suite (real Redis, real processes, real HTTP).
 test: lint java
-	$(BIN)/python -m pytest tests/unit
+	cargo test --manifest-path rust/Cargo.toml --quiet
+	$(BIN)/python -m pytest -n 2 tests/unit
 	$(BIN)/python -m pytest tests/e2e
 
 test-unit: $(STAMP)
-	$(BIN)/python -m pytest tests/unit
+	$(BIN)/python -m pytest -n 2 tests/unit
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests bench spark_jobs
 	$(BIN)/ruff format --check src tests bench spark_jobs
 	$(BIN)/mypy
+	cargo fmt --manifest-path rust/Cargo.toml --check
+	cargo clippy --manifest-path rust/Cargo.toml --all-targets --quiet -- -D warnings
 
 bench: bench-e2e bench-matcher bench-patterns bench-boolean bench-routing bench-routing-held bench-migration bench-shedding bench-subscribe bench-scale bench-delivery
 
@@ -74,5 +81,9 @@ bench-subscribe: $(STAMP)
 bench-delivery: $(STAMP)
 	$(BIN)/python -m bench.delivery
 
+# Regenerate the compiled analyser's Unicode tables after upgrading Python or the regex module.
+unicode-tables: $(STAMP)
+	$(BIN)/python rust/gen_unicode.py
+
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache build src/*.egg-info
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache build src/*.egg-info rust/target src/wordcast/*.so

@@ -13,6 +13,8 @@ class Analyzer:
     def terms(self, text: str) -> frozenset[str]: ...
     def terms_many(self, texts: Iterable[str]) -> list[frozenset[str]]:
         """``terms`` of each text, the GIL released while they are read."""
+    def term_tuples(self, texts: Iterable[str]) -> list[tuple[str, ...]]:
+        """The terms of each text as a tuple (each once, in no particular order)."""
     def __len__(self) -> int: ...
 
 class CompactTrie:

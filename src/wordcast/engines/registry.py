@@ -1,4 +1,7 @@
-"""The engines a setting can name (``WORDCAST_MATCHER_ENGINE``, ``…_PATTERN_ENGINE``), and making one."""
+"""The engines a setting can name (``WORDCAST_MATCHER_ENGINE``, ``…_PATTERN_ENGINE``), and making one.
+
+``rust-…`` and ``rust`` are the compiled engines (:mod:`.compiled`), the services' defaults; the
+others are the Python references they are tested against."""
 
 from __future__ import annotations
 
@@ -7,6 +10,7 @@ from collections.abc import Callable
 from wordcast.engines.ac_retriever import AhoCorasickREtriever
 from wordcast.engines.base import PatternIndex, TermIndex
 from wordcast.engines.compact_trie import CompactTrie
+from wordcast.engines.compiled import CompiledCompactTrie, CompiledPatterns, CompiledQueryNote
 from wordcast.engines.naive_patterns import NaivePatterns
 from wordcast.engines.nfa import NFAMatcher
 from wordcast.engines.querynote import QueryNoteIndex
@@ -15,13 +19,17 @@ from wordcast.engines.termstats import TermOrder, TermStats
 from wordcast.engines.trie import Trie
 
 TERM_ENGINES: dict[str, Callable[[TermStats | None], TermIndex]] = {
+    "rust-compact-trie": lambda stats: CompiledCompactTrie(
+        TermOrder("rare-first", stats) if stats else None
+    ),
+    "rust-querynote": lambda stats: CompiledQueryNote(stats or TermStats(0, {})),
     "trie": lambda stats: Trie(),
     "compact-trie": lambda stats: CompactTrie(
         TermOrder("rare-first", stats) if stats else TermOrder()
     ),
     "querynote": lambda stats: QueryNoteIndex(stats or TermStats(0, {})),
 }
-PATTERN_ENGINES = ("retriever", "aho-corasick", "nfa", "naive")
+PATTERN_ENGINES = ("rust", "retriever", "aho-corasick", "nfa", "naive")
 
 
 def term_index(name: str, stats: TermStats | None = None) -> TermIndex:
@@ -36,6 +44,8 @@ def pattern_index(
     name: str, split: Split = "none", min_word_len: int = 2, min_split_score: int = 2
 ) -> PatternIndex:
     """A fresh, empty pattern index of the kind ``name`` (the split settings are REtriever's)."""
+    if name == "rust":
+        return CompiledPatterns()
     if name == "retriever":
         return REtriever(split, min_word_len, min_split_score)
     if name == "aho-corasick":

@@ -26,20 +26,24 @@ class MatcherSettings(ServiceSettings):
         "configuration does not name it (a matcher added by scaling); default "
         "http://127.0.0.1:{port}.",
     )
-    engine: Literal["trie", "compact-trie", "querynote"] = Field(
-        default="compact-trie",
-        description="Index for conjunctive subscriptions; the default is the fastest one measured "
-        "by `make bench-matcher` on short posts (see BENCHMARKS.md).",
+    engine: Literal["rust-compact-trie", "rust-querynote", "trie", "compact-trie", "querynote"] = (
+        Field(
+            default="rust-compact-trie",
+            description="Index for conjunctive subscriptions: the compiled compact trie by "
+            "default (`make bench-matcher`, BENCHMARKS.md); `trie`, `compact-trie` and "
+            "`querynote` are the Python references.",
+        )
     )
     term_stats: Path | None = Field(
         default=None,
         description="TermStats JSON from wordcast.spark_jobs.term_stats, for querynote's weights and the "
         "compact trie's rare-first order.",
     )
-    pattern_engine: Literal["retriever", "aho-corasick", "nfa", "naive"] = Field(
-        default="aho-corasick",
-        description="Index for wildcard pattern subscriptions; all give identical matches, the "
-        "default is the fastest one measured by `make bench-patterns` (see BENCHMARKS.md).",
+    pattern_engine: Literal["rust", "retriever", "aho-corasick", "nfa", "naive"] = Field(
+        default="rust",
+        description="Index for wildcard pattern subscriptions; all give identical matches. The "
+        "default is the compiled one (`make bench-patterns`, BENCHMARKS.md); the others are "
+        "the Python references.",
     )
     pattern_split: Literal["none", "single", "multiple"] = Field(
         default="none", description="REtriever's phrase splitting (§3.1); retriever engine only."

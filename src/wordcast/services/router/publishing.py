@@ -160,7 +160,7 @@ class Publishing:
 
     def _route(
         self, publications: Sequence[tuple[str | None, str]], mapping: HashMapping
-    ) -> tuple[list[str], Routed, list[tuple[float, frozenset[str]]]]:
+    ) -> tuple[list[str], Routed, list[tuple[float, tuple[str, ...]]]]:
         """The ids (given or made), what goes to each matcher, and the sample for the log."""
         ids: list[str] = []
         per_matcher: Routed = {}
@@ -168,9 +168,9 @@ class Publishing:
         has_hot_words = bool(mapping.splits)
         shedder = self.shedder
         rate, sample_draw = self.settings.publication_log_rate, self._random.random
-        sampled: list[tuple[float, frozenset[str]]] = []
+        sampled: list[tuple[float, tuple[str, ...]]] = []
         now = time.time()
-        analysed = self.analyzer.terms_many([text for _, text in publications])
+        analysed = self.analyzer.term_tuples([text for _, text in publications])
         for (pub_id, text), terms in zip(publications, analysed, strict=True):
             pub_id = pub_id or uuid.uuid4().hex
             ids.append(pub_id)
@@ -198,7 +198,7 @@ class Publishing:
                     per_matcher.setdefault(matcher, []).append(flagged)
         return ids, per_matcher, sampled
 
-    async def _log(self, sampled: list[tuple[float, frozenset[str]]]) -> None:
+    async def _log(self, sampled: list[tuple[float, tuple[str, ...]]]) -> None:
         """The log is a sample for learning: losing some of it must not fail a publication."""
         try:
             await self.store.publication_log.append(sampled, self.settings.publication_log_max)
