@@ -8,6 +8,7 @@ Parts, each writing into ``bench/results/matcher.json`` and a PNG plot:
   plus trie vs counting index at 800K (the web-syndication thesis' largest size).
 * ``operations``: thesis Table 4.6 (operations per item, trie probes vs postings visited) on the
   §3.3 synthetic generator: empirical, uniform and anti-correlated Zipf vocabularies.
+* ``compiled``: the compiled core against the Python engines (:mod:`bench.compiled`);
 * ``querynote``: Luwak thesis Fig. 11 (time per batch against batch size 200-1200) and Fig. 16
   (against 0.5M-2M query-like subscriptions) on long Debian documents, for QueryNote, "Luwak" and
   "FullyIndexed", with term statistics from the Spark job and cost constants measured here.
@@ -507,7 +508,7 @@ def plot(result: dict[str, Any]) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--parts", default="streaming,operations,querynote,headline")
+    parser.add_argument("--parts", default="streaming,operations,querynote,headline,compiled")
     parser.add_argument("--quick", action="store_true", help="small sizes, for a smoke run")
     parser.add_argument("--seconds", type=float, default=8.0, help="time cap per throughput figure")
     args = parser.parse_args()
@@ -541,6 +542,11 @@ def main() -> None:
     if "headline" in parts:
         log("every engine on the same batches of long documents:")
         result["headline"] = headline(50_000 if quick else 1_000_000, min_pair_df=50)
+    if "compiled" in parts:
+        from .compiled import compiled_part
+
+        log("the compiled core against the Python engines:")
+        result["compiled"] = compiled_part(quick)
     write_json("matcher", result)
     plot(result)
     log(f"results in {path}")

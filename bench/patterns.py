@@ -12,6 +12,8 @@ Reproduces REtriever §4.2 with the paper's workload generator (Tables 4–5, in
 * ``real``: short pypi posts against patterns cut from other pypi posts (1K … 100K), as posts per
   second, with add and delete latency at the largest size.
 
+``--parts`` and ``--engines`` run a subset (``--parts real,add-delete --engines rust,aho-corasick``).
+
 Every figure is one core, single-threaded, median of repeated passes over the same publications.
 The ``hyperscan`` package is the outside peer where it installs; it compiles a whole database at
 once (no incremental add), which takes minutes at 100,000 patterns, so it runs up to
@@ -31,6 +33,7 @@ from typing import Any
 
 from wordcast.corpus.workload import post_patterns, sample_posts
 from wordcast.engines.ac_retriever import AhoCorasickREtriever
+from wordcast.engines.compiled import CompiledPatterns
 from wordcast.engines.naive_patterns import NaivePatterns
 from wordcast.engines.nfa import NFAMatcher
 from wordcast.engines.retriever import REtriever
@@ -47,6 +50,7 @@ ENGINES: dict[str, Callable[[], Any]] = {
     "retriever-single": lambda: REtriever("single"),
     "retriever-multiple": lambda: REtriever("multiple"),
     "aho-corasick": AhoCorasickREtriever,
+    "rust": CompiledPatterns,  # the compiled core (issue 9): the matcher's default
 }
 SPLITS = {"none": "noSplit", "single": "singleSplit", "multiple": "multipleSplit"}
 
@@ -303,28 +307,24 @@ def state_counts(rows: list[dict[str, Any]]) -> dict[str, int]:
     return {split_of[r["engine"]]: r["states"] for r in rows if r["engine"] in split_of}
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="small sizes, for a smoke run")
-    parser.add_argument("--passes", type=int, default=3)
-    parser.add_argument("--hyperscan-max", type=int, default=10_000)
-    parser.add_argument("--plot-only", action="store_true", help="redraw from patterns.json")
-    args = parser.parse_args()
-    if args.plot_only:
-        plot(json.loads((RESULTS / "patterns.json").read_text()))
-        return
-    engines = list(ENGINES)
-    sizes = [100, 1_000, 10_000] if args.quick else [100, 1_000, 10_000, 100_000]
-    mid = 2_000 if args.quick else 10_000
-    passes = args.passes
-    result: dict[str, Any] = {"machine": machine(), "engines": [*engines, "hyperscan"]}
+PARTS = ("synthetic", "real", "add-delete")
 
+
+def synthetic(
+    result: dict[str, Any],
+    engines: list[str],
+    sizes: list[int],
+    mid: int,
+    passes: int,
+    hyperscan_max: int,
+) -> None:
+    """REtriever §4.2's figures: against subscriptions, length and stars, and DFA state counts."""
     result["subscriptions"] = compare(
         "subscriptions",
         [(n, PatternWorkload(n, seed=1)) for n in sizes],
         engines,
         passes,
-        args.hyperscan_max,
+        hyperscan_max,
     )
     result["length"] = compare(
         "length",
@@ -334,7 +334,7 @@ def main() -> None:
         ],
         engines,
         passes,
-        args.hyperscan_max,
+        hyperscan_max,
     )
     result["stars"] = compare(
         "stars",
@@ -349,7 +349,7 @@ def main() -> None:
         ],
         engines,
         passes,
-        args.hyperscan_max,
+        hyperscan_max,
     )
     result["states"] = {}
     for n in sizes:
@@ -359,20 +359,53 @@ def main() -> None:
         rows = [r for r in result["length"] if r["x"] == k]
         result["states"][f"{k} strings"] = state_counts(rows)
 
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="small sizes, for a smoke run")
+    parser.add_argument("--passes", type=int, default=3)
+    parser.add_argument("--hyperscan-max", type=int, default=10_000)
+    parser.add_argument("--plot-only", action="store_true", help="redraw from patterns.json")
+    parser.add_argument(
+        "--parts", default=",".join(PARTS), help="comma-separated: " + ",".join(PARTS)
+    )
+    parser.add_argument("--engines", default="", help="comma-separated (default: all)")
+    args = parser.parse_args()
+    if args.plot_only:
+        plot(json.loads((RESULTS / "patterns.json").read_text()))
+        return
+    engines = args.engines.split(",") if args.engines else list(ENGINES)
+    unknown = set(engines) - set(ENGINES)
+    parts = set(args.parts.split(","))
+    if unknown or parts - set(PARTS):
+        parser.error(f"choose engines from {list(ENGINES)} and parts from {list(PARTS)}")
+    sizes = [100, 1_000, 10_000] if args.quick else [100, 1_000, 10_000, 100_000]
+    mid = 2_000 if args.quick else 10_000
+    passes = args.passes
+    result: dict[str, Any] = {"machine": machine(), "engines": [*engines, "hyperscan"]}
+    if "synthetic" in parts:
+        synthetic(result, engines, sizes, mid, passes, args.hyperscan_max)
     real_engines = [e for e in engines if e != "retriever-multiple"]
     real_sizes = [1_000, 10_000] if args.quick else [1_000, 10_000, 100_000]
     posts = 300 if args.quick else 1_000
-    result["real"] = {
-        f"{low}-{high}": real_text(
-            real_sizes, posts, real_engines, (low, high), passes, args.hyperscan_max
-        )
-        for low, high in ((8, 24), (12, 32))
-    }
-    result["add_delete"] = [
-        add_delete_latency(real_sizes[-1], engine) for engine in ("retriever", "aho-corasick")
-    ]
-    path = write_json("patterns-quick" if args.quick else "patterns", result)
-    if not args.quick:
+    if "real" in parts:
+        result["real"] = {
+            f"{low}-{high}": real_text(
+                real_sizes, posts, real_engines, (low, high), passes, args.hyperscan_max
+            )
+            for low, high in ((8, 24), (12, 32))
+        }
+    if "add-delete" in parts:
+        result["add_delete"] = [
+            add_delete_latency(real_sizes[-1], engine)
+            for engine in ("retriever", "aho-corasick", "rust")
+            if engine in engines
+        ]
+    name = "patterns-quick" if args.quick else "patterns"
+    if parts != set(PARTS):  # a subset leaves the full run's figures alone
+        name += "-" + "-".join(sorted(parts))
+    path = write_json(name, result)
+    if not args.quick and parts == set(PARTS):
         plot(result)
     log(f"wrote {path}")
 

@@ -61,6 +61,18 @@ fn known_ids(interner: &Interner, terms: &Bound<'_, PyAny>) -> PyResult<Vec<Term
     Ok(ids)
 }
 
+/// Move the distinct values of a sorted slice to its front; how many there are.
+fn dedup_sorted(values: &mut [TermId]) -> usize {
+    let mut kept = 0;
+    for i in 0..values.len() {
+        if kept == 0 || values[i] != values[kept - 1] {
+            values[kept] = values[i];
+            kept += 1;
+        }
+    }
+    kept
+}
+
 // -- analysis ---------------------------------------------------------------------------------
 
 /// An id above every term's: a word first seen in this call, numbered among the unseen.
@@ -325,31 +337,55 @@ impl CompactTrie {
         Ok(())
     }
 
-    /// ``add`` for many subscriptions, with the GIL released while they are indexed.
+    /// ``add`` for many subscriptions: their terms are interned first, then indexed with the
+    /// GIL released. Nothing is added unless every subscription is valid.
     fn add_many(
         &mut self,
         py: Python<'_>,
         sub_ids: Vec<u32>,
-        terms: Vec<Vec<String>>,
+        terms: &Bound<'_, PyAny>,
     ) -> PyResult<()> {
-        if sub_ids.len() != terms.len() {
-            return Err(PyValueError::new_err(
-                "as many subscription ids as term lists, please",
-            ));
-        }
-        for (&id, t) in sub_ids.iter().zip(&terms) {
+        // One flat run of ids with offsets, not a list of lists of strings: a million
+        // subscriptions then cost a few bytes each in transit.
+        let mut ids: Vec<TermId> = Vec::new();
+        let mut ends: Vec<usize> = Vec::with_capacity(sub_ids.len());
+        for (at, subscription) in terms.try_iter()?.enumerate() {
+            let Some(&id) = sub_ids.get(at) else {
+                return Err(PyValueError::new_err(
+                    "as many subscription ids as term lists, please",
+                ));
+            };
             check_id(id)?;
-            if t.is_empty() {
+            let start = ids.len();
+            for term in subscription?.try_iter()? {
+                ids.push(self.interner.intern(term?.cast::<PyString>()?.to_str()?));
+            }
+            if ids.len() == start {
                 return Err(PyValueError::new_err(format!(
                     "subscription {id} has no term"
                 )));
             }
+            ends.push(ids.len());
         }
-        let (trie, interner) = (&mut self.trie, &mut self.interner);
+        if ends.len() != sub_ids.len() {
+            return Err(PyValueError::new_err(
+                "as many subscription ids as term lists, please",
+            ));
+        }
+        let trie = &mut self.trie;
         py.detach(|| {
-            for (id, t) in sub_ids.into_iter().zip(terms) {
-                let path = interner::path(interner, &t);
-                trie.add(id, &path);
+            let mut start = 0;
+            for (&id, &end) in sub_ids.iter().zip(&ends) {
+                let path = &mut ids[start..end];
+                path.sort_unstable();
+                let distinct = dedup_sorted(path);
+                trie.add(id, &path[..distinct]);
+                start = end;
+            }
+            // A load of this size has grown the arenas by doubling; trimming them costs a pass
+            // over the trie, paid for by the load itself.
+            if 4 * sub_ids.len() >= trie.len() {
+                trie.shrink();
             }
         });
         Ok(())
@@ -374,8 +410,8 @@ impl CompactTrie {
     #[pyo3(name = "match")]
     fn match_terms(&self, terms: &Bound<'_, PyAny>) -> PyResult<Vec<u32>> {
         let item = known_ids(&self.interner, terms)?;
-        let mut found = Vec::new();
-        self.trie.matches(&item, &mut found);
+        let (mut found, mut stack) = (Vec::new(), Vec::new());
+        self.trie.matches(&item, &mut found, &mut stack);
         Ok(found)
     }
 
@@ -387,12 +423,13 @@ impl CompactTrie {
         }
         let trie = &self.trie;
         Ok(py.detach(|| {
+            let (mut found, mut stack) = (Vec::new(), Vec::new());
             items
                 .iter()
                 .map(|item| {
-                    let mut found = Vec::new();
-                    trie.matches(item, &mut found);
-                    found
+                    found.clear();
+                    trie.matches(item, &mut found, &mut stack);
+                    found.clone()
                 })
                 .collect()
         }))

@@ -34,6 +34,17 @@ class TermIndex(Protocol):
         ...
 
 
+def add_many(index: TermIndex, sub_ids: Sequence[str], terms: Sequence[Iterable[str]]) -> None:
+    """``index.add`` for each subscription, in one call where the index has a bulk ``add_many``
+    (the compiled trie's: a restarting matcher indexes its snapshot that way)."""
+    bulk = getattr(index, "add_many", None)
+    if bulk is not None:
+        bulk(sub_ids, terms)
+        return
+    for sub_id, sub_terms in zip(sub_ids, terms, strict=True):
+        index.add(sub_id, sub_terms)
+
+
 class PatternIndex(Protocol):
     """An index of wildcard patterns (REtriever §2–3)."""
 

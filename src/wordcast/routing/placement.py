@@ -21,6 +21,7 @@ placements.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -54,7 +55,11 @@ def encode(placements: Sequence[Placement]) -> str:
     ).decode()
 
 
+@functools.lru_cache(maxsize=4096)
 def decode(text: str) -> tuple[Placement, ...]:
+    """The placements ``encode`` wrote. Cached: most subscriptions of a matcher share the same
+    few (one placement, from version 0 on), and a restart reads a million of them; the values
+    are immutable, so sharing them is safe (and saves their memory too)."""
     return tuple(
         Placement(int(m), int(first), None if until is None else int(until), hot, frozenset(c))
         for m, first, until, hot, c in orjson.loads(text)

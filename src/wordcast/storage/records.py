@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from wordcast.routing.placement import Placement, decode, matchers_of
@@ -72,19 +73,44 @@ def event_order(event_id: str) -> tuple[int, int]:
     return int(millis), int(seq or 0)
 
 
+# The fields a Subscription is read from, in the order ``subscription_from_values`` takes them.
+FIELDS = (
+    "query",
+    "terms",
+    "callback_url",
+    "matcher",
+    "created",
+    "pattern",
+    "anchor",
+    "tenant",
+    "placements",
+    "stream",
+)
+
+
 def subscription_from_fields(sub_id: str, fields: dict[str, str]) -> Subscription:
+    return subscription_from_values(sub_id, [fields.get(name) for name in FIELDS])
+
+
+def subscription_from_values(sub_id: str, values: Sequence[str | None]) -> Subscription:
+    """A subscription from its record's ``FIELDS`` (None or "" for a field it does not have)."""
+    query, terms, callback_url, matcher, created, pattern, anchor, tenant, placements, stream = (
+        values
+    )
+    if not matcher:
+        raise KeyError(f"subscription {sub_id} has no matcher field")
     return Subscription(
         id=sub_id,
-        query=fields.get("query", ""),
-        terms=tuple(fields.get("terms", "").split()),
-        callback_url=fields.get("callback_url", ""),
-        matcher=int(fields["matcher"]),
-        created=float(fields.get("created", 0.0)),
-        pattern=fields.get("pattern", ""),
-        anchor=fields.get("anchor", ""),
-        tenant=fields.get("tenant", ""),
-        placements=decode(fields["placements"]) if fields.get("placements") else (),
-        stream=fields.get("stream", ""),
+        query=query or "",
+        terms=tuple(terms.split()) if terms else (),
+        callback_url=callback_url or "",
+        matcher=int(matcher),
+        created=float(created) if created else 0.0,
+        pattern=pattern or "",
+        anchor=anchor or "",
+        tenant=tenant or "",
+        placements=decode(placements) if placements else (),
+        stream=stream or "",
     )
 
 

@@ -4,18 +4,26 @@ scripts' (:mod:`wordcast.storage.subscriptions`)."""
 
 from __future__ import annotations
 
+import asyncio
+from collections import deque
 from collections.abc import AsyncIterator, Iterable, Sequence
 from typing import Any
 
+import orjson
+
+from wordcast.storage import scripts
 from wordcast.storage.keys import Keys
-from wordcast.storage.records import Subscription, subscription_from_fields
+from wordcast.storage.records import FIELDS, Subscription, subscription_from_values
 from wordcast.storage.redis import translated
+
+MATCHER = FIELDS.index("matcher")
 
 
 class WordMaps:
     def __init__(self, client: Any, keys: Keys) -> None:
         self.client = client
         self.keys = keys
+        self._records = client.register_script(scripts.RECORDS)
 
     async def subscribed_words(self) -> set[str]:
         with translated("reading the subscribed words"):
@@ -69,22 +77,69 @@ class WordMaps:
         return {int(matcher): int(count) for matcher, count in raw.items()}
 
     async def placed_on(self, matcher: int, page: int = 2_000) -> AsyncIterator[list[Subscription]]:
-        """The subscriptions placed on a matcher, in pages, for rebuilding its index."""
+        """The subscriptions placed on a matcher, in pages, for rebuilding its index.
+
+        The ids are scanned and the records read ahead of the caller, two pages in flight, so
+        Redis works while this process reads the page before (and while the caller works, if it
+        awaits something that lets the loop run)."""
+        ahead: asyncio.Queue[list[Subscription] | BaseException | None] = asyncio.Queue(2)
+
+        async def read() -> None:
+            flight: deque[tuple[list[str], asyncio.Future[str]]] = deque()
+
+            async def hand_on(keep: int) -> None:
+                while len(flight) > keep:
+                    sub_ids, reply = flight.popleft()
+                    await ahead.put(_subscriptions(sub_ids, await reply))
+
+            try:
+                async for sub_ids in self._ids_on(matcher, page):
+                    flight.append((sub_ids, asyncio.ensure_future(self._fields_of(sub_ids))))
+                    await hand_on(1)
+                await hand_on(0)
+                await ahead.put(None)
+            except Exception as exc:  # handed to the caller, translated there
+                await ahead.put(exc)
+            finally:
+                for _, reply in flight:
+                    reply.cancel()
+
         with translated("listing a matcher's subscriptions"):
-            cursor = 0
-            while True:
-                cursor, ids = await self.client.sscan(
-                    self.keys.matcher_subs(matcher), cursor=cursor, count=page
-                )
-                if ids:
-                    pipe = self.client.pipeline(transaction=False)
-                    for sub_id in ids:
-                        pipe.hgetall(self.keys.sub(sub_id))
-                    records = await pipe.execute()
-                    yield [
-                        subscription_from_fields(sub_id, fields)
-                        for sub_id, fields in zip(ids, records, strict=True)
-                        if fields
-                    ]
-                if cursor == 0:
-                    return
+            reader = asyncio.ensure_future(read())
+            try:
+                while (subs := await ahead.get()) is not None:
+                    if isinstance(subs, BaseException):
+                        raise subs
+                    if subs:
+                        yield subs
+            finally:
+                reader.cancel()
+
+    async def _ids_on(self, matcher: int, page: int) -> AsyncIterator[list[str]]:
+        """The ids in a matcher's set, in pages, each once (a scan may list one twice). All are
+        listed before the first page: scans between the reads of records slow both down."""
+        ids: list[str] = []
+        cursor = 0
+        while True:
+            cursor, found = await self.client.sscan(
+                self.keys.matcher_subs(matcher), cursor=cursor, count=10_000
+            )
+            ids += found
+            if cursor == 0:
+                break
+        ids = list(dict.fromkeys(ids))
+        for start in range(0, len(ids), page):
+            yield ids[start : start + page]
+
+    async def _fields_of(self, sub_ids: list[str]) -> str:
+        keys = [self.keys.sub(sub_id) for sub_id in sub_ids]
+        reply: str = await self._records(keys=keys, args=FIELDS)
+        return reply
+
+
+def _subscriptions(sub_ids: list[str], reply: str) -> list[Subscription]:
+    return [
+        subscription_from_values(sub_id, values)
+        for sub_id, values in zip(sub_ids, orjson.loads(reply), strict=True)
+        if values[MATCHER]  # else deleted since its id was listed
+    ]

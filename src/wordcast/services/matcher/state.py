@@ -5,6 +5,7 @@ routers show it, its registered URL, handing on its deliveries when scaling remo
 from __future__ import annotations
 
 import asyncio
+import gc
 import hmac
 import logging
 import math
@@ -137,11 +138,28 @@ class MatcherState:
         self._internal_token = (await self.store.cluster.internal_token()).encode()
         self._token_read_at = time.monotonic()
         index = self._new_index()
-        async for page in self.store.word_maps.placed_on(self.ordinal):
-            index.load(page)
+        started = last_said = time.monotonic()
+        # A million long-lived objects arrive: the cyclic collector would walk them all again and
+        # again as they do, and none of them is garbage.
+        collecting = gc.isenabled()
+        gc.disable()
+        try:
+            async for page in self.store.word_maps.placed_on(self.ordinal):
+                index.load(page)  # meanwhile the next pages are read (and probes answered)
+                if time.monotonic() - last_said > 5:
+                    last_said = time.monotonic()
+                    log.info("matcher %d: %d subscriptions loaded…", self.ordinal, len(index))
+        finally:
+            if collecting:
+                gc.enable()
         self.index = index
         SUBSCRIPTIONS.set(len(index))
-        log.info("matcher %d loaded %d subscriptions from Redis", self.ordinal, len(index))
+        log.info(
+            "matcher %d loaded %d subscriptions from Redis in %.1f s",
+            self.ordinal,
+            len(index),
+            time.monotonic() - started,
+        )
 
     def _apply(self, events: Iterable[SubscriptionEvent]) -> None:
         self.index.apply(events)
