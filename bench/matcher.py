@@ -515,7 +515,8 @@ def main() -> None:
     parts = set(args.parts.split(","))
     quick = args.quick
     result: dict[str, Any] = {"benchmark": "matcher", "machine": machine(), "quick": quick}
-    path = RESULTS / "matcher.json"
+    name = "matcher-quick" if quick else "matcher"  # a smoke run leaves the real figures be
+    path = RESULTS / f"{name}.json"
     if path.exists():  # keep the parts not rerun
         import json
 
@@ -547,8 +548,9 @@ def main() -> None:
 
         log("the compiled core against the Python engines:")
         result["compiled"] = compiled_part(quick)
-    write_json("matcher", result)
-    plot(result)
+    write_json(name, result)
+    if not quick:
+        plot(result)
     log(f"results in {path}")
 
 
