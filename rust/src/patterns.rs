@@ -16,7 +16,7 @@
 use aho_corasick::{AhoCorasick, MatchKind};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
-use rustc_hash::{FxHashMap, FxHashSet};
+use rustc_hash::FxHashMap;
 
 type SubId = u32;
 type KwId = u32;
@@ -100,9 +100,8 @@ impl<'a> Text<'a> {
     }
 
     /// Ends (character index of the last character) of every occurrence of `word` starting at
-    /// character `from` or later, overlapping ones included.
-    fn ends_from(&self, word: &str, from: usize, length: usize) -> Vec<usize> {
-        let mut ends = Vec::new();
+    /// character `from` or later, overlapping ones included, appended to `ends`.
+    fn ends_from(&self, word: &str, from: usize, length: usize, ends: &mut Vec<usize>) {
         let mut at = self.byte_of(from);
         while at <= self.text.len() {
             let Some(found) = self.text[at..].find(word) else {
@@ -112,7 +111,6 @@ impl<'a> Text<'a> {
             ends.push(self.char_of(start) + length - 1);
             at = start + self.text[start..].chars().next().map_or(1, char::len_utf8);
         }
-        ends
     }
 
     fn starts_with_at(&self, word: &str, ch: usize) -> bool {
@@ -316,7 +314,8 @@ impl Engine {
         }
         for &id in &self.pending {
             let phrase = &self.phrases[id as usize];
-            let ends = text.ends_from(phrase, 0, phrase.chars().count());
+            let mut ends = Vec::new();
+            text.ends_from(phrase, 0, phrase.chars().count(), &mut ends);
             if !ends.is_empty() {
                 hits.insert(id, ends);
             }
@@ -327,22 +326,34 @@ impl Engine {
     fn matches(&self, text: &str) -> Vec<SubId> {
         let text = Text::new(text);
         let hits = self.occurrences(&text);
-        let present: FxHashSet<KwId> = hits.keys().copied().collect();
         let mut found: Vec<SubId> = Vec::new();
+        let mut scratch = (Vec::new(), Vec::new());
+        let mut check = |waiting: &[(SubId, Vec<KwId>)], found: &mut Vec<SubId>| {
+            for (sub, others) in waiting {
+                if others.iter().all(|o| hits.contains_key(o))
+                    && self.positions_hold(&self.patterns[sub], &hits, &text, &mut scratch)
+                {
+                    found.push(*sub);
+                }
+            }
+        };
         for &id in hits.keys() {
             let Some(kw) = &self.keywords[id as usize] else {
                 continue;
             };
             found.extend_from_slice(&kw.whole);
-            for (partner, waiting) in &kw.triggers {
-                if !present.contains(partner) {
-                    continue;
+            // A common trigger waits on many partners: walk the smaller of its partners and
+            // the keywords present.
+            if kw.triggers.len() <= hits.len() {
+                for (partner, waiting) in &kw.triggers {
+                    if hits.contains_key(partner) {
+                        check(waiting, &mut found);
+                    }
                 }
-                for (sub, others) in waiting {
-                    if others.iter().all(|o| present.contains(o))
-                        && self.positions_hold(&self.patterns[sub], &hits, &text)
-                    {
-                        found.push(*sub);
+            } else {
+                for partner in hits.keys() {
+                    if let Some(waiting) = kw.triggers.get(partner) {
+                        check(waiting, &mut found);
                     }
                 }
             }
@@ -353,62 +364,70 @@ impl Engine {
     }
 
     /// Whether the phrases' occurrences chain up with every gap satisfied (forward, over ends).
+    /// `scratch` holds the valid ends of the phrase before and of this one, reused.
     fn positions_hold(
         &self,
         pattern: &Pattern,
         hits: &FxHashMap<KwId, Vec<usize>>,
         text: &Text<'_>,
+        scratch: &mut (Vec<usize>, Vec<usize>),
     ) -> bool {
-        let mut valid: Vec<usize> = Vec::new();
+        let (valid, next) = scratch;
+        valid.clear();
         for (k, record) in pattern.chain.iter().enumerate() {
             let (length, questions) = (record.length, record.questions);
-            valid = match record.keyword {
-                None => find_after(record, k == 0, &valid, text),
+            next.clear();
+            match record.keyword {
+                None => find_after(record, k == 0, valid, text, next),
                 Some(id) => {
                     let ends = &hits[&id];
                     if k == 0 {
-                        ends.iter()
-                            .copied()
-                            .filter(|&end| end + 1 >= length + questions)
-                            .collect()
+                        next.extend(ends.iter().filter(|&&end| end + 1 >= length + questions));
                     } else if record.star {
                         let earliest = valid[0] + questions + length - 1;
-                        ends.iter().copied().filter(|&end| end > earliest).collect()
+                        next.extend(ends.iter().filter(|&&end| end > earliest));
                     } else {
                         let offset = length + questions;
-                        ends.iter()
-                            .copied()
-                            .filter(|&end| {
-                                end >= offset && valid.binary_search(&(end - offset)).is_ok()
-                            })
-                            .collect()
+                        next.extend(ends.iter().filter(|&&end| {
+                            end >= offset && valid.binary_search(&(end - offset)).is_ok()
+                        }));
                     }
                 }
-            };
-            if valid.is_empty() {
+            }
+            if next.is_empty() {
                 return false;
             }
+            std::mem::swap(valid, next);
         }
         valid[0] + pattern.trailing < text.chars
     }
 }
 
-/// Valid ends of a phrase that was not noted, found in the text where the gap allows.
-fn find_after(record: &Record, first: bool, previous: &[usize], text: &Text<'_>) -> Vec<usize> {
+/// Valid ends of a phrase that was not noted, found in the text where the gap allows, appended
+/// to `out`.
+fn find_after(
+    record: &Record,
+    first: bool,
+    previous: &[usize],
+    text: &Text<'_>,
+    out: &mut Vec<usize>,
+) {
     let (word, length, questions) = (record.word.as_str(), record.length, record.questions);
     if !first && !record.star {
-        return previous
-            .iter()
-            .filter(|&&end| text.starts_with_at(word, end + questions + 1))
-            .map(|&end| end + questions + length)
-            .collect();
+        out.extend(
+            previous
+                .iter()
+                .filter(|&&end| text.starts_with_at(word, end + questions + 1))
+                .map(|&end| end + questions + length),
+        );
+        return;
     }
     let from = if first {
         questions
     } else {
         previous[0] + questions + 1
     };
-    text.ends_from(word, from, length)
+    text.ends_from(word, from, length, out);
 }
 
 fn first_max(values: impl Iterator<Item = usize>) -> usize {
