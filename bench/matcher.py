@@ -55,7 +55,10 @@ def cached(name: str, build: Callable[[], Any]) -> Any:
     CACHE.mkdir(parents=True, exist_ok=True)
     path = CACHE / f"{name}.pickle"
     if path.exists():
-        return pickle.loads(path.read_bytes())
+        try:
+            return pickle.loads(path.read_bytes())
+        except (ImportError, AttributeError) as exc:  # pickled by an older layout of the code
+            log(f"the cached {name} no longer loads ({exc}): preparing it again")
     log(f"preparing workload {name}…")
     value = build()
     path.write_bytes(pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL))
