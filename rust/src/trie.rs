@@ -110,6 +110,9 @@ impl Trie {
     }
 
     fn edges_of(&self, n: &Node) -> &[(TermId, NodeId)] {
+        if n.child_len == 0 {
+            return &[]; // its offset may point past an arena compacted since
+        }
         &self.edges[n.child_off as usize..n.child_off as usize + n.child_len as usize]
     }
 
@@ -188,7 +191,11 @@ impl Trie {
         let len = n.child_len as usize;
         if let Ok(pos) = self.edges_of(&n).binary_search_by_key(&term, |&(t, _)| t) {
             self.edges.copy_within(off + pos + 1..off + len, off + pos);
-            self.nodes[node as usize].child_len -= 1;
+            let n = &mut self.nodes[node as usize];
+            n.child_len -= 1;
+            if n.child_len == 0 {
+                n.child_off = 0;
+            }
             self.live_edges -= 1;
         }
     }
@@ -422,6 +429,9 @@ impl Trie {
     fn compact_edges(&mut self) {
         let mut arena = Vec::with_capacity(self.live_edges);
         for n in self.nodes.iter_mut() {
+            if n.child_len == 0 {
+                n.child_off = 0;
+            }
             if n.child_len == WIDE || n.child_len == 0 {
                 continue;
             }
@@ -587,6 +597,25 @@ mod tests {
         assert!(trie.remove(1, &[1, 2, 3, 4]));
         assert_eq!(trie.node_count(), 1);
         assert_eq!(trie.len(), 0);
+    }
+
+    #[test]
+    fn a_node_whose_children_all_left_takes_new_ones_after_compaction() {
+        let mut trie = Trie::new();
+        trie.add(1, &[1, 2]);
+        trie.add(2, &[1, 3]); // node 1 now has children 2 and 3
+        for t in 0..3000u32 {
+            trie.add(100 + t, &[10_000 + t, 20_000 + t]); // edges for the arena to hold
+        }
+        assert!(trie.remove(1, &[1, 2]));
+        trie.add(3, &[1]);
+        assert!(trie.remove(2, &[1, 3])); // node 1 keeps subscription 3 and no child
+        for t in 0..3000u32 {
+            assert!(trie.remove(100 + t, &[10_000 + t, 20_000 + t]));
+        }
+        trie.shrink(); // the arena is rebuilt shorter than node 1's old offset
+        trie.add(4, &[1, 5]);
+        assert_eq!(found(&trie, &[1, 5]), [3, 4]);
     }
 
     #[test]

@@ -9,6 +9,7 @@ the integer ids, and the GIL let go during batch calls.
 
 from __future__ import annotations
 
+import random
 import threading
 import time
 
@@ -19,6 +20,7 @@ from hypothesis import strategies as st
 from wordcast import _core
 from wordcast.engines.compact_trie import CompactTrie
 from wordcast.query.analysis import Analyzer, compiled_analyzer
+from wordcast.testing.bruteforce import BruteForce
 
 REFERENCE = Analyzer()
 COMPILED = compiled_analyzer()
@@ -128,3 +130,50 @@ def test_batch_calls_let_other_threads_run() -> None:
     counter.join()
     assert took > 0.05, "the batch was too small to tell"
     assert during > 1_000, f"the counting thread ran {during} times in {took:.2f} s"
+
+
+def test_bulk_loads_and_heavy_churn_match_as_the_oracle_does() -> None:
+    """``add_many`` (whose size trims the arenas after) and enough adds and removes for the
+    trie to compact its arenas several times: every answer stays the brute-force one."""
+    rng = random.Random(9)
+    words = [f"w{k}" for k in range(300)]
+    compiled, oracle = _core.CompactTrie(), BruteForce[int]()
+    live: dict[int, list[str]] = {}
+
+    def some_terms() -> list[str]:
+        return rng.sample(words, rng.randint(1, 6))
+
+    first = {k: some_terms() for k in range(20_000)}
+    compiled.add_many(list(first), list(first.values()))
+    for k, terms in first.items():
+        oracle.add(k, terms)
+    live.update(first)
+    for step in range(60_000):
+        if live and rng.random() < 0.5:
+            k = rng.choice(list(live)) if step % 1_000 == 0 else next(iter(live))
+            assert compiled.remove(k, live.pop(k))
+            oracle.remove(k)
+        else:
+            k = 20_000 + step
+            live[k] = some_terms()
+            compiled.add(k, live[k])
+            oracle.add(k, live[k])
+        if step % 5_000 == 0:
+            items = [rng.sample(words, 12) for _ in range(20)]
+            got = compiled.match_many(items)
+            assert [sorted(g) for g in got] == [sorted(oracle.match(i)) for i in items]
+    assert len(compiled) == len(live)
+    assert compiled.is_compressed()
+
+
+def test_a_bulk_load_with_a_bad_entry_adds_nothing() -> None:
+    trie = _core.CompactTrie()
+    trie.add(1, ["kept"])
+    with pytest.raises(ValueError, match="has no term"):
+        trie.add_many([2, 3], [["a"], []])
+    with pytest.raises(ValueError, match="as many"):
+        trie.add_many([2, 3], [["a"]])
+    with pytest.raises(ValueError, match="ids go up to"):
+        trie.add_many([2**31], [["a"]])
+    assert len(trie) == 1
+    assert trie.match(["a", "kept"]) == [1]
