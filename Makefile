@@ -39,8 +39,8 @@ test-unit: $(STAMP)
 	$(BIN)/python -m pytest -n 2 tests/unit
 
 lint: $(STAMP)
-	$(BIN)/ruff check src tests bench spark_jobs
-	$(BIN)/ruff format --check src tests bench spark_jobs
+	$(BIN)/ruff check src tests bench
+	$(BIN)/ruff format --check src tests bench
 	$(BIN)/mypy
 	cargo fmt --manifest-path rust/Cargo.toml --check
 	cargo clippy --manifest-path rust/Cargo.toml --all-targets --quiet -- -D warnings

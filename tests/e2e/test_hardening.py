@@ -436,7 +436,10 @@ def test_redis_restarted_under_the_supervisor_still_stops_last() -> None:
                 redis_first.append(True)
             return _dead(matcher_pid)
 
-        eventually(matcher_gone, 30, 0.005, "the matcher stopped")
+        try:
+            eventually(matcher_gone, 30, 0.005, "the matcher stopped")
+        except AssertionError as exc:  # say what the supervisor and its services said
+            raise AssertionError(f"{exc}; wordcast up said:\n{''.join(lines[-60:])}") from None
         assert not redis_first, "Redis stopped before the matcher"
         up.wait(30)
     finally:

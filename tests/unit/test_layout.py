@@ -16,7 +16,7 @@ import pytest
 from tests.helpers import ROOT
 
 SRC = ROOT / "src" / "wordcast"
-SPARK_JOBS = ROOT / "spark_jobs"
+SPARK_JOBS = SRC / "spark_jobs"
 
 # `_core` is the compiled core (rust/): foundation too, importing nothing of the package.
 FOUNDATION = {"errors", "limits", "defaults", "_core"}
