@@ -232,6 +232,16 @@ class RouterClient:
         done = await asyncio.gather(*(one(c) for c in chunks(queries, SUBSCRIBE_BATCH)))
         return [created for chunk in done for created in chunk]
 
+    async def subscribe_items(self, items: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Register up to 1,000 subscriptions, given as the batch endpoint's items (``query``
+        or ``pattern``, ``callback_url``, optional ``stream`` and idempotency ``key``), in one
+        request: all or none."""
+        answer = await self._call(
+            "POST", "/subscriptions/batch", json={"subscriptions": list(items)}
+        )
+        created: list[dict[str, Any]] = answer["subscriptions"]
+        return created
+
     async def unsubscribe_many(self, sub_ids: Sequence[str], *, progress: bool = True) -> None:
         """Make sure none of ``sub_ids`` is subscribed any more, through the batch endpoint.
 

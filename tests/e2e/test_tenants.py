@@ -16,6 +16,7 @@ import redis
 from tests.helpers import RunningCluster, eventually, extra_router, tenant_key, wordcast_cli
 from wordcast.corpus.workload import post_queries, sample_posts
 from wordcast.errors import LimitExceeded
+from wordcast.services.router.batches import BatchItem
 from wordcast.services.router.settings import DEFAULT_ADMIN_TOKEN, RouterSettings
 from wordcast.services.router.state import RouterState
 from wordcast.services.router.tenants import KEY_CACHE_SECONDS
@@ -366,7 +367,7 @@ def test_a_batch_that_fails_halfway_withdraws_what_it_stored(
 
         monkeypatch.setattr(store.subscriptions, "tenant_count", count_then_race)
         with pytest.raises(LimitExceeded, match=refused):
-            await state.subscribing.subscribe_batch(items, "t1")
+            await state.subscribing.subscribe_batch([BatchItem(*item) for item in items], "t1")
         assert await real_count("t1") == 2  # the other request's two, none of the batch
         assert await store.word_maps.subscribed_words() == {"x", "y"}
         assert sum((await store.word_maps.pattern_loads()).values()) == 0

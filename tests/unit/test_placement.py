@@ -18,8 +18,11 @@ from wordcast.routing.mapping import (
 from wordcast.routing.placement import (
     PATTERN_TOLERANCE,
     Placement,
+    PlanningView,
+    candidates,
     decode,
     encode,
+    matchers_of,
     move_pattern,
     pattern_still_valid,
     place_pattern,
@@ -193,3 +196,53 @@ def test_new_matchers_get_an_even_share_of_the_patterns() -> None:
         after[target] += 3
     assert max(after) <= PATTERN_TOLERANCE * 60, after
     assert min(after) > 0, after
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.data(),
+    st.integers(1, 6),
+    st.lists(
+        st.frozensets(st.sampled_from(WORDS), min_size=1, max_size=4), min_size=1, max_size=30
+    ),
+    st.dictionaries(st.integers(0, 5), st.frozensets(st.sampled_from(WORDS), max_size=8)),
+)
+def test_a_batch_placed_in_memory_lands_where_one_by_one_placement_would(
+    data: st.DataObject,
+    matchers: int,
+    subs: list[frozenset[str]],
+    initial: dict[int, frozenset[str]],
+) -> None:
+    """PlanningView: each subscription of a batch sees the ones before it as if each had been
+    stored (H(i) grown) and read back before the next was placed."""
+    versions = data.draw(
+        st.one_of(
+            st.just([HashMapping(matchers)]),
+            mappings(1, matchers).map(lambda new: [HashMapping(matchers), new]),
+        )
+    )
+    word_maps = {m: set(initial.get(m, ())) for m in range(matchers)}  # H(i) as Redis holds it
+    one_by_one = []
+    for sub in subs:
+        terms = sorted(sub)
+        sizes = [len(word_maps[m]) for m in range(matchers)]
+        wanted = candidates(terms, versions)
+        known = {m: sum(1 for t in terms if t in word_maps[m]) for m in wanted}
+        placements = plan(terms, versions, sizes, known)
+        one_by_one.append(placements)
+        for matcher in matchers_of(placements):  # what the add script does to H(i)
+            word_maps[matcher].update(terms)
+    start = {m: set(initial.get(m, ())) for m in range(matchers)}
+    view = PlanningView(
+        [len(start[m]) for m in range(matchers)],
+        {m: start[m] & {w for s in subs for w in s} for m in range(matchers)},
+    )
+    batched = []
+    for sub in subs:
+        terms = sorted(sub)
+        placements = plan(
+            terms, versions, view.sizes, view.known(terms, candidates(terms, versions))
+        )
+        view.hold(terms, matchers_of(placements))
+        batched.append(placements)
+    assert batched == one_by_one

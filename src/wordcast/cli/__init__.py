@@ -21,6 +21,9 @@ wordcast subscribe QUERY --callback URL             register a keyword subscript
                                                     (QUERY may use OR, NOT, -word, parentheses:
                                                     quote it, 'senate -house')
 wordcast subscribe --pattern 'pie*tea' --callback URL  register a wildcard pattern
+wordcast subscribe --file subs.jsonl [--callback URL]  import a JSON Lines file of subscriptions;
+                                                    run again after an interruption: it resumes,
+                                                    without duplicates
 wordcast subscriptions [--json]                     list your subscriptions
 wordcast unsubscribe ID... | --all                  delete subscriptions
 wordcast secret ID                                  rotate a subscription's signing secret

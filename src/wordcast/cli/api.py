@@ -8,6 +8,7 @@ import datetime
 import json
 import sys
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from wordcast import limits
@@ -29,6 +30,15 @@ def cmd_subscribe(args: argparse.Namespace) -> int:
 
     async def run() -> list[dict[str, object]]:
         async with RouterClient(args.router) as client:
+            if args.file:
+                from wordcast.cli.imports import import_file
+
+                done = await import_file(client, Path(args.file), args.callback, args.stream)
+                print(
+                    f"{counted(done.sent, 'subscription')} sent from {args.file}"
+                    + (f", {done.skipped:,} imported before" if done.skipped else "")
+                )
+                return []
             if args.from_corpus:
                 from wordcast.corpus.workload import post_patterns, post_queries, sample_posts
 
@@ -48,14 +58,20 @@ def cmd_subscribe(args: argparse.Namespace) -> int:
                 ]
             return [await client.subscribe(" ".join(args.query), args.callback, stream=args.stream)]
 
-    if sum(map(bool, (args.query, args.from_corpus, args.pattern is not None))) != 1:
-        return fail("give one of QUERY, --pattern PATTERN or --from-corpus N")
+    if sum(map(bool, (args.query, args.from_corpus, args.pattern is not None, args.file))) != 1:
+        return fail("give one of QUERY, --pattern PATTERN, --from-corpus N or --file FILE")
+    if args.file and not Path(args.file).is_file():
+        return fail(f"no file {args.file!r}")
+    if not args.file and not args.callback:
+        return fail("--callback URL is needed (or give callback_url per line of --file)")
     if args.patterns and not args.from_corpus:
         return fail("--patterns goes with --from-corpus N")
     results, error = against_router(args.router, run())
     if error:
         return fail(error)
     assert results is not None
+    if args.file:
+        return 0
     if len(results) == 1:
         print(json.dumps(results[0], indent=2))
     else:
@@ -297,7 +313,14 @@ def register(sub: Any) -> None:
     """Add this module's commands to the ``wordcast`` parser."""
     subscribe = sub.add_parser("subscribe", help="register a subscription")
     subscribe.add_argument("query", nargs="*", help="keywords that must all occur")
-    subscribe.add_argument("--callback", required=True, help="webhook URL for the matches")
+    subscribe.add_argument("--callback", help="webhook URL for the matches")
+    subscribe.add_argument(
+        "--file",
+        metavar="FILE",
+        help="import the subscriptions of a JSON Lines file (an object per line as the batch "
+        'API takes it, e.g. {"query": "white house"}), resuming after an interruption '
+        "without duplicates (progress kept in FILE.wordcast-done)",
+    )
     subscribe.add_argument(
         "--from-corpus",
         type=whole(1),

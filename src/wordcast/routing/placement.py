@@ -124,6 +124,33 @@ def plan(
     return tuple(placements)
 
 
+class PlanningView:
+    """LASP's view of the word maps while a batch of subscriptions is placed in memory.
+
+    ``sizes[i]`` is |H(i)| and ``held[i]`` the words of H(i) among those the batch uses, as read
+    once for the batch; :meth:`hold` then adds each placed subscription's words, so each
+    placement sees the ones before it exactly as it would have read them from Redis had they
+    been stored one by one (concurrent writers aside, as for a single placement).
+    """
+
+    def __init__(self, sizes: Sequence[int], held: Mapping[int, Collection[str]]) -> None:
+        self.sizes = list(sizes)
+        self.held = {matcher: set(words) for matcher, words in held.items()}
+
+    def known(self, terms: Sequence[str], matchers: Iterable[int]) -> dict[int, int]:
+        """How many of ``terms`` each of ``matchers``' H(i) holds."""
+        return {m: sum(1 for t in terms if t in self.held.get(m, ())) for m in matchers}
+
+    def hold(self, terms: Sequence[str], matchers: Iterable[int]) -> None:
+        """Record a subscription of ``terms`` stored on ``matchers``."""
+        for matcher in matchers:
+            held = self.held.setdefault(matcher, set())
+            for term in terms:
+                if term not in held:
+                    held.add(term)
+                    self.sizes[matcher] += 1
+
+
 def _single(step: Sequence[Placement]) -> bool:
     return len(step) == 1 and not step[0].hot
 

@@ -27,6 +27,15 @@ class _Strict(BaseModel):
 
 
 STREAM_PATTERN = r"^[A-Za-z0-9_.-]+$"
+IdempotencyKey = Annotated[
+    str,
+    Field(
+        min_length=1,
+        max_length=200,
+        pattern=r"^[\x21-\x7e]+$",
+        description="Printable ASCII without spaces, at most 200 characters.",
+    ),
+]
 StreamName = Annotated[
     str,
     Field(
@@ -69,6 +78,14 @@ class SubscriptionIn(_Strict):
         default=None,
         description="Match the publications of this shared stream (your tenant needs its "
         "subscribe grant) instead of your own tenant's.",
+    )
+    key: IdempotencyKey | None = Field(
+        default=None,
+        description="Your idempotency key for this subscription: a request repeated with the "
+        "same key (a retry, an import resumed after an interruption) is answered with the "
+        "subscription the first one created instead of creating another, until it is deleted. "
+        "Unique within your tenant; giving it to a different subscription is a 409.",
+        examples=["subs.jsonl:1207"],
     )
 
     @model_validator(mode="after")

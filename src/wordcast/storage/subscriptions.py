@@ -141,6 +141,39 @@ class SubscriptionStore(SubscriptionReads):
         ValueError on a duplicate id and LimitExceeded when the tenant holds ``tenant_limit``
         subscriptions already.
         """
+        script, keys, args = self._add_call(sub, tenant_limit, window)
+        with translated("storing a subscription"):
+            event_id = await script(keys=keys, args=args)
+        return _added(sub, event_id, tenant_limit, window)
+
+    async def add_many(
+        self, subs: Sequence[Subscription], tenant_limit: int = 1_000_000, window: str = "0 0"
+    ) -> list[str | BaseException]:
+        """Store subscriptions in order, each with :meth:`add`'s script, in one round trip.
+
+        Each one is stored or refused on its own (the scripts are atomic one by one, not as a
+        whole): the answer is, in order, each one's event id or the error :meth:`add` would have
+        raised for it (StaleMapping, LimitExceeded, ValueError for an id that exists).
+        """
+        if not subs:
+            return []
+        pipe = self.client.pipeline(transaction=False)
+        for sub in subs:
+            script, keys, args = self._add_call(sub, tenant_limit, window)
+            await script(keys=keys, args=args, client=pipe)  # queues it
+        with translated("storing subscriptions"):
+            replies = await pipe.execute()
+        answers: list[str | BaseException] = []
+        for sub, event_id in zip(subs, replies, strict=True):
+            try:
+                answers.append(_added(sub, event_id, tenant_limit, window))
+            except (StaleMapping, LimitExceeded, ValueError) as exc:
+                answers.append(exc)
+        return answers
+
+    def _add_call(
+        self, sub: Subscription, tenant_limit: int, window: str
+    ) -> tuple[Any, list[str], list[str | int]]:
         if not sub.is_pattern and not sub.placements:
             sub = replace(sub, placements=(Placement(sub.matcher, 0),))
         keys = self._keys(sub)
@@ -156,18 +189,7 @@ class SubscriptionStore(SubscriptionReads):
             args += [window, sub.stream]
         else:
             args += [encode(sub.placements), window, sub.stream, *sub.matchers]
-        with translated("storing a subscription"):
-            event_id = await script(keys=keys, args=args)
-        if event_id == -1:
-            raise StaleMapping(f"the mapping window is no longer {window!r}")
-        if event_id == 0:
-            raise LimitExceeded(
-                f"tenant {sub.tenant!r} holds {tenant_limit} subscriptions, the limit; "
-                "delete some first"
-            )
-        if not event_id:
-            raise ValueError(f"subscription id {sub.id} already exists")
-        return str(event_id)
+        return script, keys, args
 
     def _delete_call(self, sub: Subscription) -> tuple[Any, list[str], list[str | int]]:
         """The script deleting ``sub`` as read: it refuses (returns false) if the record's
@@ -311,3 +333,17 @@ class SubscriptionStore(SubscriptionReads):
             done = await self._rotate(keys=[self.keys.sub(sub_id)], args=[secret, previous_until])
         if not done:
             raise NotFound(f"no subscription with id {sub_id!r}")
+
+
+def _added(sub: Subscription, event_id: Any, tenant_limit: int, window: str) -> str:
+    """The event id an add script answered, or the error its refusal means."""
+    if event_id == -1:
+        raise StaleMapping(f"the mapping window is no longer {window!r}")
+    if event_id == 0:
+        raise LimitExceeded(
+            f"tenant {sub.tenant!r} holds {tenant_limit} subscriptions, the limit; "
+            "delete some first"
+        )
+    if not event_id:
+        raise ValueError(f"subscription id {sub.id} already exists")
+    return str(event_id)

@@ -49,20 +49,29 @@ class WordMaps:
     ) -> tuple[list[int], dict[int, int]]:
         """LASP's view of H: |H(i)| for every matcher, and how many of ``terms`` each candidate's
         H(i) holds already; one round trip."""
+        sizes, held = await self.word_maps_holding(matchers, candidates, terms)
+        return sizes, {m: sum(1 for t in terms if t in words) for m, words in held.items()}
+
+    async def word_maps_holding(
+        self, matchers: int, candidates: Iterable[int], words: Iterable[str]
+    ) -> tuple[list[int], dict[int, set[str]]]:
+        """|H(i)| for every matcher, and which of ``words`` each candidate's H(i) holds; one
+        round trip (a batch's :class:`~wordcast.routing.placement.PlanningView`)."""
         wanted = sorted(candidates)
+        asked = list(dict.fromkeys(words))
         pipe = self.client.pipeline(transaction=False)
         for matcher in range(matchers):
             pipe.hlen(self.keys.matcher_words(matcher))
         for matcher in wanted:
-            pipe.hmget(self.keys.matcher_words(matcher), list(terms))
+            pipe.hmget(self.keys.matcher_words(matcher), asked)
         with translated("reading the subscription word maps"):
             replies = await pipe.execute()
         sizes = [int(size) for size in replies[:matchers]]
-        known = {
-            matcher: sum(1 for count in counts if count is not None)
+        held = {
+            matcher: {word for word, count in zip(asked, counts, strict=True) if count is not None}
             for matcher, counts in zip(wanted, replies[matchers:], strict=True)
         }
-        return sizes, known
+        return sizes, held
 
     async def anchor_map(self, matcher: int) -> dict[str, int]:
         """The anchors of the pattern subscriptions on a matcher, with counts."""

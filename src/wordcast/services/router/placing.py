@@ -14,20 +14,50 @@ import random
 import secrets
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass
 from typing import Any
 
-from wordcast.errors import StaleMapping, StoreUnavailable
+from wordcast.errors import LimitExceeded, StaleMapping, StoreUnavailable
 from wordcast.query.boolean import BooleanQuery, part_id
 from wordcast.routing.anchors import AnchorIndex
 from wordcast.routing.lasp import LinearCost
-from wordcast.routing.placement import candidates, place_pattern, plan
+from wordcast.routing.placement import (
+    PlanningView,
+    candidates,
+    matchers_of,
+    place_pattern,
+    plan,
+)
 from wordcast.services.router.settings import RouterSettings
 from wordcast.services.router.versions import MappingVersions, MappingView
 from wordcast.storage import Store
 from wordcast.storage.records import Subscription
 
 Stored = tuple[Subscription, str]  # the subscription and the event that announces it
+
+
+@dataclass(frozen=True, slots=True)
+class QueryItem:
+    """A checked query to store: its alternatives are records of their own (:meth:`add_query`)."""
+
+    query: str
+    analysed: BooleanQuery
+    callback_url: str
+    stream: str = ""
+    sub_id: str | None = None  # None: a fresh one
+    index: int = 0  # its place in the request, to name it in an error
+
+
+@dataclass(frozen=True, slots=True)
+class _Record:
+    query: str
+    terms: tuple[str, ...]
+    callback_url: str
+    stream: str
+    sub_id: str
+    secret: str
+    item: int  # the QueryItem's index
 
 
 class Placer:
@@ -86,6 +116,84 @@ class Placer:
             )
             added.append(stored)
 
+    async def add_queries(
+        self,
+        items: Sequence[QueryItem],
+        tenant: str,
+        added: list[Stored],
+        held: Collection[str] = (),
+    ) -> list[str]:
+        """Place and store many checked queries (:meth:`add_query` each, alternatives in order)
+        with one read of the word maps and one round trip of writes.
+
+        LASP places them one after another in memory (:class:`PlanningView`), each seeing the
+        ones before as if they had been stored already; the records are then stored in order,
+        each by its own atomic script. What is stored is appended to ``added`` as it would be one
+        by one. A record whose id exists already is passed over (a retried request with the
+        same idempotency key), as are those in ``held``, stored already; one refused because
+        the mapping window moved is placed again. Returns each item's subscription id.
+        """
+        firsts, records = _records(items, held, self.new_secret)
+        for _ in range(5):
+            if not records:
+                return firsts
+            view = self.versions.view
+            subs = await self._plan_many(records, view, tenant)
+            try:
+                answers = await self.store.subscriptions.add_many(
+                    subs, self.settings.max_subscriptions_per_tenant, view.window_text
+                )
+            except StoreUnavailable as exc:
+                raise StoreUnavailable(f"subscription {records[0].item}: {exc}") from exc
+            stale: list[_Record] = []
+            refused: LimitExceeded | None = None
+            for record, sub, answer in zip(records, subs, answers, strict=True):
+                if isinstance(answer, str):
+                    added.append((sub, answer))
+                elif isinstance(answer, StaleMapping):
+                    stale.append(record)
+                elif isinstance(answer, LimitExceeded) and refused is None:
+                    refused = LimitExceeded(f"subscription {record.item}: {answer}")
+            if refused is not None:
+                raise refused
+            if stale:
+                await self.versions.refresh()  # the window moved: plan those for the new one
+            records = stale
+        raise StoreUnavailable("the mapping window kept moving while placing subscriptions")
+
+    async def _plan_many(
+        self, records: Sequence[_Record], view: MappingView, tenant: str
+    ) -> list[Subscription]:
+        eligible = [candidates(record.terms, view.planning) for record in records]
+        words = {term for record in records for term in record.terms}
+        sizes, held = await self.store.word_maps.word_maps_holding(
+            view.span, set().union(*eligible), words
+        )
+        maps = PlanningView(sizes, held)
+        subs: list[Subscription] = []
+        now = time.time()
+        for record, matchers in zip(records, eligible, strict=True):
+            placements = plan(
+                record.terms, view.planning, maps.sizes, maps.known(record.terms, matchers),
+                self.cost,
+            )  # fmt: skip
+            maps.hold(record.terms, matchers_of(placements))
+            subs.append(
+                Subscription(
+                    id=record.sub_id,
+                    query=record.query,
+                    terms=record.terms,
+                    callback_url=record.callback_url,
+                    matcher=next(p.matcher for p in placements if p.is_open),
+                    created=now,
+                    tenant=tenant,
+                    secret=record.secret,
+                    placements=placements,
+                    stream=record.stream,
+                )
+            )
+        return subs
+
     async def add_keywords(
         self,
         query: str,
@@ -125,7 +233,13 @@ class Placer:
         return plan(terms, view.planning, sizes, known, self.cost)
 
     async def add_pattern(
-        self, source: str, anchor: str, callback_url: str, tenant: str, stream: str = ""
+        self,
+        source: str,
+        anchor: str,
+        callback_url: str,
+        tenant: str,
+        stream: str = "",
+        sub_id: str | None = None,
     ) -> Stored:
         """Place a checked pattern on a matcher every version in use routes to, and store it."""
         for _ in range(5):
@@ -138,6 +252,7 @@ class Placer:
             )
             try:
                 return await self._store(
+                    sub_id,
                     window=view.window_text,
                     query="",
                     terms=(),
@@ -171,3 +286,29 @@ class Placer:
             sub, self.settings.max_subscriptions_per_tenant, window
         )
         return sub, event_id
+
+
+def _records(
+    items: Sequence[QueryItem], held: Collection[str], new_secret: Callable[[], str]
+) -> tuple[list[str], list[_Record]]:
+    """Each item's id, and the records to store: an item's alternatives, but those ``held``."""
+    firsts: list[str] = []
+    records: list[_Record] = []
+    for item in items:
+        first = item.sub_id or uuid.uuid4().hex
+        firsts.append(first)
+        secret = new_secret()
+        for part, clause in enumerate(item.analysed.clauses):
+            if part_id(first, part) not in held:
+                records.append(
+                    _Record(
+                        item.query,
+                        clause.words,
+                        item.callback_url,
+                        item.stream,
+                        part_id(first, part),
+                        secret if part == 0 else "",
+                        item.index,
+                    )
+                )
+    return firsts, records

@@ -13,10 +13,24 @@ import logging
 import time
 from collections.abc import Iterable, Sequence
 
-from wordcast.errors import Forbidden, InvalidInput, LimitExceeded, NotFound, StoreUnavailable
+from wordcast.errors import (
+    Forbidden,
+    InvalidInput,
+    LimitExceeded,
+    NotFound,
+    StoreUnavailable,
+    WordcastError,
+)
 from wordcast.query.analysis import new_analyzer
-from wordcast.query.boolean import BooleanQuery, parse_query, split_part_id
+from wordcast.query.boolean import BooleanQuery, parse_query
 from wordcast.query.patterns import parse
+from wordcast.services.router.batches import (
+    BatchItem,
+    check_quota,
+    existing,
+    keyed_id,
+    store_in_order,
+)
 from wordcast.services.router.matchers import MatcherLinks
 from wordcast.services.router.placing import Placer, Stored
 from wordcast.services.router.settings import RouterSettings
@@ -24,10 +38,16 @@ from wordcast.services.router.tenants import Tenants
 from wordcast.storage import Store
 from wordcast.storage.events import EventFollower
 from wordcast.storage.outbox import Message
-from wordcast.storage.records import Subscription
+from wordcast.storage.records import Subscription, event_order
 from wordcast.webhooks.netguard import resolve
 
 log = logging.getLogger(__name__)
+
+
+def _fate(stored: int, withdrawn: bool) -> str:
+    if withdrawn:
+        return f"the {stored} stored before it were withdrawn"
+    return f"{stored} were stored before it and could not be withdrawn: list your subscriptions"
 
 
 class Subscribing:
@@ -61,7 +81,7 @@ class Subscribing:
         await resolve(callback_url, self.address_policy)
         await self._may_subscribe(tenant, [stream])
         if not analysed.is_plain:  # several records: the batch path withdraws a partial one
-            item = ("query", query, callback_url, stream)
+            item = BatchItem("query", query, callback_url, stream)
             return (await self._register([item], [analysed], tenant))[0]
         terms = analysed.clauses[0].words
         sub, event_id = await self.placer.add_keywords(
@@ -104,20 +124,23 @@ class Subscribing:
         await self._announce(event_id, sub.matchers)
         return sub
 
-    async def subscribe_batch(
-        self, items: Sequence[tuple[str, str, str, str]], tenant: str
-    ) -> list[Subscription]:
-        """Register (kind, query or pattern, callback URL, shared stream or "") items, kind
-        "query" or "pattern".
+    async def subscribe_batch(self, items: Sequence[BatchItem], tenant: str) -> list[Subscription]:
+        """Register a batch of subscriptions, in order.
 
         Every item is analysed and every callback checked before any is stored, so bad input
-        changes nothing. The items are then placed one after another (LASP sees the ones before)
-        and stored, and the matchers concerned catch up once, for the whole batch: a request
-        round trip and a catch-up per subscription were most of the cost of registering many.
+        changes nothing. The queries are then placed one after another in memory (LASP sees the
+        ones before) and stored in one round trip, and the matchers concerned catch up once, for
+        the whole batch: round trips per subscription were most of the cost of registering many.
+        An item whose idempotency key made a subscription before is answered with that one.
         """
         terms_or_anchors: list[BooleanQuery | str] = []
         first_use: dict[str, int] = {}
-        for index, (kind, text, callback_url, _) in enumerate(items):
+        keys: dict[str, int] = {}
+        for index, (kind, text, callback_url, _, key) in enumerate(items):
+            if key is not None and keys.setdefault(key, index) != index:
+                raise InvalidInput(
+                    f"subscription {index}: its key {key!r} is subscription {keys[key]}'s too"
+                )
             try:
                 terms_or_anchors.append(
                     self.analyse_query(text) if kind == "query" else parse(text).anchor
@@ -135,58 +158,47 @@ class Subscribing:
 
     async def _register(
         self,
-        items: Sequence[tuple[str, str, str, str]],
+        items: Sequence[BatchItem],
         terms_or_anchors: Sequence[BooleanQuery | str],
         tenant: str,
     ) -> list[Subscription]:
         """Place, store and announce checked items (:meth:`subscribe_batch`), within the
         tenant's quota; a failure part-way withdraws what was stored."""
-        limit = self.settings.max_subscriptions_per_tenant
+        ids = [keyed_id(tenant, item.key) if item.key is not None else None for item in items]
+        stored = await existing(self.store, items, ids, terms_or_anchors, tenant)
+        records = stored.records_to_store(ids, terms_or_anchors)
         held = await self.store.subscriptions.tenant_count(tenant)
-        # Each alternative of a boolean query is a stored record and counts.
-        records = sum(
-            len(c.clauses) if isinstance(c, BooleanQuery) else 1 for c in terms_or_anchors
-        )
-        if held + records > limit:
-            more = f"{len(items)} more" if records == len(items) else f"{records} more records"
-            raise LimitExceeded(
-                f"tenant {tenant!r} holds {held} subscriptions and the limit is {limit}: "
-                f"{more} do not fit; nothing was stored"
-            )
+        check_quota(tenant, held, len(items), records, self.settings.max_subscriptions_per_tenant)
         added: list[Stored] = []
-        done = 0
         try:
-            for (kind, text, url, stream), checked in zip(items, terms_or_anchors, strict=True):
-                if kind == "query":
-                    assert isinstance(checked, BooleanQuery)
-                    await self.placer.add_query(text, checked, url, tenant, added, stream)
-                else:
-                    assert isinstance(checked, str)
-                    added.append(await self.placer.add_pattern(text, checked, url, tenant, stream))
-                    # The next pattern with this anchor should see which matcher now owns it.
-                    await self.follower.catch_up(until=added[-1][1])
-                done += 1
-        except (StoreUnavailable, LimitExceeded) as exc:
-            kept = [sub for sub, _ in added]
-            withdrawn = await self._withdraw(kept)
-            fate = (
-                f"the {len(kept)} stored before it were withdrawn"
-                if withdrawn
-                else f"{len(kept)} were stored before it and could not be withdrawn: "
-                "list your subscriptions"
+            first_ids = await store_in_order(
+                self.placer, self.follower, items, terms_or_anchors, ids, stored.held, tenant, added
             )
-            failure = StoreUnavailable if isinstance(exc, StoreUnavailable) else LimitExceeded
-            raise failure(f"subscription {done}: {exc}; {fate}") from exc
+        except (StoreUnavailable, LimitExceeded) as exc:
+            raise await self._withdrawn_after(exc, [sub for sub, _ in added]) from exc
         await self._still_granted(tenant, [sub for sub, _ in added])
+        if added:
+            await self._announce_stored(added)
+        made = {sub.id: sub for sub, _ in added}
+        return [stored.first.get(sub_id) or made[sub_id] for sub_id in first_ids if sub_id]
+
+    async def _announce_stored(self, added: Sequence[Stored]) -> None:
         matchers = sorted({m for sub, _ in added for m in sub.matchers})
+        last = max((event_id for _, event_id in added), key=event_order)
         try:
-            await self._announce(added[-1][1], matchers)
+            await self._announce(last, matchers)
         except StoreUnavailable as exc:  # as for one subscription: stored, not yet in effect here
             raise StoreUnavailable(
                 f"all {len(added)} subscriptions were stored, but {exc}; they take effect as "
                 "the services catch up (list your subscriptions for their ids)"
             ) from exc
-        return [sub for sub, _ in added if split_part_id(sub.id)[1] == 0]
+
+    async def _withdrawn_after(
+        self, exc: StoreUnavailable | LimitExceeded, kept: Sequence[Subscription]
+    ) -> WordcastError:
+        """Withdraw what a batch stored before ``exc`` stopped it; the error to answer with."""
+        failure = StoreUnavailable if isinstance(exc, StoreUnavailable) else LimitExceeded
+        return failure(f"{exc}; {_fate(len(kept), await self._withdraw(kept))}")
 
     async def _withdraw(self, subs: Sequence[Subscription]) -> bool:
         """Delete what a failed batch stored; False if Redis would not let us."""

@@ -6,6 +6,7 @@ from fastapi import APIRouter, Path, Query
 
 from wordcast.errors import InvalidInput
 from wordcast.query.boolean import has_operators, parse_query
+from wordcast.services.router.batches import BatchItem
 from wordcast.services.router.deps import ReadyState, Tenant, TenantRoute
 from wordcast.services.schemas import (
     ERRORS,
@@ -87,7 +88,13 @@ async def create_subscription(
 ) -> SubscriptionOut:
     """Register a subscription; 201 means it is durably stored and in effect."""
     stream = body.stream or ""
-    if body.pattern is not None:
+    if body.key is not None:  # the batch path finds what an earlier request stored
+        kind, text = (
+            ("pattern", body.pattern) if body.pattern is not None else ("query", body.query)
+        )
+        item = BatchItem(kind, text or "", str(body.callback_url), stream, body.key)
+        sub = (await state.subscribing.subscribe_batch([item], tenant))[0]
+    elif body.pattern is not None:
         sub = await state.subscribing.subscribe_pattern(
             body.pattern, str(body.callback_url), tenant, stream
         )
@@ -109,9 +116,13 @@ async def create_subscriptions(
     """Register up to 1,000 subscriptions at once; 201 means all are stored and in effect, and
     a refusal (which names the first bad one by its index) means none was stored."""
     items = [
-        ("pattern", item.pattern, str(item.callback_url), item.stream or "")
-        if item.pattern is not None
-        else ("query", item.query or "", str(item.callback_url), item.stream or "")
+        BatchItem(
+            "pattern" if item.pattern is not None else "query",
+            item.pattern if item.pattern is not None else item.query or "",
+            str(item.callback_url),
+            item.stream or "",
+            item.key,
+        )
         for item in body.subscriptions
     ]
     subs = await state.subscribing.subscribe_batch(items, tenant)

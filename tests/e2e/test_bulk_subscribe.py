@@ -1,0 +1,192 @@
+"""Registering in bulk: idempotency keys over the API, and `wordcast subscribe --file`, resumed
+after a kill -9 without a duplicate (a real cluster, the real command line)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+import orjson
+import pytest
+
+from tests.helpers import AUTH, Receiver, RunningCluster, eventually, wordcast_cli
+
+pytestmark = pytest.mark.e2e
+
+
+def _listed(router_url: str) -> list[dict[str, object]]:
+    found: list[dict[str, object]] = []
+    cursor = 0
+    while True:
+        page = httpx.get(
+            f"{router_url}/subscriptions",
+            params={"cursor": cursor, "limit": 1000},
+            headers=AUTH,
+            timeout=30,
+        ).json()
+        found += page["subscriptions"]
+        cursor = page["next_cursor"]
+        if not cursor:
+            return found
+
+
+def test_a_key_given_again_answers_with_the_subscription_it_made(
+    cluster: RunningCluster, receiver: Receiver
+) -> None:
+    url = cluster.router_url
+    batch = [
+        {"query": "otter raft", "callback_url": receiver.hook, "key": "k-1"},
+        {"query": "(heron OR egret) marsh", "callback_url": receiver.hook, "key": "k-2"},
+        {"pattern": "kingfish*", "callback_url": receiver.hook, "key": "k-3"},
+        {"query": "no key here", "callback_url": receiver.hook},
+    ]
+    first = httpx.post(f"{url}/subscriptions/batch", json={"subscriptions": batch}, headers=AUTH)
+    assert first.status_code == 201, first.text
+    again = httpx.post(
+        f"{url}/subscriptions/batch", json={"subscriptions": batch[:3]}, headers=AUTH
+    )
+    assert again.status_code == 201, again.text
+    made, found = first.json()["subscriptions"], again.json()["subscriptions"]
+    assert [s["id"] for s in found] == [s["id"] for s in made[:3]]
+    assert [s["secret"] for s in found] == [s["secret"] for s in made[:3]]
+    assert [s["query"] or s["pattern"] for s in made] == [
+        "otter raft",
+        "(heron OR egret) marsh",
+        "kingfish*",
+        "no key here",
+    ]
+    one = httpx.post(f"{url}/subscriptions", json=batch[0], headers=AUTH)
+    assert one.status_code == 201
+    assert one.json()["id"] == made[0]["id"]
+    assert len(_listed(url)) == 4
+
+    reused = {"query": "something else", "callback_url": receiver.hook, "key": "k-1"}
+    refused = httpx.post(
+        f"{url}/subscriptions/batch",
+        json={"subscriptions": [{"query": "fresh words", "callback_url": receiver.hook}, reused]},
+        headers=AUTH,
+    )
+    assert refused.status_code == 409
+    assert "subscription 1: the key 'k-1' made a different subscription" in refused.text
+    twice = httpx.post(
+        f"{url}/subscriptions/batch",
+        json={"subscriptions": [batch[0] | {"key": "k-9"}, batch[1] | {"key": "k-9"}]},
+        headers=AUTH,
+    )
+    assert twice.status_code == 422
+    assert "subscription 1: its key 'k-9' is subscription 0's too" in twice.text
+    assert len(_listed(url)) == 4  # neither refused batch stored anything
+
+    # Deleted, its key makes it anew.
+    gone = httpx.delete(f"{url}/subscriptions/{made[0]['id']}", headers=AUTH)
+    assert gone.status_code == 204
+    anew = httpx.post(f"{url}/subscriptions", json=batch[0], headers=AUTH)
+    assert anew.status_code == 201
+    assert anew.json()["id"] == made[0]["id"]
+    assert anew.json()["secret"] != made[0]["secret"]
+
+    # The keyed subscriptions match like any other.
+    published = httpx.post(
+        f"{url}/publications",
+        json={"publications": [{"id": "p-1", "text": "An egret in the marsh, an otter raft"}]},
+        headers=AUTH,
+    )
+    assert published.status_code == 202, published.text
+    eventually(
+        lambda: (
+            {(s, p) for s, p in receiver.pairs() if p == "p-1"}
+            == {(made[0]["id"], "p-1"), (made[1]["id"], "p-1")}
+        ),
+        what="the matches of the keyed subscriptions",
+    )
+
+
+def _clear(router_url: str) -> None:
+    """Delete the tenant's subscriptions: the tests of this module share a cluster."""
+    ids = [str(s["id"]) for s in _listed(router_url)]
+    for start in range(0, len(ids), 1000):
+        deleted = httpx.post(
+            f"{router_url}/subscriptions/batch/delete",
+            json={"ids": ids[start : start + 1000]},
+            headers=AUTH,
+            timeout=60,
+        )
+        assert deleted.status_code == 200, deleted.text
+
+
+def _write_subscriptions(path: Path, hook: str, count: int) -> list[str]:
+    queries = [f"w{n} w{n + 1}" if n % 7 else f"w{n} OR v{n}" for n in range(count)]
+    lines = [orjson.dumps({"query": q, "callback_url": hook}).decode() for q in queries]
+    lines[3] = orjson.dumps("w3 bare").decode()  # a bare string is a query
+    path.write_text("\n".join(lines[:10]) + "\n\n" + "\n".join(lines[10:]) + "\n")
+    return ["w3 bare" if n == 3 else q for n, q in enumerate(queries)]
+
+
+def test_an_import_killed_part_way_resumes_without_duplicates(
+    cluster: RunningCluster, receiver: Receiver, tmp_path: Path
+) -> None:
+    _clear(cluster.router_url)
+    subs = tmp_path / "subs.jsonl"
+    queries = _write_subscriptions(subs, receiver.hook, 6_000)
+    done = tmp_path / "subs.jsonl.wordcast-done"
+    args = ["subscribe", "--file", str(subs), "--callback", receiver.hook]
+    command = [sys.executable, "-m", "wordcast", *args]
+    importing = subprocess.Popen(
+        [*command, "--router", cluster.router_url],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    eventually(
+        lambda: (done.exists() and int(done.read_text()) >= 1_000) or importing.poll() is not None,
+        what="part of the import",
+    )
+    assert importing.poll() is None, importing.communicate()
+    os.kill(importing.pid, signal.SIGKILL)
+    importing.wait()
+    killed_after = int(done.read_text())
+    assert killed_after < 6_001, "the import finished before it could be interrupted"
+
+    resumed = wordcast_cli(*args, router=cluster.router_url)
+    assert resumed.returncode == 0, resumed.stderr
+    assert f"resuming after line {killed_after:,}" in resumed.stderr
+    assert "imported before" in resumed.stdout
+    listed = _listed(cluster.router_url)
+    assert sorted(str(s["query"]) for s in listed) == sorted(queries)  # each exactly once
+    assert int(done.read_text()) == 6_001  # the last line's number (one blank line)
+
+    nothing = wordcast_cli(*args, router=cluster.router_url)
+    assert nothing.returncode == 0, nothing.stderr
+    assert "every line was imported before" in nothing.stderr
+    done.unlink()
+    again = wordcast_cli(*args, router=cluster.router_url, timeout=120)
+    assert again.returncode == 0, again.stderr
+    assert "6000 subscriptions sent" in again.stdout
+    assert len(_listed(cluster.router_url)) == 6_000  # the keys found them all
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        ('{"query": "a b"}\nnot json\n', "subs.jsonl:2: not JSON"),
+        ('{"query": "a b", "when": 1}\n', "subs.jsonl:1: unknown field 'when'"),
+        ("[1, 2]\n", 'subs.jsonl:1: expected an object such as {"query": "white house"}'),
+        ('{"query": "a b", "callback_url": "http://169.254.169.254/"}\n', "line 1 (subscription 0"),
+    ],
+)
+def test_a_bad_line_is_named_and_nothing_after_it_is_sent(
+    cluster: RunningCluster, receiver: Receiver, tmp_path: Path, text: str, says: str
+) -> None:
+    _clear(cluster.router_url)
+    subs = tmp_path / "subs.jsonl"
+    subs.write_text(text)
+    result = wordcast_cli(
+        "subscribe", "--file", str(subs), "--callback", receiver.hook, router=cluster.router_url
+    )
+    assert result.returncode == 2
+    assert says in result.stderr
+    assert _listed(cluster.router_url) == []
