@@ -36,8 +36,11 @@ async def _publish_for(
     batch: int,
     concurrency: int,
     run: int,
+    rate: float = 0.0,
 ) -> tuple[int, float, list[int]]:
-    """Publish batches from ``concurrency`` clients for ``seconds``; returns count and time."""
+    """Publish batches from ``concurrency`` clients for ``seconds``, as fast as they can or at
+    ``rate`` publications a second (batches started on a fixed schedule); returns count and
+    time."""
     counter = itertools.count()
     published: list[int] = []
     async with RouterClient(router_url, concurrency=concurrency) as client:
@@ -47,6 +50,8 @@ async def _publish_for(
         async def worker() -> None:
             while time.perf_counter() < deadline:
                 n = next(counter)
+                if rate:  # batch n is due at n * batch / rate: an open-loop, paced load
+                    await asyncio.sleep(max(0.0, started + n * batch / rate - time.perf_counter()))
                 chunk = [
                     {"id": f"r{run}b{n}i{k}", "text": posts[(n * batch + k) % len(posts)][1]}
                     for k in range(batch)
@@ -114,7 +119,13 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             print(f"run {run_no + 1}/{args.runs}: publishing for {args.seconds:g}s…", flush=True)
             count, elapsed, published = asyncio.run(
                 _publish_for(
-                    cluster.router_url, pool, args.seconds, args.batch, args.concurrency, run_no
+                    cluster.router_url,
+                    pool,
+                    args.seconds,
+                    args.batch,
+                    args.concurrency,
+                    run_no,
+                    args.rate,
                 )
             )
             started = time.perf_counter() - elapsed
@@ -125,6 +136,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 for u in cluster.matcher_urls
             ]
             router = httpx.get(f"{cluster.router_url}/stats", timeout=10).json()
+            latency = publish_to_webhook(cluster.matcher_urls)
             result = {
                 "publications": count,
                 "seconds_publishing": elapsed,
@@ -137,12 +149,15 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 "delivered_per_matcher": per_matcher,
                 "shedding": router["shedding"],
                 "spread": router["mapping"]["spread"],
+                "latency_s": latency,
             }
             print(
                 f"  {result['accepted_per_s']:,.0f} publications/s accepted, "
                 f"{result['end_to_end_per_s']:,.0f}/s end to end; "
                 f"{delivered:,}/{expected:,} matches delivered "
-                f"({' + '.join(f'{d:,}' for d in per_matcher)} by the matchers)"
+                f"({' + '.join(f'{d:,}' for d in per_matcher)} by the matchers); "
+                f"publish→webhook p50 {latency['p50'] * 1000:,.0f} ms, "
+                f"p99 {latency['p99'] * 1000:,.0f} ms"
                 + (
                     f"; {router['shedding']['shed_copies']:,} copies shed, spread "
                     f"{router['mapping']['spread']:.2f}"
@@ -162,6 +177,48 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "every_match_delivered": all(r["all_delivered"] for r in runs),
         "median_accuracy": median([r["accuracy"] for r in runs]),
         "mean_matches_per_post": sum(matches_per_post) / len(matches_per_post),
+        "median_p50_s": median([r["latency_s"]["p50"] for r in runs]),
+        "median_p99_s": median([r["latency_s"]["p99"] for r in runs]),
+    }
+
+
+def publish_to_webhook(matcher_urls: list[str]) -> dict[str, Any]:
+    """The matchers' publish→webhook histogram (Prometheus buckets, summed over matchers): its
+    buckets, and p50 / p99 interpolated within them, weighted by message (each 2xx of a message
+    is one observation, however many matches it carries)."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    counts: dict[float, float] = {}
+    for url in matcher_urls:
+        text = httpx.get(f"{url}/metrics", timeout=10).text
+        for family in text_string_to_metric_families(text):
+            if family.name != "wordcast_publish_to_webhook_seconds":
+                continue
+            for sample in family.samples:
+                if sample.name.endswith("_bucket"):
+                    bound = float(sample.labels["le"])
+                    counts[bound] = counts.get(bound, 0.0) + sample.value
+    bounds = sorted(counts)
+    total = counts[bounds[-1]] if bounds else 0.0
+
+    def quantile(q: float) -> float:
+        if not total:
+            return float("nan")
+        wanted, lower, below = q * total, 0.0, 0.0
+        for bound in bounds:
+            if counts[bound] >= wanted:
+                if bound == float("inf"):
+                    return lower
+                share = (wanted - below) / max(counts[bound] - below, 1e-12)
+                return lower + (bound - lower) * share
+            lower, below = bound, counts[bound]
+        return lower
+
+    return {
+        "messages": total,
+        "buckets": {str(b): counts[b] for b in bounds},
+        "p50": quantile(0.5),
+        "p99": quantile(0.99),
     }
 
 
@@ -204,6 +261,13 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=4)
     parser.add_argument("--pool", type=int, default=50_000)
     parser.add_argument(
+        "--rate",
+        type=float,
+        default=0.0,
+        help="publications a second, paced (0: as fast as the cluster takes them); the "
+        "latency target is measured at 5,000",
+    )
+    parser.add_argument(
         "--shedding",
         choices=["off", "consensus", "subscription"],
         default="off",
@@ -219,6 +283,8 @@ def main() -> None:
         f"median {result['median_accepted_per_s']:,.0f} publications/s accepted, "
         f"{result['median_end_to_end_per_s']:,.0f}/s end to end; every match delivered: "
         f"{result['every_match_delivered']} (median accuracy {result['median_accuracy']:.3f}); "
+        f"publish→webhook p50 {result['median_p50_s'] * 1000:,.0f} ms, "
+        f"p99 {result['median_p99_s'] * 1000:,.0f} ms; "
         f"results in {path}"
     )
 

@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import httpx
@@ -89,7 +90,10 @@ def test_a_key_given_again_answers_with_the_subscription_it_made(
     assert anew.json()["id"] == made[0]["id"]
     assert anew.json()["secret"] != made[0]["secret"]
 
-    # The keyed subscriptions match like any other.
+    # The keyed subscriptions match like any other, and the matchers time each delivery from
+    # the router's acceptance.
+    before = [_latency(url) for url in cluster.matcher_urls]
+    sent_at = time.time()
     published = httpx.post(
         f"{url}/publications",
         json={"publications": [{"id": "p-1", "text": "An egret in the marsh, an otter raft"}]},
@@ -103,6 +107,16 @@ def test_a_key_given_again_answers_with_the_subscription_it_made(
         ),
         what="the matches of the keyed subscriptions",
     )
+
+    def timed() -> list[tuple[float, float]]:
+        after = [_latency(url) for url in cluster.matcher_urls]
+        timed = [(n1 - n0, s1 - s0) for (n0, s0), (n1, s1) in zip(before, after, strict=True)]
+        assert sum(n for n, _ in timed) >= 1  # one message carried both matches, or one each
+        return timed
+
+    observed = eventually(timed, what="the deliveries timed")
+    took = time.time() - sent_at
+    assert all(0 < seconds <= took * n for n, seconds in observed if n)
 
 
 def _clear(router_url: str) -> None:
@@ -190,3 +204,13 @@ def test_a_bad_line_is_named_and_nothing_after_it_is_sent(
     assert result.returncode == 2
     assert says in result.stderr
     assert _listed(cluster.router_url) == []
+
+
+def _latency(matcher_url: str) -> tuple[float, float]:
+    """(count, sum) of a matcher's publish→webhook histogram."""
+    found = {"count": 0.0, "sum": 0.0}
+    for line in httpx.get(f"{matcher_url}/metrics", timeout=10).text.splitlines():
+        for what in found:
+            if line.startswith(f"wordcast_publish_to_webhook_seconds_{what} "):
+                found[what] = float(line.split()[1])
+    return found["count"], found["sum"]

@@ -318,6 +318,12 @@ class MatchRequest(BaseModel):
         default="", max_length=64, description="The shared stream it went to; '' for none."
     )
     publications: list[RoutedPublication]
+    accepted: float = Field(
+        default=0.0,
+        ge=0,
+        description="When the router accepted the publications (Unix seconds; 0: not said): "
+        "the start of the publish-to-webhook latency.",
+    )
 
 
 class MatchResponse(BaseModel):

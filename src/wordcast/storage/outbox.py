@@ -48,6 +48,7 @@ class Message:
     body: str  # the JSON payload, exactly as signed and sent
     matches: int
     created: float
+    published: float = 0.0  # when the router accepted the publications (0: not known)
 
     def fields(self) -> dict[str, str]:
         return {
@@ -58,6 +59,7 @@ class Message:
             "body": self.body,
             "matches": str(self.matches),
             "created": repr(self.created),
+            "published": repr(self.published),
         }
 
     @classmethod
@@ -70,6 +72,7 @@ class Message:
             body=fields["body"],
             matches=int(fields.get("matches", "1")),
             created=float(fields.get("created", "0")),
+            published=float(fields.get("published", "0")),
         )
 
 

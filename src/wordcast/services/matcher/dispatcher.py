@@ -53,6 +53,12 @@ LAG = Histogram(
     "From a match being recorded to its 2xx",
     buckets=(0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 1800),
 )
+PUBLISH_TO_WEBHOOK = Histogram(
+    "wordcast_publish_to_webhook_seconds",
+    "From the router accepting a publication to the 2xx of the webhook message carrying its "
+    "match (clocks of router and matcher hosts assumed in step)",
+    buckets=(0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300),
+)
 BACKLOG_EVERY_SECONDS = 0.2  # how stale the backlog (the routers' back-pressure) may be
 OUTBOXES_EVERY_SECONDS = 5.0  # how soon a new matcher's outbox is read by the others
 TAKE_OVER_EVERY_SECONDS = 30.0  # how often entries a vanished consumer left are looked for
@@ -292,7 +298,10 @@ class Dispatcher:
             if outcome == "delivered":
                 await acks.ack(entry_id)
                 DELIVERED.inc(message.matches)
-                LAG.observe(max(0.0, time.time() - message.created))
+                now = time.time()
+                LAG.observe(max(0.0, now - message.created))
+                if message.published:
+                    PUBLISH_TO_WEBHOOK.observe(max(0.0, now - message.published))
                 self.delivered += message.matches
                 return False
             if outcome in ("gone", "deleted"):

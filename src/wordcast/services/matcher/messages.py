@@ -29,6 +29,7 @@ class Batch:
     publications: Sequence[Routed]
     publisher: str
     stream: str
+    accepted: float = 0.0  # when the router took the publications (0: not said)
 
 
 def messages(
@@ -99,4 +100,4 @@ def _message(
         }
     ).decode()
     msg_id = webhook_id(pairs, batch.publisher, batch.stream)
-    return Message(signers, tenant, url, msg_id, body, len(pairs), now)
+    return Message(signers, tenant, url, msg_id, body, len(pairs), now, batch.accepted)

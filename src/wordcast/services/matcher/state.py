@@ -173,6 +173,7 @@ class MatcherState:
         *,
         publisher: str = "",
         stream: str = "",
+        accepted: float = 0.0,
     ) -> list[Message]:
         """Match (id, text, terms, has an anchor here) tuples routed with mapping ``version``
         (``drawn[k]``: the hot-word copies drawn for publication k), published by tenant
@@ -180,7 +181,7 @@ class MatcherState:
         the messages to deliver (:mod:`.messages`)."""
         index = self.index
         pairs = index.pairs(publications, version, drawn, publisher, stream)
-        batch = Batch(publications, publisher, stream)
+        batch = Batch(publications, publisher, stream, accepted)
         found = messages(
             pairs, batch, index.subscriptions, index.alternatives, self.settings.delivery_batch
         )

@@ -176,10 +176,18 @@ class MatcherLinks:
         batch: list[dict[str, object]],
         publisher: str = "",
         stream: str = "",
+        accepted: float = 0.0,
     ) -> None:
         """One batch of publications, routed with mapping ``version``, to be matched against the
-        subscriptions of tenant ``publisher`` (or of shared ``stream``)."""
-        body = {"version": version, "publisher": publisher, "stream": stream, "publications": batch}
+        subscriptions of tenant ``publisher`` (or of shared ``stream``); ``accepted``: when the
+        router took them (Unix seconds)."""
+        body = {
+            "version": version,
+            "publisher": publisher,
+            "stream": stream,
+            "publications": batch,
+            "accepted": accepted,
+        }
         try:
             response = await self._post(
                 matcher,

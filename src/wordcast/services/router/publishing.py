@@ -135,13 +135,14 @@ class Publishing:
                 "that version meanwhile"
             )
         started = time.perf_counter()
+        accepted = time.time()
         mapping = self.versions.view.active
         version = mapping.version
         ids, per_matcher, sampled = self._route(publications, mapping)
         shedder = self.shedder
         shedder.in_flight += len(ids)
         sends = (
-            self.links.send(m, version, batch, publisher, stream)
+            self.links.send(m, version, batch, publisher, stream, accepted)
             for m, batch in per_matcher.items()
         )
         try:

@@ -33,6 +33,7 @@ async def match(batch: MatchRequest, state: ReadyState) -> MatchResponse:
         [p.hot for p in publications],
         publisher=batch.publisher,
         stream=batch.stream,
+        accepted=batch.accepted,
     )
     await state.outbox.put(messages)
     return MatchResponse(matches=sum(m.matches for m in messages))
