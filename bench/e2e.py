@@ -14,13 +14,18 @@ import argparse
 import asyncio
 import itertools
 import os
+import signal
+import subprocess
+import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import httpx
 
 from wordcast.client import RouterClient
-from wordcast.corpus.workload import post_queries, sample_posts
+from wordcast.corpus.files import debian_documents
+from wordcast.corpus.workload import Post, post_queries, sample_posts
 from wordcast.engines.trie import Trie
 from wordcast.local.cluster import Cluster
 from wordcast.local.supervisor import free_port
@@ -93,7 +98,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     print(f"loading {args.pool:,} corpus posts…", flush=True)
     posts = sample_posts(args.pool, seed=7)  # one pass over the corpus serves both
     pool = [(p.id, p.text) for p in posts]
-    queries = post_queries(posts, args.subscriptions, seed=8, sizes=(2, 2, 3))
+    sizes = tuple(int(size) for size in args.sizes.split(","))
+    if args.queries_from == "debian":  # held out: the words of other texts than those published
+        source = [Post(id=name, text=text) for name, text in debian_documents()]
+        queries = post_queries(source, args.subscriptions, seed=8, sizes=sizes)
+    else:
+        queries = post_queries(posts, args.subscriptions, seed=8, sizes=sizes)
     trie: Trie[int] = Trie()
     for i, query in enumerate(queries):
         trie.add(i, analyze(query))
@@ -117,6 +127,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         ) as cluster:
             asyncio.run(_subscribe(cluster, queries))
             print(f"run {run_no + 1}/{args.runs}: publishing for {args.seconds:g}s…", flush=True)
+            cpu_before = cpu_seconds(cluster)
+            spies = profile(cluster, f"{args.name}-run{run_no + 1}") if args.profile else []
             count, elapsed, published = asyncio.run(
                 _publish_for(
                     cluster.router_url,
@@ -131,6 +143,13 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             started = time.perf_counter() - elapsed
             expected = sum(matches_per_post[i] for i in published)
             delivered, done = _wait_delivered(cluster, expected, shedding)
+            cpu = {
+                name: seconds - cpu_before.get(name, 0.0)
+                for name, seconds in cpu_seconds(cluster).items()
+            }
+            for spy in spies:
+                spy.send_signal(signal.SIGINT)  # py-spy writes its flame graph and exits
+                spy.wait(60)
             per_matcher = [
                 httpx.get(f"{u}/stats", timeout=10).json()["delivered"]
                 for u in cluster.matcher_urls
@@ -150,6 +169,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 "shedding": router["shedding"],
                 "spread": router["mapping"]["spread"],
                 "latency_s": latency,
+                "cpu_s": cpu,
+                "cpu_us_per_publication": {n: 1e6 * s / count for n, s in cpu.items()},
+                "cpu_us_per_match": {n: 1e6 * s / max(delivered, 1) for n, s in cpu.items()},
             }
             print(
                 f"  {result['accepted_per_s']:,.0f} publications/s accepted, "
@@ -180,6 +202,48 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "median_p50_s": median([r["latency_s"]["p50"] for r in runs]),
         "median_p99_s": median([r["latency_s"]["p99"] for r in runs]),
     }
+
+
+def cpu_seconds(cluster: Cluster) -> dict[str, float]:
+    """CPU time (user + system) so far of each service process and of this one (the load
+    generator), from /proc."""
+    pids = {s.name: s.process.pid for s in cluster.services if s.process is not None}
+    pids["generator"] = os.getpid()
+    found: dict[str, float] = {}
+    for name, pid in pids.items():
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        found[name] = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return found
+
+
+def profile(cluster: Cluster, name: str) -> list[subprocess.Popen[bytes]]:
+    """py-spy on each Python service (Redis is not Python) until SIGINT: flame graphs in
+    results/profiles/{name}-{service}.svg."""
+    spy = Path(sys.executable).with_name("py-spy")
+    folder = RESULTS / "profiles"
+    folder.mkdir(parents=True, exist_ok=True)
+    return [
+        subprocess.Popen(
+            [
+                str(spy),
+                "record",
+                "--pid",
+                str(service.process.pid),
+                "--rate",
+                "100",
+                "--output",
+                str(folder / f"{name}-{service.name}.svg"),
+                "--nonblocking",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        for service in cluster.services
+        if service.process is not None and service.name != "redis"
+    ]
 
 
 def publish_to_webhook(matcher_urls: list[str]) -> dict[str, Any]:
@@ -261,6 +325,18 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=4)
     parser.add_argument("--pool", type=int, default=50_000)
     parser.add_argument(
+        "--queries-from",
+        choices=["pypi", "debian"],
+        default="pypi",
+        help="draw the subscriptions' words from the published pypi posts themselves, or from "
+        "Debian's package descriptions (held out: fewer matches a post)",
+    )
+    parser.add_argument(
+        "--sizes",
+        default="2,2,3",
+        help="words per subscription, drawn uniformly from this list (2,2,3: a third of three)",
+    )
+    parser.add_argument(
         "--rate",
         type=float,
         default=0.0,
@@ -274,6 +350,12 @@ def main() -> None:
         help="the router's load shedding (then matches may be lost: their share is reported)",
     )
     parser.add_argument("--shed-buffer", type=int, default=20_000)
+    parser.add_argument(
+        "--profile",
+        action="store_true",
+        help="record each service with py-spy while publishing and delivering: flame graphs in "
+        "results/profiles/ (sampling costs the cluster a little throughput)",
+    )
     parser.add_argument("--name", default="e2e", help="results file name (and its plot's)")
     args = parser.parse_args()
     result = run(args)

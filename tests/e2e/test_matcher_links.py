@@ -96,7 +96,7 @@ def test_a_batch_whose_connection_drops_is_sent_once_more(redis_url: str, namesp
     async def scenario() -> None:
         server = DroppingServer(drops=1)
         async with links_to(server, redis_url, namespace) as links:
-            await links.send(0, 3, BATCH)
+            await links.send(0, 3, BATCH, accepted=1764201234.5)
         assert len(server.bodies) == 2
         assert server.bodies[0] == server.bodies[1]
         assert orjson.loads(server.bodies[1]) == {
@@ -104,6 +104,7 @@ def test_a_batch_whose_connection_drops_is_sent_once_more(redis_url: str, namesp
             "publisher": "",
             "stream": "",
             "publications": BATCH,
+            "accepted": 1764201234.5,
         }
 
     asyncio.run(scenario())
