@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 SPEC := pyproject.toml
 
-.PHONY: run test test-unit lint unicode-tables bench bench-e2e bench-matcher bench-patterns bench-boolean bench-routing bench-routing-held bench-migration bench-shedding bench-subscribe bench-scale bench-delivery env java clean
+.PHONY: run test test-unit lint unicode-tables bench bench-e2e bench-matcher bench-patterns bench-boolean bench-routing bench-routing-held bench-migration bench-shedding bench-subscribe bench-ingest bench-scale bench-delivery env java clean
 
 # PySpark needs a Java runtime (17 or newer); it cannot come from PyPI, so say so clearly.
 java:
@@ -45,7 +45,7 @@ lint: $(STAMP)
 	cargo fmt --manifest-path rust/Cargo.toml --check
 	cargo clippy --manifest-path rust/Cargo.toml --all-targets --quiet -- -D warnings
 
-bench: bench-e2e bench-matcher bench-patterns bench-boolean bench-routing bench-routing-held bench-migration bench-shedding bench-subscribe bench-scale bench-delivery
+bench: bench-e2e bench-matcher bench-patterns bench-boolean bench-routing bench-routing-held bench-migration bench-shedding bench-subscribe bench-ingest bench-scale bench-delivery
 
 bench-e2e: $(STAMP)
 	$(BIN)/python -m bench.e2e
@@ -77,6 +77,9 @@ bench-shedding: $(STAMP)
 
 bench-subscribe: $(STAMP)
 	$(BIN)/python -m bench.subscribe
+
+bench-ingest: $(STAMP)
+	$(BIN)/python -m bench.ingest
 
 bench-delivery: $(STAMP)
 	$(BIN)/python -m bench.delivery

@@ -221,12 +221,9 @@ class RouterClient:
         shared = {"stream": stream} if stream else {}
 
         async def one(chunk: Sequence[str]) -> list[dict[str, Any]]:
-            body = {
-                "subscriptions": [{kind: q, "callback_url": callback_url} | shared for q in chunk]
-            }
-            answer = await self._call("POST", "/subscriptions/batch", json=body)
+            items = [{kind: q, "callback_url": callback_url} | shared for q in chunk]
+            created = await self.subscribe_items(items)
             bar.advance(len(chunk))
-            created: list[dict[str, Any]] = answer["subscriptions"]
             return created
 
         done = await asyncio.gather(*(one(c) for c in chunks(queries, SUBSCRIBE_BATCH)))

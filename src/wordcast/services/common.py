@@ -23,6 +23,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from wordcast.errors import Unavailable
+from wordcast.storage.subscriptions import EVENTS_MAX
 from wordcast.webhooks.netguard import AddressPolicy
 
 
@@ -72,6 +73,14 @@ class ServiceSettings(BaseSettings):
         description="Prefix of every Redis key, so several clusters can share one Redis.",
     )
     log_level: str = "info"
+    events_max: int = Field(
+        default=EVENTS_MAX,
+        ge=1_000,
+        validation_alias=AliasChoices("WORDCAST_EVENTS_MAX"),
+        description="The subscription event stream is trimmed to about this many events "
+        "(~180 bytes each in Redis). A router or matcher that falls further behind (one "
+        "restarting under a large import) loads a snapshot again instead of replaying.",
+    )
     header_timeout_s: float = Field(
         default=10.0,
         gt=0,

@@ -72,7 +72,7 @@ from wordcast.storage.outbox import DeadLetters, Outbox
 from wordcast.storage.publication_log import PublicationLog
 from wordcast.storage.ratelimit import RateLimiter
 from wordcast.storage.redis import connect
-from wordcast.storage.subscriptions import SubscriptionStore
+from wordcast.storage.subscriptions import EVENTS_MAX, SubscriptionStore
 from wordcast.storage.tenants import TenantStore
 from wordcast.storage.word_maps import WordMaps
 
@@ -80,11 +80,13 @@ from wordcast.storage.word_maps import WordMaps
 class Store:
     """Every store of one cluster (``namespace``), over one Redis client."""
 
-    def __init__(self, client: Any, namespace: str = "wordcast") -> None:
+    def __init__(
+        self, client: Any, namespace: str = "wordcast", events_max: int = EVENTS_MAX
+    ) -> None:
         self._client = client
         self.ns = namespace
         self.keys = Keys(namespace)
-        self.subscriptions = SubscriptionStore(client, self.keys)
+        self.subscriptions = SubscriptionStore(client, self.keys, events_max)
         self.word_maps = WordMaps(client, self.keys)
         self.events = EventLog(client, self.keys)
         self.tenants = TenantStore(client, self.keys)
@@ -94,8 +96,8 @@ class Store:
         self.dead_letters = DeadLetters(client, namespace)
 
     @classmethod
-    def connect(cls, url: str, namespace: str = "wordcast") -> Store:
-        return cls(connect(url), namespace)
+    def connect(cls, url: str, namespace: str = "wordcast", events_max: int = EVENTS_MAX) -> Store:
+        return cls(connect(url), namespace, events_max)
 
     def outbox(self, matcher: int, reader: int | None = None) -> Outbox:
         """Matcher ``matcher``'s outbox, read by matcher ``reader`` (by default its own)."""

@@ -16,7 +16,11 @@ from wordcast.storage.keys import Keys
 from wordcast.storage.records import Subscription, event_order, subscription_from_fields
 from wordcast.storage.redis import translated
 
-EVENTS_MAXLEN = 1_000_000
+# The event stream is trimmed to about this many events. Followers read it within milliseconds;
+# one further behind than this (a matcher restarting under a large import) finds its position
+# trimmed away and loads a snapshot again (EventFollower). Each event holds its subscription's
+# fields, about 180 bytes in Redis: 200,000 is some 36 MB whatever the number of subscriptions.
+EVENTS_MAX = 200_000
 
 
 class SubscriptionReads:
@@ -99,8 +103,9 @@ class SubscriptionReads:
 class SubscriptionStore(SubscriptionReads):
     """Subscription records and their changes, each an atomic script that keeps the word maps."""
 
-    def __init__(self, client: Any, keys: Keys) -> None:
+    def __init__(self, client: Any, keys: Keys, events_max: int = EVENTS_MAX) -> None:
         super().__init__(client, keys)
+        self.events_max = events_max
         self._add = client.register_script(scripts.ADD)
         self._delete = client.register_script(scripts.DELETE)
         self._add_pattern = client.register_script(scripts.ADD_PATTERN)
@@ -183,7 +188,7 @@ class SubscriptionStore(SubscriptionReads):
         else:
             script = self._add
             args = [sub.id, sub.matcher, sub.query, " ".join(sub.terms)]
-        args += [sub.callback_url, repr(sub.created), EVENTS_MAXLEN, sub.tenant, tenant_limit]
+        args += [sub.callback_url, repr(sub.created), self.events_max, sub.tenant, tenant_limit]
         args.append(sub.secret)
         if sub.is_pattern:
             args += [window, sub.stream]
@@ -195,7 +200,7 @@ class SubscriptionStore(SubscriptionReads):
         """The script deleting ``sub`` as read: it refuses (returns false) if the record's
         placements changed since."""
         expected = encode(sub.placements) if sub.placements else ""
-        args: list[str | int] = [sub.id, expected, EVENTS_MAXLEN, *sub.matchers]
+        args: list[str | int] = [sub.id, expected, self.events_max, *sub.matchers]
         if sub.is_pattern:
             return self._delete_pattern, self._pattern_keys(sub, sub.matchers), args
         return self._delete, self._keys(sub), args
@@ -297,7 +302,7 @@ class SubscriptionStore(SubscriptionReads):
         open_ = [p.matcher for p in placements if p.is_open] or [placements[-1].matcher]
         expected = encode(sub.placements) if sub.placements else ""
         args: list[str | int] = [sub.id, expected, encode(placements)]
-        args += [open_[0], len(leaving), EVENTS_MAXLEN]
+        args += [open_[0], len(leaving), self.events_max]
         if sub.is_pattern:
             keys = self._pattern_keys(sub, [*leaving, *joining])
             return self._move_pattern, keys, [*args, *leaving, *joining]

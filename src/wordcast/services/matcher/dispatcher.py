@@ -68,6 +68,13 @@ ATTEMPT_TIMEOUTS = 3  # an attempt's deadline, in delivery timeouts (resolve, co
 WAITING_MAX = 100_000
 
 
+def _observe_latency(message: Message) -> None:
+    now = time.time()
+    LAG.observe(max(0.0, now - message.created))
+    if message.published:
+        PUBLISH_TO_WEBHOOK.observe(max(0.0, now - message.published))
+
+
 class Dispatcher:
     def __init__(
         self,
@@ -298,10 +305,7 @@ class Dispatcher:
             if outcome == "delivered":
                 await acks.ack(entry_id)
                 DELIVERED.inc(message.matches)
-                now = time.time()
-                LAG.observe(max(0.0, now - message.created))
-                if message.published:
-                    PUBLISH_TO_WEBHOOK.observe(max(0.0, now - message.published))
+                _observe_latency(message)
                 self.delivered += message.matches
                 return False
             if outcome in ("gone", "deleted"):

@@ -31,7 +31,7 @@ def create_app(settings: MatcherSettings | None = None) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         configure_logging(settings.log_level)
-        store = Store.connect(settings.redis_url, settings.namespace)
+        store = Store.connect(settings.redis_url, settings.namespace, settings.events_max)
         state = MatcherState(settings, store)
         app.state.matcher = state
         try:

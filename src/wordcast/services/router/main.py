@@ -27,7 +27,7 @@ def create_app(settings: RouterSettings | None = None) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         configure_logging(settings.log_level)
-        store = Store.connect(settings.redis_url, settings.namespace)
+        store = Store.connect(settings.redis_url, settings.namespace, settings.events_max)
         state = RouterState(settings, store)
         app.state.router = state
         try:

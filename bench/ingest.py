@@ -1,0 +1,129 @@
+"""Bulk ingest at scale (issue 10): ``make bench-ingest``.
+
+Starts a local cluster (2 matchers, its embedded Redis) and registers ``--subscriptions``
+keyword subscriptions drawn from corpus posts through the batch API (``RouterClient.subscribe_many``,
+batches of 500, ``--in-flight`` requests at a time). Then it measures:
+
+- the rate of registering, and the Redis memory the subscriptions take (``INFO memory``
+  ``used_memory`` after against before, divided by their number);
+- a matcher killed with SIGKILL: seconds from the kill, and from the supervisor's new process,
+  until ``/readyz`` answers 200 again (the snapshot of its subscriptions loaded);
+- the router likewise (its cold start: the replica of the word maps and the mapping versions).
+
+Every run checks that Redis holds exactly the subscriptions registered. → ``results/ingest.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import time
+from typing import Any
+
+import httpx
+import redis
+
+from wordcast.client import RouterClient
+from wordcast.corpus.workload import post_queries, sample_posts
+from wordcast.local.cluster import Cluster
+from wordcast.local.supervisor import Service, free_port
+
+from .common import machine, write_json
+
+
+def _used_memory(redis_url: str) -> int:
+    client = redis.Redis.from_url(redis_url)
+    try:
+        return int(client.info("memory")["used_memory"])
+    finally:
+        client.close()
+
+
+async def _register(router_url: str, queries: list[str], hook: str, in_flight: int) -> float:
+    async with RouterClient(router_url, concurrency=in_flight) as client:
+        started = time.perf_counter()
+        await client.subscribe_many(queries, hook)
+        return time.perf_counter() - started
+
+
+def _restart(
+    cluster: Cluster, service: Service, url: str, timeout: float = 600
+) -> dict[str, float]:
+    """Kill ``service`` with SIGKILL; seconds until its next process answers /readyz 200."""
+    old = service.process
+    assert old is not None
+    killed = time.monotonic()
+    old.kill()
+    with httpx.Client(timeout=2) as http:
+        while time.monotonic() - killed < timeout:
+            if service.process is not old and service.process is not None:
+                try:
+                    if http.get(f"{url}/readyz").status_code == 200:
+                        ready = time.monotonic()
+                        return {
+                            "from_kill_s": ready - killed,
+                            "from_spawn_s": ready - service.started_at,
+                        }
+                except httpx.HTTPError:
+                    pass
+            time.sleep(0.05)
+    raise TimeoutError(f"{service.name} was not ready {timeout:g} s after being killed")
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    print(f"drawing {args.subscriptions:,} subscriptions…", flush=True)
+    posts = sample_posts(args.pool, seed=7)
+    queries = post_queries(posts, args.subscriptions, seed=8, sizes=(2, 2, 3))
+    with Cluster(
+        matchers=2, port=free_port(), receiver=True, receiver_quiet=True, out=lambda line: None
+    ) as cluster:
+        before = _used_memory(cluster.redis_url)
+        seconds = asyncio.run(
+            _register(cluster.router_url, queries, cluster.callback_url, args.in_flight)
+        )
+        rate = len(queries) / seconds
+        print(f"registered {len(queries):,} in {seconds:.1f} s: {rate:,.0f}/s", flush=True)
+        memory = _used_memory(cluster.redis_url) - before
+        held = _count(cluster.redis_url, cluster.namespace)
+        assert held == len(queries), f"Redis holds {held:,} of {len(queries):,}"
+        print(f"Redis: {memory / len(queries):,.0f} bytes a subscription", flush=True)
+        matcher = _restart(cluster, cluster.service("matcher-0"), cluster.matcher_urls[0])
+        print(f"matcher-0 serving again {matcher['from_kill_s']:.1f} s after SIGKILL", flush=True)
+        router = _restart(cluster, cluster.service("router"), cluster.router_url)
+        print(f"router serving again {router['from_kill_s']:.1f} s after SIGKILL", flush=True)
+    return {
+        "benchmark": "ingest",
+        "machine": machine(),
+        "parameters": vars(args),
+        "registered_per_s": rate,
+        "seconds_registering": seconds,
+        "redis_bytes_per_subscription": memory / len(queries),
+        "matcher_restart": matcher,
+        "router_restart": router,
+    }
+
+
+def _count(redis_url: str, namespace: str) -> int:
+    client = redis.Redis.from_url(redis_url)
+    try:
+        return sum(
+            int(client.scard(key))
+            for key in client.scan_iter(match=f"{namespace}:matcher:*:subs", count=1000)
+        )
+    finally:
+        client.close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--subscriptions", type=int, default=1_000_000)
+    parser.add_argument("--in-flight", type=int, default=4, help="batch requests at a time")
+    parser.add_argument("--pool", type=int, default=50_000, help="corpus posts drawn from")
+    parser.add_argument("--name", default="ingest")
+    args = parser.parse_args()
+    result = run(args)
+    print(f"results in {write_json(args.name, result)}")
+
+
+if __name__ == "__main__":
+    main()
