@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import time
 from typing import Any
 
@@ -74,6 +75,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     print(f"drawing {args.subscriptions:,} subscriptions…", flush=True)
     posts = sample_posts(args.pool, seed=7)
     queries = post_queries(posts, args.subscriptions, seed=8, sizes=(2, 2, 3))
+    # One tenant registers them all: its quota (100,000 by default) must admit them.
+    os.environ["WORDCAST_ROUTER_MAX_SUBSCRIPTIONS_PER_TENANT"] = str(len(queries))
     with Cluster(
         matchers=2, port=free_port(), receiver=True, receiver_quiet=True, out=lambda line: None
     ) as cluster:

@@ -3,6 +3,7 @@ after a kill -9 without a duplicate (a real cluster, the real command line)."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import subprocess
@@ -15,6 +16,12 @@ import orjson
 import pytest
 
 from tests.helpers import AUTH, Receiver, RunningCluster, eventually, wordcast_cli
+from wordcast.errors import Conflict
+from wordcast.services.router.batches import BatchItem
+from wordcast.services.router.settings import RouterSettings
+from wordcast.services.router.state import RouterState
+from wordcast.storage import Store
+from wordcast.storage.redis import connect
 
 pytestmark = pytest.mark.e2e
 
@@ -214,3 +221,44 @@ def _latency(matcher_url: str) -> tuple[float, float]:
             if line.startswith(f"wordcast_publish_to_webhook_seconds_{what} "):
                 found[what] = float(line.split()[1])
     return found["count"], found["sum"]
+
+
+def test_a_keyed_pattern_stored_meanwhile_is_a_conflict_and_the_batch_is_withdrawn(
+    redis_url: str, namespace: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two requests with the same key race: the second finds the key's id stored only when its
+    own write is refused. It answers 409 (sent again, it is answered with the first's), and
+    what it stored before is withdrawn."""
+    hook = "http://127.0.0.1:9/hook"
+
+    async def scenario() -> None:
+        client = connect(redis_url)
+        store = Store(client, namespace)
+        settings = RouterSettings(
+            environment="development",
+            matcher_urls=["http://127.0.0.1:9"],  # nobody: syncs fail, logged
+            sync_timeout_s=0.2,
+            callback_allow=["127.0.0.0/8"],
+        )
+        state = RouterState(settings, store)
+        first = await state.subscribing.subscribe_batch(
+            [BatchItem("pattern", "kingfish*", hook, "", "k-1")], "t1"
+        )
+
+        async def holds_nothing(tenant: str, sub_ids: list[str]) -> list[bool]:
+            return [False] * len(sub_ids)  # read before the racing request stored
+
+        monkeypatch.setattr(store.subscriptions, "tenant_holds", holds_nothing)
+        racing = [
+            BatchItem("query", "otter raft", hook),
+            BatchItem("pattern", "kingfish*", hook, "", "k-1"),
+        ]
+        with pytest.raises(Conflict, match=r"subscription 1: another request with the key 'k-1'"):
+            await state.subscribing.subscribe_batch(racing, "t1")
+        assert await store.subscriptions.tenant_count("t1") == 1
+        assert (await store.subscriptions.get(first[0].id)).pattern == "kingfish*"
+        assert await store.word_maps.subscribed_words() == set()  # the query was withdrawn
+        await state.close()
+        await client.aclose()
+
+    asyncio.run(scenario())

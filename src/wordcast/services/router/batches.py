@@ -142,6 +142,11 @@ async def store_in_order(
                 )
             except (StoreUnavailable, LimitExceeded) as exc:
                 raise type(exc)(f"subscription {index}: {exc}") from exc
+            except ValueError as exc:  # its keyed id was stored meanwhile: a concurrent retry
+                raise Conflict(
+                    f"subscription {index}: another request with the key {item.key!r} stored it "
+                    "meanwhile; send this one again to be answered with it"
+                ) from exc
             added.append((sub, event_id))
             first_ids[index] = sub.id
             # The next pattern with this anchor should see which matcher now owns it.

@@ -14,6 +14,7 @@ import time
 from collections.abc import Iterable, Sequence
 
 from wordcast.errors import (
+    Conflict,
     Forbidden,
     InvalidInput,
     LimitExceeded,
@@ -174,7 +175,7 @@ class Subscribing:
             first_ids = await store_in_order(
                 self.placer, self.follower, items, terms_or_anchors, ids, stored.held, tenant, added
             )
-        except (StoreUnavailable, LimitExceeded) as exc:
+        except (StoreUnavailable, LimitExceeded, Conflict) as exc:
             raise await self._withdrawn_after(exc, [sub for sub, _ in added]) from exc
         await self._still_granted(tenant, [sub for sub, _ in added])
         if added:
@@ -194,10 +195,10 @@ class Subscribing:
             ) from exc
 
     async def _withdrawn_after(
-        self, exc: StoreUnavailable | LimitExceeded, kept: Sequence[Subscription]
+        self, exc: StoreUnavailable | LimitExceeded | Conflict, kept: Sequence[Subscription]
     ) -> WordcastError:
         """Withdraw what a batch stored before ``exc`` stopped it; the error to answer with."""
-        failure = StoreUnavailable if isinstance(exc, StoreUnavailable) else LimitExceeded
+        failure = type(exc)
         return failure(f"{exc}; {_fate(len(kept), await self._withdraw(kept))}")
 
     async def _withdraw(self, subs: Sequence[Subscription]) -> bool:
