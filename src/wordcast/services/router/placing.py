@@ -1,4 +1,5 @@
-"""Placing one checked subscription and storing it (not yet announced).
+"""Placing checked subscriptions and storing them (not yet announced): one, or a batch's queries
+placed in memory and stored in one round trip (:meth:`Placer.add_queries`).
 
 A keyword subscription (or each alternative of a boolean query: :mod:`wordcast.query.boolean`) is
 placed with LASP (S³-TM Alg. 2) among the eligible matchers B(S, M) of every mapping version in
@@ -39,7 +40,7 @@ Stored = tuple[Subscription, str]  # the subscription and the event that announc
 
 @dataclass(frozen=True, slots=True)
 class QueryItem:
-    """A checked query to store: its alternatives are records of their own (:meth:`add_query`)."""
+    """A checked query to store: its alternatives are records of their own (:meth:`add_queries`)."""
 
     query: str
     analysed: BooleanQuery
@@ -81,41 +82,6 @@ class Placer:
         """A Standard Webhooks signing secret: whsec_ and 24 random bytes in base64."""
         return "whsec_" + base64.b64encode(secrets.token_bytes(24)).decode()
 
-    async def add_query(
-        self,
-        query: str,
-        analysed: BooleanQuery,
-        callback_url: str,
-        tenant: str,
-        added: list[Stored],
-        stream: str = "",
-    ) -> None:
-        """Place and store every alternative of a checked query, in order, appending each to
-        ``added`` as it is stored (so that a failure part-way leaves what to withdraw).
-
-        Alternative k is a keyword subscription of its required words under ``part_id(id, k)``,
-        with the query's text: the matcher holding it rebuilds the alternatives from that text,
-        and delivers under the subscription's id (the first alternative's record, which alone
-        carries the signing secret). Earlier alternatives are stored first, so that a later one
-        never delivers a match that an earlier one, not yet stored, would have had to."""
-        if analysed.is_plain:
-            terms = analysed.clauses[0].words
-            added.append(await self.add_keywords(query, terms, callback_url, tenant, stream=stream))
-            return
-        first = uuid.uuid4().hex
-        secret = self.new_secret()
-        for part, clause in enumerate(analysed.clauses):
-            stored = await self.add_keywords(
-                query,
-                clause.words,
-                callback_url,
-                tenant,
-                sub_id=part_id(first, part),
-                secret=secret if part == 0 else "",
-                stream=stream,
-            )
-            added.append(stored)
-
     async def add_queries(
         self,
         items: Sequence[QueryItem],
@@ -123,8 +89,15 @@ class Placer:
         added: list[Stored],
         held: Collection[str] = (),
     ) -> list[str]:
-        """Place and store many checked queries (:meth:`add_query` each, alternatives in order)
-        with one read of the word maps and one round trip of writes.
+        """Place and store checked queries, every alternative of each, in order, with one read of
+        the word maps and one round trip of writes.
+
+        Alternative k of a query is a keyword subscription of its required words under
+        ``part_id(id, k)``, with the query's text: the matcher holding it rebuilds the
+        alternatives from that text, and delivers under the subscription's id (the first
+        alternative's record, which alone carries the signing secret). Earlier alternatives are
+        stored first, so that a later one never delivers a match that an earlier one, not yet
+        stored, would have had to.
 
         LASP places them one after another in memory (:class:`PlanningView`), each seeing the
         ones before as if they had been stored already; the records are then stored in order,
