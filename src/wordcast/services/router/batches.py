@@ -115,8 +115,8 @@ async def store_in_order(
     tenant: str,
     added: list[Stored],
 ) -> list[str | None]:
-    """Store the items in order, each run of queries in bulk, each pattern on its own;
-    returns their ids (None for a held one without a key: there is none)."""
+    """Store the items in order, each run of queries in bulk, each pattern on its own; returns
+    each item's subscription id (what a key stored before keeps its keyed id)."""
     first_ids = list(ids)
     index = 0
     while index < len(items):
