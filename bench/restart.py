@@ -121,7 +121,9 @@ def matcher_restart(subs: Sequence[frozenset[str]]) -> dict[str, Any]:
                     headers={"Authorization": f"Bearer {token}"},
                     json={
                         "publisher": tenant,
-                        "publications": [{"id": "probe", "text": " ".join(probe), "terms": probe}],
+                        "ids": ["probe"],
+                        "texts": [" ".join(probe)],
+                        "terms": [probe],
                     },
                     timeout=30,
                 )

@@ -23,6 +23,7 @@ from tests.helpers import (
     Receiver,
     RunningCluster,
     eventually,
+    extra_router,
     start_cluster,
     stop_cluster,
     wordcast_cli,
@@ -196,11 +197,26 @@ def test_only_routers_of_the_cluster_reach_the_matchers_internal_endpoints(
         refused = httpx.post(url, json=body, headers=headers, timeout=30)
         assert refused.status_code == 401, (headers, refused.text)
         assert "internal token" in refused.json()["detail"]
-    batch = {"version": 0, "publications": [{"id": "x", "text": "zebra", "terms": ["zebra"]}]}
+    batch = {"version": 0, "ids": ["x"], "texts": ["zebra"], "terms": [["zebra"]]}
     refused = httpx.post(f"{cluster.matcher_urls[0]}/internal/match", json=batch, timeout=30)
     assert refused.status_code == 401
     shown = {"authorization": f"Bearer {token}"}
     assert httpx.post(url, json=body, headers=shown, timeout=30).status_code == 204
+    # A routed batch comes by columns; columns that disagree are refused, naming why.
+    for wrong, why in (
+        (batch | {"texts": ["zebra", "crossing"]}, "the columns differ in length"),
+        (batch | {"patterns": [1]}, "position 1 is outside the batch of 1"),
+        (batch | {"hot": {"-1": {"zebra": 0}}}, "position -1 is outside"),
+    ):
+        answer = httpx.post(
+            f"{cluster.matcher_urls[0]}/internal/match", json=wrong, headers=shown, timeout=30
+        )
+        assert answer.status_code == 422, answer.text
+        assert why in answer.text
+    matched = httpx.post(
+        f"{cluster.matcher_urls[0]}/internal/match", json=batch, headers=shown, timeout=30
+    )
+    assert matched.status_code == 200, matched.text
 
     # Rotated in Redis: the matcher takes the new token when shown it, and refuses the old; the
     # router, refused, reads the new one and routes on.
@@ -323,3 +339,34 @@ def engine_cluster(
         yield cluster
     finally:
         stop_cluster(cluster)
+
+
+def test_a_router_of_several_workers_answers_as_one(
+    cluster: RunningCluster, redis_url: str, receiver: Receiver
+) -> None:
+    """WORDCAST_ROUTER_WORKERS=2: two processes answer on one port, each routes what it accepts
+    to every matcher it concerns, and /metrics, whichever answers, counts for both."""
+    subscribed = _subscribe(cluster, ["wombat burrow"], receiver.hook)
+    offset = len(receiver.pairs())
+    with extra_router(cluster, redis_url, workers="2") as url:
+        answered: set[int] = set()
+
+        def both_answered() -> bool:
+            # A new connection each time: the kernel hands it to either worker.
+            answered.add(httpx.get(f"{url}/stats", timeout=10).json()["pid"])
+            return len(answered) == 2
+
+        eventually(both_answered, 30, 0.01, "both workers answering")
+        posts = [{"id": f"wombat-{n}", "text": f"a wombat burrow, {n}"} for n in range(20)]
+        for post in posts:  # one connection each, shared out between the workers
+            accepted = httpx.post(
+                f"{url}/publications", json={"publications": [post]}, headers=AUTH, timeout=30
+            )
+            assert accepted.status_code == 202, accepted.text
+        delivered = _delivered_after(cluster, receiver, offset, len(posts))
+        _check(delivered, {(sub_id, p["id"]) for sub_id in subscribed for p in posts})
+        for _ in range(6):
+            metrics = httpx.get(f"{url}/metrics", timeout=10).text
+            counted = re.search(r"^wordcast_router_publications_total (\S+)$", metrics, re.M)
+            assert counted is not None, metrics[:2000]
+            assert float(counted[1]) == len(posts)

@@ -7,6 +7,7 @@ import asyncio
 import os
 import signal
 import sys
+import tempfile
 from collections.abc import Callable, Coroutine
 from types import FrameType
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -126,6 +127,32 @@ def serve(app: object, settings: ServiceSettings, log_level: str | None = None) 
         # A request still open on shutdown must not keep a matcher being removed alive for ever.
         timeout_graceful_shutdown=5,
     )
+    return 0
+
+
+def serve_workers(factory: str, settings: ServiceSettings, workers: int) -> int:
+    """``workers`` processes sharing one port, each building its app with ``factory`` (an import
+    string) from the environment, as uvicorn's supervisor spawns them; their Prometheus metrics
+    kept in a directory of files that any of them reads back whole."""
+    import uvicorn
+
+    from wordcast.services.common import WORKER_HEADER_TIMEOUT_ENV
+
+    with tempfile.TemporaryDirectory(prefix="wordcast-metrics-") as metrics:
+        os.environ["PROMETHEUS_MULTIPROC_DIR"] = metrics
+        os.environ[WORKER_HEADER_TIMEOUT_ENV] = str(settings.header_timeout_s)
+        uvicorn.run(
+            factory,
+            factory=True,
+            workers=workers,
+            host=settings.host,
+            port=settings.port,
+            log_level=settings.log_level,
+            access_log=False,
+            timeout_keep_alive=30,
+            http="wordcast.services.common:WorkerHeaderTimeoutProtocol",
+            timeout_graceful_shutdown=5,
+        )
     return 0
 
 

@@ -11,7 +11,15 @@ import time
 from pathlib import Path
 from typing import Any
 
-from wordcast.cli.common import fail, positive, serve, service_settings, terminate_on_sigterm, whole
+from wordcast.cli.common import (
+    fail,
+    positive,
+    serve,
+    serve_workers,
+    service_settings,
+    terminate_on_sigterm,
+    whole,
+)
 from wordcast.limits import MAX_BATCH_PUBLICATIONS
 
 
@@ -20,6 +28,10 @@ def cmd_router(_: argparse.Namespace) -> int:
     from wordcast.services.router.settings import RouterSettings
 
     settings = service_settings(RouterSettings)
+    if settings.workers > 1:
+        return serve_workers(
+            "wordcast.services.router.main:create_worker_app", settings, settings.workers
+        )
     return serve(create_app(settings), settings)
 
 

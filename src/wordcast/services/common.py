@@ -16,7 +16,8 @@ from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from fastapi.routing import APIRoute
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from prometheus_client.multiprocess import MultiProcessCollector
 from pydantic import AliasChoices, Field, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -319,6 +320,17 @@ class HeaderTimeoutProtocol(HttpToolsProtocol):
             self.transport.close()
 
 
+# Worker processes import their protocol by name (uvicorn spawns them): its deadline comes from
+# the environment the serving process gave them.
+WORKER_HEADER_TIMEOUT_ENV = "WORDCAST_WORKER_HEADER_TIMEOUT_S"
+
+
+class WorkerHeaderTimeoutProtocol(HeaderTimeoutProtocol):
+    """:class:`HeaderTimeoutProtocol` for a worker process, the deadline read at import."""
+
+    header_timeout_s = float(os.environ.get(WORKER_HEADER_TIMEOUT_ENV, "10"))
+
+
 def header_timeout(seconds: float) -> type[HeaderTimeoutProtocol]:
     """:class:`HeaderTimeoutProtocol` with a deadline of ``seconds`` (uvicorn takes a class)."""
     return type("HeaderTimeoutProtocol", (HeaderTimeoutProtocol,), {"header_timeout_s": seconds})
@@ -384,6 +396,11 @@ def metrics_router() -> APIRouter:
 
     @router.get("/metrics", include_in_schema=False)
     def metrics() -> Response:
+        if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+            # Worker processes: whichever answers the scrape speaks for all of them.
+            registry = CollectorRegistry()
+            MultiProcessCollector(registry)
+            return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
         return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)
 
     return router

@@ -299,31 +299,50 @@ class PublicationsAccepted(BaseModel):
     routed: int = Field(description="Batches sent to matchers (one per matcher reached).")
 
 
-class RoutedPublication(BaseModel):
-    id: str
-    text: str
-    terms: list[str]
-    patterns: bool = Field(
-        default=False, description="Whether an anchor of this matcher's patterns occurs in it."
-    )
-    hot: dict[str, int] = Field(
-        default_factory=dict, description="The copy the router drew for each hot word in it."
-    )
-
-
 class MatchRequest(BaseModel):
+    """A routed batch, by columns: the k-th id, text and terms are the k-th publication's.
+
+    Columns rather than an object per publication: a matcher validates a batch of 1,000 in about
+    a third of the time (lists of strings are checked without building a model per row), and the
+    body is a quarter smaller. A router and its matchers speak the same version of it: upgrade
+    them together (a batch a matcher refuses is refused to its publisher with a 503, to retry)."""
+
     version: int = Field(default=0, ge=0, description="The mapping version that routed the batch.")
     publisher: str = Field(default="", max_length=64, description="The tenant that published it.")
     stream: str = Field(
         default="", max_length=64, description="The shared stream it went to; '' for none."
     )
-    publications: list[RoutedPublication]
     accepted: float = Field(
         default=0.0,
         ge=0,
         description="When the router accepted the publications (Unix seconds; 0: not said): "
         "the start of the publish-to-webhook latency.",
     )
+    ids: list[str] = Field(description="Each publication's id.")
+    texts: list[str] = Field(description="Each publication's text, as published.")
+    terms: list[list[str]] = Field(description="Each publication's analysed terms.")
+    patterns: list[int] = Field(
+        default_factory=list,
+        description="The positions of the publications in which an anchor of this matcher's "
+        "patterns occurs.",
+    )
+    hot: dict[int, dict[str, int]] = Field(
+        default_factory=dict,
+        description="By position: the copy the router drew for each hot word in the publication.",
+    )
+
+    @model_validator(mode="after")
+    def _columns_agree(self) -> MatchRequest:
+        count = len(self.ids)
+        if len(self.texts) != count or len(self.terms) != count:
+            raise ValueError(
+                f"the columns differ in length: {count} ids, {len(self.texts)} texts, "
+                f"{len(self.terms)} term lists"
+            )
+        outside = [k for k in (*self.patterns, *self.hot) if not 0 <= k < count]
+        if outside:
+            raise ValueError(f"position {outside[0]} is outside the batch of {count}")
+        return self
 
 
 class MatchResponse(BaseModel):

@@ -13,6 +13,7 @@ from wordcast.services.common import (
     configure_logging,
     in_background,
     metrics_router,
+    tune_garbage_collection,
 )
 from wordcast.services.errors import install_error_handlers
 from wordcast.services.router.routes import admin, deadletters, health, publications, subscriptions
@@ -62,3 +63,10 @@ def create_app(settings: RouterSettings | None = None) -> FastAPI:
     app.include_router(health.probes)
     app.include_router(metrics_router())
     return app
+
+
+def create_worker_app() -> FastAPI:
+    """The app of one of ``WORDCAST_ROUTER_WORKERS`` router processes (uvicorn calls it in each
+    worker it spawns), its settings read from the environment."""
+    tune_garbage_collection()
+    return create_app(RouterSettings())

@@ -185,14 +185,19 @@ class MatcherLinks:
             "version": version,
             "publisher": publisher,
             "stream": stream,
-            "publications": batch,
             "accepted": accepted,
+            # By columns (schemas.MatchRequest): the matcher validates them faster than rows.
+            "ids": [routed["id"] for routed in batch],
+            "texts": [routed["text"] for routed in batch],
+            "terms": [routed["terms"] for routed in batch],
+            "patterns": [k for k, routed in enumerate(batch) if routed.get("patterns")],
+            "hot": {k: routed["hot"] for k, routed in enumerate(batch) if "hot" in routed},
         }
         try:
             response = await self._post(
                 matcher,
                 "match",
-                content=orjson.dumps(body),
+                content=orjson.dumps(body, option=orjson.OPT_NON_STR_KEYS),
                 headers={"content-type": "application/json"},
             )
         except httpx.HTTPError as exc:

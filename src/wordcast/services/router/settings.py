@@ -17,6 +17,15 @@ class RouterSettings(ServiceSettings):
     )
 
     port: int = 8000
+    workers: int = Field(
+        default=1,
+        ge=1,
+        le=64,
+        description="Router processes sharing the port (uvicorn's workers), each with its own "
+        "replica of the word maps and connections; /metrics adds their counters up. One is "
+        "enough on a machine whose cores the matchers keep busy; more where a router's core "
+        "is the limit.",
+    )
     matcher_urls: Annotated[list[str], NoDecode] = Field(
         default=["http://127.0.0.1:8101", "http://127.0.0.1:8102"],
         description="Base URL of every matcher, in ordinal order (comma-separated in the env), or "

@@ -26,11 +26,18 @@ async def match(batch: MatchRequest, state: ReadyState) -> MatchResponse:
         raise Overloaded("the outbox is full: webhooks are slower than matching")
     if backlog.memory_full:
         raise Overloaded(f"{backlog.memory_text()}: webhooks are slower than matching")
-    publications = batch.publications
+    flagged = set(batch.patterns)
+    routed = [
+        (pub_id, text, terms, k in flagged)
+        for k, (pub_id, text, terms) in enumerate(
+            zip(batch.ids, batch.texts, batch.terms, strict=True)
+        )
+    ]
+    hot = batch.hot
     messages = state.match(
-        [(p.id, p.text, p.terms, p.patterns) for p in publications],
+        routed,
         batch.version,
-        [p.hot for p in publications],
+        [hot.get(k, {}) for k in range(len(routed))] if hot else None,
         publisher=batch.publisher,
         stream=batch.stream,
         accepted=batch.accepted,
