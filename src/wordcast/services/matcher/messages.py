@@ -74,22 +74,37 @@ def _message(
     alternatives: HeldAlternatives,
     now: float,
 ) -> Message:
+    # One pass, no call per match that can be spared: at 4 matches a publication this loop is a
+    # tenth of a matcher's time, bound by reading subscriptions scattered over its memory.
     matches = []
+    pairs = []
     publications = batch.publications
+    delivered_id = alternatives.subscription_id if alternatives else None
     for sub, position in chunk:
-        field, value = ("pattern", sub.pattern) if sub.is_pattern else ("query", sub.query)
-        publication = publications[position]
         # An alternative's match is its subscription's, signed with that one's secret.
-        matches.append(
-            {
-                "subscription_id": alternatives.subscription_id(sub.id),
-                field: value,
-                "publication_id": publication[0],
-                "text": publication[1],
-            }
-        )
-    signers = tuple(dict.fromkeys(str(m["subscription_id"]) for m in matches))
-    pairs = [(str(m["subscription_id"]), str(m["publication_id"])) for m in matches]
+        sub_id = sub.id if delivered_id is None else delivered_id(sub.id)
+        pub_id, text = publications[position][:2]
+        pattern = sub.pattern
+        if pattern:
+            matches.append(
+                {
+                    "subscription_id": sub_id,
+                    "pattern": pattern,
+                    "publication_id": pub_id,
+                    "text": text,
+                }
+            )
+        else:
+            matches.append(
+                {
+                    "subscription_id": sub_id,
+                    "query": sub.query,
+                    "publication_id": pub_id,
+                    "text": text,
+                }
+            )
+        pairs.append((sub_id, pub_id))
+    signers = tuple(dict.fromkeys(sub_id for sub_id, _ in pairs))
     # The publisher and the stream are the whole batch's: named once, for every match of it.
     body = orjson.dumps(
         {

@@ -1,0 +1,101 @@
+"""The messages a matcher builds from a batch's matches: grouping, bounds, and bodies byte for byte
+as the JSON of the whole payload (the fragments they are put together from must not show)."""
+
+from __future__ import annotations
+
+import random
+
+import orjson
+
+from wordcast.query.boolean import HeldAlternatives, parse_query, part_id
+from wordcast.services.matcher.messages import Batch, messages
+from wordcast.storage.outbox import MAX_SIGNERS, webhook_id
+from wordcast.storage.records import Subscription
+
+AWKWARD = ['quote " and \\ slash', "ünïcödé ☃", "tab\there", "new\nline", "plain words", "</script>"]
+
+
+def _expected_body(batch: Batch, matches: list[tuple[Subscription, str, int]]) -> str:
+    """The payload as one dict per match, encoded whole: what the body must equal."""
+    return orjson.dumps(
+        {
+            "type": "matches",
+            "publisher": batch.publisher,
+            "stream": batch.stream or None,
+            "matches": [
+                {
+                    "subscription_id": delivered,
+                    **({"pattern": sub.pattern} if sub.is_pattern else {"query": sub.query}),
+                    "publication_id": batch.publications[k][0],
+                    "text": batch.publications[k][1],
+                }
+                for sub, delivered, k in matches
+            ],
+        }
+    ).decode()
+
+
+def test_bodies_are_the_whole_payloads_json_and_every_match_is_in_one_message() -> None:
+    rng = random.Random(7)
+    alternatives = HeldAlternatives()
+    subscriptions: dict[str, Subscription] = {}
+    for n in range(200):
+        url = f"http://127.0.0.1:9/hook-{n % 3}"
+        tenant = ["", "acme"][n % 2]
+        if n % 10 == 0:
+            sub = Subscription(f"p{n}", "", (), url, 0, pattern=f"*{n}*", tenant=tenant)
+        else:
+            sub = Subscription(f"s{n}", rng.choice(AWKWARD), ("w",), url, 0, tenant=tenant)
+        subscriptions[sub.id] = sub
+    boolean = parse_query("(alpha beta) OR gamma")
+    for part in range(2):
+        stored = part_id("b0", part)
+        subscriptions[stored] = Subscription(stored, "(alpha beta) OR gamma", ("g",), "u", 0)
+        alternatives.add(stored, boolean)
+    publications = [
+        (f"pub-{k}", rng.choice(AWKWARD) + f" {k}", ("w",), False) for k in range(300)
+    ]
+    for stream in ("", "news"):
+        batch = Batch(publications, "acme", stream, accepted=12.5)
+        pairs = [(rng.choice(list(subscriptions)), rng.randrange(300)) for _ in range(3000)]
+        pairs = list(dict.fromkeys(pairs))
+        found = messages(pairs, batch, subscriptions, alternatives, most=100)
+
+        seen: list[tuple[str, str]] = []
+        for message in found:
+            body = orjson.loads(message.body)
+            matches = [
+                (
+                    subscriptions[stored],
+                    alternatives.subscription_id(stored),
+                    int(m["publication_id"].removeprefix("pub-")),
+                )
+                for m in body["matches"]
+                for stored in [_stored_id(m, subscriptions)]
+            ]
+            assert message.body == _expected_body(batch, matches)
+            delivered = [(m["subscription_id"], m["publication_id"]) for m in body["matches"]]
+            assert message.webhook_id == webhook_id(delivered, "acme", stream)
+            assert message.subscription_ids == tuple(dict.fromkeys(d for d, _ in delivered))
+            assert message.matches == len(delivered) <= 100
+            assert len(message.subscription_ids) <= MAX_SIGNERS
+            assert message.published == 12.5
+            assert {subscriptions[s].callback_url for s, _ in _stored(delivered, subscriptions)} == {
+                message.callback_url
+            }
+            seen += delivered
+        assert sorted(seen) == sorted(
+            (alternatives.subscription_id(s), publications[k][0]) for s, k in pairs
+        )
+
+
+def _stored_id(match: dict[str, str], subscriptions: dict[str, Subscription]) -> str:
+    """The stored id a delivered match came from (an alternative delivers its query's id)."""
+    sub_id = match["subscription_id"]
+    return sub_id if sub_id in subscriptions else part_id(sub_id, 0)
+
+
+def _stored(
+    delivered: list[tuple[str, str]], subscriptions: dict[str, Subscription]
+) -> list[tuple[str, str]]:
+    return [(_stored_id({"subscription_id": s}, subscriptions), p) for s, p in delivered]
