@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 SPEC := pyproject.toml
 
-.PHONY: run test test-unit lint unicode-tables bench bench-e2e bench-matcher bench-patterns bench-boolean bench-routing bench-routing-held bench-migration bench-shedding bench-subscribe bench-ingest bench-scale bench-delivery env java clean
+.PHONY: run test test-unit test-redis-cluster lint unicode-tables bench bench-e2e bench-matcher bench-patterns bench-boolean bench-routing bench-routing-held bench-migration bench-shedding bench-subscribe bench-ingest bench-scale bench-delivery env java clean
 
 # PySpark needs a Java runtime (17 or newer); it cannot come from PyPI, so say so clearly.
 java:
@@ -37,6 +37,11 @@ test: lint java
 
 test-unit: $(STAMP)
 	$(BIN)/python -m pytest -n 2 tests/unit
+
+# The end-to-end suite again, every cluster it starts on a Redis Cluster of three masters and a
+# replica each (about 10 minutes more; not part of `make test`, which keeps under 20).
+test-redis-cluster: $(STAMP)
+	WORDCAST_TEST_REDIS_SHARDS=3 $(BIN)/python -m pytest tests/e2e
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests bench

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import tempfile
@@ -19,7 +20,9 @@ from tests.helpers import (
     start_cluster,
     start_redis_server,
     stop_cluster,
+    stored_namespace,
 )
+from wordcast.local.redis_server import start_redis_cluster
 from wordcast.local.supervisor import free_port
 
 
@@ -38,7 +41,20 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 
 @pytest.fixture(scope="session")
 def redis_url() -> Iterator[str]:
-    """A redis-server process for the whole suite."""
+    """A redis-server process for the whole suite; with WORDCAST_TEST_REDIS_SHARDS=K, a Redis
+    Cluster of K masters and a replica each (``make test-redis-cluster``)."""
+    shards = int(os.environ.get("WORDCAST_TEST_REDIS_SHARDS", "0"))
+    if shards:
+        with tempfile.TemporaryDirectory(prefix="wordcast-test-redis-cluster-") as data:
+            processes, url = start_redis_cluster(shards, data)
+            try:
+                yield url
+            finally:
+                for process in processes:
+                    process.terminate()
+                for process in processes:
+                    process.wait(10)
+        return
     port = free_port()
     with tempfile.TemporaryDirectory(prefix="wordcast-test-redis-") as data:
         process = start_redis_server(port, data)
@@ -50,8 +66,8 @@ def redis_url() -> Iterator[str]:
 
 
 @pytest.fixture
-def namespace() -> str:
-    return f"test-{uuid.uuid4().hex[:10]}"
+def namespace(redis_url: str) -> str:
+    return stored_namespace(f"test-{uuid.uuid4().hex[:10]}", redis_url)
 
 
 @pytest.fixture(scope="module")

@@ -13,16 +13,17 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import httpx
 
 from wordcast.defaults import DEFAULT_ADMIN_TOKEN, DEVELOPMENT_API_KEY
 from wordcast.local.redis_server import start_redis_server as start_redis_process
 from wordcast.local.supervisor import free_port
+from wordcast.storage.redis import is_cluster, node_url, slot_namespace
 
 T = TypeVar("T")
 ROOT = Path(__file__).resolve().parent.parent  # the repository
@@ -149,9 +150,32 @@ def wait_until_ready(url: str, timeout: float = 30) -> None:
     eventually(ready, timeout, what=f"{url} ready")
 
 
+def redis_client(url: str, **options: Any) -> Any:
+    """A synchronous client for ``url``: one Redis, or a Redis Cluster (``redis+cluster://``);
+    text decoded unless ``decode_responses=False``."""
+    import redis
+
+    options.setdefault("decode_responses", True)
+    if is_cluster(url):
+        return redis.RedisCluster.from_url(node_url(url), **options)
+    return redis.Redis.from_url(url, **options)
+
+
+def stored_namespace(namespace: str, redis_url: str) -> str:
+    """The namespace as the services key it at ``redis_url`` (a hash tag on a Redis Cluster),
+    so that a test reading keys with ``f"{namespace}:…"`` reads theirs."""
+    return slot_namespace(namespace) if is_cluster(redis_url) else namespace
+
+
 def start_cluster(
-    redis_url: str, namespace: str, matchers: int = 2, env: dict[str, str] | None = None
+    redis_url: str,
+    namespace: str,
+    matchers: int = 2,
+    env: dict[str, str] | None = None,
+    args: Sequence[str] = (),
 ) -> RunningCluster:
+    """``wordcast up --no-demo`` on ``redis_url`` ("": on a Redis of its own, as ``args`` say)."""
+    namespace = stored_namespace(namespace, redis_url)
     env = (
         os.environ
         | (env or {})
@@ -161,6 +185,8 @@ def start_cluster(
             "PYTHONUNBUFFERED": "1",
         }
     )
+    if not redis_url:
+        del env["REDIS_URL"]
     process = subprocess.Popen(
         [
             sys.executable,
@@ -172,6 +198,7 @@ def start_cluster(
             str(matchers),
             "--port",
             str(free_port()),
+            *args,
         ],
         env=env,
         stdout=subprocess.PIPE,

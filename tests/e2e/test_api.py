@@ -7,9 +7,8 @@ from typing import Any
 
 import httpx
 import pytest
-import redis
 
-from tests.helpers import AUTH, Receiver, RunningCluster, tenant_key
+from tests.helpers import AUTH, Receiver, RunningCluster, redis_client, tenant_key
 from wordcast import limits
 
 pytestmark = pytest.mark.e2e
@@ -22,7 +21,7 @@ def api(cluster: RunningCluster) -> Iterator[httpx.Client]:
 
 
 def _redis_state(redis_url: str, namespace: str) -> dict[str, Any]:
-    client = redis.Redis.from_url(redis_url, decode_responses=True)
+    client = redis_client(redis_url)
     keys = sorted(client.scan_iter(match=f"{namespace}:*"))
     return {
         "keys": keys,

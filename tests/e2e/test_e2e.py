@@ -24,6 +24,7 @@ from tests.helpers import (
     RunningCluster,
     eventually,
     extra_router,
+    redis_client,
     start_cluster,
     stop_cluster,
     wordcast_cli,
@@ -184,9 +185,8 @@ def test_only_routers_of_the_cluster_reach_the_matchers_internal_endpoints(
 ) -> None:
     """The matchers' /internal endpoints want the token every service of the cluster reads from
     Redis; routers show it (every other test here goes through them)."""
-    import redis
 
-    client = redis.Redis.from_url(redis_url, decode_responses=True)
+    client = redis_client(redis_url)
     key = f"{cluster.namespace}:cluster:internal_token"
     token = client.get(key)
     assert token
@@ -238,9 +238,8 @@ def test_only_routers_of_the_cluster_reach_the_matchers_internal_endpoints(
 def test_status_shows_what_each_matcher_holds(cluster: RunningCluster, redis_url: str) -> None:
     """`wordcast status` lists, per matcher, the subscriptions it holds (what Redis has placed on
     it), as the router asks each matcher's /stats."""
-    import redis
 
-    client = redis.Redis.from_url(redis_url, decode_responses=True)
+    client = redis_client(redis_url)
     _subscribe(cluster, ["status check", "held where"], "http://127.0.0.1:9/hook")
     placed = [client.scard(f"{cluster.namespace}:matcher:{m}:subs") for m in range(2)]
     # Operators only: matcher URLs and process ids are not a tenant's business.

@@ -11,7 +11,7 @@ import httpx
 import pytest
 import redis
 
-from tests.helpers import AUTH, Receiver, RunningCluster
+from tests.helpers import AUTH, Receiver, RunningCluster, redis_client
 from wordcast.client import RouterClient
 from wordcast.corpus.workload import Post, post_boolean_queries, post_queries, sample_posts
 from wordcast.query.analysis import analyze
@@ -53,7 +53,7 @@ def test_boolean_queries_deliver_exactly_the_oracle_matches_once(
     boolean = post_boolean_queries(source, 400, seed=90)
     plain = post_queries(source, 200, seed=91)
     router = httpx.Client(base_url=cluster.router_url, timeout=30, headers=AUTH)
-    store = redis.Redis.from_url(redis_url, decode_responses=True)
+    store = redis_client(redis_url)
     records_before = _records(store, cluster.namespace, len(cluster.matcher_urls))
 
     # Most through the batch API, a few one at a time (the single-subscription path).

@@ -33,6 +33,7 @@ from tests.helpers import (
     RunningCluster,
     eventually,
     extra_router,
+    redis_client,
     start_cluster,
     stop_cluster,
 )
@@ -125,7 +126,7 @@ def test_scaling_up_and_down_under_a_stream_loses_and_duplicates_nothing(
     scaling_cluster: RunningCluster, receiver: Receiver, redis_url: str
 ) -> None:
     cluster, namespace = scaling_cluster, scaling_cluster.namespace
-    client = redis.Redis.from_url(redis_url, decode_responses=True)
+    client = redis_client(redis_url)
     assert len(receiver.pairs()) == 0, "this module's receiver starts empty"
     posts = sample_posts(7_000, seed=515)
     learning, stream = posts[:3_000], posts[3_000:]
@@ -275,7 +276,7 @@ def test_drain_refuses_clearly(args: list[str], env: dict[str, str], message: st
 def test_learn_refuses_a_number_of_matchers_the_cluster_does_not_have(
     redis_url: str, namespace: str
 ) -> None:
-    client = redis.Redis.from_url(redis_url, decode_responses=True)
+    client = redis_client(redis_url)
     client.set(f"{namespace}:cluster:matchers", 4)
     env = {"REDIS_URL": redis_url, "WORDCAST_NAMESPACE": namespace}
     result = _wordcast("learn", "--matchers", "6", env=env)
@@ -479,7 +480,7 @@ def test_a_router_following_the_statefulset_copies_its_replicas(
 def test_scale_refuses_while_the_routers_follow_a_statefulset(
     scaling_cluster: RunningCluster, redis_url: str
 ) -> None:
-    client = redis.Redis.from_url(redis_url, decode_responses=True)
+    client = redis_client(redis_url)
     namespace = scaling_cluster.namespace
     wanted = client.get(f"{namespace}:cluster:matchers")
     client.set(f"{namespace}:cluster:follows", "matcher", px=60_000)
@@ -503,7 +504,7 @@ def test_a_removed_matcher_that_is_gone_does_not_hold_the_cluster_on_the_old_ver
     cluster = start_cluster(
         redis_url, namespace, matchers=3, env={"WORDCAST_ROUTER_MAPPING_POLL_S": "0.3"}
     )
-    client = redis.Redis.from_url(redis_url, decode_responses=True)
+    client = redis_client(redis_url)
     frozen = cluster.matcher_pid(2)
     try:
         posts = sample_posts(3_000, seed=616)
@@ -555,7 +556,7 @@ def test_scale_with_a_learned_mapping_writes_only_that_version(
     namespace = f"test-learned-scale-{os.getpid()}"
     env = {"WORDCAST_ROUTER_MAPPING_POLL_S": "0.3", "WORDCAST_ROUTER_PUBLICATION_LOG_RATE": "1"}
     cluster = start_cluster(redis_url, namespace, matchers=2, env=env)
-    client = redis.Redis.from_url(redis_url, decode_responses=True)
+    client = redis_client(redis_url)
     try:
         posts = sample_posts(4_000, seed=717)
         already = len(receiver.pairs())

@@ -11,14 +11,13 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-import redis
 import schemathesis
 from hypothesis import HealthCheck, settings
 from schemathesis.checks import not_a_server_error
 from schemathesis.python import asgi as st_asgi
 from schemathesis.specs.openapi.checks import response_schema_conformance
 
-from tests.helpers import AUTH, RunningCluster, eventually
+from tests.helpers import AUTH, RunningCluster, eventually, redis_client
 from wordcast.services.matcher.main import create_app as matcher_app
 from wordcast.services.matcher.settings import MatcherSettings
 from wordcast.services.receiver.main import create_app as receiver_app
@@ -97,9 +96,7 @@ def test_router(case: Any, router_asgi: Any) -> None:
 def test_matcher(case: Any, matcher_asgi: Any, redis_url: str) -> None:
     app = _ready(matcher_asgi)
     # As a router calls it: with the cluster's internal token, so /internal is fuzzed past it.
-    token = redis.Redis.from_url(redis_url, decode_responses=True).get(
-        f"{MATCHER_NAMESPACE}:cluster:internal_token"
-    )
+    token = redis_client(redis_url).get(f"{MATCHER_NAMESPACE}:cluster:internal_token")
     case.call_and_validate(app=app, headers={"authorization": f"Bearer {token}"}, checks=CHECKS)
 
 

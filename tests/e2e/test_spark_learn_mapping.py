@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import redis.asyncio as aioredis
 
+from tests.helpers import stored_namespace
 from wordcast.corpus.workload import sample_posts
 from wordcast.learning.partitioning import partition, word_network
 from wordcast.learning.refine import learn_refined
@@ -20,6 +20,7 @@ from wordcast.routing.mapping import LearnedMapping
 from wordcast.spark_jobs import learn_mapping
 from wordcast.storage import Store
 from wordcast.storage.mappings import MappingStore
+from wordcast.storage.redis import connect
 
 
 def test_spark_graph_and_mappings_agree_with_the_pure_learners(spark: Any) -> None:
@@ -95,14 +96,14 @@ def test_entry_point_publishes_a_version_routers_can_load(tmp_path: Path, redis_
     source = tmp_path / "posts.tsv"
     rows = "".join(f"{p.id}\t{p.text}\n" for p in sample_posts(500, seed=3))
     source.write_text("id\ttext\n" + rows)
-    namespace = f"test-learn-{uuid.uuid4().hex[:8]}"
+    namespace = stored_namespace(f"test-learn-{uuid.uuid4().hex[:8]}", redis_url)
     out = tmp_path / "mapping.json"
     args = ["--matchers", "3", "--corpus", str(source), "--namespace", namespace]
     assert learn_mapping.main([*args, "--publish", redis_url, "--out", str(out)]) == 0
     assert out.exists()
 
     async def load() -> tuple[Any, Any]:
-        client = aioredis.Redis.from_url(redis_url, decode_responses=True)
+        client = connect(redis_url)
         store = MappingStore(client, namespace)
         try:
             return await store.state(), await store.load(1, 3)
@@ -120,12 +121,12 @@ def test_entry_point_best_records_what_it_chose_from(tmp_path: Path, redis_url: 
     source = tmp_path / "posts.tsv"
     rows = "".join(f"{p.id}\t{p.text}\n" for p in sample_posts(800, seed=4))
     source.write_text("id\ttext\n" + rows)
-    namespace = f"test-best-{uuid.uuid4().hex[:8]}"
+    namespace = stored_namespace(f"test-best-{uuid.uuid4().hex[:8]}", redis_url)
     args = ["--matchers", "4", "--corpus", str(source), "--namespace", namespace]
     assert learn_mapping.main([*args, "--algorithm", "best", "--publish", redis_url]) == 0
 
     async def meta() -> dict[str, str]:
-        client = aioredis.Redis.from_url(redis_url, decode_responses=True)
+        client = connect(redis_url)
         try:
             return await MappingStore(client, namespace).meta(1)
         finally:
@@ -143,11 +144,11 @@ def test_a_mapping_for_a_number_of_matchers_the_cluster_left_is_not_published(
     source = tmp_path / "posts.tsv"
     rows = "".join(f"{p.id}\t{p.text}\n" for p in sample_posts(300, seed=5))
     source.write_text("id\ttext\n" + rows)
-    namespace = f"test-stale-{uuid.uuid4().hex[:8]}"
+    namespace = stored_namespace(f"test-stale-{uuid.uuid4().hex[:8]}", redis_url)
 
     async def in_redis(wanted: int | None = None) -> int:
         """Record the number of matchers wanted (if given); the latest mapping version."""
-        client = aioredis.Redis.from_url(redis_url, decode_responses=True)
+        client = connect(redis_url)
         try:
             if wanted is not None:
                 await Store(client, namespace).cluster.want_matchers(wanted)

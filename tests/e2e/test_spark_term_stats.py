@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from tests.helpers import redis_client
 from wordcast.corpus.files import debian_documents
 from wordcast.engines.termstats import TermOrder, TermStats
 from wordcast.query.analysis import analyze
@@ -60,12 +61,11 @@ def test_statistics_from_the_routers_publication_log(
     spark: Any, redis_url: str, namespace: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """`wordcast termstats` on the routers' log equals the pure builder on the same texts."""
-    import redis
 
     from wordcast.cli import main as wordcast
 
     texts = [text for _, text in debian_documents(limit=200)]
-    client = redis.Redis.from_url(redis_url)
+    client = redis_client(redis_url, decode_responses=False)
     for text in texts:
         client.xadd(
             f"{namespace}:publications", {"at": "1.0", "terms": " ".join(sorted(analyze(text)))}

@@ -10,13 +10,13 @@ from collections.abc import Iterator
 import httpx
 import orjson
 import pytest
-import redis
 
 from tests.helpers import (
     AUTH,
     Receiver,
     RunningCluster,
     eventually_async,
+    redis_client,
     start_cluster,
     stop_cluster,
 )
@@ -59,7 +59,7 @@ def strict_cluster(redis_url: str) -> Iterator[RunningCluster]:
 def test_registration_refuses_forbidden_callbacks(
     strict_cluster: RunningCluster, redis_url: str, callback: str, kind: str, text: str
 ) -> None:
-    client = redis.Redis.from_url(redis_url)
+    client = redis_client(redis_url, decode_responses=False)
     before = sorted(client.scan_iter(match="test-ssrf:*"))
     body = {kind: text, "callback_url": callback}
     response = httpx.post(

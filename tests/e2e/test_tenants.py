@@ -11,9 +11,15 @@ import uuid
 import httpx
 import pydantic
 import pytest
-import redis
 
-from tests.helpers import RunningCluster, eventually, extra_router, tenant_key, wordcast_cli
+from tests.helpers import (
+    RunningCluster,
+    eventually,
+    extra_router,
+    redis_client,
+    tenant_key,
+    wordcast_cli,
+)
 from wordcast.corpus.workload import post_queries, sample_posts
 from wordcast.errors import LimitExceeded
 from wordcast.services.router.batches import BatchItem
@@ -80,7 +86,7 @@ def test_tenants_see_and_delete_only_their_own(cluster: RunningCluster, redis_ur
     assert sub_id not in listed(alice)
 
     # Only hashes of the keys are stored.
-    client = redis.Redis.from_url(redis_url, decode_responses=True)
+    client = redis_client(redis_url)
     stored = {k: client.get(k) for k in client.scan_iter(match=f"{cluster.namespace}:apikey:*")}
     assert f"{cluster.namespace}:apikey:{hashlib.sha256(alice.encode()).hexdigest()}" in stored
     assert all(alice not in k and alice != v for k, v in stored.items())

@@ -26,6 +26,7 @@ from wordcast.services.matcher.routes.health import probes as matcher_probes
 from wordcast.services.matcher.settings import MatcherSettings
 from wordcast.services.router.routes.health import probes as router_probes
 from wordcast.services.router.settings import RouterSettings
+from wordcast.storage.redis import is_cluster
 
 DEPLOY = ROOT / "deploy" / "k8s"
 KUBERNETES = "1.30.0"  # the oldest release still supported when these were written
@@ -270,3 +271,87 @@ def test_a_router_that_re_maps_by_hashing_may_start_the_learner_and_nothing_more
     granted = {s["name"] for s in binding["subjects"] if s["kind"] == "ServiceAccount"}
     assert granted == {router_account}
     assert matcher_account not in granted
+
+
+# -- the Redis Cluster variant (kustomize overlay) ---------------------------------------------------
+OVERLAY = DEPLOY / "overlays" / "redis-cluster"
+
+
+def _overlay(name: str) -> list[dict[str, Any]]:
+    return [d for d in yaml.safe_load_all((OVERLAY / name).read_text()) if d]
+
+
+def _by_kind(documents: list[dict[str, Any]]) -> dict[tuple[str, str], dict[str, Any]]:
+    return {(d["kind"], d["metadata"]["name"]): d for d in documents}
+
+
+@pytest.mark.parametrize("obj", _overlay("redis-cluster.yaml"), ids=lambda o: o["kind"])
+def test_the_redis_cluster_overlays_objects_are_valid_kubernetes(obj: dict[str, Any]) -> None:
+    kubernetes_validate.validate(obj, KUBERNETES, strict=True)
+
+
+def test_the_overlay_puts_a_redis_cluster_in_the_single_redis_place(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    kustomization = yaml.safe_load((OVERLAY / "kustomization.yaml").read_text())
+    assert kustomization["resources"] == ["../..", "redis-cluster.yaml"]
+    assert (OVERLAY / kustomization["resources"][0] / "kustomization.yaml").exists()
+    patches = [p["path"] for p in kustomization["patches"]]
+    deleted = _by_kind(_overlay("without-single-redis.yaml"))
+    assert all(d["$patch"] == "delete" for d in deleted.values())
+    # It deletes the base's single Redis and everything naming it alone, and nothing else.
+    assert set(deleted) == {
+        ("StatefulSet", "redis"),
+        ("Service", "redis"),
+        ("NetworkPolicy", "redis-from-wordcast"),
+    }
+    assert set(deleted) <= set(BY_KIND)
+    (config,) = _overlay("config.yaml")
+    assert (config["kind"], config["metadata"]["name"]) in BY_KIND
+    assert set(patches) == {"without-single-redis.yaml", "config.yaml"}
+
+    # Every service accepts the settings it then gets, and they name a node of the cluster.
+    for name, value in (CONFIG | config["data"]).items():
+        monkeypatch.setenv(name, value)
+    settings = ServiceSettings()
+    assert is_cluster(settings.redis_url)
+    assert settings.redis_wait_replicas == 1
+    statefulset = _by_kind(_overlay("redis-cluster.yaml"))[("StatefulSet", "redis-cluster")]
+    service = statefulset["spec"]["serviceName"]
+    host = settings.redis_url.split("://")[1].split(":")[0]
+    assert host == f"{statefulset['metadata']['name']}-0.{service}.wordcast.svc"
+
+
+def test_the_job_forms_every_node_into_masters_with_a_replica_each() -> None:
+    objects = _by_kind(_overlay("redis-cluster.yaml"))
+    statefulset = objects[("StatefulSet", "redis-cluster")]
+    pods = statefulset["spec"]["replicas"]
+    script = objects[("Job", "redis-cluster-create")]["spec"]["template"]["spec"]["containers"][0][
+        "command"
+    ][-1]
+    nodes = script.split('nodes="')[1].split('"')[0].split()
+    assert nodes == [f"redis-cluster-{k}.redis-cluster.wordcast.svc:6379" for k in range(pods)]
+    assert "--cluster-replicas 1 --cluster-yes" in script
+    assert pods // 2 >= 3, "Redis Cluster wants three masters at least"
+    # The nodes announce the very names the Job joins them by.
+    args = statefulset["spec"]["template"]["spec"]["containers"][0]["args"]
+    announced = args[args.index("--cluster-announce-hostname") + 1]
+    assert announced.replace("$(POD_NAME)", "redis-cluster-0") == nodes[0].split(":")[0]
+
+
+def test_the_nodes_reach_each_other_and_only_wordcast_reaches_them() -> None:
+    policy = _by_kind(_overlay("redis-cluster.yaml"))[
+        ("NetworkPolicy", "redis-cluster-from-wordcast")
+    ]
+    clients, peers = policy["spec"]["ingress"]
+    allowed = set(clients["from"][0]["podSelector"]["matchExpressions"][0]["values"])
+    wordcast_apps = {
+        obj["spec"]["template"]["metadata"]["labels"]["app"]
+        for (kind, _), obj in BY_KIND.items()
+        if kind in ("Deployment", "StatefulSet") and obj["metadata"]["name"] != "redis"
+    }
+    learner = BY_KIND[("CronJob", "learn-mapping")]["spec"]["jobTemplate"]["spec"]["template"]
+    assert allowed == wordcast_apps | {learner["metadata"]["labels"]["app"], "redis-cluster-create"}
+    assert [p["port"] for p in clients["ports"]] == [6379]
+    assert peers["from"] == [{"podSelector": {"matchLabels": {"app": "redis-cluster"}}}]
+    assert sorted(p["port"] for p in peers["ports"]) == [6379, 16379]

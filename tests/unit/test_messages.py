@@ -12,7 +12,14 @@ from wordcast.services.matcher.messages import Batch, messages
 from wordcast.storage.outbox import MAX_SIGNERS, webhook_id
 from wordcast.storage.records import Subscription
 
-AWKWARD = ['quote " and \\ slash', "ünïcödé ☃", "tab\there", "new\nline", "plain words", "</script>"]
+AWKWARD = [
+    'quote " and \\ slash',
+    "ünïcödé ☃",
+    "tab\there",
+    "new\nline",
+    "plain words",
+    "</script>",
+]
 
 
 def _expected_body(batch: Batch, matches: list[tuple[Subscription, str, int]]) -> str:
@@ -52,9 +59,7 @@ def test_bodies_are_the_whole_payloads_json_and_every_match_is_in_one_message() 
         stored = part_id("b0", part)
         subscriptions[stored] = Subscription(stored, "(alpha beta) OR gamma", ("g",), "u", 0)
         alternatives.add(stored, boolean)
-    publications = [
-        (f"pub-{k}", rng.choice(AWKWARD) + f" {k}", ("w",), False) for k in range(300)
-    ]
+    publications = [(f"pub-{k}", rng.choice(AWKWARD) + f" {k}", ("w",), False) for k in range(300)]
     for stream in ("", "news"):
         batch = Batch(publications, "acme", stream, accepted=12.5)
         pairs = [(rng.choice(list(subscriptions)), rng.randrange(300)) for _ in range(3000)]
@@ -80,9 +85,9 @@ def test_bodies_are_the_whole_payloads_json_and_every_match_is_in_one_message() 
             assert message.matches == len(delivered) <= 100
             assert len(message.subscription_ids) <= MAX_SIGNERS
             assert message.published == 12.5
-            assert {subscriptions[s].callback_url for s, _ in _stored(delivered, subscriptions)} == {
-                message.callback_url
-            }
+            assert {
+                subscriptions[s].callback_url for s, _ in _stored(delivered, subscriptions)
+            } == {message.callback_url}
             seen += delivered
         assert sorted(seen) == sorted(
             (alternatives.subscription_id(s), publications[k][0]) for s, k in pairs

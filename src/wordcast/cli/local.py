@@ -103,6 +103,8 @@ def cmd_up(args: argparse.Namespace) -> int:
             f"--matchers must be 1 to {MAX_LOCAL_MATCHERS} for a local cluster (each matcher is a "
             "process of its own); more belong on Kubernetes"
         )
+    if args.redis_shards and os.environ.get("REDIS_URL"):
+        return fail("--redis-shards starts a Redis Cluster of its own: unset REDIS_URL, or drop it")
     busy = port_in_use(args.port)
     if busy:
         return fail(
@@ -125,7 +127,10 @@ def cmd_up(args: argparse.Namespace) -> int:
             namespace=os.environ.get("WORDCAST_NAMESPACE", "wordcast"),
             receiver=not args.no_demo,
             data_dir=Path(args.data_dir) if args.data_dir else None,
+            redis_shards=args.redis_shards,
         )
+    except ValueError as exc:  # a Redis Cluster of too few shards
+        return fail(str(exc))
     except OSError as exc:  # making the embedded Redis's directory; nothing has started yet
         if not args.data_dir:
             raise
@@ -166,6 +171,13 @@ def register(sub: Any) -> None:
         help="no demo receiver and no demo traffic, just the cluster",
     )
     up.add_argument("--data-dir", help="keep Redis data here (default: a temporary directory)")
+    up.add_argument(
+        "--redis-shards",
+        type=whole(0, 64),
+        default=0,
+        help="run on an embedded Redis Cluster of this many masters (3 or more), a replica each, "
+        "instead of one Redis (default 0: one Redis)",
+    )
     up.add_argument("--demo-subscriptions", type=whole(1), default=300)
     up.add_argument("--demo-rate", type=positive, default=20.0, help="demo posts per second")
     up.set_defaults(func=cmd_up)

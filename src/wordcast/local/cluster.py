@@ -12,6 +12,7 @@ mapping version that routes to them.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import shutil
 import sys
@@ -21,9 +22,23 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from wordcast.local.redis_server import reach_redis, redis_ready, redis_server_argv
+from wordcast.local.redis_server import (
+    CLUSTER_NODE_TIMEOUT_MS,
+    MIN_SHARDS,
+    cluster_url,
+    form_redis_cluster,
+    free_cluster_ports,
+    reach_redis,
+    redis_cluster_node_argv,
+    redis_ready,
+    redis_server_argv,
+)
 from wordcast.local.supervisor import Service, Supervisor, free_port, http_ready
 from wordcast.storage import Store
+
+# A dead node of the embedded Redis Cluster comes back only once its replica has surely taken
+# over: twice the time the others take to declare it failed.
+NODE_RESTART_AFTER_S = 2 * CLUSTER_NODE_TIMEOUT_MS / 1000
 
 
 class Cluster(Supervisor):
@@ -41,6 +56,7 @@ class Cluster(Supervisor):
         data_dir: Path | None = None,
         log_level: str = "warning",
         out: Callable[[str], None] | None = None,
+        redis_shards: int = 0,
     ) -> None:
         self.matcher_count = matchers
         self._initial_matchers = matchers
@@ -50,7 +66,13 @@ class Cluster(Supervisor):
         super().__init__(out)
         self._own_dir = data_dir is None
         self.data_dir = data_dir or Path(tempfile.mkdtemp(prefix="wordcast-"))
-        self.redis_url = redis_url or self._embedded_redis()
+        self._cluster_ports: list[int] = []  # of an embedded Redis Cluster's nodes
+        if redis_url:
+            self.redis_url = redis_url
+        elif redis_shards:
+            self.redis_url = self._embedded_redis_cluster(redis_shards)
+        else:
+            self.redis_url = self._embedded_redis()
         self._common_env = {
             "REDIS_URL": self.redis_url,
             "WORDCAST_NAMESPACE": namespace,
@@ -77,6 +99,32 @@ class Cluster(Supervisor):
         argv = redis_server_argv(redis_port, str(redis_dir), appendfsync="everysec")
         self.services.append(Service("redis", argv, {}, redis_ready(url)))
         return url
+
+    def _embedded_redis_cluster(self, shards: int) -> str:
+        """Add the nodes of a Redis Cluster of the cluster's own: ``shards`` masters and a replica
+        each (formed once all answer, in :meth:`start`); its URL. The ports are kept beside the
+        data, so that the nodes started again on a ``--data-dir`` find each other where their
+        node tables say."""
+        if shards < MIN_SHARDS:
+            raise ValueError(
+                f"--redis-shards must be at least {MIN_SHARDS} (Redis Cluster's least)"
+            )
+        root = self.data_dir / "redis-cluster"
+        root.mkdir(parents=True, exist_ok=True)
+        kept = root / "ports.json"
+        ports = json.loads(kept.read_text()) if kept.exists() else []
+        if len(ports) != 2 * shards:
+            ports = free_cluster_ports(2 * shards)
+            kept.write_text(json.dumps(ports))
+        self._cluster_ports = ports
+        for k, port in enumerate(ports):
+            node_dir = root / f"node-{port}"
+            node_dir.mkdir(exist_ok=True)
+            ready = redis_ready(f"redis://127.0.0.1:{port}/0")
+            argv = redis_cluster_node_argv(port, str(node_dir))
+            node = Service(f"redis-{k}", argv, {}, ready, restart_after_s=NODE_RESTART_AFTER_S)
+            self.services.append(node)
+        return cluster_url(ports)
 
     def _router(self) -> Service:
         env = self._common_env | {
@@ -122,11 +170,14 @@ class Cluster(Supervisor):
         return f"{self.receiver_url}/hook"
 
     def start(self, timeout: float = 60.0) -> None:
-        if not any(service.name == "redis" for service in self.services):
+        if not any(service.name.startswith("redis") for service in self.services):
             reach_redis(self.redis_url)
-        for service in self.services:
+        nodes = len(self._cluster_ports)
+        for k, service in enumerate(self.services):
             self._spawn(service)
             self._wait_ready(service, timeout)
+            if nodes and k == nodes - 1:  # every node of the embedded Redis Cluster answers
+                form_redis_cluster(self._cluster_ports, replicas=1, timeout=timeout)
         self.start_watching()
         self._scaler = threading.Thread(target=self._follow_scale, name="scaler", daemon=True)
         self._scaler.start()

@@ -56,6 +56,11 @@ class Service:
     process: subprocess.Popen[bytes] | None = None
     restarts: int = 0
     started_at: float = 0.0
+    # Wait at least this long before starting it again: a Redis Cluster master must stay away
+    # until its replica has taken over (else it comes back with the writes it had not fsynced
+    # lost, and the replica, resyncing from it, loses them too).
+    restart_after_s: float = 0.0
+    restart_due: float = 0.0  # when the dead process is started again (0: not dead)
     _pump: threading.Thread | None = field(default=None, repr=False)
 
 
@@ -146,15 +151,20 @@ class Supervisor:
                         return
                     if service not in self.services:  # stopped by scaling down
                         continue
-                    self._out(
-                        f"[supervisor] {service.name} exited with code {process.returncode}; "
-                        "restarting"
-                    )
-                    pause = min(0.2 * 2 ** min(service.restarts, 5), 5.0)
-                    if time.monotonic() - service.started_at > 30:
-                        service.restarts = 0
-                    service.restarts += 1
-                    time.sleep(pause)
+                    if not service.restart_due:
+                        pause = min(0.2 * 2 ** min(service.restarts, 5), 5.0)
+                        pause = max(pause, service.restart_after_s)
+                        self._out(
+                            f"[supervisor] {service.name} exited with code "
+                            f"{process.returncode}; restarting in {pause:.1f} s"
+                        )
+                        if time.monotonic() - service.started_at > 30:
+                            service.restarts = 0
+                        service.restarts += 1
+                        service.restart_due = time.monotonic() + pause
+                    if time.monotonic() < service.restart_due:
+                        continue  # the others are watched meanwhile
+                    service.restart_due = 0.0
                     self._spawn(service)
 
     def _stop_processes(self, removed: list[Service]) -> None:

@@ -69,9 +69,19 @@ class ServiceSettings(BaseSettings):
     )
     namespace: str = Field(
         default="wordcast",
-        pattern=r"^[A-Za-z0-9_.-]{1,64}$",
+        pattern=r"^(?:[A-Za-z0-9_.-]{1,64}|\{[A-Za-z0-9_.-]{1,64}\})$",
         validation_alias=AliasChoices("WORDCAST_NAMESPACE"),
-        description="Prefix of every Redis key, so several clusters can share one Redis.",
+        description="Prefix of every Redis key, so several clusters can share one Redis. On a "
+        "Redis Cluster it is used as a hash tag ({wordcast}), and may be given as one.",
+    )
+    redis_wait_replicas: int | None = Field(
+        default=None,
+        ge=0,
+        le=16,
+        validation_alias=AliasChoices("WORDCAST_REDIS_WAIT_REPLICAS"),
+        description="Replicas that must hold a promised write (outbox messages, subscription "
+        "changes) before it is acknowledged, by Redis's WAIT; unset: 1 on a Redis Cluster, 0 on "
+        "one Redis. Each such write costs a round trip to a replica more.",
     )
     log_level: str = "info"
     events_max: int = Field(

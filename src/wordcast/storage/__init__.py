@@ -49,6 +49,16 @@ Keys (all under a namespace, ``wordcast`` by default, so several clusters can sh
 
 Mapping versions are described in :mod:`.mappings`, the outboxes in :mod:`.outbox`.
 
+**On a Redis Cluster** (a ``redis+cluster://`` URL, :mod:`.redis`) the namespace becomes a hash
+tag, ``{wordcast}:sub:…``: every key of a wordcast cluster lives in one slot, so every script,
+transaction and multi-stream read above works unchanged, and a master's failure is survived by its
+replica taking over. Replication being asynchronous, the writes that carry a promise (a routed
+batch's messages, a subscription stored, moved or deleted) wait for a replica with ``WAIT`` before
+they are acknowledged (:class:`~.redis.Replication`). What one slot does not give is spread: one
+master carries the whole namespace, and more shards add failover, not throughput. Spreading the
+outboxes and the subscription records over slots of their own, with the ordered, idempotent
+cross-slot sequences that needs, is the next step (issue 11).
+
 Every change is one Lua script, so the record, both word maps and the event that announces it are
 written atomically: concurrent routers cannot corrupt the counts, and a reader that loads a snapshot
 and then replays the events after its starting position always converges to the committed state.
@@ -71,7 +81,13 @@ from wordcast.storage.membership import ClusterStore
 from wordcast.storage.outbox import DeadLetters, Outbox
 from wordcast.storage.publication_log import PublicationLog
 from wordcast.storage.ratelimit import RateLimiter
-from wordcast.storage.redis import connect
+from wordcast.storage.redis import (
+    NO_REPLICAS,
+    Replication,
+    connect,
+    is_cluster,
+    slot_namespace,
+)
 from wordcast.storage.subscriptions import EVENTS_MAX, SubscriptionStore
 from wordcast.storage.tenants import TenantStore
 from wordcast.storage.word_maps import WordMaps
@@ -81,12 +97,17 @@ class Store:
     """Every store of one cluster (``namespace``), over one Redis client."""
 
     def __init__(
-        self, client: Any, namespace: str = "wordcast", events_max: int = EVENTS_MAX
+        self,
+        client: Any,
+        namespace: str = "wordcast",
+        events_max: int = EVENTS_MAX,
+        replication: Replication = NO_REPLICAS,
     ) -> None:
         self._client = client
         self.ns = namespace
         self.keys = Keys(namespace)
-        self.subscriptions = SubscriptionStore(client, self.keys, events_max)
+        self.replication = replication
+        self.subscriptions = SubscriptionStore(client, self.keys, events_max, replication)
         self.word_maps = WordMaps(client, self.keys)
         self.events = EventLog(client, self.keys)
         self.tenants = TenantStore(client, self.keys)
@@ -96,12 +117,25 @@ class Store:
         self.dead_letters = DeadLetters(client, namespace)
 
     @classmethod
-    def connect(cls, url: str, namespace: str = "wordcast", events_max: int = EVENTS_MAX) -> Store:
-        return cls(connect(url), namespace, events_max)
+    def connect(
+        cls,
+        url: str,
+        namespace: str = "wordcast",
+        events_max: int = EVENTS_MAX,
+        wait_replicas: int | None = None,
+    ) -> Store:
+        """The stores of ``namespace`` at ``url``: on a Redis Cluster (``redis+cluster://``) under
+        the namespace as a hash tag (``{wordcast}:sub:…``), so that all of them share one slot.
+        Promised writes wait for ``wait_replicas`` replicas (:class:`~.redis.Replication`; by
+        default one on a Redis Cluster, none on one Redis)."""
+        replication = Replication.default_for(url, wait_replicas)
+        if is_cluster(url):
+            namespace = slot_namespace(namespace)
+        return cls(connect(url), namespace, events_max, replication)
 
     def outbox(self, matcher: int, reader: int | None = None) -> Outbox:
         """Matcher ``matcher``'s outbox, read by matcher ``reader`` (by default its own)."""
-        return Outbox(self._client, self.ns, matcher, reader)
+        return Outbox(self._client, self.ns, matcher, reader, self.replication)
 
     def rate_limiter(self, per_second: float, burst: float) -> RateLimiter:
         return RateLimiter(self._client, self.ns, per_second, burst)

@@ -36,7 +36,7 @@ import redis.asyncio as aioredis
 
 from wordcast.errors import MappingError
 from wordcast.routing.mapping import HashMapping, LearnedMapping
-from wordcast.storage.redis import translated
+from wordcast.storage.redis import on_cluster, translated
 
 CHUNK = 10_000
 
@@ -80,8 +80,13 @@ class MappingStore:
         return self.key("announce")
 
     # -- versions -----------------------------------------------------------------------------
-    def announcements(self) -> Any:
+    async def announcements(self) -> Any:
         """A pub/sub subscribed (once awaited: ``await pubsub.subscribe``) to announcements."""
+        if on_cluster(self.client):
+            # A cluster's pub/sub finds its node by the channel's slot: the client must have
+            # learned the slots first (a no-op once it has).
+            with translated("learning the Redis Cluster's slots"):
+                await self.client.initialize()
         return self.client.pubsub()
 
     async def write(

@@ -32,7 +32,7 @@ import redis.asyncio as aioredis
 from redis.exceptions import ResponseError
 
 from wordcast.errors import NotFound
-from wordcast.storage.redis import translated
+from wordcast.storage.redis import NO_REPLICAS, Replication, node_of, on_cluster, translated
 
 GROUP = "dispatch"
 MAX_SIGNERS = 64  # subscriptions per message: 3 KB of signature header (6 KB while all rotate)
@@ -143,9 +143,15 @@ class Outbox:
     own)."""
 
     def __init__(
-        self, client: aioredis.Redis, namespace: str, matcher: int, reader: int | None = None
+        self,
+        client: aioredis.Redis,
+        namespace: str,
+        matcher: int,
+        reader: int | None = None,
+        replication: Replication = NO_REPLICAS,
     ) -> None:
         self.client: Any = client
+        self.replication = replication
         self.ns = namespace
         self.matcher = matcher
         self.key = self.key_for(namespace, matcher)
@@ -161,7 +167,10 @@ class Outbox:
         with translated("looking for outboxes"):
             registered = await self.client.smembers(f"{self.ns}:outboxes")
         others = sorted(int(m) for m in registered if m.isdigit() and int(m) != self.matcher)
-        return [self, *(Outbox(self.client, self.ns, j, self.reader) for j in others)]
+        return [
+            self,
+            *(Outbox(self.client, self.ns, j, self.reader, self.replication) for j in others),
+        ]
 
     def dead_key(self, tenant: str) -> str:
         return f"{self.ns}:dead:{tenant}"
@@ -185,7 +194,7 @@ class Outbox:
         for message in messages:
             pipe.xadd(self.key, message.fields())
         with translated("recording matches in the outbox"):
-            await pipe.execute()
+            await self.replication.execute(pipe, self.key, "recording matches in the outbox")
 
     async def depth(self) -> int:
         """Messages recorded and not yet acknowledged or dead-lettered."""
@@ -194,11 +203,18 @@ class Outbox:
 
     async def backlog(self, redis_memory_max: int = 0) -> Backlog:
         """This outbox's depth and Redis's memory, in one round trip."""
-        pipe = self.client.pipeline(transaction=False)
-        pipe.xlen(self.key)
-        pipe.info("memory")
         with translated("measuring the outbox"):
-            depth, memory = await pipe.execute()
+            if on_cluster(self.client):
+                # A cluster's pipelines refuse INFO: the memory that counts is the node's
+                # holding this namespace's slot.
+                node = await node_of(self.client, self.key)
+                depth = await self.client.xlen(self.key)
+                memory = await self.client.info("memory", target_nodes=node)
+            else:
+                pipe = self.client.pipeline(transaction=False)
+                pipe.xlen(self.key)
+                pipe.info("memory")
+                depth, memory = await pipe.execute()
         return Backlog(
             int(depth), int(memory["used_memory"]), redis_memory_limit(memory, redis_memory_max)
         )

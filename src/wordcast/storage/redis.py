@@ -1,8 +1,15 @@
-"""The one Redis client of a process, and the translation of Redis's errors into wordcast's."""
+"""The one Redis client of a process, and the translation of Redis's errors into wordcast's.
+
+A URL whose scheme is ``redis+cluster://`` (or ``rediss+cluster://``) names one node of a Redis
+Cluster: the process then talks to the cluster through redis-py's cluster client, which learns the
+topology from that node and follows it through failovers and resharding. Every other URL is one
+Redis (``redis://``, ``rediss://``, ``unix://``), as always.
+"""
 
 from __future__ import annotations
 
 import contextlib
+from dataclasses import dataclass
 from typing import Any
 
 import redis.asyncio as aioredis
@@ -19,16 +26,41 @@ def translated(action: str) -> Any:
         raise StoreUnavailable(f"Redis failed while {action}: {exc}") from exc
 
 
-def connect(url: str) -> aioredis.Redis:
+CLUSTER_SCHEMES = {"redis+cluster": "redis", "rediss+cluster": "rediss"}
+
+
+def is_cluster(url: str) -> bool:
+    """Whether ``url`` names a Redis Cluster (``redis+cluster://host:port``)."""
+    return url.partition("://")[0].lower() in CLUSTER_SCHEMES
+
+
+def node_url(url: str) -> str:
+    """The plain Redis URL of the node a cluster URL names (``url`` itself otherwise)."""
+    scheme, sep, rest = url.partition("://")
+    return f"{CLUSTER_SCHEMES.get(scheme.lower(), scheme)}{sep}{rest}"
+
+
+def slot_namespace(namespace: str) -> str:
+    """The namespace as a Redis Cluster hash tag: every key of the namespace then hashes to one
+    slot, so each Lua script, transaction and multi-stream read touches one slot, as Redis
+    Cluster requires. A namespace that holds a tag already is taken as it is."""
+    return namespace if "{" in namespace else "{" + namespace + "}"
+
+
+def connect(url: str) -> Any:
     """One client (and so one connection pool) per process; responses decoded as text."""
-    return aioredis.Redis.from_url(
-        url,
-        decode_responses=True,
-        socket_timeout=10,
-        socket_connect_timeout=5,
-        health_check_interval=15,
-        retry_on_timeout=True,
-    )
+    options: dict[str, Any] = {
+        "decode_responses": True,
+        "socket_timeout": 10,
+        "socket_connect_timeout": 5,
+    }
+    if is_cluster(url):
+        from redis.asyncio.cluster import RedisCluster
+
+        # A failover takes the cluster's node timeout to be noticed and a few seconds to
+        # settle: commands are retried across it rather than failing at the first refusal.
+        return RedisCluster.from_url(node_url(url), cluster_error_retry_attempts=8, **options)
+    return aioredis.Redis.from_url(url, health_check_interval=15, retry_on_timeout=True, **options)
 
 
 def answers(url: str, timeout_s: float = 1.0) -> str | None:
@@ -38,14 +70,113 @@ def answers(url: str, timeout_s: float = 1.0) -> str | None:
 
     try:
         client = redis.Redis.from_url(
-            url, socket_timeout=timeout_s, socket_connect_timeout=timeout_s
+            node_url(url), socket_timeout=timeout_s, socket_connect_timeout=timeout_s
         )
     except ValueError as exc:
         return f"{url!r} is not a Redis URL: {exc}"
     try:
         client.ping()
+        if is_cluster(url):
+            info = client.cluster("info")  # parsed by redis-py: field -> value
+            state = info.get("cluster_state") if isinstance(info, dict) else None
+            if state not in ("ok", b"ok"):
+                return "the Redis Cluster is not ready (cluster_state is not ok)"
         return None
     except redis.RedisError as exc:
         return str(exc) or type(exc).__name__
     finally:
         client.close()
+
+
+def on_cluster(client: Any) -> bool:
+    """Whether ``client`` (or a pipeline of it) talks to a Redis Cluster."""
+    from redis.asyncio.cluster import ClusterPipeline, RedisCluster
+
+    return isinstance(client, RedisCluster | ClusterPipeline)
+
+
+async def node_of(client: Any, key: str) -> Any:
+    """The cluster node (master) holding ``key``, the slots learned first if not yet."""
+    await client.initialize()  # a no-op once the client knows the slots
+    return client.get_node_from_key(key)
+
+
+async def queue_script(pipe: Any, script: Any, keys: list[str], args: list[Any]) -> None:
+    """Queue a registered Lua ``script`` on ``pipe``: by its SHA on one Redis (loaded once); on
+    a Redis Cluster, whose pipelines refuse EVALSHA (a node may not have the script cached, a
+    failed-over one least of all), as EVAL with its text, routed by its keys' slot."""
+    if on_cluster(pipe):
+        pipe.execute_command("EVAL", script.script, len(keys), *keys, *args)
+    else:
+        await script(keys=keys, args=args, client=pipe)
+
+
+@dataclass(frozen=True)
+class Replication:
+    """How many replicas must hold a write before wordcast acknowledges it (Redis's ``WAIT``).
+
+    Redis replicates asynchronously: a master that fails over loses the writes its replica had not
+    received, and with them matches and subscriptions already acknowledged. Where this says
+    ``replicas`` > 0, the writes that carry a promise (a routed batch's messages in the outbox, a
+    subscription stored or deleted) are followed on the same connection by ``WAIT replicas
+    timeout_ms``; fewer replicas within the timeout is an error, so the request is refused (503)
+    and retried by its sender: the write may well have happened, and doing it again is safe (the
+    same messages under the same webhook-ids; a subscription with an idempotency key). It costs
+    each such write a round trip to a replica."""
+
+    replicas: int = 0
+    timeout_ms: int = 2_000
+
+    @classmethod
+    def default_for(
+        cls, url: str, replicas: int | None = None, timeout_ms: int = 2_000
+    ) -> Replication:
+        """``replicas`` as given, else one on a Redis Cluster (whose masters have replicas to fail
+        over to) and none on one Redis."""
+        if replicas is None:
+            replicas = 1 if is_cluster(url) else 0
+        return cls(replicas, timeout_ms)
+
+    async def queue_wait(self, pipe: Any, key: str) -> bool:
+        """Queue the ``WAIT`` after the writes on ``pipe`` (to the node holding ``key``);
+        whether it did (the pipeline's last reply is then the number of replicas reached)."""
+        if not self.replicas:
+            return False
+        if on_cluster(pipe):
+            node = await node_of(pipe.cluster_client, key)
+            pipe.execute_command("WAIT", self.replicas, self.timeout_ms, target_nodes=node)
+        else:
+            pipe.execute_command("WAIT", self.replicas, self.timeout_ms)
+        return True
+
+    async def execute(self, pipe: Any, key: str, what: str) -> list[Any]:
+        """The answers of what ``pipe`` holds, once enough replicas hold its writes (to the node
+        of ``key``: every key of a namespace shares its slot)."""
+        waiting = await self.queue_wait(pipe, key)
+        replies: list[Any] = await pipe.execute()
+        if waiting:
+            self.check(replies.pop(), what)
+        return replies
+
+    async def run_script(
+        self, client: Any, script: Any, keys: list[str], args: list[Any], what: str
+    ) -> Any:
+        """One registered script's answer, once enough replicas hold its write."""
+        if not self.replicas:
+            return await script(keys=keys, args=args)
+        pipe = client.pipeline(transaction=False)
+        await queue_script(pipe, script, keys, args)
+        (answer,) = await self.execute(pipe, keys[0], what)
+        return answer
+
+    def check(self, reached: Any, what: str) -> None:
+        """Raise StoreUnavailable unless ``reached`` (WAIT's answer) is enough."""
+        if int(reached) < self.replicas:
+            raise StoreUnavailable(
+                f"{what}: the write reached {reached} of the {self.replicas} Redis replicas "
+                f"required within {self.timeout_ms} ms, so it is not acknowledged (retrying is "
+                "safe)"
+            )
+
+
+NO_REPLICAS = Replication()  # one Redis: a write is acknowledged once Redis has it

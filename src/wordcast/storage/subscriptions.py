@@ -14,7 +14,7 @@ from wordcast.routing.placement import Placement, encode, matchers_of
 from wordcast.storage import scripts
 from wordcast.storage.keys import Keys
 from wordcast.storage.records import Subscription, event_order, subscription_from_fields
-from wordcast.storage.redis import translated
+from wordcast.storage.redis import NO_REPLICAS, Replication, queue_script, translated
 
 # The event stream is trimmed to about this many events. Followers read it within milliseconds;
 # one further behind than this (a matcher restarting under a large import) finds its position
@@ -24,7 +24,8 @@ EVENTS_MAX = 200_000
 
 
 class SubscriptionReads:
-    """Reads of subscription records: one, a tenant's, the secrets to sign with."""
+    """Reads of subscription records: one, a tenant's, the secrets to sign with; and the keys
+    each record's scripts touch."""
 
     def __init__(self, client: Any, keys: Keys) -> None:
         self.client = client
@@ -99,21 +100,6 @@ class SubscriptionReads:
             found[sub_id] = secrets
         return found
 
-
-class SubscriptionStore(SubscriptionReads):
-    """Subscription records and their changes, each an atomic script that keeps the word maps."""
-
-    def __init__(self, client: Any, keys: Keys, events_max: int = EVENTS_MAX) -> None:
-        super().__init__(client, keys)
-        self.events_max = events_max
-        self._add = client.register_script(scripts.ADD)
-        self._delete = client.register_script(scripts.DELETE)
-        self._add_pattern = client.register_script(scripts.ADD_PATTERN)
-        self._rotate = client.register_script(scripts.ROTATE)
-        self._delete_pattern = client.register_script(scripts.DELETE_PATTERN)
-        self._move = client.register_script(scripts.MOVE)
-        self._move_pattern = client.register_script(scripts.MOVE_PATTERN)
-
     def _matcher_keys(self, matchers: Iterable[int]) -> list[str]:
         keys: list[str] = []
         for matcher in matchers:
@@ -136,6 +122,28 @@ class SubscriptionStore(SubscriptionReads):
         fixed += [self.keys.tenant_subs(sub.tenant), self.keys.window]
         return fixed + self._matcher_keys(sub.matchers)
 
+
+class SubscriptionStore(SubscriptionReads):
+    """Subscription records and their changes, each an atomic script that keeps the word maps."""
+
+    def __init__(
+        self,
+        client: Any,
+        keys: Keys,
+        events_max: int = EVENTS_MAX,
+        replication: Replication = NO_REPLICAS,
+    ) -> None:
+        super().__init__(client, keys)
+        self.events_max = events_max
+        self.replication = replication
+        self._add = client.register_script(scripts.ADD)
+        self._delete = client.register_script(scripts.DELETE)
+        self._add_pattern = client.register_script(scripts.ADD_PATTERN)
+        self._rotate = client.register_script(scripts.ROTATE)
+        self._delete_pattern = client.register_script(scripts.DELETE_PATTERN)
+        self._move = client.register_script(scripts.MOVE)
+        self._move_pattern = client.register_script(scripts.MOVE_PATTERN)
+
     async def add(
         self, sub: Subscription, tenant_limit: int = 1_000_000, window: str = "0 0"
     ) -> str:
@@ -148,7 +156,9 @@ class SubscriptionStore(SubscriptionReads):
         """
         script, keys, args = self._add_call(sub, tenant_limit, window)
         with translated("storing a subscription"):
-            event_id = await script(keys=keys, args=args)
+            event_id = await self.replication.run_script(
+                self.client, script, keys, args, "storing a subscription"
+            )
         return _added(sub, event_id, tenant_limit, window)
 
     async def add_many(
@@ -165,9 +175,11 @@ class SubscriptionStore(SubscriptionReads):
         pipe = self.client.pipeline(transaction=False)
         for sub in subs:
             script, keys, args = self._add_call(sub, tenant_limit, window)
-            await script(keys=keys, args=args, client=pipe)  # queues it
+            await queue_script(pipe, script, keys, args)
         with translated("storing subscriptions"):
-            replies = await pipe.execute()
+            replies = await self.replication.execute(
+                pipe, self.keys.events, "storing subscriptions"
+            )
         answers: list[str | BaseException] = []
         for sub, event_id in zip(subs, replies, strict=True):
             try:
@@ -211,7 +223,9 @@ class SubscriptionStore(SubscriptionReads):
             sub = await self.get(sub_id)
             script, keys, args = self._delete_call(sub)
             with translated("deleting a subscription"):
-                event_id = await script(keys=keys, args=args)
+                event_id = await self.replication.run_script(
+                    self.client, script, keys, args, "deleting a subscription"
+                )
             if event_id:
                 return sub, str(event_id)
             # The record changed between the read and the script (deleted or moved): look again.
@@ -274,9 +288,13 @@ class SubscriptionStore(SubscriptionReads):
             pipe = self.client.pipeline(transaction=False)
             for sub in subs:
                 script, keys, args = self._delete_call(sub)
-                await script(keys=keys, args=args, client=pipe)
+                await queue_script(pipe, script, keys, args)
             with translated("deleting subscriptions"):
-                results = await pipe.execute() if subs else []
+                results = (
+                    await self.replication.execute(pipe, self.keys.events, "deleting subscriptions")
+                    if subs
+                    else []
+                )
             for sub, event_id in zip(subs, results, strict=True):
                 if not event_id:  # moved or deleted since it was read
                     try:
@@ -314,7 +332,9 @@ class SubscriptionStore(SubscriptionReads):
         """Re-place a subscription; the event id, or None if it changed meanwhile."""
         script, keys, args = self._move_call(sub, placements)
         with translated("moving a subscription"):
-            event_id = await script(keys=keys, args=args)
+            event_id = await self.replication.run_script(
+                self.client, script, keys, args, "moving a subscription"
+            )
         return str(event_id) if event_id else None
 
     async def move_many(
@@ -327,9 +347,9 @@ class SubscriptionStore(SubscriptionReads):
         pipe = self.client.pipeline(transaction=False)
         for sub, placements in moves:
             script, keys, args = self._move_call(sub, placements)
-            await script(keys=keys, args=args, client=pipe)
+            await queue_script(pipe, script, keys, args)
         with translated("moving subscriptions"):
-            results = await pipe.execute()
+            results = await self.replication.execute(pipe, self.keys.events, "moving subscriptions")
         return [str(event_id) if event_id else None for event_id in results]
 
     async def rotate_secret(self, sub_id: str, secret: str, previous_until: float) -> None:

@@ -31,7 +31,12 @@ def create_app(settings: MatcherSettings | None = None) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         configure_logging(settings.log_level)
-        store = Store.connect(settings.redis_url, settings.namespace, settings.events_max)
+        store = Store.connect(
+            settings.redis_url,
+            settings.namespace,
+            settings.events_max,
+            settings.redis_wait_replicas,
+        )
         state = MatcherState(settings, store)
         app.state.matcher = state
         try:

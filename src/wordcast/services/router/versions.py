@@ -150,7 +150,7 @@ class MappingVersions:
         poll = self.settings.mapping_poll_s
         while True:
             try:
-                pubsub = self.mappings.announcements()
+                pubsub = await self.mappings.announcements()
                 await pubsub.subscribe(self.mappings.channel)
                 try:
                     while True:

@@ -1,0 +1,198 @@
+"""wordcast on a Redis Cluster (issue 11): ``wordcast up --redis-shards 3`` forms one from the
+embedded redis-server, three masters and a replica each, and runs the whole cluster on it. A
+master killed with SIGKILL while publications stream in is failed over to its replica; every match
+of every acknowledged publication is delivered, judged by the brute-force oracle."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import signal
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+
+import httpx
+import pytest
+
+from tests.helpers import (
+    AUTH,
+    Receiver,
+    RunningCluster,
+    eventually,
+    redis_client,
+    start_cluster,
+    stop_cluster,
+    wordcast_cli,
+)
+from wordcast.client import RouterClient
+from wordcast.corpus.workload import post_queries, sample_posts
+from wordcast.query.analysis import analyze
+from wordcast.storage.redis import slot_namespace
+from wordcast.testing.bruteforce import match_pairs
+
+pytestmark = pytest.mark.e2e
+
+BATCH = 50
+
+
+def _redis_url(cluster: RunningCluster) -> str:
+    found = [m[1] for line in cluster.output if (m := re.match(r"redis\s+(\S+)", line))]
+    assert found, "wordcast up did not say its Redis URL"
+    assert found[0].startswith("redis+cluster://127.0.0.1:"), found[0]
+    return found[0]
+
+
+def _master_of_namespace(url: str, namespace: str) -> tuple[int, int]:
+    """(port, pid) of the master holding the namespace's slot (every key of it is there)."""
+    client = redis_client(url)
+    try:
+        node = client.get_node_from_key(f"{slot_namespace(namespace)}:events")
+        port = int(node.port)
+    finally:
+        client.close()
+    one = redis_client(f"redis://127.0.0.1:{port}/0")
+    try:
+        return port, int(one.info("server")["process_id"])
+    finally:
+        one.close()
+
+
+class _Publisher(threading.Thread):
+    """Publishes batches one after another, each again until the router acknowledges it (202),
+    as a publisher that honours a 503 does; records when refusals started and ended."""
+
+    def __init__(self, router: str, posts: list[tuple[str, str]]) -> None:
+        super().__init__(daemon=True)
+        self.router = router
+        self.batches = [posts[k : k + BATCH] for k in range(0, len(posts), BATCH)]
+        self.acknowledged: list[str] = []
+        self.refusals: list[tuple[float, str]] = []
+        self.acknowledged_at: list[float] = []
+
+    def run(self) -> None:
+        with httpx.Client(base_url=self.router, headers=AUTH, timeout=30) as client:
+            for batch in self.batches:
+                body = {"publications": [{"id": i, "text": t} for i, t in batch]}
+                while True:
+                    try:
+                        answer = client.post("/publications", json=body)
+                    except httpx.HTTPError as exc:
+                        self.refusals.append((time.monotonic(), type(exc).__name__))
+                        time.sleep(0.2)
+                        continue
+                    if answer.status_code == 202:
+                        self.acknowledged += [i for i, _ in batch]
+                        self.acknowledged_at.append(time.monotonic())
+                        break
+                    assert answer.status_code in (429, 503), answer.text
+                    self.refusals.append((time.monotonic(), answer.text[:200]))
+                    time.sleep(0.2)
+                time.sleep(0.02)
+
+
+def test_up_refuses_a_cluster_of_too_few_shards() -> None:
+    done = wordcast_cli("up", "--no-demo", "--redis-shards", "2", env={"REDIS_URL": ""})
+    assert done.returncode != 0
+    assert "--redis-shards must be at least 3" in done.stderr
+
+
+@pytest.fixture(scope="module")
+def sharded() -> Iterator[RunningCluster]:
+    cluster = start_cluster("", f"sharded-{uuid.uuid4().hex[:6]}", args=["--redis-shards", "3"])
+    yield cluster
+    stop_cluster(cluster)
+
+
+def _replica_of(master_port: int) -> int:
+    """The pid of the master's replica."""
+    master = redis_client(f"redis://127.0.0.1:{master_port}/0")
+    try:
+        port = int(master.info("replication")["slave0"]["port"])
+    finally:
+        master.close()
+    replica = redis_client(f"redis://127.0.0.1:{port}/0")
+    try:
+        return int(replica.info("server")["process_id"])
+    finally:
+        replica.close()
+
+
+def test_a_write_no_replica_confirms_is_refused_not_acknowledged(
+    sharded: RunningCluster, receiver: Receiver
+) -> None:
+    """Redis replicates after answering: a write is acknowledged only once WAIT says a replica
+    has it. With the replica stopped, subscribing and publishing are refused (503) and say why;
+    with it back, they succeed."""
+    port, _ = _master_of_namespace(_redis_url(sharded), sharded.namespace)
+    replica = _replica_of(port)
+    api = httpx.Client(base_url=sharded.router_url, headers=AUTH, timeout=30)
+    kept = api.post("/subscriptions", json={"query": "okapi", "callback_url": receiver.hook})
+    assert kept.status_code == 201, kept.text
+    os.kill(replica, signal.SIGSTOP)
+    try:
+        refused = api.post("/subscriptions", json={"query": "tapir", "callback_url": receiver.hook})
+        assert refused.status_code == 503, refused.text
+        assert "reached 0 of the 1 Redis replicas" in refused.text
+        published = api.post("/publications", json={"id": "okapi-1", "text": "an okapi"})
+        assert published.status_code == 503, published.text
+    finally:
+        os.kill(replica, signal.SIGCONT)
+    offset = len(receiver.pairs())
+
+    def published_again() -> bool:
+        answer = api.post("/publications", json={"id": "okapi-1", "text": "an okapi"})
+        return answer.status_code == 202
+
+    eventually(published_again, 30, 0.5, "publishing again once the replica is back")
+    eventually(
+        lambda: (kept.json()["id"], "okapi-1") in receiver.pairs()[offset:], 30, 0.2, "the match"
+    )
+
+
+def test_a_master_killed_while_publishing_loses_no_acknowledged_match(
+    sharded: RunningCluster, receiver: Receiver
+) -> None:
+    cluster = sharded
+    url = _redis_url(cluster)
+    posts = sample_posts(3_000, seed=11)
+    queries = post_queries(posts, 400, seed=5, sizes=(1, 2, 2))
+
+    async def subscribe() -> list[dict[str, object]]:
+        async with RouterClient(cluster.router_url) as client:
+            return await client.subscribe_many(queries, receiver.hook, progress=False)
+
+    subscribed = {str(c["id"]): analyze(str(c["query"])) for c in asyncio.run(subscribe())}
+    offset = len(receiver.pairs())
+    port, pid = _master_of_namespace(url, cluster.namespace)
+
+    publisher = _Publisher(cluster.router_url, [(p.id, p.text) for p in posts])
+    publisher.start()
+    eventually(lambda: len(publisher.acknowledged) >= 1_000, 60, 0.05, "1,000 acknowledged")
+    os.kill(pid, signal.SIGKILL)
+    killed_at = time.monotonic()
+    publisher.join(180)
+    assert not publisher.is_alive(), "the publications were not all acknowledged in 3 min"
+
+    # A replica took over the slot, and the clients followed it unaided.
+    moved_to, _ = _master_of_namespace(url, cluster.namespace)
+    assert moved_to != port
+    after = [t for t in publisher.acknowledged_at if t > killed_at]
+    gap = after[0] - killed_at if after else float("inf")
+    print(f"failover: service back {gap:.1f} s after the kill, {len(publisher.refusals)} refusals")
+    assert gap <= 15, f"service back {gap:.1f} s after the kill ({publisher.refusals[-3:]})"
+
+    acknowledged = set(publisher.acknowledged)
+    expected = match_pairs(
+        subscribed, {p.id: analyze(p.text) for p in posts if p.id in acknowledged}
+    )
+    eventually(
+        lambda: expected <= set(receiver.pairs()[offset:]) and cluster.pending_deliveries() == 0,
+        120,
+        0.5,
+        "every match of every acknowledged publication delivered",
+    )
+    delivered = {pair for pair in receiver.pairs()[offset:] if pair[0] in subscribed}
+    assert delivered - expected == set(), "a delivery the oracle does not expect"
