@@ -376,3 +376,75 @@ class HugeAnswers:
 
     def close(self) -> None:
         self.server.close()
+
+
+# -- a Spark standalone cluster ----------------------------------------------------------------------
+@dataclass
+class SparkStandalone:
+    """A Spark master and its workers, started with pyspark's own ``bin/spark-class``, every
+    process bound to and advertising 127.0.0.1."""
+
+    master_url: str
+    web_url: str
+    processes: list[subprocess.Popen[bytes]]
+
+    def state(self) -> dict[str, Any]:
+        answer: dict[str, Any] = httpx.get(f"{self.web_url}/json/", timeout=5).json()
+        return answer
+
+    def stop(self) -> None:
+        for process in self.processes:
+            process.terminate()
+        for process in self.processes:
+            try:
+                process.wait(20)
+            except subprocess.TimeoutExpired:
+                process.kill()
+
+
+LOOPBACK_SPARK = {"SPARK_LOCAL_IP": "127.0.0.1", "SPARK_LOCAL_HOSTNAME": "127.0.0.1"}
+
+
+def start_spark_standalone(workdir: Path, workers: int = 2) -> SparkStandalone:
+    """A master and ``workers`` workers of one core and 1 GiB each, returned once all are
+    registered with the master."""
+    import pyspark
+
+    home = Path(pyspark.__file__).parent
+    spark_class = str(home / "bin" / "spark-class")
+    env = os.environ | LOOPBACK_SPARK | {"SPARK_HOME": str(home)}
+    # The master's REST submission server would take a fixed port (6066): not needed here.
+    env["SPARK_MASTER_OPTS"] = "-Dspark.master.rest.enabled=false"
+    port, web = free_port(), free_port()
+    logs = workdir / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    master = ["org.apache.spark.deploy.master.Master", "--host", "127.0.0.1"]
+    master += ["--port", str(port), "--webui-port", str(web)]
+    processes = [_spawn_logged([spark_class, *master], env, logs / "master.log")]
+    cluster = SparkStandalone(f"spark://127.0.0.1:{port}", f"http://127.0.0.1:{web}", processes)
+    try:
+        for k in range(workers):
+            worker_dir = workdir / f"worker-{k}"
+            worker_dir.mkdir(exist_ok=True)
+            argv = [spark_class, "org.apache.spark.deploy.worker.Worker", cluster.master_url]
+            argv += ["--host", "127.0.0.1", "--port", "0", "--webui-port", "0"]
+            argv += ["--cores", "1", "--memory", "1g", "--work-dir", str(worker_dir)]
+            processes.append(_spawn_logged(argv, env, logs / f"worker-{k}.log"))
+
+        def registered() -> bool:
+            try:
+                return int(cluster.state()["aliveworkers"]) == workers
+            except httpx.HTTPError:
+                return False
+
+        eventually(registered, 90, 0.5, f"{workers} Spark workers registered")
+    except BaseException:
+        cluster.stop()
+        raise
+    return cluster
+
+
+def _spawn_logged(argv: list[str], env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
+    """A process writing its output to ``log`` (kept open for it: closed when it ends)."""
+    with log.open("wb") as out:
+        return subprocess.Popen(argv, env=env, stdout=out, stderr=subprocess.STDOUT)

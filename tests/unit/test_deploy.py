@@ -355,3 +355,58 @@ def test_the_nodes_reach_each_other_and_only_wordcast_reaches_them() -> None:
     assert [p["port"] for p in clients["ports"]] == [6379]
     assert peers["from"] == [{"podSelector": {"matchLabels": {"app": "redis-cluster"}}}]
     assert sorted(p["port"] for p in peers["ports"]) == [6379, 16379]
+
+
+# -- the learner on Spark's Kubernetes mode (kustomize overlay) ---------------------------------------
+SPARK_OVERLAY = DEPLOY / "overlays" / "spark-on-kubernetes"
+
+
+def _spark_overlay(name: str) -> list[dict[str, Any]]:
+    return [d for d in yaml.safe_load_all((SPARK_OVERLAY / name).read_text()) if d]
+
+
+@pytest.mark.parametrize("obj", _spark_overlay("spark-rbac.yaml"), ids=lambda o: o["kind"])
+def test_the_spark_overlays_objects_are_valid_kubernetes(obj: dict[str, Any]) -> None:
+    kubernetes_validate.validate(obj, KUBERNETES, strict=True)
+
+
+def test_the_learner_submits_to_kubernetes_as_the_cli_and_spark_read_it() -> None:
+    kustomization = yaml.safe_load((SPARK_OVERLAY / "kustomization.yaml").read_text())
+    assert kustomization["resources"] == ["../..", "spark-rbac.yaml"]
+    assert [p["path"] for p in kustomization["patches"]] == ["learner.yaml"]
+    (patch,) = _spark_overlay("learner.yaml")
+    assert (patch["kind"], patch["metadata"]["name"]) in BY_KIND
+    pod = patch["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    base = _container("CronJob", "learn-mapping")
+    assert container["name"] == base["name"]
+
+    args = build_parser().parse_args(container["args"])
+    assert args.command == "learn"
+    assert args.master == "k8s://https://kubernetes.default.svc:443"
+    assert args.matchers is None, "a fixed number would undo every wordcast scale nightly"
+
+    env = {e["name"]: e for e in container["env"]}
+    assert env["POD_IP"]["valueFrom"]["fieldRef"]["fieldPath"] == "status.podIP"
+    submit = env["PYSPARK_SUBMIT_ARGS"]["value"].split()
+    assert submit[-1] == "pyspark-shell"
+    conf = dict(submit[k + 1].split("=", 1) for k in range(0, len(submit) - 1, 2))
+    assert all(submit[k] == "--conf" for k in range(0, len(submit) - 1, 2))
+    assert conf["spark.kubernetes.container.image"] == base["image"]
+    assert conf["spark.kubernetes.namespace"] == patch["metadata"]["namespace"]
+    # Executors reach the driver at its pod's IP, given by Kubernetes before it is used.
+    assert conf["spark.driver.host"] == "$(POD_IP)"
+    assert list(env).index("POD_IP") < list(env).index("PYSPARK_SUBMIT_ARGS")
+
+    # The driver's service account exists and may manage exactly its executors' objects.
+    rbac = _by_kind(_spark_overlay("spark-rbac.yaml"))
+    account = conf["spark.kubernetes.authenticate.serviceAccountName"]
+    assert pod["serviceAccountName"] == account
+    assert ("ServiceAccount", account) in rbac
+    binding = rbac[("RoleBinding", account)]
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": account, "namespace": "wordcast"}
+    ]
+    (rule,) = rbac[("Role", binding["roleRef"]["name"])]["rules"]
+    assert {"pods", "configmaps", "services"} <= set(rule["resources"])
+    assert {"create", "delete", "watch"} <= set(rule["verbs"])

@@ -75,6 +75,7 @@ def cmd_learn(args: argparse.Namespace) -> int:
     argv = ["--matchers", str(matchers), "--algorithm", args.algorithm]
     argv += ["--namespace", namespace, "--publish", redis_url]
     argv += ["--corpus", args.corpus] if args.corpus else ["--publication-log", redis_url]
+    argv += ["--master", args.master] if args.master else []
     return _run_job("learn_mapping", learn_mapping.main, argv)
 
 
@@ -96,6 +97,7 @@ def cmd_termstats(args: argparse.Namespace) -> int:
             return fail("give --corpus, or --redis-url or $REDIS_URL for the publication log")
         namespace = os.environ.get("WORDCAST_NAMESPACE", "wordcast")
         argv += ["--publication-log", redis_url, "--namespace", namespace]
+    argv += ["--master", args.master] if args.master else []
     return _run_job("term_stats", term_stats.main, argv)
 
 
@@ -277,6 +279,12 @@ def cmd_drain(args: argparse.Namespace) -> int:
     return 0
 
 
+SPARK_MASTER_HELP = (
+    "the Spark master to run on: spark://host:7077 (a standalone cluster), k8s://https://… "
+    "(Kubernetes), or local[N]; default $SPARK_MASTER, else local[*] in this process"
+)
+
+
 def register(sub: Any) -> None:
     """Add this module's commands to the ``wordcast`` parser."""
     learn = sub.add_parser(
@@ -298,6 +306,7 @@ def register(sub: Any) -> None:
     )
     learn.add_argument("--corpus", help="learn from a corpus (pypi or a TSV) instead of the log")
     learn.add_argument("--redis-url", help="default: $REDIS_URL")
+    learn.add_argument("--master", help=SPARK_MASTER_HELP)
     learn.set_defaults(func=cmd_learn)
 
     termstats = sub.add_parser(
@@ -314,6 +323,7 @@ def register(sub: Any) -> None:
     termstats.add_argument(
         "--min-pair-df", type=whole(1), default=50, help="keep pairs found together this often"
     )
+    termstats.add_argument("--master", help=SPARK_MASTER_HELP)
     termstats.set_defaults(func=cmd_termstats)
 
     scale = sub.add_parser(
