@@ -124,10 +124,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             receiver_quiet=True,
             log_level="warning",
             out=lambda line: print(line, file=log, flush=True),
+            redis_shards=getattr(args, "redis_shards", 0),
         ) as cluster:
             asyncio.run(_subscribe(cluster, queries))
             print(f"run {run_no + 1}/{args.runs}: publishing for {args.seconds:g}s…", flush=True)
             cpu_before = cpu_seconds(cluster)
+            commands_before = redis_commands(cluster)
             spies = profile(cluster, f"{args.name}-run{run_no + 1}") if args.profile else []
             count, elapsed, published = asyncio.run(
                 _publish_for(
@@ -146,6 +148,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             cpu = {
                 name: seconds - cpu_before.get(name, 0.0)
                 for name, seconds in cpu_seconds(cluster).items()
+            }
+            commands = {
+                node: count - commands_before.get(node, 0)
+                for node, count in redis_commands(cluster).items()
             }
             for spy in spies:
                 spy.send_signal(signal.SIGINT)  # py-spy writes its flame graph and exits
@@ -170,6 +176,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 "spread": router["mapping"]["spread"],
                 "latency_s": latency,
                 "cpu_s": cpu,
+                "redis_commands": commands,
                 "cpu_us_per_publication": {n: 1e6 * s / count for n, s in cpu.items()},
                 "cpu_us_per_match": {n: 1e6 * s / max(delivered, 1) for n, s in cpu.items()},
             }
@@ -202,6 +209,21 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "median_p50_s": median([r["latency_s"]["p50"] for r in runs]),
         "median_p99_s": median([r["latency_s"]["p99"] for r in runs]),
     }
+
+
+def redis_commands(cluster: Cluster) -> dict[str, int]:
+    """Commands each Redis server (each node of an embedded Redis Cluster) processed so far."""
+    import redis
+
+    ports = cluster.redis_node_ports or [int(cluster.redis_url.rsplit(":", 1)[1].split("/")[0])]
+    found: dict[str, int] = {}
+    for port in ports:
+        client = redis.Redis(host="127.0.0.1", port=port, socket_timeout=5)
+        try:
+            found[str(port)] = int(client.info("stats")["total_commands_processed"])
+        finally:
+            client.close()
+    return found
 
 
 def cpu_seconds(cluster: Cluster) -> dict[str, float]:
@@ -355,6 +377,12 @@ def main() -> None:
         action="store_true",
         help="record each service with py-spy while publishing and delivering: flame graphs in "
         "results/profiles/ (sampling costs the cluster a little throughput)",
+    )
+    parser.add_argument(
+        "--redis-shards",
+        type=int,
+        default=0,
+        help="run on an embedded Redis Cluster of this many masters, a replica each (0: one Redis)",
     )
     parser.add_argument("--name", default="e2e", help="results file name (and its plot's)")
     args = parser.parse_args()

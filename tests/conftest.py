@@ -20,10 +20,10 @@ from tests.helpers import (
     start_cluster,
     start_redis_server,
     stop_cluster,
-    stored_namespace,
 )
 from wordcast.local.redis_server import start_redis_cluster
 from wordcast.local.supervisor import free_port
+from wordcast.storage.redis import stored_namespace
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -67,7 +67,7 @@ def redis_url() -> Iterator[str]:
 
 @pytest.fixture
 def namespace(redis_url: str) -> str:
-    return stored_namespace(f"test-{uuid.uuid4().hex[:10]}", redis_url)
+    return stored_namespace(redis_url, f"test-{uuid.uuid4().hex[:10]}")
 
 
 @pytest.fixture(scope="module")

@@ -23,7 +23,7 @@ import httpx
 from wordcast.defaults import DEFAULT_ADMIN_TOKEN, DEVELOPMENT_API_KEY
 from wordcast.local.redis_server import start_redis_server as start_redis_process
 from wordcast.local.supervisor import free_port
-from wordcast.storage.redis import is_cluster, node_url, slot_namespace
+from wordcast.storage.redis import is_cluster, node_url, stored_namespace
 
 T = TypeVar("T")
 ROOT = Path(__file__).resolve().parent.parent  # the repository
@@ -161,12 +161,6 @@ def redis_client(url: str, **options: Any) -> Any:
     return redis.Redis.from_url(url, **options)
 
 
-def stored_namespace(namespace: str, redis_url: str) -> str:
-    """The namespace as the services key it at ``redis_url`` (a hash tag on a Redis Cluster),
-    so that a test reading keys with ``f"{namespace}:…"`` reads theirs."""
-    return slot_namespace(namespace) if is_cluster(redis_url) else namespace
-
-
 def start_cluster(
     redis_url: str,
     namespace: str,
@@ -175,7 +169,7 @@ def start_cluster(
     args: Sequence[str] = (),
 ) -> RunningCluster:
     """``wordcast up --no-demo`` on ``redis_url`` ("": on a Redis of its own, as ``args`` say)."""
-    namespace = stored_namespace(namespace, redis_url)
+    namespace = stored_namespace(redis_url, namespace)  # as a test reads the keys
     env = (
         os.environ
         | (env or {})

@@ -41,6 +41,7 @@ from wordcast.corpus.workload import post_boolean_queries, post_patterns, post_q
 from wordcast.query.analysis import analyze
 from wordcast.query.boolean import parse_query
 from wordcast.routing.placement import decode
+from wordcast.storage.redis import stored_namespace
 from wordcast.testing.bruteforce import match_pairs
 
 from .test_e2e import _check, _publish, _subscribe
@@ -500,7 +501,7 @@ def test_a_removed_matcher_that_is_gone_does_not_hold_the_cluster_on_the_old_ver
     deleted by force): matcher 2 is frozen, then 2 matchers are wanted. The routers move to a
     version without it all the same, and every match is delivered once, the ones of the
     subscriptions it held included."""
-    namespace = f"test-gone-{os.getpid()}"
+    namespace = stored_namespace(redis_url, f"test-gone-{os.getpid()}")
     cluster = start_cluster(
         redis_url, namespace, matchers=3, env={"WORDCAST_ROUTER_MAPPING_POLL_S": "0.3"}
     )
@@ -553,7 +554,7 @@ def test_scale_with_a_learned_mapping_writes_only_that_version(
     SALB with Spark from the publication log and waits for matcher 2: no router writes a
     hashing version or tries a version whose matcher is not there yet, the learned one is the
     only new version, and every match is delivered once across the move."""
-    namespace = f"test-learned-scale-{os.getpid()}"
+    namespace = stored_namespace(redis_url, f"test-learned-scale-{os.getpid()}")
     env = {"WORDCAST_ROUTER_MAPPING_POLL_S": "0.3", "WORDCAST_ROUTER_PUBLICATION_LOG_RATE": "1"}
     cluster = start_cluster(redis_url, namespace, matchers=2, env=env)
     client = redis_client(redis_url)

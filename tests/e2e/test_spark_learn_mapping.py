@@ -9,7 +9,6 @@ from typing import Any
 
 import pytest
 
-from tests.helpers import stored_namespace
 from wordcast.corpus.workload import sample_posts
 from wordcast.learning.partitioning import partition, word_network
 from wordcast.learning.refine import learn_refined
@@ -20,7 +19,7 @@ from wordcast.routing.mapping import LearnedMapping
 from wordcast.spark_jobs import learn_mapping
 from wordcast.storage import Store
 from wordcast.storage.mappings import MappingStore
-from wordcast.storage.redis import connect
+from wordcast.storage.redis import connect, stored_namespace
 
 
 def test_spark_graph_and_mappings_agree_with_the_pure_learners(spark: Any) -> None:
@@ -96,7 +95,7 @@ def test_entry_point_publishes_a_version_routers_can_load(tmp_path: Path, redis_
     source = tmp_path / "posts.tsv"
     rows = "".join(f"{p.id}\t{p.text}\n" for p in sample_posts(500, seed=3))
     source.write_text("id\ttext\n" + rows)
-    namespace = stored_namespace(f"test-learn-{uuid.uuid4().hex[:8]}", redis_url)
+    namespace = stored_namespace(redis_url, f"test-learn-{uuid.uuid4().hex[:8]}")
     out = tmp_path / "mapping.json"
     args = ["--matchers", "3", "--corpus", str(source), "--namespace", namespace]
     assert learn_mapping.main([*args, "--publish", redis_url, "--out", str(out)]) == 0
@@ -121,7 +120,7 @@ def test_entry_point_best_records_what_it_chose_from(tmp_path: Path, redis_url: 
     source = tmp_path / "posts.tsv"
     rows = "".join(f"{p.id}\t{p.text}\n" for p in sample_posts(800, seed=4))
     source.write_text("id\ttext\n" + rows)
-    namespace = stored_namespace(f"test-best-{uuid.uuid4().hex[:8]}", redis_url)
+    namespace = stored_namespace(redis_url, f"test-best-{uuid.uuid4().hex[:8]}")
     args = ["--matchers", "4", "--corpus", str(source), "--namespace", namespace]
     assert learn_mapping.main([*args, "--algorithm", "best", "--publish", redis_url]) == 0
 
@@ -144,7 +143,7 @@ def test_a_mapping_for_a_number_of_matchers_the_cluster_left_is_not_published(
     source = tmp_path / "posts.tsv"
     rows = "".join(f"{p.id}\t{p.text}\n" for p in sample_posts(300, seed=5))
     source.write_text("id\ttext\n" + rows)
-    namespace = stored_namespace(f"test-stale-{uuid.uuid4().hex[:8]}", redis_url)
+    namespace = stored_namespace(redis_url, f"test-stale-{uuid.uuid4().hex[:8]}")
 
     async def in_redis(wanted: int | None = None) -> int:
         """Record the number of matchers wanted (if given); the latest mapping version."""

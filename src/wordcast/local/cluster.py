@@ -66,7 +66,7 @@ class Cluster(Supervisor):
         super().__init__(out)
         self._own_dir = data_dir is None
         self.data_dir = data_dir or Path(tempfile.mkdtemp(prefix="wordcast-"))
-        self._cluster_ports: list[int] = []  # of an embedded Redis Cluster's nodes
+        self.redis_node_ports: list[int] = []  # an embedded Redis Cluster's nodes
         if redis_url:
             self.redis_url = redis_url
         elif redis_shards:
@@ -116,7 +116,7 @@ class Cluster(Supervisor):
         if len(ports) != 2 * shards:
             ports = free_cluster_ports(2 * shards)
             kept.write_text(json.dumps(ports))
-        self._cluster_ports = ports
+        self.redis_node_ports = ports
         for k, port in enumerate(ports):
             node_dir = root / f"node-{port}"
             node_dir.mkdir(exist_ok=True)
@@ -172,12 +172,12 @@ class Cluster(Supervisor):
     def start(self, timeout: float = 60.0) -> None:
         if not any(service.name.startswith("redis") for service in self.services):
             reach_redis(self.redis_url)
-        nodes = len(self._cluster_ports)
+        nodes = len(self.redis_node_ports)
         for k, service in enumerate(self.services):
             self._spawn(service)
             self._wait_ready(service, timeout)
             if nodes and k == nodes - 1:  # every node of the embedded Redis Cluster answers
-                form_redis_cluster(self._cluster_ports, replicas=1, timeout=timeout)
+                form_redis_cluster(self.redis_node_ports, replicas=1, timeout=timeout)
         self.start_watching()
         self._scaler = threading.Thread(target=self._follow_scale, name="scaler", daemon=True)
         self._scaler.start()

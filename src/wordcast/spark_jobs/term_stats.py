@@ -98,10 +98,11 @@ def read_publication_log(
     redis_url: str, namespace: str, limit: int | None
 ) -> list[tuple[str, ...]]:
     """The sampled term sets routers logged (``{namespace}:publications``), oldest first."""
-    import redis
+    from wordcast.storage.keys import Keys
+    from wordcast.storage.redis import connect_sync, stored_namespace
 
-    client: Any = redis.Redis.from_url(redis_url, decode_responses=True)  # str replies
-    key, start = f"{namespace}:publications", "-"
+    client: Any = connect_sync(redis_url)  # one Redis or a cluster, str replies
+    key, start = Keys(stored_namespace(redis_url, namespace)).publications, "-"
     out: list[tuple[str, ...]] = []
     while limit is None or len(out) < limit:
         page = client.xrange(key, min=start, count=10_000)

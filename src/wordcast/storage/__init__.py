@@ -85,8 +85,7 @@ from wordcast.storage.redis import (
     NO_REPLICAS,
     Replication,
     connect,
-    is_cluster,
-    slot_namespace,
+    stored_namespace,
 )
 from wordcast.storage.subscriptions import EVENTS_MAX, SubscriptionStore
 from wordcast.storage.tenants import TenantStore
@@ -129,9 +128,7 @@ class Store:
         Promised writes wait for ``wait_replicas`` replicas (:class:`~.redis.Replication`; by
         default one on a Redis Cluster, none on one Redis)."""
         replication = Replication.default_for(url, wait_replicas)
-        if is_cluster(url):
-            namespace = slot_namespace(namespace)
-        return cls(connect(url), namespace, events_max, replication)
+        return cls(connect(url), stored_namespace(url, namespace), events_max, replication)
 
     def outbox(self, matcher: int, reader: int | None = None) -> Outbox:
         """Matcher ``matcher``'s outbox, read by matcher ``reader`` (by default its own)."""

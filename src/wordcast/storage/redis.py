@@ -9,6 +9,7 @@ Redis (``redis://``, ``rediss://``, ``unix://``), as always.
 from __future__ import annotations
 
 import contextlib
+import functools
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,6 +30,26 @@ def translated(action: str) -> Any:
 CLUSTER_SCHEMES = {"redis+cluster": "redis", "rediss+cluster": "rediss"}
 
 
+@functools.cache
+def _cluster_client_class() -> Any:
+    from redis.asyncio.cluster import RedisCluster
+
+    class Cluster(RedisCluster):
+        """redis-py's cluster client, which learns the slots before a command chooses its node.
+
+        redis-py decides how to route a command before it first learns the slots: commands sent
+        at once by a fresh client went to any node, came back MOVED, and the re-learning that
+        followed closed connections under commands already sent, which it then sent again (a
+        subscription stored twice). Learning the slots first avoids all of it."""
+
+        async def execute_command(self, *args: Any, **kwargs: Any) -> Any:
+            if self._initialize:
+                await self.initialize()
+            return await super().execute_command(*args, **kwargs)
+
+    return Cluster
+
+
 def is_cluster(url: str) -> bool:
     """Whether ``url`` names a Redis Cluster (``redis+cluster://host:port``)."""
     return url.partition("://")[0].lower() in CLUSTER_SCHEMES
@@ -38,6 +59,20 @@ def node_url(url: str) -> str:
     """The plain Redis URL of the node a cluster URL names (``url`` itself otherwise)."""
     scheme, sep, rest = url.partition("://")
     return f"{CLUSTER_SCHEMES.get(scheme.lower(), scheme)}{sep}{rest}"
+
+
+def stored_namespace(url: str, namespace: str) -> str:
+    """The namespace as keys at ``url`` carry it: :func:`slot_namespace` on a Redis Cluster."""
+    return slot_namespace(namespace) if is_cluster(url) else namespace
+
+
+def connect_sync(url: str) -> Any:
+    """A synchronous client (for jobs outside an event loop); text decoded."""
+    import redis
+
+    if is_cluster(url):
+        return redis.RedisCluster.from_url(node_url(url), decode_responses=True)
+    return redis.Redis.from_url(url, decode_responses=True)
 
 
 def slot_namespace(namespace: str) -> str:
@@ -55,11 +90,11 @@ def connect(url: str) -> Any:
         "socket_connect_timeout": 5,
     }
     if is_cluster(url):
-        from redis.asyncio.cluster import RedisCluster
-
         # A failover takes the cluster's node timeout to be noticed and a few seconds to
         # settle: commands are retried across it rather than failing at the first refusal.
-        return RedisCluster.from_url(node_url(url), cluster_error_retry_attempts=8, **options)
+        return _cluster_client_class().from_url(
+            node_url(url), cluster_error_retry_attempts=8, **options
+        )
     return aioredis.Redis.from_url(url, health_check_interval=15, retry_on_timeout=True, **options)
 
 

@@ -1,0 +1,124 @@
+"""A capacity model of wordcast's Redis, from measured per-operation costs (issue 11):
+``make bench-capacity``.
+
+What one Redis, and a Redis Cluster of K shards, holds and carries, for 16 to 256 matchers and 10 to
+100 million subscriptions, and which limit is met first. Every input is a figure measured on this
+machine and recorded in BENCHMARKS.md (the constants below say where); what is assumed is said
+too. It is arithmetic, not a run: its worth is in saying which wall comes first, and when the
+layout changes (today every key of a namespace is in one slot, so a cluster's shards add
+failover, not capacity), what moves it.
+"""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from .common import machine, write_json
+
+# Measured (BENCHMARKS.md, "The firehose (issue 10)" and "Past one Redis (issue 11)").
+REDIS_BYTES_PER_SUBSCRIPTION = 573  # bench.ingest at 1,000,000: records, events, sets, H(i), s(W)
+REDIS_CPU_US_PER_PUBLICATION = 7.1  # bench.e2e, 2 matchers, 4.3 matches a post, one Redis
+REDIS_CPU_US_PER_SUBSCRIPTION = 70.0  # bench.subscribe: one batch subscription's scripts
+EVENT_BYTES = 180  # one subscription event as followers read it (WORDCAST_EVENTS_MAX note)
+MATCHER_LOAD_US_PER_SUBSCRIPTION = 27.8  # bench.ingest: 13.9 s for ~500,000 after a SIGKILL
+OUTBOX_BYTES_PER_MATCH = 460  # e2e soak: ~46 KB messages of ~100 matches, texts included
+MATCHES_PER_PUBLICATION = 4.3  # the held-out workload of issue 10
+
+# Assumed: one Redis core serves this share of a core's time before latency climbs; a node has
+# this much memory for Redis (maxmemory, as deploy/k8s sets 6 GB of a 10 GiB limit).
+REDIS_CORE_BUSY = 0.7
+REDIS_NODE_BYTES = 24 * 2**30
+MATCHER_RESTART_TARGET_S = 20.0
+ROUTERS_PER_16_MATCHERS = 2
+CHURN_PER_S = 2_000  # subscriptions added or deleted a second, steady state
+
+
+@dataclass
+class Capacity:
+    matchers: int
+    subscriptions: int
+    shards: int
+    spread_layout: bool
+    redis_gb_per_master: float
+    fits_in_memory: bool
+    publications_per_s_max: float
+    event_fan_out_mb_per_s: float
+    matcher_restart_s: float
+    subscriptions_per_s_max: float
+    first_wall: str
+
+
+def capacity(matchers: int, subscriptions: int, shards: int, spread_layout: bool) -> Capacity:
+    """What a cluster of ``matchers`` with ``subscriptions`` on a Redis of ``shards`` masters
+    holds and carries, today (one slot: ``spread_layout`` False) or with the keyspace spread."""
+    carrying = shards if spread_layout else 1  # masters that share the namespace's load
+    per_master = subscriptions * REDIS_BYTES_PER_SUBSCRIPTION / carrying
+    # A publication's Redis work grows with the matchers it reaches (each writes its outbox):
+    # measured at 2 matchers with a spread of 1.8; learned routing keeps the spread near 2.
+    spread = min(matchers, 2.0)
+    us_per_publication = REDIS_CPU_US_PER_PUBLICATION * spread / 1.8
+    publications = carrying * REDIS_CORE_BUSY * 1e6 / us_per_publication
+    routers = max(2, ROUTERS_PER_16_MATCHERS * matchers // 16)
+    # Every router and matcher follows the one event stream: each change is read by all of them.
+    fan_out = CHURN_PER_S * (matchers + routers) * EVENT_BYTES / 1e6
+    restart = subscriptions / matchers * MATCHER_LOAD_US_PER_SUBSCRIPTION / 1e6
+    subscribing = carrying * REDIS_CORE_BUSY * 1e6 / REDIS_CPU_US_PER_SUBSCRIPTION
+    walls = []
+    if per_master > REDIS_NODE_BYTES:
+        walls.append(f"Redis memory ({per_master / 2**30:,.0f} GiB a master)")
+    if restart > MATCHER_RESTART_TARGET_S:
+        walls.append(f"matcher restart ({restart:,.0f} s)")
+    if fan_out > 100:
+        walls.append(f"event fan-out ({fan_out:,.0f} MB/s)")
+    return Capacity(
+        matchers=matchers,
+        subscriptions=subscriptions,
+        shards=shards,
+        spread_layout=spread_layout,
+        redis_gb_per_master=per_master / 2**30,
+        fits_in_memory=per_master <= REDIS_NODE_BYTES,
+        publications_per_s_max=publications,
+        event_fan_out_mb_per_s=fan_out,
+        matcher_restart_s=restart,
+        subscriptions_per_s_max=subscribing,
+        first_wall=walls[0] if walls else f"Redis CPU at {publications:,.0f} publications/s",
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--shards", type=int, nargs="+", default=[1, 3, 6])
+    options = parser.parse_args()
+    rows: list[dict[str, Any]] = []
+    print(
+        f"{'matchers':>8} {'subs':>6} {'shards':>6} {'layout':>7} {'GiB/master':>10} "
+        f"{'pub/s max':>10} {'restart s':>9}  first wall"
+    )
+    for matchers in (16, 32, 64, 128, 256):
+        for millions in (10, 30, 100):
+            for shards in options.shards:
+                for spread_layout in (False, True) if shards > 1 else (False,):
+                    row = capacity(matchers, millions * 1_000_000, shards, spread_layout)
+                    rows.append(asdict(row))
+                    print(
+                        f"{matchers:>8} {millions:>5}M {shards:>6} "
+                        f"{'spread' if spread_layout else 'slot':>7} "
+                        f"{row.redis_gb_per_master:>10,.1f} {row.publications_per_s_max:>10,.0f} "
+                        f"{row.matcher_restart_s:>9,.0f}  {row.first_wall}"
+                    )
+    path = write_json(
+        "capacity",
+        {
+            "benchmark": "capacity",
+            "machine": machine(),
+            "inputs": {k: v for k, v in globals().items() if k.isupper()},
+            "rows": rows,
+        },
+    )
+    print(f"results in {path}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,75 @@
+"""End to end on one Redis and on a Redis Cluster, back to back (issue 11): ``make bench-scale-out``.
+
+Runs :mod:`bench.e2e`'s benchmark alternately on the embedded single Redis and on an embedded Redis
+Cluster of three masters with a replica each (``wordcast up --redis-shards 3``: the namespace in
+one slot, promised writes waiting for a replica), the same subscriptions and publications, and
+reports the ratio of the medians and how the Redis commands spread over the cluster's nodes.
+"""
+
+from __future__ import annotations
+
+import argparse
+from statistics import median
+from typing import Any
+
+from .common import machine, write_json
+from .e2e import run
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--pairs", type=int, default=3, help="single/cluster runs, alternating")
+    parser.add_argument("--shards", type=int, default=3)
+    parser.add_argument("--seconds", type=float, default=20.0)
+    parser.add_argument("--subscriptions", type=int, default=10_000)
+    options = parser.parse_args()
+    runs: dict[str, list[dict[str, Any]]] = {"single": [], "cluster": []}
+    for pair in range(options.pairs):
+        for kind, shards in (("single", 0), ("cluster", options.shards)):
+            args = argparse.Namespace(
+                subscriptions=options.subscriptions,
+                matchers=2,
+                seconds=options.seconds,
+                runs=1,
+                batch=1_000,
+                concurrency=4,
+                pool=50_000,
+                queries_from="pypi",
+                sizes="2,2,3",
+                rate=0.0,
+                shedding="off",
+                shed_buffer=20_000,
+                profile=False,
+                redis_shards=shards,
+                name=f"scale-out-{kind}",
+            )
+            print(f"pair {pair + 1}/{options.pairs}: {kind}", flush=True)
+            runs[kind] += run(args)["runs"]
+    single = median([r["end_to_end_per_s"] for r in runs["single"]])
+    clustered = median([r["end_to_end_per_s"] for r in runs["cluster"]])
+    spread = [
+        max(r["redis_commands"].values()) / max(1, min(r["redis_commands"].values()))
+        for r in runs["cluster"]
+    ]
+    result = {
+        "benchmark": "scale-out",
+        "machine": machine(),
+        "parameters": vars(options),
+        "runs": runs,
+        "median_single_per_s": single,
+        "median_cluster_per_s": clustered,
+        "cluster_over_single": clustered / single,
+        "every_match_delivered": all(r["all_delivered"] for rs in runs.values() for r in rs),
+        "busiest_over_idlest_node": median(spread),
+    }
+    path = write_json("scale-out", result)
+    print(
+        f"end to end: one Redis {single:,.0f}/s, a {options.shards}-shard cluster "
+        f"{clustered:,.0f}/s ({clustered / single:.2f}x); busiest node over idlest "
+        f"{median(spread):,.1f}x; every match delivered: {result['every_match_delivered']}; "
+        f"results in {path}"
+    )
+
+
+if __name__ == "__main__":
+    main()
