@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 SPEC := pyproject.toml
 
-.PHONY: run test test-unit test-redis-cluster lint unicode-tables bench bench-e2e bench-matcher bench-patterns bench-boolean bench-routing bench-routing-held bench-migration bench-shedding bench-subscribe bench-ingest bench-scale bench-delivery bench-scale-out env java clean
+.PHONY: run test test-unit test-redis-cluster lint unicode-tables bench bench-e2e bench-matcher bench-patterns bench-boolean bench-routing bench-routing-held bench-migration bench-shedding bench-subscribe bench-ingest bench-scale bench-delivery bench-scale-out bench-capacity env java clean
 
 # PySpark needs a Java runtime (17 or newer); it cannot come from PyPI, so say so clearly.
 java:
@@ -50,7 +50,10 @@ lint: $(STAMP)
 	cargo fmt --manifest-path rust/Cargo.toml --check
 	cargo clippy --manifest-path rust/Cargo.toml --all-targets --quiet -- -D warnings
 
-bench: bench-e2e bench-matcher bench-patterns bench-boolean bench-routing bench-routing-held bench-migration bench-shedding bench-subscribe bench-ingest bench-scale bench-delivery bench-scale-out
+bench: bench-e2e bench-matcher bench-patterns bench-boolean bench-routing bench-routing-held bench-migration bench-shedding bench-subscribe bench-ingest bench-scale bench-delivery bench-scale-out bench-capacity
+
+bench-capacity: $(STAMP)
+	$(BIN)/python -m bench.capacity
 
 bench-scale-out: $(STAMP)
 	$(BIN)/python -m bench.scale_out

@@ -92,9 +92,11 @@ def connect(url: str) -> Any:
     if is_cluster(url):
         # A failover takes the cluster's node timeout to be noticed and a few seconds to
         # settle: commands are retried across it rather than failing at the first refusal.
-        return _cluster_client_class().from_url(
-            node_url(url), cluster_error_retry_attempts=8, **options
-        )
+        from redis.asyncio.retry import Retry
+        from redis.backoff import ExponentialBackoff
+
+        retry = Retry(ExponentialBackoff(cap=2.0, base=0.1), retries=8)
+        return _cluster_client_class().from_url(node_url(url), retry=retry, **options)
     return aioredis.Redis.from_url(url, health_check_interval=15, retry_on_timeout=True, **options)
 
 
