@@ -10,6 +10,7 @@ the wordcast CLI, and the learner learns for as many matchers as there are.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -334,9 +335,15 @@ def test_the_job_forms_every_node_into_masters_with_a_replica_each() -> None:
     assert "--cluster-replicas 1 --cluster-yes" in script
     assert pods // 2 >= 3, "Redis Cluster wants three masters at least"
     # The nodes announce the very names the Job joins them by.
-    args = statefulset["spec"]["template"]["spec"]["containers"][0]["args"]
-    announced = args[args.index("--cluster-announce-hostname") + 1]
-    assert announced.replace("$(POD_NAME)", "redis-cluster-0") == nodes[0].split(":")[0]
+    (script,) = statefulset["spec"]["template"]["spec"]["containers"][0]["args"]
+    words = script.split()
+    announced = words[words.index("--cluster-announce-hostname") + 1].strip('"')
+    assert announced.replace("$POD_NAME", "redis-cluster-0") == nodes[0].split(":")[0]
+    # A node that ran before waits out its replica's promotion before it starts again.
+    delay = float(re.search(r"sleep (\d+)", script)[1])  # type: ignore[index]
+    timeout_ms = int(words[words.index("--cluster-node-timeout") + 1])
+    assert delay * 1000 >= 2 * timeout_ms
+    assert script.index("sleep") < script.index("exec redis-server")
 
 
 def test_the_nodes_reach_each_other_and_only_wordcast_reaches_them() -> None:
