@@ -157,10 +157,14 @@ def serve_workers(factory: str, settings: ServiceSettings, workers: int) -> int:
 
 
 def terminate_on_sigterm() -> None:
+    """SIGTERM stops the command as Ctrl-C does; so does SIGINT, even for a process started in
+    the background of a script, which inherits SIGINT ignored (and Python leaves it so)."""
+
     def handler(signum: int, frame: FrameType | None) -> None:
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGTERM, handler)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def against_router(router: str, work: Coroutine[Any, Any, T]) -> tuple[T | None, str | None]:
