@@ -23,7 +23,7 @@ import httpx
 from wordcast.defaults import DEFAULT_ADMIN_TOKEN, DEVELOPMENT_API_KEY
 from wordcast.local.redis_server import start_redis_server as start_redis_process
 from wordcast.local.supervisor import free_port
-from wordcast.storage.redis import is_cluster, node_url, stored_namespace
+from wordcast.storage.redis import stored_namespace
 
 T = TypeVar("T")
 ROOT = Path(__file__).resolve().parent.parent  # the repository
@@ -148,17 +148,6 @@ def wait_until_ready(url: str, timeout: float = 30) -> None:
             return False
 
     eventually(ready, timeout, what=f"{url} ready")
-
-
-def redis_client(url: str, **options: Any) -> Any:
-    """A synchronous client for ``url``: one Redis, or a Redis Cluster (``redis+cluster://``);
-    text decoded unless ``decode_responses=False``."""
-    import redis
-
-    options.setdefault("decode_responses", True)
-    if is_cluster(url):
-        return redis.RedisCluster.from_url(node_url(url), **options)
-    return redis.Redis.from_url(url, **options)
 
 
 def start_cluster(

@@ -8,8 +8,9 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.helpers import AUTH, Receiver, RunningCluster, redis_client, tenant_key
+from tests.helpers import AUTH, Receiver, RunningCluster, tenant_key
 from wordcast import limits
+from wordcast.storage.redis import connect_sync
 
 pytestmark = pytest.mark.e2e
 
@@ -21,7 +22,7 @@ def api(cluster: RunningCluster) -> Iterator[httpx.Client]:
 
 
 def _redis_state(redis_url: str, namespace: str) -> dict[str, Any]:
-    client = redis_client(redis_url)
+    client = connect_sync(redis_url)
     keys = sorted(client.scan_iter(match=f"{namespace}:*"))
     return {
         "keys": keys,

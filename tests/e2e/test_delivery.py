@@ -22,7 +22,6 @@ from tests.helpers import (
     Receiver,
     RunningCluster,
     eventually,
-    redis_client,
     start_cluster,
     stop_cluster,
     tenant_key,
@@ -32,6 +31,7 @@ from wordcast.client import RouterClient
 from wordcast.corpus.workload import Post, post_queries, sample_posts
 from wordcast.local.supervisor import free_port
 from wordcast.query.analysis import analyze
+from wordcast.storage.redis import connect_sync
 from wordcast.testing.bruteforce import match_pairs
 
 from .test_e2e import _publish, _subscribe
@@ -230,7 +230,7 @@ def test_a_boolean_query_is_signed_with_its_secret_and_a_410_deletes_every_alter
     )
     assert created.status_code == 201, created.text
     sub_id, secret = created.json()["id"], created.json()["secret"]
-    store = redis_client(redis_url)
+    store = connect_sync(redis_url)
     second = f"{delivery_cluster.namespace}:sub:{sub_id}~1"
     assert store.exists(second), "the second alternative has a record of its own"
 
@@ -471,7 +471,7 @@ def test_a_full_outbox_pushes_back_on_publishers_and_loses_nothing(
 def test_redis_near_its_memory_limit_pushes_back_on_publishers_and_loses_nothing(
     redis_url: str, receiver: Receiver
 ) -> None:
-    used = int(redis_client(redis_url).info("memory")["used_memory"])
+    used = int(connect_sync(redis_url).info("memory")["used_memory"])
     limit = used + 24 * 2**20
     env = {"WORDCAST_MATCHER_REDIS_MEMORY_MAX": str(limit)}
     cluster = start_cluster(redis_url, f"test-memory-max-{os.getpid()}", matchers=1, env=env)

@@ -24,7 +24,6 @@ from tests.helpers import (
     RunningCluster,
     eventually,
     extra_router,
-    redis_client,
     start_cluster,
     stop_cluster,
     wordcast_cli,
@@ -35,6 +34,7 @@ from wordcast.defaults import DEFAULT_ADMIN_TOKEN
 from wordcast.engines.termstats import TermStats
 from wordcast.query.analysis import analyze
 from wordcast.routing.mapping import HashMapping
+from wordcast.storage.redis import connect_sync
 from wordcast.testing.bruteforce import match_pairs
 
 pytestmark = pytest.mark.e2e
@@ -186,7 +186,7 @@ def test_only_routers_of_the_cluster_reach_the_matchers_internal_endpoints(
     """The matchers' /internal endpoints want the token every service of the cluster reads from
     Redis; routers show it (every other test here goes through them)."""
 
-    client = redis_client(redis_url)
+    client = connect_sync(redis_url)
     key = f"{cluster.namespace}:cluster:internal_token"
     token = client.get(key)
     assert token
@@ -239,7 +239,7 @@ def test_status_shows_what_each_matcher_holds(cluster: RunningCluster, redis_url
     """`wordcast status` lists, per matcher, the subscriptions it holds (what Redis has placed on
     it), as the router asks each matcher's /stats."""
 
-    client = redis_client(redis_url)
+    client = connect_sync(redis_url)
     _subscribe(cluster, ["status check", "held where"], "http://127.0.0.1:9/hook")
     placed = [client.scard(f"{cluster.namespace}:matcher:{m}:subs") for m in range(2)]
     # Operators only: matcher URLs and process ids are not a tenant's business.

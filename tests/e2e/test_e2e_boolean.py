@@ -11,11 +11,12 @@ import httpx
 import pytest
 import redis
 
-from tests.helpers import AUTH, Receiver, RunningCluster, redis_client
+from tests.helpers import AUTH, Receiver, RunningCluster
 from wordcast.client import RouterClient
 from wordcast.corpus.workload import Post, post_boolean_queries, post_queries, sample_posts
 from wordcast.query.analysis import analyze
 from wordcast.query.boolean import evaluate, parse_query, parse_tree
+from wordcast.storage.redis import connect_sync
 
 from .test_e2e import _check, _delivered_after, _publish, engine_cluster
 
@@ -53,7 +54,7 @@ def test_boolean_queries_deliver_exactly_the_oracle_matches_once(
     boolean = post_boolean_queries(source, 400, seed=90)
     plain = post_queries(source, 200, seed=91)
     router = httpx.Client(base_url=cluster.router_url, timeout=30, headers=AUTH)
-    store = redis_client(redis_url)
+    store = connect_sync(redis_url)
     records_before = _records(store, cluster.namespace, len(cluster.matcher_urls))
 
     # Most through the batch API, a few one at a time (the single-subscription path).

@@ -35,7 +35,6 @@ from tests.helpers import (
     eventually,
     peak_growth,
     read_response,
-    redis_client,
     service_pid,
     start_cluster,
     stop_cluster,
@@ -45,6 +44,7 @@ from wordcast import limits
 from wordcast.defaults import DEFAULT_ADMIN_TOKEN
 from wordcast.local.supervisor import free_port
 from wordcast.storage.outbox import webhook_id
+from wordcast.storage.redis import connect_sync
 
 pytestmark = pytest.mark.e2e
 
@@ -113,7 +113,7 @@ def test_a_declared_body_over_the_limit_is_a_413(hardened: RunningCluster) -> No
 
 
 def _internal_token(cluster: RunningCluster, redis_url: str) -> str:
-    client = redis_client(redis_url)
+    client = connect_sync(redis_url)
     token = client.get(f"{cluster.namespace}:cluster:internal_token")
     assert token
     return str(token)
@@ -416,7 +416,7 @@ def test_redis_restarted_under_the_supervisor_still_stops_last() -> None:
         threading.Thread(
             target=lambda: [lines.append(x) for x in up.stdout or ()], daemon=True
         ).start()
-        client = redis_client(redis_url, socket_timeout=1, decode_responses=False)
+        client = connect_sync(redis_url, socket_timeout=1, decode_responses=False)
         os.kill(int(client.info("server")["process_id"]), signal.SIGKILL)
 
         def restarted() -> int:

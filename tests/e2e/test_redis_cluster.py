@@ -22,7 +22,6 @@ from tests.helpers import (
     Receiver,
     RunningCluster,
     eventually,
-    redis_client,
     start_cluster,
     stop_cluster,
     wordcast_cli,
@@ -30,7 +29,7 @@ from tests.helpers import (
 from wordcast.client import RouterClient
 from wordcast.corpus.workload import post_queries, sample_posts
 from wordcast.query.analysis import analyze
-from wordcast.storage.redis import slot_namespace
+from wordcast.storage.redis import connect_sync, slot_namespace
 from wordcast.testing.bruteforce import match_pairs
 
 pytestmark = pytest.mark.e2e
@@ -47,13 +46,13 @@ def _redis_url(cluster: RunningCluster) -> str:
 
 def _master_of_namespace(url: str, namespace: str) -> tuple[int, int]:
     """(port, pid) of the master holding the namespace's slot (every key of it is there)."""
-    client = redis_client(url)
+    client = connect_sync(url)
     try:
         node = client.get_node_from_key(f"{slot_namespace(namespace)}:events")
         port = int(node.port)
     finally:
         client.close()
-    one = redis_client(f"redis://127.0.0.1:{port}/0")
+    one = connect_sync(f"redis://127.0.0.1:{port}/0")
     try:
         return port, int(one.info("server")["process_id"])
     finally:
@@ -111,12 +110,12 @@ def sharded() -> Iterator[RunningCluster]:
 
 def _replica_of(master_port: int) -> int:
     """The pid of the master's replica."""
-    master = redis_client(f"redis://127.0.0.1:{master_port}/0")
+    master = connect_sync(f"redis://127.0.0.1:{master_port}/0")
     try:
         port = int(master.info("replication")["slave0"]["port"])
     finally:
         master.close()
-    replica = redis_client(f"redis://127.0.0.1:{port}/0")
+    replica = connect_sync(f"redis://127.0.0.1:{port}/0")
     try:
         return int(replica.info("server")["process_id"])
     finally:

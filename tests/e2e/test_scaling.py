@@ -33,7 +33,6 @@ from tests.helpers import (
     RunningCluster,
     eventually,
     extra_router,
-    redis_client,
     start_cluster,
     stop_cluster,
 )
@@ -41,7 +40,7 @@ from wordcast.corpus.workload import post_boolean_queries, post_patterns, post_q
 from wordcast.query.analysis import analyze
 from wordcast.query.boolean import parse_query
 from wordcast.routing.placement import decode
-from wordcast.storage.redis import stored_namespace
+from wordcast.storage.redis import connect_sync, stored_namespace
 from wordcast.testing.bruteforce import match_pairs
 
 from .test_e2e import _check, _publish, _subscribe
@@ -127,7 +126,7 @@ def test_scaling_up_and_down_under_a_stream_loses_and_duplicates_nothing(
     scaling_cluster: RunningCluster, receiver: Receiver, redis_url: str
 ) -> None:
     cluster, namespace = scaling_cluster, scaling_cluster.namespace
-    client = redis_client(redis_url)
+    client = connect_sync(redis_url)
     assert len(receiver.pairs()) == 0, "this module's receiver starts empty"
     posts = sample_posts(7_000, seed=515)
     learning, stream = posts[:3_000], posts[3_000:]
@@ -277,7 +276,7 @@ def test_drain_refuses_clearly(args: list[str], env: dict[str, str], message: st
 def test_learn_refuses_a_number_of_matchers_the_cluster_does_not_have(
     redis_url: str, namespace: str
 ) -> None:
-    client = redis_client(redis_url)
+    client = connect_sync(redis_url)
     client.set(f"{namespace}:cluster:matchers", 4)
     env = {"REDIS_URL": redis_url, "WORDCAST_NAMESPACE": namespace}
     result = _wordcast("learn", "--matchers", "6", env=env)
@@ -481,7 +480,7 @@ def test_a_router_following_the_statefulset_copies_its_replicas(
 def test_scale_refuses_while_the_routers_follow_a_statefulset(
     scaling_cluster: RunningCluster, redis_url: str
 ) -> None:
-    client = redis_client(redis_url)
+    client = connect_sync(redis_url)
     namespace = scaling_cluster.namespace
     wanted = client.get(f"{namespace}:cluster:matchers")
     client.set(f"{namespace}:cluster:follows", "matcher", px=60_000)
@@ -505,7 +504,7 @@ def test_a_removed_matcher_that_is_gone_does_not_hold_the_cluster_on_the_old_ver
     cluster = start_cluster(
         redis_url, namespace, matchers=3, env={"WORDCAST_ROUTER_MAPPING_POLL_S": "0.3"}
     )
-    client = redis_client(redis_url)
+    client = connect_sync(redis_url)
     frozen = cluster.matcher_pid(2)
     try:
         posts = sample_posts(3_000, seed=616)
@@ -557,7 +556,7 @@ def test_scale_with_a_learned_mapping_writes_only_that_version(
     namespace = stored_namespace(redis_url, f"test-learned-scale-{os.getpid()}")
     env = {"WORDCAST_ROUTER_MAPPING_POLL_S": "0.3", "WORDCAST_ROUTER_PUBLICATION_LOG_RATE": "1"}
     cluster = start_cluster(redis_url, namespace, matchers=2, env=env)
-    client = redis_client(redis_url)
+    client = connect_sync(redis_url)
     try:
         posts = sample_posts(4_000, seed=717)
         already = len(receiver.pairs())

@@ -17,12 +17,13 @@ from schemathesis.checks import not_a_server_error
 from schemathesis.python import asgi as st_asgi
 from schemathesis.specs.openapi.checks import response_schema_conformance
 
-from tests.helpers import AUTH, RunningCluster, eventually, redis_client
+from tests.helpers import AUTH, RunningCluster, eventually
 from wordcast.services.matcher.main import create_app as matcher_app
 from wordcast.services.matcher.settings import MatcherSettings
 from wordcast.services.receiver.main import create_app as receiver_app
 from wordcast.services.router.main import create_app as router_app
 from wordcast.services.router.settings import RouterSettings
+from wordcast.storage.redis import connect_sync
 
 pytestmark = pytest.mark.e2e
 
@@ -96,7 +97,7 @@ def test_router(case: Any, router_asgi: Any) -> None:
 def test_matcher(case: Any, matcher_asgi: Any, redis_url: str) -> None:
     app = _ready(matcher_asgi)
     # As a router calls it: with the cluster's internal token, so /internal is fuzzed past it.
-    token = redis_client(redis_url).get(f"{MATCHER_NAMESPACE}:cluster:internal_token")
+    token = connect_sync(redis_url).get(f"{MATCHER_NAMESPACE}:cluster:internal_token")
     case.call_and_validate(app=app, headers={"authorization": f"Bearer {token}"}, checks=CHECKS)
 
 

@@ -19,7 +19,6 @@ import pytest
 from tests.helpers import (
     LOOPBACK_SPARK,
     SparkStandalone,
-    redis_client,
     start_spark_standalone,
 )
 from wordcast.corpus.workload import sample_posts
@@ -27,6 +26,7 @@ from wordcast.engines.termstats import TermStats
 from wordcast.query.analysis import analyze
 from wordcast.spark_jobs.learn_mapping import learned_mapping
 from wordcast.storage import Store
+from wordcast.storage.redis import connect_sync
 
 pytestmark = pytest.mark.e2e
 
@@ -62,7 +62,7 @@ def _log_publications(redis_url: str, namespace: str, count: int) -> list[frozen
     """``count`` corpus posts' terms in the routers' publication log, as routers sample them."""
     documents = [analyze(p.text) for p in sample_posts(count, seed=21)]
     documents = [d for d in documents if d]
-    client = redis_client(redis_url, decode_responses=False)
+    client = connect_sync(redis_url, decode_responses=False)
     for terms in documents:
         client.xadd(f"{namespace}:publications", {"at": "1.0", "terms": " ".join(sorted(terms))})
     client.close()

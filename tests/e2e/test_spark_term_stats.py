@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 
-from tests.helpers import redis_client
 from wordcast.corpus.files import debian_documents
 from wordcast.engines.termstats import TermOrder, TermStats
 from wordcast.query.analysis import analyze
 from wordcast.spark_jobs import term_stats
+from wordcast.storage.redis import connect_sync
 
 
 def test_transforms_agree_with_the_pure_builder(spark: Any) -> None:
@@ -65,7 +65,7 @@ def test_statistics_from_the_routers_publication_log(
     from wordcast.cli import main as wordcast
 
     texts = [text for _, text in debian_documents(limit=200)]
-    client = redis_client(redis_url, decode_responses=False)
+    client = connect_sync(redis_url, decode_responses=False)
     for text in texts:
         client.xadd(
             f"{namespace}:publications", {"at": "1.0", "terms": " ".join(sorted(analyze(text)))}

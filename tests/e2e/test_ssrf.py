@@ -16,7 +16,6 @@ from tests.helpers import (
     Receiver,
     RunningCluster,
     eventually_async,
-    redis_client,
     start_cluster,
     stop_cluster,
 )
@@ -24,7 +23,7 @@ from wordcast.services.matcher.dispatcher import Dispatcher
 from wordcast.storage import Store
 from wordcast.storage.outbox import Message, Outbox, webhook_id
 from wordcast.storage.records import Subscription
-from wordcast.storage.redis import connect
+from wordcast.storage.redis import connect, connect_sync
 from wordcast.webhooks.netguard import AddressPolicy
 
 LOOPBACK = AddressPolicy.from_entries(["127.0.0.0/8", "::1"])
@@ -59,7 +58,7 @@ def strict_cluster(redis_url: str) -> Iterator[RunningCluster]:
 def test_registration_refuses_forbidden_callbacks(
     strict_cluster: RunningCluster, redis_url: str, callback: str, kind: str, text: str
 ) -> None:
-    client = redis_client(redis_url, decode_responses=False)
+    client = connect_sync(redis_url, decode_responses=False)
     before = sorted(client.scan_iter(match="test-ssrf:*"))
     body = {kind: text, "callback_url": callback}
     response = httpx.post(

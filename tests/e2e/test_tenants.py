@@ -16,7 +16,6 @@ from tests.helpers import (
     RunningCluster,
     eventually,
     extra_router,
-    redis_client,
     tenant_key,
     wordcast_cli,
 )
@@ -28,7 +27,7 @@ from wordcast.services.router.state import RouterState
 from wordcast.services.router.tenants import KEY_CACHE_SECONDS
 from wordcast.storage import Store
 from wordcast.storage.records import Subscription
-from wordcast.storage.redis import connect
+from wordcast.storage.redis import connect, connect_sync
 
 HOOK = "http://127.0.0.1:9/hook"
 
@@ -86,7 +85,7 @@ def test_tenants_see_and_delete_only_their_own(cluster: RunningCluster, redis_ur
     assert sub_id not in listed(alice)
 
     # Only hashes of the keys are stored.
-    client = redis_client(redis_url)
+    client = connect_sync(redis_url)
     stored = {k: client.get(k) for k in client.scan_iter(match=f"{cluster.namespace}:apikey:*")}
     assert f"{cluster.namespace}:apikey:{hashlib.sha256(alice.encode()).hexdigest()}" in stored
     assert all(alice not in k and alice != v for k, v in stored.items())

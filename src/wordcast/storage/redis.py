@@ -9,11 +9,14 @@ Redis (``redis://``, ``rediss://``, ``unix://``), as always.
 from __future__ import annotations
 
 import contextlib
-import functools
 from dataclasses import dataclass
 from typing import Any
 
+import redis
 import redis.asyncio as aioredis
+from redis.asyncio.cluster import ClusterPipeline, RedisCluster
+from redis.asyncio.retry import Retry
+from redis.backoff import ExponentialBackoff
 from redis.exceptions import RedisError
 
 from wordcast.errors import StoreUnavailable
@@ -30,24 +33,18 @@ def translated(action: str) -> Any:
 CLUSTER_SCHEMES = {"redis+cluster": "redis", "rediss+cluster": "rediss"}
 
 
-@functools.cache
-def _cluster_client_class() -> Any:
-    from redis.asyncio.cluster import RedisCluster
+class _Cluster(RedisCluster):
+    """redis-py's cluster client, which learns the slots before a command chooses its node.
 
-    class Cluster(RedisCluster):
-        """redis-py's cluster client, which learns the slots before a command chooses its node.
+    redis-py decides how to route a command before it first learns the slots: commands sent at
+    once by a fresh client went to any node, came back MOVED, and the re-learning that followed
+    closed connections under commands already sent, which it then sent again (a subscription
+    stored twice). Learning the slots first avoids all of it."""
 
-        redis-py decides how to route a command before it first learns the slots: commands sent
-        at once by a fresh client went to any node, came back MOVED, and the re-learning that
-        followed closed connections under commands already sent, which it then sent again (a
-        subscription stored twice). Learning the slots first avoids all of it."""
-
-        async def execute_command(self, *args: Any, **kwargs: Any) -> Any:
-            if self._initialize:
-                await self.initialize()
-            return await super().execute_command(*args, **kwargs)
-
-    return Cluster
+    async def execute_command(self, *args: Any, **kwargs: Any) -> Any:
+        if self._initialize:
+            await self.initialize()
+        return await super().execute_command(*args, **kwargs)
 
 
 def is_cluster(url: str) -> bool:
@@ -66,13 +63,13 @@ def stored_namespace(url: str, namespace: str) -> str:
     return slot_namespace(namespace) if is_cluster(url) else namespace
 
 
-def connect_sync(url: str) -> Any:
-    """A synchronous client (for jobs outside an event loop); text decoded."""
-    import redis
-
+def connect_sync(url: str, **options: Any) -> Any:
+    """A synchronous client (for jobs and tests outside an event loop): one Redis, or a Redis
+    Cluster; text decoded unless ``decode_responses=False``."""
+    options.setdefault("decode_responses", True)
     if is_cluster(url):
-        return redis.RedisCluster.from_url(node_url(url), decode_responses=True)
-    return redis.Redis.from_url(url, decode_responses=True)
+        return redis.RedisCluster.from_url(node_url(url), **options)
+    return redis.Redis.from_url(url, **options)
 
 
 def slot_namespace(namespace: str) -> str:
@@ -92,19 +89,14 @@ def connect(url: str) -> Any:
     if is_cluster(url):
         # A failover takes the cluster's node timeout to be noticed and a few seconds to
         # settle: commands are retried across it rather than failing at the first refusal.
-        from redis.asyncio.retry import Retry
-        from redis.backoff import ExponentialBackoff
-
         retry = Retry(ExponentialBackoff(cap=2.0, base=0.1), retries=8)
-        return _cluster_client_class().from_url(node_url(url), retry=retry, **options)
+        return _Cluster.from_url(node_url(url), retry=retry, **options)
     return aioredis.Redis.from_url(url, health_check_interval=15, retry_on_timeout=True, **options)
 
 
 def answers(url: str, timeout_s: float = 1.0) -> str | None:
     """Why the Redis at ``url`` does not answer a PING now (None if it does); for processes that
     start or wait for a Redis server (``wordcast up``), outside any event loop."""
-    import redis
-
     try:
         client = redis.Redis.from_url(
             node_url(url), socket_timeout=timeout_s, socket_connect_timeout=timeout_s
@@ -127,8 +119,6 @@ def answers(url: str, timeout_s: float = 1.0) -> str | None:
 
 def on_cluster(client: Any) -> bool:
     """Whether ``client`` (or a pipeline of it) talks to a Redis Cluster."""
-    from redis.asyncio.cluster import ClusterPipeline, RedisCluster
-
     return isinstance(client, RedisCluster | ClusterPipeline)
 
 
