@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 SPEC := pyproject.toml
 
-.PHONY: run test test-unit test-redis-cluster lint unicode-tables bench bench-e2e bench-matcher bench-patterns bench-boolean bench-routing bench-routing-held bench-migration bench-shedding bench-subscribe bench-ingest bench-scale bench-delivery bench-scale-out bench-capacity env java clean
+.PHONY: run test test-hosts test-unit test-redis-cluster lint unicode-tables bench bench-e2e bench-matcher bench-patterns bench-boolean bench-routing bench-routing-held bench-migration bench-shedding bench-subscribe bench-ingest bench-scale bench-delivery bench-scale-out bench-capacity env java clean
 
 # PySpark needs a Java runtime (17 or newer); it cannot come from PyPI, so say so clearly.
 java:
@@ -30,10 +30,19 @@ run: $(STAMP)
 
 # Lint first (CI runs exactly this target), then the unit suite (no processes, no Redis; under a
 # minute), then the end-to-end suite (real Redis, real processes, real HTTP).
-test: lint java
+test: lint java test-hosts
 	cargo test --manifest-path rust/Cargo.toml --quiet
 	$(BIN)/python -m pytest -n 2 tests/unit
 	$(BIN)/python -m pytest tests/e2e
+
+# The partition tests run each service on a test host of its own (a network namespace) and cut the
+# links between them with iptables, from Debian's packages; as root, installed here when missing
+# (without root the tests say why they are skipped).
+test-hosts:
+	@command -v iptables >/dev/null 2>&1 || [ "$$(id -u)" != 0 ] || { \
+		apt-get install -y -q --no-install-recommends iptables >/dev/null 2>&1 || \
+		{ apt-get update -q >/dev/null && apt-get install -y -q --no-install-recommends iptables >/dev/null; }; }
+	@command -v iptables >/dev/null 2>&1 && iptables --version || echo "iptables missing: the partition tests will be skipped"
 
 test-unit: $(STAMP)
 	$(BIN)/python -m pytest -n 2 tests/unit

@@ -431,3 +431,45 @@ def _spawn_logged(argv: list[str], env: dict[str, str], log: Path) -> subprocess
     """A process writing its output to ``log`` (kept open for it: closed when it ends)."""
     with log.open("wb") as out:
         return subprocess.Popen(argv, env=env, stdout=out, stderr=subprocess.STDOUT)
+
+
+# -- publishing through faults ------------------------------------------------------------------
+PUBLISH_BATCH = 50
+
+
+class Publisher(threading.Thread):
+    """Publishes batches one after another, each again until the router acknowledges it (202),
+    as a publisher that honours a 503 does; records when refusals started and ended."""
+
+    def __init__(self, router: str, posts: list[tuple[str, str]]) -> None:
+        super().__init__(daemon=True)
+        self.router = router
+        self.batches = [posts[k : k + PUBLISH_BATCH] for k in range(0, len(posts), PUBLISH_BATCH)]
+        self.acknowledged: list[str] = []
+        self.refusals: list[tuple[float, str]] = []
+        self.acknowledged_at: list[float] = []
+        self.unexpected: list[str] = []  # answers other than 202, 429 and 503: the test fails
+
+    def run(self) -> None:
+        with httpx.Client(base_url=self.router, headers=AUTH, timeout=30) as client:
+            for batch in self.batches:
+                body = {"publications": [{"id": i, "text": t} for i, t in batch]}
+                while True:
+                    try:
+                        answer = client.post("/publications", json=body)
+                    except httpx.HTTPError as exc:
+                        self.refusals.append((time.monotonic(), type(exc).__name__))
+                        time.sleep(0.2)
+                        continue
+                    if answer.status_code == 202:
+                        self.acknowledged += [i for i, _ in batch]
+                        self.acknowledged_at.append(time.monotonic())
+                        break
+                    if answer.status_code not in (429, 503):
+                        self.unexpected.append(f"{answer.status_code}: {answer.text[:200]}")
+                        return
+                    self.refusals.append(
+                        (time.monotonic(), f"{answer.status_code} {answer.text[:200]}")
+                    )
+                    time.sleep(0.2)
+                time.sleep(0.02)

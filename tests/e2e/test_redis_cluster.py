@@ -9,7 +9,6 @@ import asyncio
 import os
 import re
 import signal
-import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -19,6 +18,7 @@ import pytest
 
 from tests.helpers import (
     AUTH,
+    Publisher,
     Receiver,
     RunningCluster,
     eventually,
@@ -33,8 +33,6 @@ from wordcast.storage.redis import connect_sync, slot_namespace
 from wordcast.testing.bruteforce import match_pairs
 
 pytestmark = pytest.mark.e2e
-
-BATCH = 50
 
 
 def _redis_url(cluster: RunningCluster) -> str:
@@ -57,42 +55,6 @@ def _master_of_namespace(url: str, namespace: str) -> tuple[int, int]:
         return port, int(one.info("server")["process_id"])
     finally:
         one.close()
-
-
-class _Publisher(threading.Thread):
-    """Publishes batches one after another, each again until the router acknowledges it (202),
-    as a publisher that honours a 503 does; records when refusals started and ended."""
-
-    def __init__(self, router: str, posts: list[tuple[str, str]]) -> None:
-        super().__init__(daemon=True)
-        self.router = router
-        self.batches = [posts[k : k + BATCH] for k in range(0, len(posts), BATCH)]
-        self.acknowledged: list[str] = []
-        self.refusals: list[tuple[float, str]] = []
-        self.acknowledged_at: list[float] = []
-        self.unexpected: list[str] = []  # answers other than 202, 429 and 503: the test fails
-
-    def run(self) -> None:
-        with httpx.Client(base_url=self.router, headers=AUTH, timeout=30) as client:
-            for batch in self.batches:
-                body = {"publications": [{"id": i, "text": t} for i, t in batch]}
-                while True:
-                    try:
-                        answer = client.post("/publications", json=body)
-                    except httpx.HTTPError as exc:
-                        self.refusals.append((time.monotonic(), type(exc).__name__))
-                        time.sleep(0.2)
-                        continue
-                    if answer.status_code == 202:
-                        self.acknowledged += [i for i, _ in batch]
-                        self.acknowledged_at.append(time.monotonic())
-                        break
-                    if answer.status_code not in (429, 503):
-                        self.unexpected.append(f"{answer.status_code}: {answer.text[:200]}")
-                        return
-                    self.refusals.append((time.monotonic(), answer.text[:200]))
-                    time.sleep(0.2)
-                time.sleep(0.02)
 
 
 def test_up_refuses_a_cluster_of_too_few_shards() -> None:
@@ -170,7 +132,7 @@ def test_a_master_killed_while_publishing_loses_no_acknowledged_match(
     offset = len(receiver.pairs())
     port, pid = _master_of_namespace(url, cluster.namespace)
 
-    publisher = _Publisher(cluster.router_url, [(p.id, p.text) for p in posts])
+    publisher = Publisher(cluster.router_url, [(p.id, p.text) for p in posts])
     publisher.start()
     eventually(lambda: len(publisher.acknowledged) >= 1_000, 60, 0.05, "1,000 acknowledged")
     os.kill(pid, signal.SIGKILL)

@@ -83,6 +83,14 @@ class ServiceSettings(BaseSettings):
         "changes) before it is acknowledged, by Redis's WAIT; unset: 1 on a Redis Cluster, 0 on "
         "one Redis. Each such write costs a round trip to a replica more.",
     )
+    redis_write_deadline_s: float = Field(
+        default=5.0,
+        gt=0,
+        validation_alias=AliasChoices("WORDCAST_REDIS_WRITE_DEADLINE_S"),
+        description="A promised write (outbox messages, subscription changes) that Redis has not "
+        "confirmed within this is refused with 503 (retrying is safe): a service cut off from "
+        "Redis says so instead of holding requests. Keep it above the WAIT timeout (2 s).",
+    )
     log_level: str = "info"
     events_max: int = Field(
         default=EVENTS_MAX,

@@ -122,12 +122,14 @@ class Store:
         namespace: str = "wordcast",
         events_max: int = EVENTS_MAX,
         wait_replicas: int | None = None,
+        write_deadline_s: float = 5.0,
     ) -> Store:
         """The stores of ``namespace`` at ``url``: on a Redis Cluster (``redis+cluster://``) under
         the namespace as a hash tag (``{wordcast}:sub:…``), so that all of them share one slot.
         Promised writes wait for ``wait_replicas`` replicas (:class:`~.redis.Replication`; by
-        default one on a Redis Cluster, none on one Redis)."""
-        replication = Replication.default_for(url, wait_replicas)
+        default one on a Redis Cluster, none on one Redis), and are refused if Redis has not
+        confirmed them within ``write_deadline_s``."""
+        replication = Replication.default_for(url, wait_replicas, deadline_s=write_deadline_s)
         return cls(connect(url), stored_namespace(url, namespace), events_max, replication)
 
     def outbox(self, matcher: int, reader: int | None = None) -> Outbox:

@@ -3,7 +3,8 @@
 Each tenant's bucket holds up to ``burst`` publications and refills at ``rate`` per second; a batch
 takes as many tokens as it has publications, all or none. The bucket lives in Redis (one Lua
 script, Redis's own clock) so that a tenant cannot multiply its rate by spreading requests over
-routers.
+routers. A router that cannot reach Redis within ``RATE_CHECK_DEADLINE_S`` refuses the batch (503)
+rather than hold it.
 """
 
 from __future__ import annotations
@@ -12,7 +13,9 @@ from typing import Any
 
 import redis.asyncio as aioredis
 
-from wordcast.storage.redis import translated
+from wordcast.storage.redis import deadline, translated
+
+RATE_CHECK_DEADLINE_S = 2.0
 
 _TAKE = """
 local rate, burst, cost = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
@@ -40,8 +43,10 @@ class RateLimiter:
 
     async def take(self, tenant: str, cost: int) -> float:
         """0 if the tenant may publish ``cost`` publications now, else seconds to wait."""
-        with translated("checking the rate limit"):
-            wait = await self._take(
-                keys=[f"{self.ns}:rate:{tenant}"], args=[self.rate, self.burst, cost]
-            )
+        action = "checking the rate limit"
+        with translated(action):
+            async with deadline(RATE_CHECK_DEADLINE_S, action):
+                wait = await self._take(
+                    keys=[f"{self.ns}:rate:{tenant}"], args=[self.rate, self.burst, cost]
+                )
         return float(wait)

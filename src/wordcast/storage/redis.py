@@ -8,6 +8,7 @@ Redis (``redis://``, ``rediss://``, ``unix://``), as always.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from dataclasses import dataclass
 from typing import Any
@@ -30,6 +31,22 @@ def translated(action: str) -> Any:
         raise StoreUnavailable(f"Redis failed while {action}: {exc}") from exc
 
 
+@contextlib.asynccontextmanager
+async def deadline(seconds: float, action: str, verb: str = "answer") -> Any:
+    """Redis must ``verb`` within ``seconds`` for ``action``, else StoreUnavailable: a service cut
+    off from Redis says so at once rather than hold a request while TCP keeps trying."""
+    try:
+        async with asyncio.timeout(seconds):
+            yield
+    except TimeoutError as exc:
+        raise StoreUnavailable(
+            f"{action}: Redis did not {verb} within {seconds:g} s, so it is not acknowledged "
+            "(retrying is safe)"
+        ) from exc
+
+
+SOCKET_TIMEOUT_S = 5.0
+CONNECT_TIMEOUT_S = 3.0
 CLUSTER_SCHEMES = {"redis+cluster": "redis", "rediss+cluster": "rediss"}
 
 
@@ -81,17 +98,21 @@ def slot_namespace(namespace: str) -> str:
 
 def connect(url: str) -> Any:
     """One client (and so one connection pool) per process; responses decoded as text."""
+    # Every command wordcast sends answers in milliseconds (a blocking read waits a second at
+    # most): one that has not within the socket timeout means Redis is unreachable, and the
+    # caller is told (a request gets 503; a background loop backs off and tries again) rather
+    # than kept waiting for a retry that would wait as long again.
     options: dict[str, Any] = {
         "decode_responses": True,
-        "socket_timeout": 10,
-        "socket_connect_timeout": 5,
+        "socket_timeout": SOCKET_TIMEOUT_S,
+        "socket_connect_timeout": CONNECT_TIMEOUT_S,
     }
     if is_cluster(url):
         # A failover takes the cluster's node timeout to be noticed and a few seconds to
         # settle: commands are retried across it rather than failing at the first refusal.
         retry = Retry(ExponentialBackoff(cap=2.0, base=0.1), retries=8)
         return _Cluster.from_url(node_url(url), retry=retry, **options)
-    return aioredis.Redis.from_url(url, health_check_interval=15, retry_on_timeout=True, **options)
+    return aioredis.Redis.from_url(url, health_check_interval=15, **options)
 
 
 def answers(url: str, timeout_s: float = 1.0) -> str | None:
@@ -149,20 +170,25 @@ class Replication:
     timeout_ms``; fewer replicas within the timeout is an error, so the request is refused (503)
     and retried by its sender: the write may well have happened, and doing it again is safe (the
     same messages under the same webhook-ids; a subscription with an idempotency key). It costs
-    each such write a round trip to a replica."""
+    each such write a round trip to a replica.
+
+    Whatever ``replicas`` says, a promised write Redis has not confirmed within ``deadline_s`` is
+    refused the same way: cut off from Redis, a service answers 503 after that long rather than
+    holding the request for as long as TCP keeps trying."""
 
     replicas: int = 0
     timeout_ms: int = 2_000
+    deadline_s: float = 5.0
 
     @classmethod
     def default_for(
-        cls, url: str, replicas: int | None = None, timeout_ms: int = 2_000
+        cls, url: str, replicas: int | None = None, timeout_ms: int = 2_000, deadline_s: float = 5.0
     ) -> Replication:
         """``replicas`` as given, else one on a Redis Cluster (whose masters have replicas to fail
         over to) and none on one Redis."""
         if replicas is None:
             replicas = 1 if is_cluster(url) else 0
-        return cls(replicas, timeout_ms)
+        return cls(replicas, timeout_ms, deadline_s)
 
     async def queue_wait(self, pipe: Any, key: str) -> bool:
         """Queue the ``WAIT`` after the writes on ``pipe`` (to the node holding ``key``);
@@ -180,7 +206,8 @@ class Replication:
         """The answers of what ``pipe`` holds, once enough replicas hold its writes (to the node
         of ``key``: every key of a namespace shares its slot)."""
         waiting = await self.queue_wait(pipe, key)
-        replies: list[Any] = await pipe.execute()
+        async with self._deadline(what):
+            replies: list[Any] = await pipe.execute()
         if waiting:
             self.check(replies.pop(), what)
         return replies
@@ -190,11 +217,15 @@ class Replication:
     ) -> Any:
         """One registered script's answer, once enough replicas hold its write."""
         if not self.replicas:
-            return await script(keys=keys, args=args)
+            async with self._deadline(what):
+                return await script(keys=keys, args=args)
         pipe = client.pipeline(transaction=False)
         await queue_script(pipe, script, keys, args)
         (answer,) = await self.execute(pipe, keys[0], what)
         return answer
+
+    def _deadline(self, what: str) -> Any:
+        return deadline(self.deadline_s, what, "confirm the write")
 
     def check(self, reached: Any, what: str) -> None:
         """Raise StoreUnavailable unless ``reached`` (WAIT's answer) is enough."""

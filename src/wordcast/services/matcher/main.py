@@ -36,6 +36,7 @@ def create_app(settings: MatcherSettings | None = None) -> FastAPI:
             settings.namespace,
             settings.events_max,
             settings.redis_wait_replicas,
+            settings.redis_write_deadline_s,
         )
         state = MatcherState(settings, store)
         app.state.matcher = state

@@ -33,6 +33,7 @@ def create_app(settings: RouterSettings | None = None) -> FastAPI:
             settings.namespace,
             settings.events_max,
             settings.redis_wait_replicas,
+            settings.redis_write_deadline_s,
         )
         state = RouterState(settings, store)
         app.state.router = state
@@ -43,6 +44,7 @@ def create_app(settings: RouterSettings | None = None) -> FastAPI:
                 in_background(state.versions.report(), "version reports"),
                 in_background(state.shedder.run(), "load shedding"),
                 in_background(state.tenants.follow_revocations(), "key revocations"),
+                in_background(state.publishing.write_samples(), "publication log"),
             ):
                 yield
         finally:

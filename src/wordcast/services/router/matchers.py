@@ -29,6 +29,7 @@ log = logging.getLogger(__name__)
 # What httpx raises when a connection fails after it was established but before an answer arrived
 # (reset, closed, or a response cut short).
 DROPPED_CONNECTION = (httpx.ReadError, httpx.WriteError, httpx.RemoteProtocolError)
+MATCHER_CONNECT_TIMEOUT_S = 2.0
 STATS_FRESH_S = 1.0  # how long the matchers' /stats, once asked, answer every caller
 
 
@@ -39,8 +40,12 @@ class MatcherLinks:
         self.configured = [] if settings.url_template else list(settings.matcher_urls)
         self._registered: dict[int, str] = {}  # matchers the configuration does not name
         self._recent_stats: tuple[float, int, asyncio.Future[list[dict[str, Any]]]] | None = None
+        # A matcher cut off is known by a connect that does not complete: on one network that
+        # takes a millisecond, so waiting for it as long as for a batch's answer only holds the
+        # publications back.
+        timeout = httpx.Timeout(settings.matcher_timeout_s, connect=MATCHER_CONNECT_TIMEOUT_S)
         self.client = httpx.AsyncClient(
-            timeout=settings.matcher_timeout_s,
+            timeout=timeout,
             limits=httpx.Limits(max_keepalive_connections=4 * max(settings.initial_matchers, 8)),
         )
 
@@ -200,6 +205,13 @@ class MatcherLinks:
                 content=orjson.dumps(body, option=orjson.OPT_NON_STR_KEYS),
                 headers={"content-type": "application/json"},
             )
+        except httpx.TimeoutException as exc:
+            waited = self.client.timeout.connect if isinstance(exc, httpx.ConnectTimeout) else None
+            what = "connect" if waited else "answer"
+            waited = waited or self.settings.matcher_timeout_s
+            raise MatcherUnavailable(
+                matcher, f"it did not {what} within {waited:g} s ({type(exc).__name__})"
+            ) from exc
         except httpx.HTTPError as exc:
             raise MatcherUnavailable(matcher, f"{type(exc).__name__}: {exc}") from exc
         if not response.is_success:

@@ -7,16 +7,20 @@ load (:mod:`.overload`); one request per matcher per batch, tagged with that ver
 copies drawn (§5.1), the publisher and the stream. Pattern subscriptions are routed by their
 anchors (:mod:`wordcast.routing.anchors`): a publication also goes to the matchers owning an anchor
 that occurs in its normalised text, flagged so that the matcher runs its pattern engine on it.
-A sample of the analysed publications goes to the log the routing learner reads.
+A sample of the analysed publications goes to the log the routing learner reads, written in the
+background: a publication never waits for it (a router cut off from Redis drops samples, counted,
+rather than holding publications).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import random
 import time
 import uuid
+from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -40,6 +44,10 @@ PUBLICATIONS = Counter("wordcast_router_publications", "Publications accepted")
 ROUTED = Counter("wordcast_router_routed", "Publication copies sent to matchers")
 
 LOG_FAILURES = Counter("wordcast_router_log_failures", "Batches whose sample was not logged")
+LOG_DROPPED = Counter(
+    "wordcast_router_log_dropped", "Sampled publications dropped: the log's writer fell behind"
+)
+SAMPLES_WAITING_MAX = 10_000  # samples held for the log's writer; beyond, new ones are dropped
 BATCH_SECONDS = Histogram("wordcast_router_batch_seconds", "Time to analyse and route one batch")
 # S³-TM §3.1's measures of the traffic this router routed under the active mapping version.
 SPREAD = Gauge("wordcast_router_spread", "Mean matchers per publication (Eq. 3.2)")
@@ -106,6 +114,9 @@ class Publishing:
         self.analyzer = new_analyzer()
         self._random = random.Random()
         self.stats = RoutingStats(settings.initial_matchers, 0)
+        self._samples: deque[tuple[float, tuple[str, ...]]] = deque()
+        self._sampled = asyncio.Event()
+        self._writing: asyncio.Future[None] | None = None
         # Derived at scrape time, not per batch.
         SPREAD.set_function(lambda: self.stats.figures()["spread"])
         IMBALANCE.set_function(lambda: self.stats.figures()["imbalance"])
@@ -147,11 +158,12 @@ class Publishing:
         )
         try:
             with self.versions.in_use(version):
-                await asyncio.gather(*sends, self._log(sampled))
+                await asyncio.gather(*sends)
         except Unavailable as exc:
             raise Unavailable(f"{exc}; retry the batch (ids make retries safe)") from exc
         finally:
             shedder.in_flight -= len(ids)
+        self._keep_samples(sampled)
         PUBLICATIONS.inc(len(ids))
         ROUTED.inc(sum(len(batch) for batch in per_matcher.values()))
         if self.stats.version == version:
@@ -198,6 +210,39 @@ class Publishing:
                 for matcher in pattern_targets:
                     per_matcher.setdefault(matcher, []).append(flagged)
         return ids, per_matcher, sampled
+
+    def _keep_samples(self, sampled: list[tuple[float, tuple[str, ...]]]) -> None:
+        room = SAMPLES_WAITING_MAX - len(self._samples)
+        if len(sampled) > room:
+            LOG_DROPPED.inc(len(sampled) - max(room, 0))
+            sampled = sampled[: max(room, 0)]
+        if sampled:
+            self._samples.extend(sampled)
+            self._sampled.set()
+
+    def _take_samples(self) -> list[tuple[float, tuple[str, ...]]]:
+        batch = list(self._samples)
+        self._samples.clear()
+        return batch
+
+    async def write_samples(self) -> None:
+        """Write the sampled publications to the log as they come (run in the background): what
+        accumulated during one write goes out in the next. A write under way when the router
+        stops is finished by :meth:`flush_samples`, not cut short."""
+        while True:
+            await self._sampled.wait()
+            self._sampled.clear()
+            self._writing = asyncio.ensure_future(self._log(self._take_samples()))
+            await asyncio.shield(self._writing)
+
+    async def flush_samples(self, timeout_s: float = 5.0) -> None:
+        """On shutdown: the write under way finished, and what still waits written."""
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(timeout_s):
+                if self._writing is not None:
+                    await self._writing
+                if self._samples:
+                    await self._log(self._take_samples())
 
     async def _log(self, sampled: list[tuple[float, tuple[str, ...]]]) -> None:
         """The log is a sample for learning: losing some of it must not fail a publication."""

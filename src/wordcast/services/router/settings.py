@@ -38,7 +38,13 @@ class RouterSettings(ServiceSettings):
         description="Matchers of mapping version 0 (hash routing, before any mapping is learned "
         "or the cluster is scaled); default: as many as matcher_urls lists.",
     )
-    matcher_timeout_s: float = 30.0
+    matcher_timeout_s: float = Field(
+        default=10.0,
+        gt=0,
+        description="A matcher that has not answered a routed batch within this is taken as "
+        "unavailable: the publications are refused with 503 (retrying is safe). A matcher answers "
+        "in milliseconds, and within its Redis write deadline (5 s) when Redis is slow.",
+    )
     publication_log_rate: float = Field(
         default=0.01,
         ge=0.0,

@@ -70,6 +70,7 @@ class RouterState:
         return self.follower.ready.is_set() and self.versions.reported
 
     async def close(self) -> None:
+        await self.publishing.flush_samples()
         await self.links.aclose()
         await self.versions.aclose()
 
