@@ -177,6 +177,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 "latency_s": latency,
                 "cpu_s": cpu,
                 "redis_commands": commands,
+                "redis_masters": redis_masters(cluster),
                 "cpu_us_per_publication": {n: 1e6 * s / count for n, s in cpu.items()},
                 "cpu_us_per_match": {n: 1e6 * s / max(delivered, 1) for n, s in cpu.items()},
             }
@@ -221,6 +222,23 @@ def redis_commands(cluster: Cluster) -> dict[str, int]:
         client = redis.Redis(host="127.0.0.1", port=port, socket_timeout=5)
         try:
             found[str(port)] = int(client.info("stats")["total_commands_processed"])
+        finally:
+            client.close()
+    return found
+
+
+def redis_masters(cluster: Cluster) -> list[str]:
+    """The ports of the Redis servers that are masters now (every one, for a single Redis)."""
+    import redis
+
+    if not cluster.redis_node_ports:
+        return list(redis_commands(cluster))
+    found = []
+    for port in cluster.redis_node_ports:
+        client = redis.Redis(host="127.0.0.1", port=port, socket_timeout=5)
+        try:
+            if client.info("replication")["role"] == "master":
+                found.append(str(port))
         finally:
             client.close()
     return found

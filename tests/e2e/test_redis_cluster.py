@@ -43,11 +43,23 @@ def _redis_url(cluster: RunningCluster) -> str:
 
 
 def _master_of_namespace(url: str, namespace: str) -> tuple[int, int]:
-    """(port, pid) of the master holding the namespace's slot (every key of it is there)."""
+    """(port, pid) of the master holding the namespace's slot (every key but the outboxes)."""
+    return _master_of(url, f"{slot_namespace(namespace)}:events")
+
+
+def _outbox_key(url: str, namespace: str, matcher: int) -> str:
     client = connect_sync(url)
     try:
-        node = client.get_node_from_key(f"{slot_namespace(namespace)}:events")
-        port = int(node.port)
+        return str(client.hget(f"{slot_namespace(namespace)}:outbox-keys", str(matcher)))
+    finally:
+        client.close()
+
+
+def _master_of(url: str, key: str) -> tuple[int, int]:
+    """(port, pid) of the master holding ``key``."""
+    client = connect_sync(url)
+    try:
+        port = int(client.get_node_from_key(key).port)
     finally:
         client.close()
     one = connect_sync(f"redis://127.0.0.1:{port}/0")
@@ -88,14 +100,17 @@ def test_a_write_no_replica_confirms_is_refused_not_acknowledged(
     sharded: RunningCluster, receiver: Receiver
 ) -> None:
     """Redis replicates after answering: a write is acknowledged only once WAIT says a replica
-    has it. With the replica stopped, subscribing and publishing are refused (503) and say why;
-    with it back, they succeed."""
-    port, _ = _master_of_namespace(_redis_url(sharded), sharded.namespace)
-    replica = _replica_of(port)
+    has it. With the replicas stopped, subscribing and publishing are refused (503) and say why;
+    with them back, they succeed."""
+    url = _redis_url(sharded)
+    masters = {_master_of_namespace(url, sharded.namespace)[0]}
+    masters |= {_master_of(url, _outbox_key(url, sharded.namespace, m))[0] for m in (0, 1)}
+    replicas = [_replica_of(port) for port in sorted(masters)]
     api = httpx.Client(base_url=sharded.router_url, headers=AUTH, timeout=30)
     kept = api.post("/subscriptions", json={"query": "okapi", "callback_url": receiver.hook})
     assert kept.status_code == 201, kept.text
-    os.kill(replica, signal.SIGSTOP)
+    for replica in replicas:
+        os.kill(replica, signal.SIGSTOP)
     try:
         refused = api.post("/subscriptions", json={"query": "tapir", "callback_url": receiver.hook})
         assert refused.status_code == 503, refused.text
@@ -103,7 +118,8 @@ def test_a_write_no_replica_confirms_is_refused_not_acknowledged(
         published = api.post("/publications", json={"id": "okapi-1", "text": "an okapi"})
         assert published.status_code == 503, published.text
     finally:
-        os.kill(replica, signal.SIGCONT)
+        for replica in replicas:
+            os.kill(replica, signal.SIGCONT)
     offset = len(receiver.pairs())
 
     def published_again() -> bool:
@@ -114,6 +130,39 @@ def test_a_write_no_replica_confirms_is_refused_not_acknowledged(
     eventually(
         lambda: (kept.json()["id"], "okapi-1") in receiver.pairs()[offset:], 30, 0.2, "the match"
     )
+
+
+def test_the_outboxes_spread_over_the_masters(sharded: RunningCluster, receiver: Receiver) -> None:
+    """Each matcher's outbox (most of the traffic) has a slot of its own, on a master apart from
+    the other's and from the namespace's: all three masters carry some of the load."""
+    api = httpx.Client(base_url=sharded.router_url, headers=AUTH, timeout=30)
+    for word in ("heron", "egret", "ibis", "stork"):
+        made = api.post("/subscriptions", json={"query": word, "callback_url": receiver.hook})
+        assert made.status_code == 201, made.text
+    client = connect_sync(_redis_url(sharded))
+    try:
+        keys = eventually(
+            lambda: client.hgetall(f"{slot_namespace(sharded.namespace)}:outbox-keys"),
+            30,
+            0.2,
+            "outbox keys",
+        )
+        assert sorted(keys) == ["0", "1"], keys
+        masters = {
+            client.get_node_from_key(key).name
+            for key in [*keys.values(), f"{slot_namespace(sharded.namespace)}:events"]
+        }
+        assert len(masters) == 3, (keys, masters)
+        offset = len(receiver.pairs())
+        published = api.post(
+            "/publications", json={"id": "birds", "text": "heron egret ibis stork"}
+        )
+        assert published.status_code == 202, published.text
+        eventually(lambda: len(receiver.pairs()[offset:]) >= 4, 30, 0.2, "four matches")
+        depths = [client.xlen(key) for key in keys.values()]
+        assert all(depth == 0 for depth in depths), depths  # delivered, acknowledged, deleted
+    finally:
+        client.close()
 
 
 def test_a_master_killed_while_publishing_loses_no_acknowledged_match(
@@ -130,7 +179,9 @@ def test_a_master_killed_while_publishing_loses_no_acknowledged_match(
 
     subscribed = {str(c["id"]): analyze(str(c["query"])) for c in asyncio.run(subscribe())}
     offset = len(receiver.pairs())
-    port, pid = _master_of_namespace(url, cluster.namespace)
+    # The master holding matcher 0's outbox: where acknowledged matches wait for delivery.
+    outbox = _outbox_key(url, cluster.namespace, 0)
+    port, pid = _master_of(url, outbox)
 
     publisher = Publisher(cluster.router_url, [(p.id, p.text) for p in posts])
     publisher.start()
@@ -142,7 +193,7 @@ def test_a_master_killed_while_publishing_loses_no_acknowledged_match(
     assert not publisher.unexpected, publisher.unexpected
 
     # A replica took over the slot, and the clients followed it unaided.
-    moved_to, _ = _master_of_namespace(url, cluster.namespace)
+    moved_to, _ = _master_of(url, outbox)
     assert moved_to != port
     after = [t for t in publisher.acknowledged_at if t > killed_at]
     gap = after[0] - killed_at if after else float("inf")

@@ -5,9 +5,9 @@ atomically (:mod:`.scripts`), and one store per concern: subscription records
 (:mod:`.subscriptions`), the word maps (:mod:`.word_maps`), the event stream and its follower
 (:mod:`.events`), tenants and shared streams (:mod:`.tenants`), the cluster's membership
 (:mod:`.membership`), the publication log (:mod:`.publication_log`), mapping versions
-(:mod:`.mappings`), the outboxes and dead letters (:mod:`.outbox`) and rate limits
-(:mod:`.ratelimit`). The Redis client stays inside: callers hold a :class:`Store` and its parts, and
-Redis's errors become :class:`~wordcast.errors.StoreUnavailable` here (:mod:`.redis`).
+(:mod:`.mappings`), the outboxes (:mod:`.outbox`), dead letters (:mod:`.dead_letters`) and
+rate limits (:mod:`.ratelimit`). The Redis client stays inside: callers hold a :class:`Store` and
+its parts, and Redis's errors become :class:`~wordcast.errors.StoreUnavailable` here (:mod:`.redis`).
 
 May import: :mod:`wordcast.errors`, :mod:`wordcast.query`, :mod:`wordcast.routing` (placements and
 mappings, as stored); never the services, the command line or Spark.
@@ -50,14 +50,15 @@ Keys (all under a namespace, ``wordcast`` by default, so several clusters can sh
 Mapping versions are described in :mod:`.mappings`, the outboxes in :mod:`.outbox`.
 
 **On a Redis Cluster** (a ``redis+cluster://`` URL, :mod:`.redis`) the namespace becomes a hash
-tag, ``{wordcast}:sub:…``: every key of a wordcast cluster lives in one slot, so every script,
-transaction and multi-stream read above works unchanged, and a master's failure is survived by its
-replica taking over. Replication being asynchronous, the writes that carry a promise (a routed
-batch's messages, a subscription stored, moved or deleted) wait for a replica with ``WAIT`` before
-they are acknowledged (:class:`~.redis.Replication`). What one slot does not give is spread: one
-master carries the whole namespace, and more shards add failover, not throughput. Spreading the
-outboxes and the subscription records over slots of their own, with the ordered, idempotent
-cross-slot sequences that needs, is the next step (issue 11).
+tag, ``{wordcast}:sub:…``: every key above lives in one slot, so every script, transaction and
+multi-stream read works unchanged, and a master's failure is survived by its replica taking over.
+The outboxes, which carry most of the traffic, are the exception: each has a hash tag of its own,
+chosen to spread them over the masters (:mod:`.outbox`). Replication being asynchronous, the
+writes that carry a promise (a routed batch's messages, a subscription stored, moved or deleted)
+wait for a replica with ``WAIT`` before they are acknowledged (:class:`~.redis.Replication`). The
+subscription records, word maps and event stream still share the namespace's slot, on one
+master: spreading them too, with the ordered, idempotent cross-slot sequences that needs, is the
+next step (issue 11).
 
 Every change is one Lua script, so the record, both word maps and the event that announces it are
 written atomically: concurrent routers cannot corrupt the counts, and a reader that loads a snapshot
@@ -74,11 +75,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from wordcast.storage.dead_letters import DeadLetters
 from wordcast.storage.events import EventLog
 from wordcast.storage.keys import Keys
 from wordcast.storage.mappings import MappingStore
 from wordcast.storage.membership import ClusterStore
-from wordcast.storage.outbox import DeadLetters, Outbox
+from wordcast.storage.outbox import Outbox
 from wordcast.storage.publication_log import PublicationLog
 from wordcast.storage.ratelimit import RateLimiter
 from wordcast.storage.redis import (

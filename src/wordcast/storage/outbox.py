@@ -11,7 +11,17 @@ Keys (under the namespace):
                         entries left pending far longer than any delivery takes (a matcher removed
                         for good) are taken over by another consumer.
 ``{ns}:outboxes``       set of the matcher ordinals whose outbox exists, for the dispatchers to read.
-``{ns}:dead:{tenant}``  stream of the messages given up on, for the owner to read and replay.
+``{ns}:dead:{tenant}``  stream of the messages given up on (:mod:`.dead_letters`).
+
+On a Redis Cluster, where the outboxes carry most of the traffic, each outbox has a hash tag of its
+own, so that they spread over the masters instead of sharing the namespace's slot: matcher i's
+outbox is ``{<namespace>/outbox-<i>.<salt>}:outbox``, the salt chosen when the outbox is first
+made so that its slot is on the master holding the fewest outboxes then (hashing alone would put
+three outboxes on three masters only two times in nine), and kept in ``{ns}:outbox-keys`` (hash
+ordinal -> key), which every reader follows; the outboxes stay where they are if slots move later.
+A dispatcher then reads each outbox apart (a multi-stream read must stay in one slot), and moving
+an entry to the dead letters is two steps instead of one transaction: dead letter written, then
+the entry acknowledged; a crash between them dead-letters the message a second time.
 
 A message holds the matches of one routed batch for one callback URL of one tenant, from at most
 ``MAX_SIGNERS`` subscriptions: it is signed with each of their secrets (a receiver holding any one
@@ -31,12 +41,13 @@ import orjson
 import redis.asyncio as aioredis
 from redis.exceptions import ResponseError
 
-from wordcast.errors import NotFound
 from wordcast.storage.redis import NO_REPLICAS, Replication, node_of, on_cluster, translated
 
 GROUP = "dispatch"
 MAX_SIGNERS = 64  # subscriptions per message: 3 KB of signature header (6 KB while all rotate)
 DEAD_LETTERS_MAX = 100_000
+NAMESPACE_WEIGHT = 0.5  # the namespace's slot's traffic, in outboxes (routing, events, rate limits)
+POLL_S = 0.05  # on a Redis Cluster, how long a dispatcher waits between reads that found nothing
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,15 +140,6 @@ def redis_memory_limit(memory_info: Mapping[str, Any], configured: int) -> int:
     return int(memory_info.get("total_system_memory", 0)) // 2
 
 
-@dataclass(frozen=True, slots=True)
-class DeadLetter:
-    id: str
-    message: Message
-    reason: str
-    attempts: int
-    failed_at: float
-
-
 class Outbox:
     """Matcher ``matcher``'s outbox, read by the dispatcher of matcher ``reader`` (by default its
     own)."""
@@ -149,27 +151,46 @@ class Outbox:
         matcher: int,
         reader: int | None = None,
         replication: Replication = NO_REPLICAS,
+        key: str | None = None,
     ) -> None:
         self.client: Any = client
         self.replication = replication
         self.ns = namespace
         self.matcher = matcher
-        self.key = self.key_for(namespace, matcher)
+        self.spread = on_cluster(client)
+        self._key = key or (None if self.spread else f"{namespace}:outbox:{matcher}")
         self.reader = matcher if reader is None else reader
         self.consumer = f"matcher-{self.reader}"
 
-    @staticmethod
-    def key_for(namespace: str, matcher: int) -> str:
-        return f"{namespace}:outbox:{matcher}"
+    @property
+    def key(self) -> str:
+        if self._key is None:
+            raise RuntimeError(f"matcher {self.matcher}'s outbox is used before locate()")
+        return self._key
+
+    async def locate(self) -> str:
+        """The outbox's key: fixed on one Redis; on a Redis Cluster read from (or, for a new
+        outbox, chosen and kept in) the namespace's registry of outbox keys."""
+        if self._key is None:
+            with translated("locating the outbox"):
+                self._key = await _cluster_outbox_key(self.client, self.ns, self.matcher)
+        return self._key
 
     async def every_outbox(self) -> list[Outbox]:
         """This outbox first, then every other registered one, all read by our consumer."""
+        await self.locate()
         with translated("looking for outboxes"):
-            registered = await self.client.smembers(f"{self.ns}:outboxes")
-        others = sorted(int(m) for m in registered if m.isdigit() and int(m) != self.matcher)
+            if self.spread:
+                keys = await self.client.hgetall(f"{self.ns}:outbox-keys")
+            else:
+                keys = {m: "" for m in await self.client.smembers(f"{self.ns}:outboxes")}
+        others = sorted(int(m) for m in keys if m.isdigit() and int(m) != self.matcher)
         return [
             self,
-            *(Outbox(self.client, self.ns, j, self.reader, self.replication) for j in others),
+            *(
+                Outbox(self.client, self.ns, j, self.reader, self.replication, keys[str(j)] or None)
+                for j in others
+            ),
         ]
 
     def dead_key(self, tenant: str) -> str:
@@ -178,6 +199,7 @@ class Outbox:
     async def ensure_group(self) -> None:
         """Create the stream and its consumer group, and register the outbox for every matcher's
         dispatcher to read (a set of ordinals: no scan of the keyspace)."""
+        await self.locate()
         with translated("creating the outbox consumer group"):
             await self.client.sadd(f"{self.ns}:outboxes", str(self.matcher))
             try:
@@ -190,6 +212,7 @@ class Outbox:
         """Record messages durably, in one round trip."""
         if not messages:
             return
+        await self.locate()
         pipe = self.client.pipeline(transaction=False)
         for message in messages:
             pipe.xadd(self.key, message.fields())
@@ -198,15 +221,17 @@ class Outbox:
 
     async def depth(self) -> int:
         """Messages recorded and not yet acknowledged or dead-lettered."""
+        await self.locate()
         with translated("measuring the outbox"):
             return int(await self.client.xlen(self.key))
 
     async def backlog(self, redis_memory_max: int = 0) -> Backlog:
         """This outbox's depth and Redis's memory, in one round trip."""
+        await self.locate()
         with translated("measuring the outbox"):
-            if on_cluster(self.client):
+            if self.spread:
                 # A cluster's pipelines refuse INFO: the memory that counts is the node's
-                # holding this namespace's slot.
+                # holding this outbox's slot.
                 node = await node_of(self.client, self.key)
                 depth = await self.client.xlen(self.key)
                 memory = await self.client.info("memory", target_nodes=node)
@@ -226,6 +251,7 @@ class Outbox:
         to deliver, so it is acknowledged here: left pending, a page of such entries would read
         as the end of our pending entries, and the live ones after it would wait for a restart.
         """
+        await self.locate()
         while True:
             with translated("reading the outbox"):
                 reply = await self.client.xreadgroup(
@@ -252,6 +278,7 @@ class Outbox:
         The oldest come first, as the pending list is in entry order, and orphans are older than
         the entries live consumers are working on.
         """
+        await self.locate()
         with translated("taking over stale outbox entries"):
             reply = await self.client.xautoclaim(
                 self.key, GROUP, self.consumer, int(idle_s * 1000), "0-0", count=count
@@ -264,6 +291,7 @@ class Outbox:
         pass of any dispatcher delivers them; returns how many. Only for a consumer that is gone
         for good (a matcher removed by scaling down, its process ended): one still delivering
         them would deliver them twice."""
+        await self.locate()
         released = 0
         with translated("releasing a removed matcher's outbox entries"):
             while True:
@@ -289,6 +317,7 @@ class Outbox:
     async def fetch(self, entry_ids: Sequence[str]) -> dict[str, Message]:
         """The messages of these entries, in one round trip; an entry deleted meanwhile (given
         up on, or delivered by a consumer that took it over) is left out."""
+        await self.locate()
         pipe = self.client.pipeline(transaction=False)
         for entry_id in entry_ids:
             pipe.xrange(self.key, entry_id, entry_id, count=1)
@@ -301,6 +330,9 @@ class Outbox:
         outboxes: Sequence[Outbox], count: int, block_ms: int | None
     ) -> list[tuple[Outbox, str, Message]]:
         """New entries from any of ``outboxes`` (one consumer's), at most ``count`` from each."""
+        if outboxes[0].spread:
+            await asyncio.gather(*(outbox.locate() for outbox in outboxes))
+            return await _read_new_apart(outboxes, count, block_ms)
         by_key = {outbox.key: outbox for outbox in outboxes}
         client, consumer = outboxes[0].client, outboxes[0].consumer
         with translated("reading the outboxes"):
@@ -315,6 +347,7 @@ class Outbox:
 
     async def ack(self, entry_ids: Sequence[str]) -> None:
         """Acknowledge and delete entries delivered (or given up on), in one round trip."""
+        await self.locate()
         pipe = self.client.pipeline(transaction=True)
         pipe.xack(self.key, GROUP, *entry_ids)
         pipe.xdel(self.key, *entry_ids)
@@ -324,17 +357,24 @@ class Outbox:
     async def dead_letter(
         self, entry_id: str, message: Message, reason: str, attempts: int
     ) -> None:
-        """Move a message to its tenant's dead letters, atomically with acknowledging it."""
+        """Move a message to its tenant's dead letters, atomically with acknowledging it (on a
+        Redis Cluster in two ordered steps: see the module's docstring)."""
+        await self.locate()
         fields = message.fields() | {
             "reason": reason[:500],
             "attempts": str(attempts),
             "failed_at": repr(time.time()),
         }
-        pipe = self.client.pipeline(transaction=True)
-        pipe.xadd(self.dead_key(message.tenant), fields, maxlen=DEAD_LETTERS_MAX, approximate=True)
-        pipe.xack(self.key, GROUP, entry_id)
-        pipe.xdel(self.key, entry_id)
+        dead = self.dead_key(message.tenant)
         with translated("dead-lettering a delivery"):
+            if self.spread:  # two slots: the dead letter first, then the entry let go
+                await self.client.xadd(dead, fields, maxlen=DEAD_LETTERS_MAX, approximate=True)
+                pipe = self.client.pipeline(transaction=True)
+            else:
+                pipe = self.client.pipeline(transaction=True)
+                pipe.xadd(dead, fields, maxlen=DEAD_LETTERS_MAX, approximate=True)
+            pipe.xack(self.key, GROUP, entry_id)
+            pipe.xdel(self.key, entry_id)
             await pipe.execute()
 
 
@@ -386,62 +426,50 @@ class Acknowledgements:
             await asyncio.gather(self._flushing, return_exceptions=True)
 
 
-MAX_STREAM_PART = 2**64 - 1
+async def _read_new_apart(
+    outboxes: Sequence[Outbox], count: int, block_ms: int | None
+) -> list[tuple[Outbox, str, Message]]:
+    """:meth:`Outbox.read_new` on a Redis Cluster: one read per outbox, all at once, none
+    blocking (a read that blocked on one outbox would hold back the others); when all come back
+    empty, a pause of ``POLL_S`` (or ``block_ms``, if shorter) before the caller reads again."""
+
+    async def one(outbox: Outbox) -> list[tuple[Outbox, str, Message]]:
+        reply = await outbox.client.xreadgroup(
+            GROUP, outbox.consumer, {outbox.key: ">"}, count=count
+        )
+        return [
+            (outbox, entry_id, message)
+            for _, entries in reply or []
+            for entry_id, message in _live(entries)
+        ]
+
+    with translated("reading the outboxes"):
+        found = [entry for part in await asyncio.gather(*map(one, outboxes)) for entry in part]
+    if not found and block_ms:
+        await asyncio.sleep(min(POLL_S, block_ms / 1000))
+    return found
 
 
-def is_stream_id(value: str) -> bool:
-    """Whether Redis accepts ``value`` as a stream entry id (two 64-bit parts)."""
-    millis, _, seq = value.partition("-")
-    return (
-        millis.isdigit()
-        and seq.isdigit()
-        and int(millis) <= MAX_STREAM_PART
-        and int(seq) <= MAX_STREAM_PART
-    )
-
-
-class DeadLetters:
-    """The owner's side of the dead letters: list them, replay them into a matcher's outbox."""
-
-    def __init__(self, client: aioredis.Redis, namespace: str) -> None:
-        self.client: Any = client
-        self.ns = namespace
-
-    def key(self, tenant: str) -> str:
-        return f"{self.ns}:dead:{tenant}"
-
-    async def list(self, tenant: str, after: str = "-", count: int = 100) -> list[DeadLetter]:
-        start = after if after == "-" else f"({after}"
-        with translated("reading dead letters"):
-            entries = await self.client.xrange(self.key(tenant), min=start, count=count)
-        return [_dead(entry_id, fields) for entry_id, fields in entries]
-
-    async def get(self, tenant: str, dead_id: str) -> DeadLetter:
-        if not is_stream_id(dead_id):
-            raise NotFound(f"no dead letter with id {dead_id!r}")
-        with translated("reading a dead letter"):
-            entries = await self.client.xrange(self.key(tenant), min=dead_id, max=dead_id)
-        if not entries:
-            raise NotFound(f"no dead letter with id {dead_id!r}")
-        return _dead(entries[0][0], entries[0][1])
-
-    async def replay(self, tenant: str, dead_id: str, matcher: int) -> Message:
-        """Put a dead letter back in a matcher's outbox (same message, same webhook-id)."""
-        key = self.key(tenant)
-        message = (await self.get(tenant, dead_id)).message
-        with translated("replaying a dead letter"):
-            pipe = self.client.pipeline(transaction=True)
-            pipe.xadd(Outbox.key_for(self.ns, matcher), message.fields())
-            pipe.xdel(key, dead_id)
-            await pipe.execute()
-        return message
-
-
-def _dead(entry_id: str, fields: dict[str, str]) -> DeadLetter:
-    return DeadLetter(
-        id=entry_id,
-        message=Message.from_fields(fields),
-        reason=fields.get("reason", ""),
-        attempts=int(fields.get("attempts", "0")),
-        failed_at=float(fields.get("failed_at", "0")),
-    )
+async def _cluster_outbox_key(client: Any, namespace: str, matcher: int) -> str:
+    """Matcher ``matcher``'s outbox key on a Redis Cluster, as registered; a new outbox gets a
+    tag whose slot is on the master holding the fewest outboxes (the namespace's own slot counted
+    as half of one: three matchers on three masters get one each), registered once even if two
+    processes race to make it."""
+    registry = f"{namespace}:outbox-keys"
+    known: dict[str, str] = await client.hgetall(registry)
+    if str(matcher) in known:
+        return known[str(matcher)]
+    await client.initialize()
+    load = {node.name: 0.0 for node in client.get_primaries()}
+    load[client.get_node_from_key(registry).name] += NAMESPACE_WEIGHT
+    for key in known.values():
+        load[client.get_node_from_key(key).name] += 1
+    fewest = min(load.values())
+    inner = namespace.strip("{}")
+    for salt in range(100_000):
+        key = "{" + f"{inner}/outbox-{matcher}.{salt}" + "}:outbox"
+        if load[client.get_node_from_key(key).name] == fewest:
+            break
+    if await client.hsetnx(registry, str(matcher), key):
+        return key
+    return str(await client.hget(registry, str(matcher)))

@@ -11,7 +11,7 @@ from wordcast.errors import InvalidInput
 from wordcast.services.router.deps import ReadyState, Tenant, TenantRoute
 from wordcast.services.router.routes.admin import admin_router
 from wordcast.services.schemas import ERRORS, DeadLetterOut, DeadLetterPage
-from wordcast.storage.outbox import DeadLetter, is_stream_id
+from wordcast.storage.dead_letters import DeadLetter, is_stream_id
 
 router = APIRouter(
     prefix="/deadletters", tags=["dead letters"], responses=ERRORS, route_class=TenantRoute
