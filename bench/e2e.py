@@ -178,6 +178,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 "cpu_s": cpu,
                 "redis_commands": commands,
                 "redis_masters": redis_masters(cluster),
+                "redis_nodes": [str(p) for p in cluster.redis_node_ports],  # redis-k: the k-th
                 "cpu_us_per_publication": {n: 1e6 * s / count for n, s in cpu.items()},
                 "cpu_us_per_match": {n: 1e6 * s / max(delivered, 1) for n, s in cpu.items()},
             }
@@ -227,18 +228,21 @@ def redis_commands(cluster: Cluster) -> dict[str, int]:
     return found
 
 
-def redis_masters(cluster: Cluster) -> list[str]:
-    """The ports of the Redis servers that are masters now (every one, for a single Redis)."""
+def redis_masters(cluster: Cluster) -> dict[str, list[str]]:
+    """The ports of the Redis servers that are masters now, each with its replicas' ports (a
+    single Redis: itself, without replicas)."""
     import redis
 
     if not cluster.redis_node_ports:
-        return list(redis_commands(cluster))
-    found = []
+        return {port: [] for port in redis_commands(cluster)}
+    found: dict[str, list[str]] = {}
     for port in cluster.redis_node_ports:
-        client = redis.Redis(host="127.0.0.1", port=port, socket_timeout=5)
+        client = redis.Redis(host="127.0.0.1", port=port, socket_timeout=5, decode_responses=True)
         try:
-            if client.info("replication")["role"] == "master":
-                found.append(str(port))
+            info = client.info("replication")
+            if info["role"] == "master":
+                replicas = [v for k, v in info.items() if k.startswith("slave") and k[5:].isdigit()]
+                found[str(port)] = [str(r["port"]) for r in replicas]
         finally:
             client.close()
     return found

@@ -49,10 +49,13 @@ def main() -> None:
             runs[kind] += run(args)["runs"]
     single = median([r["end_to_end_per_s"] for r in runs["single"]])
     clustered = median([r["end_to_end_per_s"] for r in runs["cluster"]])
-    per_master = [
-        [r["redis_commands"][port] for port in r["redis_masters"]] for r in runs["cluster"]
-    ]
-    spread = [max(counts) / max(1, min(counts)) for counts in per_master]
+    shards = [_per_shard(r) for r in runs["cluster"]]
+    spread = {
+        measure: median(
+            max(v[measure] for v in run) / max(1e-9, min(v[measure] for v in run)) for run in shards
+        )
+        for measure in ("commands", "master_commands", "cpu_us", "master_cpu_us")
+    }
     result = {
         "benchmark": "scale-out",
         "machine": machine(),
@@ -62,15 +65,35 @@ def main() -> None:
         "median_cluster_per_s": clustered,
         "cluster_over_single": clustered / single,
         "every_match_delivered": all(r["all_delivered"] for rs in runs.values() for r in rs),
-        "busiest_over_idlest_master": median(spread),
+        "shards": shards,
+        "busiest_over_idlest_shard": spread,
     }
     path = write_json("scale-out", result)
     print(
         f"end to end: one Redis {single:,.0f}/s, a {options.shards}-shard cluster "
-        f"{clustered:,.0f}/s ({clustered / single:.2f}x); busiest master over idlest "
-        f"{median(spread):,.1f}x; every match delivered: {result['every_match_delivered']}; "
-        f"results in {path}"
+        f"{clustered:,.0f}/s ({clustered / single:.2f}x); busiest shard over idlest: "
+        f"commands {spread['commands']:.2f}x (masters' {spread['master_commands']:.2f}x), Redis "
+        f"CPU {spread['cpu_us']:.2f}x (masters' {spread['master_cpu_us']:.2f}x); every match "
+        f"delivered: {result['every_match_delivered']}; results in {path}"
     )
+
+
+def _per_shard(run: dict[str, Any]) -> list[dict[str, float]]:
+    """Each shard's (a master and its replicas) commands and Redis CPU µs a publication."""
+    cpu = {
+        port: run["cpu_us_per_publication"].get(f"redis-{k}", 0.0)
+        for k, port in enumerate(run["redis_nodes"])
+    }
+    return [
+        {
+            "master": float(master),
+            "commands": sum(run["redis_commands"][p] for p in [master, *replicas]),
+            "master_commands": run["redis_commands"][master],
+            "cpu_us": sum(cpu[p] for p in [master, *replicas]),
+            "master_cpu_us": cpu[master],
+        }
+        for master, replicas in run["redis_masters"].items()
+    ]
 
 
 if __name__ == "__main__":

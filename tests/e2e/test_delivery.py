@@ -113,7 +113,7 @@ def test_deliveries_are_signed_and_rotation_keeps_both_secrets_valid(
     new_secret = rotated.stdout.strip()
     assert new_secret.startswith("whsec_")
     assert new_secret != secret
-    time.sleep(5.5)  # the dispatcher caches secrets for 5 s
+    time.sleep(5.5)  # a dispatcher reads the secrets epoch (moved by a rotation) every 5 s
     api.post("/publications", json={"id": "q-2", "text": "Quokkas again"}).raise_for_status()
     second = delivered_for("q-2")
     headers, body = dict(second["headers"]), str(second["body"])  # type: ignore[call-overload]
@@ -124,6 +124,25 @@ def test_deliveries_are_signed_and_rotation_keeps_both_secrets_valid(
     unknown = _wordcast(delivery_cluster, "secret", "0123456789abcdef")
     assert unknown.returncode == 2
     assert "HTTP 404" in unknown.stderr
+
+
+def test_a_message_waiting_for_a_retry_is_dropped_once_its_subscription_is_deleted(
+    api: httpx.Client, receiver: Receiver, delivery_cluster: RunningCluster
+) -> None:
+    """The dispatcher keeps secrets it has read; the deletion's event makes it forget them, so
+    the retry finds the subscription gone and drops the message instead of delivering it."""
+    _behave(receiver, status=503, retry_after="3")
+    created = api.post("/subscriptions", json={"query": "numbat", "callback_url": receiver.hook})
+    sub_id = created.json()["id"]
+    offset = len(receiver.pairs())
+    api.post("/publications", json={"id": "numbat-1", "text": "a numbat"}).raise_for_status()
+    _wait(lambda: delivery_cluster.pending_deliveries() == 1, what="the first attempt refused")
+    time.sleep(0.5)
+    assert api.delete(f"/subscriptions/{sub_id}").status_code == 204
+    _behave(receiver)
+    _wait(lambda: delivery_cluster.pending_deliveries() == 0, what="the message dropped")
+    time.sleep(0.5)
+    assert (sub_id, "numbat-1") not in receiver.pairs()[offset:]
 
 
 def test_failing_receiver_is_retried_then_dead_lettered_then_replayed(

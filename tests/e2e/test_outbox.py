@@ -16,8 +16,9 @@ from standardwebhooks import Webhook
 from tests.helpers import Receiver, eventually_async
 from wordcast.errors import StoreUnavailable
 from wordcast.services.matcher import dispatcher as dispatcher_module
-from wordcast.services.matcher import webhook as webhook_module
+from wordcast.services.matcher import secrets as secrets_module
 from wordcast.services.matcher.dispatcher import Dispatcher
+from wordcast.services.matcher.secrets import SigningSecrets
 from wordcast.services.matcher.settings import MatcherSettings
 from wordcast.services.matcher.state import MatcherState
 from wordcast.storage import Store
@@ -384,42 +385,52 @@ def test_an_attempt_ends_at_its_deadline_when_the_receiver_answers_a_byte_at_a_t
     asyncio.run(scenario())
 
 
-def test_the_dispatchers_secret_cache_forgets_subscriptions_not_seen_lately(
+def test_the_dispatchers_secrets_are_kept_until_rotated_deleted_or_lapsed(
     redis_url: str, namespace: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(webhook_module, "SECRET_CACHE_PRUNE_FROM", 10)
-    monkeypatch.setattr(webhook_module, "SECRET_CACHE_SECONDS", 0.2)
+    """Secrets are read once and kept: a rotation (the epoch moves) or a deletion (its event)
+    makes them read again, and a lapsed entry is pruned once the cache has grown."""
+    monkeypatch.setattr(secrets_module, "PRUNE_FROM", 4)
+    monkeypatch.setattr(secrets_module, "CHECK_S", 0.0)
 
     async def scenario() -> None:
         client = connect(redis_url)
         store = Store(client, namespace)
-        secret = "whsec_" + "QUJD" * 6
+        secret, rotated = "whsec_" + "QUJD" * 6, "whsec_" + "REVG" * 6
         for j in range(12):
             await store.subscriptions.add(
                 Subscription(f"id{j}", "a b", ("a", "b"), "http://x/hook", 0, secret=secret)
             )
-        dispatcher = Dispatcher(
-            Outbox(client, namespace, 0),
-            store,
-            concurrency=4,
-            attempts=1,
-            timeout_s=1,
-            backoff_s=0.1,
-            max_backoff_s=0.1,
-            address_policy=AddressPolicy(),
-        )
-        deleted = Message(("gone",), "", "http://x/hook", "msg_gone", "{}", 1, time.time())
-        assert await dispatcher._webhooks._signers_of(deleted) == []
-        for j in range(9):
-            message = Message((f"id{j}",), "", "http://x/hook", f"msg_{j}", "{}", 1, time.time())
-            [signer] = await dispatcher._webhooks._signers_of(message)
-            assert signer.key == Webhook(secret)._whsecret
-        assert len(dispatcher._webhooks._signers) == 10  # the deleted one is cached too
-        await asyncio.sleep(0.3)  # every entry is stale now
-        message = Message(("id11",), "", "http://x/hook", "msg_11", "{}", 1, time.time())
-        assert len(await dispatcher._webhooks._signers_of(message)) == 1
-        assert list(dispatcher._webhooks._signers) == ["id11"]
-        await dispatcher.close()
+        secrets = SigningSecrets(store)
+        assert await secrets.signers_of(["gone"]) == {"gone": None}
+        reads = 0
+        counted = store.subscriptions.signing_secrets_until
+
+        async def counting(sub_ids: list[str]) -> dict[str, tuple[list[str], float] | None]:
+            nonlocal reads
+            reads += 1
+            return await counted(sub_ids)
+
+        monkeypatch.setattr(store.subscriptions, "signing_secrets_until", counting)
+        for _ in range(2):
+            for j in range(9):
+                [signer] = (await secrets.signers_of([f"id{j}"]))[f"id{j}"] or ()
+                assert signer.key == Webhook(secret)._whsecret
+        assert reads == 9  # each read once, then kept
+        monkeypatch.setattr(secrets_module, "MAX_AGE_S", 0.1)  # for the entries read from now
+        await store.subscriptions.rotate_secret("id1", rotated, time.time() + 60)
+        signers = (await secrets.signers_of(["id1"]))["id1"] or ()
+        keys = [signer.key for signer in signers]
+        assert keys == [Webhook(rotated)._whsecret, Webhook(secret)._whsecret]
+        assert reads == 10
+        secrets.forget(["id2"])  # as the matcher does when the deletion's event arrives
+        await secrets.signers_of(["id2"])
+        assert reads == 11
+        await secrets.signers_of([f"id{j}" for j in range(9, 12)])  # 5 entries kept
+        await asyncio.sleep(0.2)  # every entry lapsed
+        await secrets.signers_of(["id11"])
+        assert reads == 13
+        assert list(secrets._cache) == ["id11"]
         await client.aclose()
 
     asyncio.run(scenario())

@@ -42,6 +42,8 @@ Keys (all under a namespace, ``wordcast`` by default, so several clusters can sh
 ``{ns}:streams``            set of the names of the shared streams an admin made
 ``{ns}:stream:{s}:grants``  hash tenant -> "publish subscribe" (either or both): who may publish
                             to shared stream s and who may subscribe to it
+``{ns}:secrets-epoch``      counter moved by every rotation of a signing secret: dispatchers keep the
+                            secrets they read until it moves (or the subscription's deletion arrives)
 ``{ns}:events``             stream of subscription changes (add, del, and move when a mapping change
                             re-places a subscription), in commit order
 ``{ns}:publications``       bounded stream of sampled analysed publications (time, terms) that the

@@ -18,6 +18,7 @@ class Keys:
         self.internal_token = f"{ns}:cluster:internal_token"
         self.matchers_wanted = f"{ns}:cluster:matchers"
         self.follows = f"{ns}:cluster:follows"
+        self.secrets_epoch = f"{ns}:secrets-epoch"
 
     def sub(self, sub_id: str) -> str:
         return f"{self.ns}:sub:{sub_id}"

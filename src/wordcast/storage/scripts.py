@@ -173,10 +173,12 @@ return redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[6], '*', 'op', 'move', 's
                   'anchor_joined', table.concat(joined, ' '), 'anchor_left', table.concat(left, ' '))
 """
 
+# KEYS: the record, the secrets epoch (dispatchers keep secrets until it moves).
 ROTATE = """
 local old = redis.call('HGET', KEYS[1], 'secret')
 if not old then return false end
 redis.call('HSET', KEYS[1], 'secret', ARGV[1], 'previous_secret', old, 'previous_until', ARGV[2])
+redis.call('INCR', KEYS[2])
 return 1
 """
 

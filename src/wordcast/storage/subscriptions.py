@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
@@ -82,6 +83,15 @@ class SubscriptionReads:
     async def signing_secrets_of(self, sub_ids: Iterable[str]) -> dict[str, list[str] | None]:
         """The secrets to sign each subscription's messages with now, the previous one too during
         its grace period (None: the subscription no longer exists), in one round trip."""
+        found = await self.signing_secrets_until(sub_ids)
+        return {sub_id: None if entry is None else entry[0] for sub_id, entry in found.items()}
+
+    async def signing_secrets_until(
+        self, sub_ids: Iterable[str]
+    ) -> dict[str, tuple[list[str], float] | None]:
+        """As :meth:`signing_secrets_of`, each with the time (Unix seconds) until which they are
+        the ones to sign with: the end of the grace period when a previous secret is among them,
+        else never (infinity) unless rotated, which moves :meth:`secrets_epoch`."""
         ids = list(dict.fromkeys(sub_ids))
         pipe = self.client.pipeline(transaction=False)
         for sub_id in ids:
@@ -89,16 +99,23 @@ class SubscriptionReads:
         with translated("reading signing secrets"):
             replies = await pipe.execute()
         now = time.time()
-        found: dict[str, list[str] | None] = {}
+        found: dict[str, tuple[list[str], float] | None] = {}
         for sub_id, (secret, previous, until) in zip(ids, replies, strict=True):
             if secret is None:
                 found[sub_id] = None
                 continue
             secrets = [secret] if secret else []
+            valid_until = math.inf
             if previous and until and float(until) > now:
                 secrets.append(previous)
-            found[sub_id] = secrets
+                valid_until = float(until)
+            found[sub_id] = (secrets, valid_until)
         return found
+
+    async def secrets_epoch(self) -> str:
+        """A value that changes whenever a signing secret is rotated."""
+        with translated("reading the secrets epoch"):
+            return str(await self.client.get(self.keys.secrets_epoch) or "0")
 
     def _matcher_keys(self, matchers: Iterable[int]) -> list[str]:
         keys: list[str] = []
@@ -355,7 +372,9 @@ class SubscriptionStore(SubscriptionReads):
     async def rotate_secret(self, sub_id: str, secret: str, previous_until: float) -> None:
         """Make ``secret`` the signing secret; the old one stays valid until ``previous_until``."""
         with translated("rotating a signing secret"):
-            done = await self._rotate(keys=[self.keys.sub(sub_id)], args=[secret, previous_until])
+            done = await self._rotate(
+                keys=[self.keys.sub(sub_id), self.keys.secrets_epoch], args=[secret, previous_until]
+            )
         if not done:
             raise NotFound(f"no subscription with id {sub_id!r}")
 

@@ -96,6 +96,7 @@ class Dispatcher:
         self._attempts = attempts
         self._take_over_after_s = take_over_after_s
         self._webhooks = Webhooks(store, address_policy, concurrency, timeout_s)
+        self.secrets = self._webhooks.secrets
         # httpx's timeout bounds each wait for the network, not the exchange: a receiver that
         # answers a byte at a time could hold a slot for ever, and outlast the take-over bound.
         self._attempt_deadline_s = ATTEMPT_TIMEOUTS * timeout_s

@@ -17,6 +17,7 @@ from prometheus_client import Counter, Gauge
 from wordcast.engines.registry import pattern_index, term_index
 from wordcast.engines.termstats import TermStats
 from wordcast.errors import StoreUnavailable
+from wordcast.query.boolean import PART_SEPARATOR
 from wordcast.services.matcher.dispatcher import Dispatcher
 from wordcast.services.matcher.index import MatcherIndex, Routed
 from wordcast.services.matcher.messages import Batch, messages
@@ -162,7 +163,11 @@ class MatcherState:
         )
 
     def _apply(self, events: Iterable[SubscriptionEvent]) -> None:
+        events = list(events)
         self.index.apply(events)
+        deleted = [e.subscription.id for e in events if e.op == "del"]
+        if deleted:  # their messages still in an outbox are dropped, not signed and sent
+            self.dispatcher.secrets.forget(deleted + [d.split(PART_SEPARATOR)[0] for d in deleted])
         SUBSCRIPTIONS.set(len(self.index))
 
     def match(

@@ -12,7 +12,6 @@ KiB are read. A 410 deletes the subscriptions (the receiver said it is gone for 
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Sequence
 from datetime import UTC, datetime
 
@@ -22,6 +21,7 @@ from prometheus_client import Counter
 from wordcast import limits
 from wordcast.errors import UnresolvableCallback, UnsafeCallback
 from wordcast.services.matcher.connections import Connections
+from wordcast.services.matcher.secrets import SigningSecrets
 from wordcast.storage import Store
 from wordcast.storage.outbox import Message
 from wordcast.webhooks import retry_after
@@ -31,8 +31,6 @@ from wordcast.webhooks.signing import Signer, signature_header
 log = logging.getLogger(__name__)
 
 ATTEMPTS = Counter("wordcast_delivery_attempts", "Webhook POSTs made", ["outcome"])
-SECRET_CACHE_SECONDS = 5.0
-SECRET_CACHE_PRUNE_FROM = 10_000  # entries; stale ones are dropped when the cache doubles past it
 
 # (outcome, reason, seconds the receiver asked us to wait); outcome is one of delivered, gone
 # (410), deleted (the subscriptions are gone), refused (a forbidden address) or retry.
@@ -46,38 +44,14 @@ class Webhooks:
         self._store = store
         self._policy = policy
         self._connections = Connections(slots, timeout_s)
-        # Subscription -> its signers (None: deleted) and when they were read.
-        self._signers: dict[str, tuple[tuple[Signer, ...] | None, float]] = {}
-        self._prune_signers_at = SECRET_CACHE_PRUNE_FROM
+        self.secrets = SigningSecrets(store)
 
     async def aclose(self) -> None:
         await self._connections.aclose()
 
     async def _signers_of(self, message: Message) -> list[Signer]:
-        """A signer for each secret of the message's subscriptions that still exist; the secrets
-        missing from the cache (or read too long ago to trust) are read in one round trip."""
-        now = time.monotonic()
-        cache = self._signers
-        if len(cache) >= self._prune_signers_at:
-            # Deleted subscriptions would otherwise stay cached for the life of the process.
-            for sub_id in [
-                k for k, (_, read) in cache.items() if now - read >= SECRET_CACHE_SECONDS
-            ]:
-                del cache[sub_id]
-            self._prune_signers_at = max(SECRET_CACHE_PRUNE_FROM, 2 * len(cache))
-        known: dict[str, tuple[Signer, ...] | None] = {}
-        stale = []
-        for sub_id in message.subscription_ids:
-            cached = cache.get(sub_id)
-            if cached is None or now - cached[1] >= SECRET_CACHE_SECONDS:
-                stale.append(sub_id)
-            else:
-                known[sub_id] = cached[0]
-        if stale:
-            found = await self._store.subscriptions.signing_secrets_of(stale)
-            for sub_id, secrets in found.items():
-                known[sub_id] = None if secrets is None else tuple(Signer(s) for s in secrets)
-                cache[sub_id] = (known[sub_id], now)
+        """A signer for each secret of the message's subscriptions that still exist."""
+        known = await self.secrets.signers_of(message.subscription_ids)
         return [signer for sub_id in message.subscription_ids for signer in known[sub_id] or ()]
 
     async def attempt(self, message: Message) -> tuple[str, str, float | None]:
