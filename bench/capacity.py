@@ -35,7 +35,7 @@ MATCHES_PER_PUBLICATION = 4.3  # the held-out workload of issue 10
 # 39% of Redis's command time was HMGET of signing secrets (2.2 µs each, 0.4 a publication), the
 # outboxes' commands 58% (XADD, XREADGROUP, XACK, XDEL, MULTI/EXEC), everything else 3%.
 SECRET_READ_US = 2.5  # one secret read (HMGET of a record), parsing included
-SECRET_CACHE_S = 5.0  # a dispatcher reads a subscription's secrets again after this
+SECRET_CACHE_S = 300.0  # a dispatcher keeps a secret this long at most (secrets.MAX_AGE_S)
 SECRET_SHARE = 0.39
 OUTBOX_SHARE_OF_THE_REST = 0.95
 
