@@ -376,13 +376,19 @@ class SparkStandalone:
         return answer
 
     def stop(self) -> None:
-        for process in self.processes:
-            process.terminate()
-        for process in self.processes:
-            try:
-                process.wait(20)
-            except subprocess.TimeoutExpired:
-                process.kill()
+        stop_processes(self.processes, 20)
+
+
+def stop_processes(processes: Sequence[subprocess.Popen[bytes]], timeout: float) -> None:
+    """Terminate them all, then wait for each (killed if it outlasts ``timeout``)."""
+    for process in processes:
+        process.terminate()
+    for process in processes:
+        try:
+            process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout)
 
 
 LOOPBACK_SPARK = {"SPARK_LOCAL_IP": "127.0.0.1", "SPARK_LOCAL_HOSTNAME": "127.0.0.1"}

@@ -19,6 +19,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tests.helpers import stop_processes
+
 
 def unavailable() -> str | None:
     """Why this machine cannot make test hosts (None if it can)."""
@@ -75,7 +77,6 @@ class HostNetwork:
         self.bridge = f"wcb{self.tag}"
         self.address = f"{self.prefix}.1"  # the test process's own, on the bridge
         self.hosts: list[Host] = []
-        self.cuts: set[tuple[str, str]] = set()
         _run("ip", "link", "add", self.bridge, "type", "bridge")
         _run("ip", "addr", "add", f"{self.address}/24", "dev", self.bridge)
         _run("ip", "link", "set", self.bridge, "up")
@@ -99,22 +100,13 @@ class HostNetwork:
         """Every packet between the two hosts dropped, both ways, from now on."""
         one._drop("-A", other)
         other._drop("-A", one)
-        self.cuts.add((one.name, other.name))
 
     def heal(self, one: Host, other: Host) -> None:
         one._drop("-D", other)
         other._drop("-D", one)
-        self.cuts.discard((one.name, other.name))
 
     def close(self) -> None:
         for host in self.hosts:
-            for process in host.processes:
-                process.terminate()
-            for process in host.processes:
-                try:
-                    process.wait(10)
-                except subprocess.TimeoutExpired:
-                    process.kill()
-                    process.wait(10)
+            stop_processes(host.processes, 10)
             subprocess.run(["ip", "netns", "del", host.namespace], check=False)
         subprocess.run(["ip", "link", "del", self.bridge], check=False)
