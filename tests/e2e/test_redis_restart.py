@@ -108,7 +108,8 @@ def test_cluster_survives_a_redis_restart(own_redis: RestartableRedis, receiver:
 
         # No acknowledged subscription was lost.
         for sub_id in subs:
-            assert router.get(f"/subscriptions/{sub_id}").status_code == 200
+            kept = router.get(f"/subscriptions/{sub_id}")
+            assert kept.status_code == 200, kept.text
 
         # And matching and delivery work as before: exactly the oracle for a fresh batch.
         cluster.wait_ready()

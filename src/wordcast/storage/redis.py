@@ -112,7 +112,11 @@ def connect(url: str) -> Any:
         # settle: commands are retried across it rather than failing at the first refusal.
         retry = Retry(ExponentialBackoff(cap=2.0, base=0.1), retries=8)
         return _Cluster.from_url(node_url(url), retry=retry, **options)
-    return aioredis.Redis.from_url(url, health_check_interval=15, **options)
+    # A pooled connection that Redis closed (a restart) fails its next command at once: that is
+    # retried on a new connection; a timeout is not (see above).
+    return aioredis.Redis.from_url(
+        url, health_check_interval=15, retry_on_error=[redis.ConnectionError], **options
+    )
 
 
 def answers(url: str, timeout_s: float = 1.0) -> str | None:
