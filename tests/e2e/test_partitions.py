@@ -271,7 +271,8 @@ def test_a_router_cut_off_from_redis(deployment: Deployment) -> None:
     print(f"subscription refused after {took:.1f} s: {status} {text}")
     assert status == 503, text
     assert "Redis" in text, text
-    assert took <= 7.0, f"the subscription was refused only after {took:.1f} s"
+    # At worst a read on a pooled connection (5 s) and then a new connection (3 s) time out.
+    assert took <= 9.0, f"the subscription was refused only after {took:.1f} s"
 
 
 def test_a_router_cut_off_from_one_matcher(deployment: Deployment) -> None:

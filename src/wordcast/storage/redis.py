@@ -113,9 +113,16 @@ def connect(url: str) -> Any:
         retry = Retry(ExponentialBackoff(cap=2.0, base=0.1), retries=8)
         return _Cluster.from_url(node_url(url), retry=retry, **options)
     # A pooled connection that Redis closed (a restart) fails its next command at once: that is
-    # retried on a new connection; a timeout is not (see above).
+    # retried on a new connection, a few times; a timeout (connecting included) is not: see above.
+    reconnect = Retry(
+        ExponentialBackoff(cap=0.5, base=0.02), retries=3, supported_errors=(redis.ConnectionError,)
+    )
     return aioredis.Redis.from_url(
-        url, health_check_interval=15, retry_on_error=[redis.ConnectionError], **options
+        url,
+        health_check_interval=15,
+        retry=reconnect,
+        retry_on_error=[redis.ConnectionError],
+        **options,
     )
 
 
