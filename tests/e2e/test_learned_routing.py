@@ -89,22 +89,28 @@ def _hot_mapping(posts: list[Post]) -> tuple[dict[str, int], dict[str, int], dic
 
 class Stream:
     """Publishes posts in batches of 50 alternating routers, paced; the last ten batches wait
-    until ``finish`` is set, so that the swaps always happen while publications flow."""
+    until ``finish`` is set, so that the swaps always happen while publications flow. ``gates``
+    hold back more: the batch at each index waits until its event is set, so that a test whose
+    changes take long on a loaded machine still has batches left to send during each of them."""
 
-    def __init__(self, urls: list[str], posts: list[Post]) -> None:
+    def __init__(
+        self, urls: list[str], posts: list[Post], gates: dict[int, threading.Event] | None = None
+    ) -> None:
         self.urls, self.posts = urls, posts
         self.sent = 0
         self.refused: str | None = None  # what a router answered when it refused a batch
         self.finish = threading.Event()
+        self.gates = dict(gates or {})
         self.thread = threading.Thread(target=self._run, daemon=True)
         self.thread.start()
 
     def _run(self) -> None:
         batches = [self.posts[i : i + 50] for i in range(0, len(self.posts), 50)]
+        self.gates[len(batches) - 10] = self.finish
         with httpx.Client(timeout=60, headers=AUTH) as client:
             for index, batch in enumerate(batches):
-                if index == len(batches) - 10:
-                    self.finish.wait(120)
+                if index in self.gates:
+                    self.gates[index].wait(120)
                 url = self.urls[index % len(self.urls)]
                 body = {"publications": [{"id": p.id, "text": p.text} for p in batch]}
                 response = client.post(f"{url}/publications", json=body)

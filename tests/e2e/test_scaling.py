@@ -20,6 +20,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
@@ -148,7 +149,12 @@ def test_scaling_up_and_down_under_a_stream_loses_and_duplicates_nothing(
 
     first_pid = cluster.matcher_pid(1)
     with extra_router(cluster, redis_url, mapping_poll_s="3") as slow_url:
-        publisher = Stream([cluster.router_url, slow_url], stream)
+        # Scaling up may take longer than the stream on a loaded machine: the batches from
+        # the 20th last on wait for it, so that some are left to flow while scaling down.
+        scaled_up = threading.Event()
+        publisher = Stream(
+            [cluster.router_url, slow_url], stream, gates={len(stream) // 50 - 20: scaled_up}
+        )
         time.sleep(2)
 
         up = _scale(cluster, redis_url, "3", "--algorithm", "hash")
@@ -157,6 +163,7 @@ def test_scaling_up_and_down_under_a_stream_loses_and_duplicates_nothing(
         # Settled means that no placement for an older version is left either.
         assert _closed_placements(client, namespace) == []
         at_up = publisher.sent
+        scaled_up.set()
         # Both routers route to the new matcher, which the supervisor started and which holds
         # a share of the subscriptions now.
         for url in (cluster.router_url, slow_url):
