@@ -9,10 +9,12 @@ when the layout changes. Three layouts of a namespace on a Redis Cluster:
 
 - ``slot``: every key in the namespace's slot (issue 11's first step): the shards add failover,
   not capacity;
-- ``outboxes`` (today): each matcher's outbox in a slot of its own, spread over the masters; the
-  records, word maps and event stream still in the namespace's slot, and with them the signing
-  secrets that every dispatcher reads again every 5 s, up to one read per match;
-- ``spread``: the records (and the secret reads) spread too (not built: issue 11).
+- ``outboxes`` (issue 11's second step): each matcher's outbox in a slot of its own, spread over
+  the masters; the records, word maps and event stream still in the namespace's slot, and with
+  them the signing-secret reads, up to one per match;
+- ``spread`` (today): the records sharded over the masters too (:mod:`wordcast.storage.shards`),
+  each shard with its share of the word maps and an event stream of its own, so the secret
+  reads, the subscription writes and the events spread with them.
 """
 
 from __future__ import annotations
@@ -87,8 +89,9 @@ def capacity(matchers: int, subscriptions: int, shards: int, layout: str) -> Cap
     else:
         publications = shards * _solve(budget, outbox_us + namespace_us, reads_cap / shards)
     routers = max(2, ROUTERS_PER_16_MATCHERS * matchers // 16)
-    # Every router and matcher follows the one event stream: each change is read by all of them.
-    fan_out = CHURN_PER_S * (matchers + routers) * EVENT_BYTES / 1e6
+    # Every router and matcher follows every event stream: each change is read by all of them,
+    # from the master of its shard (the one stream's, unless the records are spread).
+    fan_out = CHURN_PER_S * (matchers + routers) * EVENT_BYTES / 1e6 / records_over
     restart = subscriptions / matchers * MATCHER_LOAD_US_PER_SUBSCRIPTION / 1e6
     subscribing = records_over * budget / REDIS_CPU_US_PER_SUBSCRIPTION
     walls = []
@@ -97,7 +100,7 @@ def capacity(matchers: int, subscriptions: int, shards: int, layout: str) -> Cap
     if restart > MATCHER_RESTART_TARGET_S:
         walls.append(f"matcher restart ({restart:,.0f} s)")
     if fan_out > 100:
-        walls.append(f"event fan-out ({fan_out:,.0f} MB/s)")
+        walls.append(f"event fan-out ({fan_out:,.0f} MB/s a master)")
     return Capacity(
         matchers=matchers,
         subscriptions=subscriptions,

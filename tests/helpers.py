@@ -19,11 +19,14 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import httpx
+import orjson
 
 from wordcast.defaults import DEFAULT_ADMIN_TOKEN, DEVELOPMENT_API_KEY
 from wordcast.local.redis_server import start_redis_server as start_redis_process
 from wordcast.local.supervisor import free_port
+from wordcast.storage.keys import Keys
 from wordcast.storage.redis import stored_namespace
+from wordcast.storage.shards import shard_of
 
 T = TypeVar("T")
 ROOT = Path(__file__).resolve().parent.parent  # the repository
@@ -479,3 +482,25 @@ class Publisher(threading.Thread):
                     )
                     time.sleep(0.2)
                 time.sleep(0.02)
+
+
+def record_shards(client: Any, namespace: str) -> list[Keys]:
+    """Every shard of the subscription records (:mod:`wordcast.storage.shards`), read with a
+    synchronous client: the namespace alone on one Redis."""
+    raw = client.get(f"{namespace}:record-shards")
+    return [Keys(prefix) for prefix in (orjson.loads(raw) if raw else [namespace])]
+
+
+def record_key(client: Any, namespace: str, sub_id: str) -> str:
+    """The key of a subscription's record, in its shard."""
+    shards = record_shards(client, namespace)
+    return shards[shard_of(sub_id, len(shards))].sub(sub_id)
+
+
+def placed_on(client: Any, namespace: str, matcher: int) -> set[str]:
+    """The ids placed on a matcher, over every shard."""
+    return {
+        sub_id
+        for keys in record_shards(client, namespace)
+        for sub_id in client.smembers(keys.matcher_subs(matcher))
+    }

@@ -8,7 +8,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.helpers import AUTH, Receiver, RunningCluster, tenant_key
+from tests.helpers import AUTH, Receiver, RunningCluster, record_shards, tenant_key
 from wordcast import limits
 from wordcast.storage.redis import connect_sync
 
@@ -23,11 +23,12 @@ def api(cluster: RunningCluster) -> Iterator[httpx.Client]:
 
 def _redis_state(redis_url: str, namespace: str) -> dict[str, Any]:
     client = connect_sync(redis_url)
-    keys = sorted(client.scan_iter(match=f"{namespace}:*"))
+    shards = record_shards(client, namespace)
+    prefixes = dict.fromkeys([namespace, *(keys.ns for keys in shards)])
     return {
-        "keys": keys,
-        "words": client.hgetall(f"{namespace}:words"),
-        "events": client.xlen(f"{namespace}:events"),
+        "keys": sorted(key for p in prefixes for key in client.scan_iter(match=f"{p}:*")),
+        "words": [client.hgetall(keys.words) for keys in shards],
+        "events": [client.xlen(keys.events) for keys in shards],
     }
 
 

@@ -22,6 +22,7 @@ from tests.helpers import (
     Receiver,
     RunningCluster,
     eventually,
+    record_key,
     start_cluster,
     stop_cluster,
     tenant_key,
@@ -250,7 +251,7 @@ def test_a_boolean_query_is_signed_with_its_secret_and_a_410_deletes_every_alter
     assert created.status_code == 201, created.text
     sub_id, secret = created.json()["id"], created.json()["secret"]
     store = connect_sync(redis_url)
-    second = f"{delivery_cluster.namespace}:sub:{sub_id}~1"
+    second = record_key(store, delivery_cluster.namespace, f"{sub_id}~1")
     assert store.exists(second), "the second alternative has a record of its own"
 
     # Matched by the second alternative only: delivered under the query's id, with its secret.

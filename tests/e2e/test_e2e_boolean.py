@@ -11,7 +11,7 @@ import httpx
 import pytest
 import redis
 
-from tests.helpers import AUTH, Receiver, RunningCluster
+from tests.helpers import AUTH, Receiver, RunningCluster, placed_on
 from wordcast.client import RouterClient
 from wordcast.corpus.workload import Post, post_boolean_queries, post_queries, sample_posts
 from wordcast.query.analysis import analyze
@@ -43,7 +43,7 @@ def _subscribe(cluster: RunningCluster, queries: list[str], hook: str) -> dict[s
 
 
 def _records(client: redis.Redis, namespace: str, matchers: int) -> int:
-    return sum(int(client.scard(f"{namespace}:matcher:{m}:subs")) for m in range(matchers))
+    return sum(len(placed_on(client, namespace, m)) for m in range(matchers))
 
 
 def test_boolean_queries_deliver_exactly_the_oracle_matches_once(

@@ -22,6 +22,7 @@ from tests.helpers import (
     Receiver,
     RunningCluster,
     eventually,
+    record_shards,
     start_cluster,
     stop_cluster,
     wordcast_cli,
@@ -132,15 +133,37 @@ def test_a_write_no_replica_confirms_is_refused_not_acknowledged(
     )
 
 
-def test_the_outboxes_spread_over_the_masters(sharded: RunningCluster, receiver: Receiver) -> None:
+def test_the_outboxes_and_the_records_spread_over_the_masters(
+    sharded: RunningCluster, receiver: Receiver
+) -> None:
     """Each matcher's outbox (most of the traffic) has a slot of its own, on a master apart from
-    the other's and from the namespace's: all three masters carry some of the load."""
+    the other's and from the namespace's, and the subscription records are sharded over the
+    three masters: all three carry some of the load."""
     api = httpx.Client(base_url=sharded.router_url, headers=AUTH, timeout=30)
+    mine = set()
     for word in ("heron", "egret", "ibis", "stork"):
         made = api.post("/subscriptions", json={"query": word, "callback_url": receiver.hook})
         assert made.status_code == 201, made.text
+        mine.add(made.json()["id"])
+    more = [{"query": f"plover{k}", "callback_url": receiver.hook} for k in range(40)]
+    made = api.post("/subscriptions/batch", json={"subscriptions": more})
+    assert made.status_code == 201, made.text
+    mine |= {sub["id"] for sub in made.json()["subscriptions"]}
     client = connect_sync(_redis_url(sharded))
     try:
+        shards = record_shards(client, slot_namespace(sharded.namespace))
+        assert len({client.get_node_from_key(keys.events).name for keys in shards}) == 3
+        held = [
+            sum(client.scard(keys.matcher_subs(m)) for m in (0, 1)) for keys in shards
+        ]  # 44 records or more in three shards: none empty but once in 10^5
+        assert all(held), held
+        listed = api.get("/subscriptions", params={"limit": 30}).json()
+        cursor, ids = listed["next_cursor"], [s["id"] for s in listed["subscriptions"]]
+        while cursor:
+            listed = api.get("/subscriptions", params={"limit": 30, "cursor": cursor}).json()
+            cursor, ids = listed["next_cursor"], ids + [s["id"] for s in listed["subscriptions"]]
+        assert len(set(ids)) == len(ids), "no subscription listed twice"
+        assert mine <= set(ids), "the listing pages through every shard"
         keys = eventually(
             lambda: client.hgetall(f"{slot_namespace(sharded.namespace)}:outbox-keys"),
             30,

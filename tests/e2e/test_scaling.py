@@ -34,6 +34,9 @@ from tests.helpers import (
     RunningCluster,
     eventually,
     extra_router,
+    placed_on,
+    record_key,
+    record_shards,
     start_cluster,
     stop_cluster,
 )
@@ -92,7 +95,8 @@ def _closed_placements(client: redis.Redis, namespace: str) -> list[str]:
     """Subscriptions that still hold a placement serving only older mapping versions."""
     return [
         key
-        for key in client.scan_iter(match=f"{namespace}:sub:*")
+        for shard in record_shards(client, namespace)
+        for key in client.scan_iter(match=shard.sub("*"))
         if client.type(key) == "hash"
         and any(p.until is not None for p in decode(client.hget(key, "placements") or "[]"))
     ]
@@ -144,7 +148,9 @@ def test_scaling_up_and_down_under_a_stream_loses_and_duplicates_nothing(
         ],
     )
     patterns = {str(c["id"]): str(c["pattern"]) for c in created}
-    on_one = [sid for sid in patterns if client.hget(f"{namespace}:sub:{sid}", "matcher") == "1"]
+    on_one = [
+        sid for sid in patterns if client.hget(record_key(client, namespace, sid), "matcher") == "1"
+    ]
     assert on_one, "some patterns should start on matcher 1"
 
     first_pid = cluster.matcher_pid(1)
@@ -176,8 +182,10 @@ def test_scaling_up_and_down_under_a_stream_loses_and_duplicates_nothing(
         assert held > 50, held
         assert any("started matcher-2" in line for line in cluster.output)
         # Patterns too: whole anchor groups moved onto the new matcher, none of its share before.
-        pattern_loads = client.hgetall(f"{namespace}:pattern_load")
-        assert int(pattern_loads.get("2", 0)) > 0, pattern_loads
+        pattern_loads = [
+            client.hget(shard.pattern_load, "2") for shard in record_shards(client, namespace)
+        ]
+        assert sum(int(load or 0) for load in pattern_loads) > 0, pattern_loads
 
         # What a router following `kubectl scale statefulset/matcher --replicas=1` writes.
         staying = _drain(cluster, redis_url, 0)
@@ -187,7 +195,7 @@ def test_scaling_up_and_down_under_a_stream_loses_and_duplicates_nothing(
         removed = _drain(cluster, redis_url, 2)
         assert removed.returncode == 0, removed.stdout + removed.stderr
         assert "drained: nothing routes to it and it holds nothing" in removed.stdout
-        assert client.scard(f"{namespace}:matcher:2:subs") == 0
+        assert len(placed_on(client, namespace, 2)) == 0
         # Written by a router, which nothing but that number told to.
         written = client.hgetall(
             f"{namespace}:mapping:{client.get(f'{namespace}:mapping:latest')}:meta"
@@ -218,7 +226,7 @@ def test_scaling_up_and_down_under_a_stream_loses_and_duplicates_nothing(
         assert _stats(cluster.matcher_urls[0])["subscriptions"] == (
             len(keywords) + alternatives + len(patterns)
         )
-        moved = [client.hget(f"{namespace}:sub:{sid}", "matcher") for sid in on_one]
+        moved = [client.hget(record_key(client, namespace, sid), "matcher") for sid in on_one]
         assert set(moved) == {"0"}
 
         again = _scale(cluster, redis_url, "2", "--algorithm", "hash")
@@ -517,7 +525,7 @@ def test_a_removed_matcher_that_is_gone_does_not_hold_the_cluster_on_the_old_ver
         posts = sample_posts(3_000, seed=616)
         already = len(receiver.pairs())
         keywords = _subscribe(cluster, post_queries(posts[:1_000], 300, seed=61), receiver.hook)
-        held = client.smembers(f"{namespace}:matcher:2:subs")
+        held = placed_on(client, namespace, 2)
         assert len(held) > 30, "matcher 2 should hold a share"
         os.kill(frozen, signal.SIGSTOP)
         try:
@@ -533,11 +541,11 @@ def test_a_removed_matcher_that_is_gone_does_not_hold_the_cluster_on_the_old_ver
             eventually(settled, 90, 0.3, "the routers not waiting for the frozen matcher")
             # The window narrows first, then the placements that served only v0 are dropped.
             eventually(
-                lambda: client.scard(f"{namespace}:matcher:2:subs") == 0,
+                lambda: len(placed_on(client, namespace, 2)) == 0,
                 60,
                 what="matcher 2 rid of the subscriptions of v0",
             )
-            moved = [client.hget(f"{namespace}:sub:{sid}", "matcher") for sid in held]
+            moved = [client.hget(record_key(client, namespace, sid), "matcher") for sid in held]
             assert set(moved) <= {"0", "1"}
             assert _stats(cluster.router_url)["matchers"] == 2
             stream = posts[1_000:]
@@ -579,7 +587,7 @@ def test_scale_with_a_learned_mapping_writes_only_that_version(
         logged = "".join(cluster.output)
         assert "has not registered" not in logged
         assert "not usable" not in logged
-        assert client.scard(f"{namespace}:matcher:2:subs") > 0, "LASP moved some to matcher 2"
+        assert len(placed_on(client, namespace, 2)) > 0, "LASP moved some to matcher 2"
         _publish(cluster, posts[1_500:])
         analysed = {p.id: analyze(p.text) for p in posts}
         expected = match_pairs(keywords, analysed)

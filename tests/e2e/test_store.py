@@ -13,6 +13,7 @@ import pytest
 from wordcast.errors import NotFound
 from wordcast.routing.mapping import WordHolders
 from wordcast.routing.placement import Placement, encode
+from wordcast.services.router.replica import Replica
 from wordcast.storage import Store
 from wordcast.storage.events import EventFollower
 from wordcast.storage.records import Subscription, SubscriptionEvent
@@ -24,10 +25,10 @@ def _sub(i: int, terms: tuple[str, ...], matcher: int) -> Subscription:
 
 
 async def _word_maps(store: Store, matchers: int) -> tuple[dict[str, int], list[dict[str, int]]]:
-    raw = await store._client.hgetall(store.keys.words)
-    return {w: int(c) for w, c in raw.items()}, [
-        await store.word_maps.word_map(i) for i in range(matchers)
-    ]
+    words: Counter[str] = Counter()
+    for keys in await store.shards.keys():  # s(W) is the sum of the shards' shares
+        words.update({w: int(c) for w, c in (await store._client.hgetall(keys.words)).items()})
+    return dict(words), [await store.word_maps.word_map(i) for i in range(matchers)]
 
 
 def test_concurrent_adds_and_deletes_keep_word_counts_exact(redis_url: str, namespace: str) -> None:
@@ -207,23 +208,25 @@ def test_follower_replica_converges_while_changes_race_its_start(
         writer = Store(writer_client, namespace)
         reader = Store(reader_client, namespace)
         replica: dict[str, tuple[str, ...]] = {}
-        words: set[str] = set()
+        # Words are born and die in one shard's share of s(W): a shard's events keep its part.
+        words: list[set[str]] = []
 
         async def snapshot() -> None:
             replica.clear()
             async for page in reader.word_maps.placed_on(0):
                 replica.update({s.id: s.terms for s in page})
-            words.clear()
-            words.update(await reader.word_maps.subscribed_words())
+            words[:] = [
+                set(await reader_client.hkeys(keys.words)) for keys in await reader.shards.keys()
+            ]
 
         def apply(events: list[SubscriptionEvent]) -> None:
             for e in events:
                 if e.op == "add":
                     replica[e.subscription.id] = e.subscription.terms
-                    words.update(e.words)
+                    words[e.shard].update(e.words)
                 else:
                     replica.pop(e.subscription.id, None)
-                    words.difference_update(e.words)
+                    words[e.shard].difference_update(e.words)
 
         follower = EventFollower(reader.events, snapshot, apply, block_ms=50)
         rng = random.Random(11)
@@ -248,7 +251,7 @@ def test_follower_replica_converges_while_changes_race_its_start(
         async for page in writer.word_maps.placed_on(0):
             committed.update({s.id: s.terms for s in page})
         assert replica == committed
-        assert words == await writer.word_maps.subscribed_words()
+        assert set().union(*words) == await writer.word_maps.subscribed_words()
         task.cancel()
         await writer_client.aclose()
         await reader_client.aclose()
@@ -266,22 +269,13 @@ def test_routers_replica_of_who_holds_each_word_converges_under_adds_deletes_and
         writer_client, reader_client = connect(redis_url), connect(redis_url)
         writer = Store(writer_client, namespace)
         reader = Store(reader_client, namespace)
-        replica = WordHolders()
+        replica = Replica()  # the router's
         matchers = 4
 
         async def snapshot() -> None:
-            replica.clear()
-            for matcher, words in (await reader.word_maps.held_words(matchers)).items():
-                replica.hold(matcher, words)
+            await replica.load(reader, matchers)
 
-        def apply(events: list[SubscriptionEvent]) -> None:
-            for event in events:
-                for matcher, words in event.held:
-                    replica.hold(matcher, words)
-                for matcher, words in event.dropped:
-                    replica.drop(matcher, words)
-
-        follower = EventFollower(reader.events, snapshot, apply, block_ms=50)
+        follower = EventFollower(reader.events, snapshot, replica.apply, block_ms=50)
         rng = random.Random(17)
 
         async def churn() -> None:
@@ -312,9 +306,9 @@ def test_routers_replica_of_who_holds_each_word_converges_under_adds_deletes_and
         expected = WordHolders()
         for matcher in range(matchers):
             expected.hold(matcher, await writer.word_maps.word_map(matcher))
-        assert replica == expected
+        assert replica.held == expected
         assert len(expected) > 10
-        assert set(replica) == await writer.word_maps.subscribed_words()
+        assert set(replica.held) == await writer.word_maps.subscribed_words()
         task.cancel()
         await writer_client.aclose()
         await reader_client.aclose()
@@ -337,7 +331,7 @@ def test_an_event_written_before_events_named_held_words_counts_every_word_as_he
         await client.xadd(store.keys.events, old | {"op": "add"})
         await client.xadd(store.keys.events, old | {"op": "move"})
         await client.xadd(store.keys.events, old | {"op": "del"})
-        add, move, delete = await store.events.events_after("0-0")
+        add, move, delete = (await store.events.events_after("0-0"))[0]  # shard 0: the namespace
         assert dict(add.held) == dict(move.held) == {1: ("a", "b"), 2: ("a", "b")}
         assert delete.held == delete.dropped == ()  # stale holders cost spread, not matches
         await client.aclose()

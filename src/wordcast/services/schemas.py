@@ -351,8 +351,10 @@ class MatchResponse(BaseModel):
 
 class SyncRequest(BaseModel):
     until: str = Field(
-        pattern=r"^\d{1,20}-\d{1,20}$",
-        description="Event id the matcher must have applied before answering.",
+        pattern=r"^\d{1,20}-\d{1,20}( \d{1,20}-\d{1,20})*$",
+        max_length=64 * 42,  # up to 64 shards
+        description="Event position (an event id per shard of the subscription records, "
+        "space-separated) the matcher must have applied before answering.",
     )
 
 

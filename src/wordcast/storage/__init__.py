@@ -2,7 +2,8 @@
 
 What it owns: every key of a cluster (:mod:`.keys`), the Lua scripts that change subscriptions
 atomically (:mod:`.scripts`), and one store per concern: subscription records
-(:mod:`.subscriptions`), the word maps (:mod:`.word_maps`), the event stream and its follower
+(:mod:`.subscriptions`, one shard's; :mod:`.sharded`, all of them; :mod:`.shards`, where they
+live), the word maps (:mod:`.word_maps`), the event stream and its follower
 (:mod:`.events`), tenants and shared streams (:mod:`.tenants`), the cluster's membership
 (:mod:`.membership`), the publication log (:mod:`.publication_log`), mapping versions
 (:mod:`.mappings`), the outboxes (:mod:`.outbox`), dead letters (:mod:`.dead_letters`) and
@@ -51,21 +52,27 @@ Keys (all under a namespace, ``wordcast`` by default, so several clusters can sh
 
 Mapping versions are described in :mod:`.mappings`, the outboxes in :mod:`.outbox`.
 
-**On a Redis Cluster** (a ``redis+cluster://`` URL, :mod:`.redis`) the namespace becomes a hash
-tag, ``{wordcast}:sub:…``: every key above lives in one slot, so every script, transaction and
-multi-stream read works unchanged, and a master's failure is survived by its replica taking over.
-The outboxes, which carry most of the traffic, are the exception: each has a hash tag of its own,
-chosen to spread them over the masters (:mod:`.outbox`). Replication being asynchronous, the
+**Shards.** The keys from ``{ns}:sub:{id}`` to ``{ns}:events`` above, with the secrets epoch, the
+pattern loads and a copy of the mapping window, make up one shard of the subscription records
+(:mod:`.shards`): on one Redis the only shard is the namespace itself, so every key is as listed.
+On a Redis Cluster (a ``redis+cluster://`` URL, :mod:`.redis`) the namespace becomes a hash tag,
+``{wordcast}:…``, and there is a shard per master, each under a hash tag of its own
+(``{ns}:record-shards`` lists them): a subscription's record lives in the shard its id hashes to,
+with that shard's share of the placement sets, H(i), s(W), anchor maps and tenant sets, and its
+events go to that shard's stream. Every change therefore stays one script in one slot, so no
+change spans two slots and no crash leaves one half-made; readers add the shards up
+(:mod:`.word_maps`) and follow every shard's stream (:mod:`.events`). Tenants, API keys, streams,
+mapping versions, membership, rate limits and the publication log stay in the namespace's slot;
+the outboxes, which carry most of the traffic, have hash tags of their own (:mod:`.outbox`). A
+master's failure is survived by its replica taking over; replication being asynchronous, the
 writes that carry a promise (a routed batch's messages, a subscription stored, moved or deleted)
-wait for a replica with ``WAIT`` before they are acknowledged (:class:`~.redis.Replication`). The
-subscription records, word maps and event stream still share the namespace's slot, on one
-master: spreading them too, with the ordered, idempotent cross-slot sequences that needs, is the
-next step (issue 11).
+wait for a replica with ``WAIT`` before they are acknowledged (:class:`~.redis.Replication`).
 
-Every change is one Lua script, so the record, both word maps and the event that announces it are
-written atomically: concurrent routers cannot corrupt the counts, and a reader that loads a snapshot
-and then replays the events after its starting position always converges to the committed state.
-Events carry the words whose global count rose from zero (``born``) or fell to zero (``died``), and
+Every change is one Lua script in its shard, so the record, both word maps and the event that
+announces it are written atomically: concurrent routers cannot corrupt the counts, and a reader
+that loads a snapshot and then replays the events after its starting position always converges to
+the committed state. Events carry the words whose count in their shard's s(W) rose from zero
+(``born``) or fell to zero (``died``), and
 for each matcher the words whose count in its H(i) did (``held``, ``dropped``), so routers keep s(W)
 and which matchers hold each word (:func:`wordcast.routing.mapping.route_held`) without rereading them; a
 pattern event names the matchers on which its anchor's count rose from or fell to zero, so routers
@@ -91,7 +98,9 @@ from wordcast.storage.redis import (
     connect,
     stored_namespace,
 )
-from wordcast.storage.subscriptions import EVENTS_MAX, SubscriptionStore
+from wordcast.storage.sharded import Subscriptions
+from wordcast.storage.shards import Shards
+from wordcast.storage.subscriptions import EVENTS_MAX
 from wordcast.storage.tenants import TenantStore
 from wordcast.storage.word_maps import WordMaps
 
@@ -110,13 +119,14 @@ class Store:
         self.ns = namespace
         self.keys = Keys(namespace)
         self.replication = replication
-        self.subscriptions = SubscriptionStore(client, self.keys, events_max, replication)
-        self.word_maps = WordMaps(client, self.keys)
-        self.events = EventLog(client, self.keys)
+        self.shards = Shards(client, namespace)
+        self.subscriptions = Subscriptions(client, self.shards, events_max, replication)
+        self.word_maps = WordMaps(client, self.shards)
+        self.events = EventLog(client, self.shards)
         self.tenants = TenantStore(client, self.keys)
-        self.cluster = ClusterStore(client, self.keys)
+        self.cluster = ClusterStore(client, self.keys, self.shards)
         self.publication_log = PublicationLog(client, self.keys)
-        self.mappings = MappingStore(client, namespace)
+        self.mappings = MappingStore(client, namespace, self.shards)
         self.dead_letters = DeadLetters(client, namespace)
 
     @classmethod

@@ -1,4 +1,5 @@
-"""The subscription event stream, and the follower that keeps an in-memory replica in step with it."""
+"""The subscription event streams (one per shard), and the follower that keeps an in-memory replica
+in step with them."""
 
 from __future__ import annotations
 
@@ -8,42 +9,90 @@ from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 from wordcast.errors import StoreUnavailable
-from wordcast.storage.keys import Keys
 from wordcast.storage.records import SubscriptionEvent, event_from_fields, event_order
 from wordcast.storage.redis import translated
+from wordcast.storage.shards import Shards
 
 log = logging.getLogger(__name__)
 
+POLL_MS = 50  # with several shards, how often a follower with nothing to do reads them again
+
 
 class EventLog:
-    def __init__(self, client: Any, keys: Keys) -> None:
+    """Every shard's event stream (:mod:`wordcast.storage.shards`). A position is one event id
+    per shard, space-separated: one id on one Redis."""
+
+    def __init__(self, client: Any, shards: Shards) -> None:
         self.client = client
-        self.keys = keys
+        self.shards = shards
+
+    async def streams(self) -> list[str]:
+        return [keys.events for keys in await self.shards.keys()]
 
     async def last_event_id(self) -> str:
+        """The position of the last event of every shard."""
+        streams = await self.streams()
+        pipe = self.client.pipeline(transaction=False)
+        for stream in streams:
+            pipe.xrevrange(stream, count=1)
         with translated("reading the event stream"):
-            last = await self.client.xrevrange(self.keys.events, count=1)
-        return str(last[0][0]) if last else "0-0"
+            replies = await pipe.execute()
+        return " ".join(str(last[0][0]) if last else "0-0" for last in replies)
 
-    async def first_event_id(self) -> str | None:
+    async def first_event_ids(self) -> list[str | None]:
+        """Each shard's first event still in its stream (None: the stream is empty)."""
+        streams = await self.streams()
+        pipe = self.client.pipeline(transaction=False)
+        for stream in streams:
+            pipe.xrange(stream, count=1)
         with translated("reading the event stream"):
-            first = await self.client.xrange(self.keys.events, count=1)
-        return str(first[0][0]) if first else None
+            replies = await pipe.execute()
+        return [str(first[0][0]) if first else None for first in replies]
 
     async def events_after(
-        self, event_id: str, count: int = 1_000, block_ms: int | None = None
-    ) -> list[SubscriptionEvent]:
+        self, position: str, count: int = 1_000, block_ms: int | None = None
+    ) -> list[list[SubscriptionEvent]]:
+        """For each shard, up to ``count`` of its events after ``position``'s id for it.
+
+        ``block_ms`` waits that long for one when there is none: on one stream with a blocking
+        read; with several, which a cluster cannot read in one command, by reading them all
+        again every ``POLL_MS`` until one has an event or the time is up."""
+        streams = await self.streams()
+        after = ids_of(position, len(streams))
         with translated("reading the event stream"):
-            if block_ms is None:
-                entries = await self.client.xrange(
-                    self.keys.events, min=f"({event_id}", count=count
-                )
+            if block_ms is not None and len(streams) == 1:
+                reply = await self.client.xread({streams[0]: after[0]}, count=count, block=block_ms)
+                entries = [reply[0][1] if reply else []]
             else:
-                reply = await self.client.xread(
-                    {self.keys.events: event_id}, count=count, block=block_ms
-                )
-                entries = reply[0][1] if reply else []
-        return [event_from_fields(entry_id, fields) for entry_id, fields in entries]
+                waited = 0
+                while True:
+                    pipe = self.client.pipeline(transaction=False)
+                    for stream, event_id in zip(streams, after, strict=True):
+                        pipe.xrange(stream, min=f"({event_id}", count=count)
+                    entries = await pipe.execute()
+                    if block_ms is None or waited >= block_ms or any(entries):
+                        break
+                    await asyncio.sleep(POLL_MS / 1000)
+                    waited += POLL_MS
+        return [
+            [event_from_fields(entry_id, fields, shard) for entry_id, fields in shard_entries]
+            for shard, shard_entries in enumerate(entries)
+        ]
+
+
+def ids_of(position: str, shards: int) -> list[str]:
+    """A position's id for each of ``shards`` shards ("0-0", before any event, where it has none)."""
+    ids = position.split()
+    return ids + ["0-0"] * (shards - len(ids))
+
+
+def reached(position: str, until: str) -> bool:
+    """Whether ``position`` is at or past ``until`` in every shard."""
+    shards = max(len(position.split()), len(until.split()))
+    return all(
+        event_order(at) >= event_order(wanted)
+        for at, wanted in zip(ids_of(position, shards), ids_of(until, shards), strict=True)
+    )
 
 
 class EventFollower:
@@ -52,7 +101,8 @@ class EventFollower:
     ``start`` records the stream position, loads a snapshot, then replays what came after; ``run``
     then tails the stream. Applying an event must be idempotent per subscription (last event wins),
     which makes replaying events the snapshot already reflects harmless. ``catch_up`` lets a request
-    handler apply everything up to a given event before it answers (read-your-writes).
+    handler apply everything up to a given position before it answers (read-your-writes). With
+    several shards each is followed in its own order; ``position`` has an id for each.
     """
 
     def __init__(
@@ -77,29 +127,38 @@ class EventFollower:
         await self.catch_up()
         self.ready.set()
 
-    def _take(self, events: list[SubscriptionEvent]) -> None:
-        fresh = [e for e in events if event_order(e.id) > event_order(self.position)]
+    def _take(self, events: list[list[SubscriptionEvent]]) -> None:
+        ids = ids_of(self.position, len(events))
+        fresh = []
+        for shard, shard_events in enumerate(events):
+            new = [e for e in shard_events if event_order(e.id) > event_order(ids[shard])]
+            if new:
+                fresh += new
+                ids[shard] = new[-1].id
         if fresh:
             self._apply(fresh)
-            self.position = fresh[-1].id
+            self.position = " ".join(ids)
 
     async def catch_up(self, until: str | None = None) -> None:
         """Apply every event after the current position (at least up to ``until``)."""
-        if until is not None and event_order(until) <= event_order(self.position):
+        if until is not None and reached(self.position, until):
             return
         # Concurrent callers share one reader: whoever waited usually finds its event applied
         # already, instead of every request rereading the same tail of the stream.
         async with self._reading:
-            while until is None or event_order(until) > event_order(self.position):
+            while until is None or not reached(self.position, until):
                 events = await self._events.events_after(self.position)
                 self._take(events)
-                if len(events) < 1_000:
+                if all(len(shard) < 1_000 for shard in events):
                     return
 
     async def _gap(self) -> bool:
         """True when events after our position were trimmed away before we read them."""
-        first = await self._events.first_event_id()
-        return first is not None and event_order(first) > event_order(self.position) > (0, 0)
+        firsts = await self._events.first_event_ids()
+        return any(
+            first is not None and event_order(first) > event_order(at) > (0, 0)
+            for first, at in zip(firsts, ids_of(self.position, len(firsts)), strict=True)
+        )
 
     async def run(self) -> None:
         delay = 0.1
@@ -108,7 +167,7 @@ class EventFollower:
                 if not self.ready.is_set():
                     await self.start()
                 events = await self._events.events_after(self.position, block_ms=self._block_ms)
-                if events and await self._gap():
+                if any(events) and await self._gap():
                     log.warning("subscription events were trimmed before we read them; resyncing")
                     self.ready.clear()
                     continue

@@ -15,7 +15,8 @@ Keys (under the namespace):
 ``{ns}:mapping:active``         the version routers route new batches with
 ``{ns}:mapping:window``         "low high": versions routers may still be routing with (see
                                 :mod:`wordcast.routing.placement`); kept in step by
-                                :mod:`wordcast.ops.migration`
+                                :mod:`wordcast.ops.migration`, and copied into every other
+                                shard of the subscription records (:mod:`.shards`)
 ``{ns}:mapping:retiring``       v while the placements that served only versions before v are being
                                 dropped (the window is "v v" already): a router that finds it set
                                 finishes the work of one that stopped midway
@@ -37,6 +38,7 @@ import redis.asyncio as aioredis
 from wordcast.errors import MappingError
 from wordcast.routing.mapping import HashMapping, LearnedMapping
 from wordcast.storage.redis import on_cluster, translated
+from wordcast.storage.shards import Shards
 
 CHUNK = 10_000
 
@@ -64,9 +66,12 @@ return 0
 
 
 class MappingStore:
-    def __init__(self, client: aioredis.Redis, namespace: str = "wordcast") -> None:
+    def __init__(
+        self, client: aioredis.Redis, namespace: str = "wordcast", shards: Shards | None = None
+    ) -> None:
         self.client: Any = client
         self.ns = namespace
+        self.shards = shards or Shards(client, namespace)
         self._raise_latest = client.register_script(_RAISE_LATEST)
         self._release = client.register_script(_RELEASE)
         self._renew = client.register_script(_RENEW)
@@ -185,7 +190,19 @@ class MappingStore:
     async def set_window(self, low: int, high: int) -> None:
         with translated("moving the mapping window"):
             await self.client.set(self.key("window"), f"{low} {high}")
+            await self._copy_window(f"{low} {high}")
             await self.client.publish(self.channel, "window")
+
+    async def _copy_window(self, window: str) -> None:
+        """The window into every other shard's copy, which its scripts check a placement
+        against (:mod:`wordcast.storage.shards`); after the namespace's, so that a copy is
+        never ahead of what routers read."""
+        others = (await self.shards.keys())[1:]
+        if others:
+            pipe = self.client.pipeline(transaction=False)
+            for keys in others:
+                pipe.set(keys.window, window)
+            await pipe.execute()
 
     async def narrow_window(self, version: int) -> None:
         """The window becomes "v v", and v is marked as being retired (until :meth:`retired`)."""
@@ -194,6 +211,7 @@ class MappingStore:
                 pipe.set(self.key("window"), f"{version} {version}")
                 pipe.set(self.key("retiring"), version)
                 await pipe.execute()
+            await self._copy_window(f"{version} {version}")
             await self.client.publish(self.channel, "window")
 
     async def retiring(self) -> int | None:

@@ -8,12 +8,14 @@ from typing import Any
 
 from wordcast.storage.keys import Keys
 from wordcast.storage.redis import translated
+from wordcast.storage.shards import Shards
 
 
 class ClusterStore:
-    def __init__(self, client: Any, keys: Keys) -> None:
+    def __init__(self, client: Any, keys: Keys, shards: Shards | None = None) -> None:
         self.client = client
         self.keys = keys
+        self.shards = shards or Shards(client, keys.ns)
 
     async def register_matcher(self, matcher: int, url: str) -> None:
         with translated("registering a matcher's URL"):
@@ -53,8 +55,12 @@ class ClusterStore:
 
     async def held_by(self, matcher: int) -> int:
         """How many subscriptions matcher i holds (for any mapping version in use)."""
+        shards = await self.shards.keys()
+        pipe = self.client.pipeline(transaction=False)
+        for keys in shards:
+            pipe.scard(keys.matcher_subs(matcher))
         with translated("counting a matcher's subscriptions"):
-            return int(await self.client.scard(self.keys.matcher_subs(matcher)))
+            return sum(int(count) for count in await pipe.execute())
 
     async def forget_matcher(self, matcher: int) -> None:
         """Drop the URL of a matcher removed by scaling down."""

@@ -58,6 +58,7 @@ class SubscriptionEvent:
     anchor_left: tuple[int, ...] = ()
     held: tuple[tuple[int, tuple[str, ...]], ...] = ()
     dropped: tuple[tuple[int, tuple[str, ...]], ...] = ()
+    shard: int = 0  # whose event stream it came from (:mod:`wordcast.storage.shards`)
 
 
 def audience(publisher: str, stream: str) -> str:
@@ -114,7 +115,7 @@ def subscription_from_values(sub_id: str, values: Sequence[str | None]) -> Subsc
     )
 
 
-def event_from_fields(event_id: str, fields: dict[str, str]) -> SubscriptionEvent:
+def event_from_fields(event_id: str, fields: dict[str, str], shard: int = 0) -> SubscriptionEvent:
     sub = subscription_from_fields(fields["sub"], fields)
     op = fields["op"]
     held = _word_changes(fields.get("held"))
@@ -131,6 +132,7 @@ def event_from_fields(event_id: str, fields: dict[str, str]) -> SubscriptionEven
         anchor_left=tuple(int(m) for m in fields.get("anchor_left", "").split()),
         held=held,
         dropped=_word_changes(fields.get("dropped")),
+        shard=shard,
     )
 
 

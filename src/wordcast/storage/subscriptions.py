@@ -1,5 +1,7 @@
-"""Subscription records and every change to them, each one atomic Lua script
-(:mod:`wordcast.storage.scripts`) that also keeps the word maps and announces the change."""
+"""One shard's subscription records and every change to them, each one atomic Lua script
+(:mod:`wordcast.storage.scripts`) that also keeps the shard's word maps and announces the change
+on its event stream (the shards: :mod:`wordcast.storage.shards`; all of them as one store:
+:mod:`wordcast.storage.sharded`)."""
 
 from __future__ import annotations
 
@@ -162,16 +164,16 @@ class SubscriptionStore(SubscriptionReads):
         self._move_pattern = client.register_script(scripts.MOVE_PATTERN)
 
     async def add(
-        self, sub: Subscription, tenant_limit: int = 1_000_000, window: str = "0 0"
+        self, sub: Subscription, tenant_limit: int = 1_000_000, window: str = "0 0", others: int = 0
     ) -> str:
         """Store a subscription and announce it; returns the event id.
 
         A subscription was placed for the mapping ``window``; if the window moved meanwhile, nothing
         is stored and StaleMapping is raised (place it again). Raises
         ValueError on a duplicate id and LimitExceeded when the tenant holds ``tenant_limit``
-        subscriptions already.
+        subscriptions already (``others`` of them in other shards).
         """
-        script, keys, args = self._add_call(sub, tenant_limit, window)
+        script, keys, args = self._add_call(sub, tenant_limit - others, window)
         with translated("storing a subscription"):
             event_id = await self.replication.run_script(
                 self.client, script, keys, args, "storing a subscription"
@@ -179,19 +181,26 @@ class SubscriptionStore(SubscriptionReads):
         return _added(sub, event_id, tenant_limit, window)
 
     async def add_many(
-        self, subs: Sequence[Subscription], tenant_limit: int = 1_000_000, window: str = "0 0"
+        self,
+        subs: Sequence[Subscription],
+        tenant_limit: int = 1_000_000,
+        window: str = "0 0",
+        others: dict[str, int] | None = None,
     ) -> list[str | BaseException]:
         """Store subscriptions in order, each with :meth:`add`'s script, in one round trip.
 
         Each one is stored or refused on its own (the scripts are atomic one by one, not as a
         whole): the answer is, in order, each one's event id or the error :meth:`add` would have
         raised for it (StaleMapping, LimitExceeded, ValueError for an id that exists).
+        ``others``: how many subscriptions each tenant holds in other shards.
         """
         if not subs:
             return []
+        others = others or {}
         pipe = self.client.pipeline(transaction=False)
         for sub in subs:
-            script, keys, args = self._add_call(sub, tenant_limit, window)
+            limit = tenant_limit - others.get(sub.tenant, 0)
+            script, keys, args = self._add_call(sub, limit, window)
             await queue_script(pipe, script, keys, args)
         with translated("storing subscriptions"):
             replies = await self.replication.execute(

@@ -1,6 +1,7 @@
 """Reads of the word maps routing and placement work on: s(W), each matcher's H(i) (S³-TM §4.2),
 its anchors and pattern load, and the subscriptions placed on it. The writes are the subscription
-scripts' (:mod:`wordcast.storage.subscriptions`)."""
+scripts' (:mod:`wordcast.storage.subscriptions`). Each shard holds its records' share of every map
+(:mod:`wordcast.storage.shards`): a word is held where any shard holds it, counts add up."""
 
 from __future__ import annotations
 
@@ -15,34 +16,64 @@ from wordcast.storage import scripts
 from wordcast.storage.keys import Keys
 from wordcast.storage.records import FIELDS, Subscription, subscription_from_values
 from wordcast.storage.redis import translated
+from wordcast.storage.shards import Shards
 
 MATCHER = FIELDS.index("matcher")
 
 
 class WordMaps:
-    def __init__(self, client: Any, keys: Keys) -> None:
+    def __init__(self, client: Any, shards: Shards) -> None:
         self.client = client
-        self.keys = keys
+        self.shards = shards
         self._records = client.register_script(scripts.RECORDS)
 
     async def subscribed_words(self) -> set[str]:
+        shards = await self.shards.keys()
+        pipe = self.client.pipeline(transaction=False)
+        for keys in shards:
+            pipe.hkeys(keys.words)
         with translated("reading the subscribed words"):
-            return set(await self.client.hkeys(self.keys.words))
+            return {word for words in await pipe.execute() for word in words}
+
+    async def held_words_by_shard(self, matchers: int) -> list[dict[int, list[str]]]:
+        """For each shard, the words of its share of H(i) for matchers 0 … ``matchers`` - 1, in
+        one round trip."""
+        shards = await self.shards.keys()
+        pipe = self.client.pipeline(transaction=False)
+        for keys in shards:
+            for matcher in range(matchers):
+                pipe.hkeys(keys.matcher_words(matcher))
+        with translated("reading the subscription word maps"):
+            replies = await pipe.execute()
+        return [
+            dict(enumerate(replies[shard * matchers : (shard + 1) * matchers]))
+            for shard in range(len(shards))
+        ]
 
     async def held_words(self, matchers: int) -> dict[int, list[str]]:
         """The words of H(i) for matchers 0 … ``matchers`` - 1, in one round trip."""
-        pipe = self.client.pipeline(transaction=False)
-        for matcher in range(matchers):
-            pipe.hkeys(self.keys.matcher_words(matcher))
-        with translated("reading the subscription word maps"):
-            replies = await pipe.execute()
-        return dict(enumerate(replies))
+        held: dict[int, set[str]] = {matcher: set() for matcher in range(matchers)}
+        for shard in await self.held_words_by_shard(matchers):
+            for matcher, words in shard.items():
+                held[matcher].update(words)
+        return {matcher: list(words) for matcher, words in held.items()}
 
     async def word_map(self, matcher: int) -> dict[str, int]:
         """H(i) with counts."""
-        with translated("reading a subscription word map"):
-            raw = await self.client.hgetall(self.keys.matcher_words(matcher))
-        return {word: int(count) for word, count in raw.items()}
+        return await self._summed("reading a subscription word map", Keys.matcher_words, matcher)
+
+    async def _summed(self, action: str, key_of: Any, *args: Any) -> dict[str, int]:
+        shards = await self.shards.keys()
+        pipe = self.client.pipeline(transaction=False)
+        for keys in shards:
+            pipe.hgetall(key_of(keys, *args))
+        with translated(action):
+            replies = await pipe.execute()
+        summed: dict[str, int] = {}
+        for raw in replies:
+            for field, count in raw.items():
+                summed[field] = summed.get(field, 0) + int(count)
+        return summed
 
     async def word_map_view(
         self, matchers: int, candidates: Iterable[int], terms: Sequence[str]
@@ -56,34 +87,53 @@ class WordMaps:
         self, matchers: int, candidates: Iterable[int], words: Iterable[str]
     ) -> tuple[list[int], dict[int, set[str]]]:
         """|H(i)| for every matcher, and which of ``words`` each candidate's H(i) holds; one
-        round trip (a batch's :class:`~wordcast.routing.placement.PlanningView`)."""
+        round trip (a batch's :class:`~wordcast.routing.placement.PlanningView`). With more than
+        one shard |H(i)| is the sum of the shards' sizes, which counts a word two shards hold
+        twice: LASP balances on that bound rather than read every word map whole per batch."""
+        shards = await self.shards.keys()
         wanted = sorted(candidates)
         asked = list(dict.fromkeys(words))
         pipe = self.client.pipeline(transaction=False)
-        for matcher in range(matchers):
-            pipe.hlen(self.keys.matcher_words(matcher))
-        for matcher in wanted:
-            pipe.hmget(self.keys.matcher_words(matcher), asked)
+        for keys in shards:
+            for matcher in range(matchers):
+                pipe.hlen(keys.matcher_words(matcher))
+            for matcher in wanted:
+                pipe.hmget(keys.matcher_words(matcher), asked)
         with translated("reading the subscription word maps"):
             replies = await pipe.execute()
-        sizes = [int(size) for size in replies[:matchers]]
-        held = {
-            matcher: {word for word, count in zip(asked, counts, strict=True) if count is not None}
-            for matcher, counts in zip(wanted, replies[matchers:], strict=True)
-        }
+        sizes = [0] * matchers
+        held: dict[int, set[str]] = {matcher: set() for matcher in wanted}
+        step = matchers + len(wanted)
+        for start in range(0, len(replies), step):
+            shard = replies[start : start + step]
+            for matcher, size in enumerate(shard[:matchers]):
+                sizes[matcher] += int(size)
+            for matcher, counts in zip(wanted, shard[matchers:], strict=True):
+                held[matcher].update(w for w, c in zip(asked, counts, strict=True) if c is not None)
         return sizes, held
 
     async def anchor_map(self, matcher: int) -> dict[str, int]:
         """The anchors of the pattern subscriptions on a matcher, with counts."""
-        with translated("reading an anchor map"):
-            raw = await self.client.hgetall(self.keys.matcher_anchors(matcher))
-        return {anchor: int(count) for anchor, count in raw.items()}
+        return await self._summed("reading an anchor map", Keys.matcher_anchors, matcher)
+
+    async def anchor_maps_by_shard(self, matchers: int) -> list[dict[int, list[str]]]:
+        """For each shard, the anchors its patterns hold on matchers 0 … ``matchers`` - 1."""
+        shards = await self.shards.keys()
+        pipe = self.client.pipeline(transaction=False)
+        for keys in shards:
+            for matcher in range(matchers):
+                pipe.hkeys(keys.matcher_anchors(matcher))
+        with translated("reading the anchor maps"):
+            replies = await pipe.execute()
+        return [
+            dict(enumerate(replies[shard * matchers : (shard + 1) * matchers]))
+            for shard in range(len(shards))
+        ]
 
     async def pattern_loads(self) -> dict[int, int]:
         """How many pattern subscriptions each matcher holds."""
-        with translated("reading the pattern loads"):
-            raw = await self.client.hgetall(self.keys.pattern_load)
-        return {int(matcher): int(count) for matcher, count in raw.items()}
+        loads = await self._summed("reading the pattern loads", lambda keys: keys.pattern_load)
+        return {int(matcher): count for matcher, count in loads.items()}
 
     async def placed_on(self, matcher: int, page: int = 2_000) -> AsyncIterator[list[Subscription]]:
         """The subscriptions placed on a matcher, in pages, for rebuilding its index.
@@ -102,8 +152,8 @@ class WordMaps:
                     await ahead.put(_subscriptions(sub_ids, await reply))
 
             try:
-                async for sub_ids in self._ids_on(matcher, page):
-                    flight.append((sub_ids, asyncio.ensure_future(self._fields_of(sub_ids))))
+                async for keys, sub_ids in self._ids_on(matcher, page):
+                    flight.append((sub_ids, asyncio.ensure_future(self._fields_of(keys, sub_ids))))
                     await hand_on(1)
                 await hand_on(0)
                 await ahead.put(None)
@@ -124,25 +174,26 @@ class WordMaps:
             finally:
                 reader.cancel()
 
-    async def _ids_on(self, matcher: int, page: int) -> AsyncIterator[list[str]]:
-        """The ids in a matcher's set, in pages, each once (a scan may list one twice). All are
-        listed before the first page: scans between the reads of records slow both down."""
-        ids: list[str] = []
-        cursor = 0
-        while True:
-            cursor, found = await self.client.sscan(
-                self.keys.matcher_subs(matcher), cursor=cursor, count=10_000
-            )
-            ids += found
-            if cursor == 0:
-                break
-        ids = list(dict.fromkeys(ids))
-        for start in range(0, len(ids), page):
-            yield ids[start : start + page]
+    async def _ids_on(self, matcher: int, page: int) -> AsyncIterator[tuple[Keys, list[str]]]:
+        """The ids in a matcher's set in each shard, in pages, each once (a scan may list one
+        twice). A shard's are all listed before its first page: scans between the reads of
+        records slow both down."""
+        for keys in await self.shards.keys():
+            ids: list[str] = []
+            cursor = 0
+            while True:
+                cursor, found = await self.client.sscan(
+                    keys.matcher_subs(matcher), cursor=cursor, count=10_000
+                )
+                ids += found
+                if cursor == 0:
+                    break
+            ids = list(dict.fromkeys(ids))
+            for start in range(0, len(ids), page):
+                yield keys, ids[start : start + page]
 
-    async def _fields_of(self, sub_ids: list[str]) -> str:
-        keys = [self.keys.sub(sub_id) for sub_id in sub_ids]
-        reply: str = await self._records(keys=keys, args=FIELDS)
+    async def _fields_of(self, keys: Keys, sub_ids: list[str]) -> str:
+        reply: str = await self._records(keys=[keys.sub(i) for i in sub_ids], args=FIELDS)
         return reply
 
 

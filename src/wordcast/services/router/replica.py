@@ -4,7 +4,7 @@ anchor. A router keeps no state another router could not rebuild the same way.""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from wordcast.routing.anchors import AnchorIndex
 from wordcast.routing.mapping import WordHolders
@@ -13,20 +13,39 @@ from wordcast.storage.records import SubscriptionEvent
 
 
 class Replica:
+    """With more than one shard of subscription records (:mod:`wordcast.storage.shards`), a word
+    is held by a matcher while any shard's share of its H(i) holds it: each shard's part is kept
+    too, so that a word dropped in one shard stays routed while another still holds it."""
+
     def __init__(self) -> None:
         self.held = WordHolders()
         self.anchors = AnchorIndex()
+        self._held_by_shard: list[WordHolders] = []
+        self._anchors_by_shard: list[dict[str, set[int]]] = []
 
     async def load(self, store: Store, matchers: int) -> None:
         """Read matchers 0 … ``matchers`` - 1's word maps and anchors afresh."""
-        held = WordHolders()
-        for matcher, words in (await store.word_maps.held_words(matchers)).items():
-            held.hold(matcher, words)
-        anchors = AnchorIndex()
-        for matcher in range(matchers):
-            for anchor in await store.word_maps.anchor_map(matcher):
-                anchors.add(anchor, matcher)
+        held, anchors = WordHolders(), AnchorIndex()
+        held_by_shard, anchors_by_shard = [], []
+        shards = await store.word_maps.held_words_by_shard(matchers)
+        for shard in shards:
+            part = WordHolders()
+            for matcher, words in shard.items():
+                held.hold(matcher, words)
+                part.hold(matcher, words)
+            held_by_shard.append(part)
+        for shard_anchors in await store.word_maps.anchor_maps_by_shard(matchers):
+            owners: dict[str, set[int]] = {}
+            for matcher, found in shard_anchors.items():
+                for anchor in found:
+                    anchors.add(anchor, matcher)
+                    owners.setdefault(anchor, set()).add(matcher)
+            anchors_by_shard.append(owners)
         self.held, self.anchors = held, anchors
+        if len(shards) > 1:  # one shard's part would be the whole, twice in memory
+            self._held_by_shard, self._anchors_by_shard = held_by_shard, anchors_by_shard
+        else:
+            self._held_by_shard, self._anchors_by_shard = [], []
 
     def apply(self, events: Iterable[SubscriptionEvent]) -> None:
         for event in events:
@@ -34,10 +53,36 @@ class Replica:
             if sub.is_pattern:
                 for matcher in event.anchor_joined:
                     self.anchors.add(sub.anchor, matcher)
+                    if self._anchors_by_shard:
+                        owners = self._anchors_by_shard[event.shard]
+                        owners.setdefault(sub.anchor, set()).add(matcher)
                 for matcher in event.anchor_left:
+                    if self._anchor_elsewhere(event.shard, sub.anchor, matcher):
+                        continue
                     self.anchors.discard(sub.anchor, matcher)
             else:
                 for matcher, words in event.held:
                     self.held.hold(matcher, words)
+                    if self._held_by_shard:
+                        self._held_by_shard[event.shard].hold(matcher, words)
                 for matcher, words in event.dropped:
-                    self.held.drop(matcher, words)
+                    self.held.drop(matcher, self._dropped_everywhere(event.shard, matcher, words))
+
+    def _dropped_everywhere(self, shard: int, matcher: int, words: Sequence[str]) -> list[str]:
+        """Of ``words`` dropped from ``matcher`` in ``shard``, those no other shard holds on it."""
+        if not self._held_by_shard:
+            return list(words)
+        self._held_by_shard[shard].drop(matcher, words)
+        bit = 1 << matcher
+        return [w for w in words if not any(part.get(w, 0) & bit for part in self._held_by_shard)]
+
+    def _anchor_elsewhere(self, shard: int, anchor: str, matcher: int) -> bool:
+        """Forget ``anchor`` on ``matcher`` in ``shard``; whether another shard still has it."""
+        if not self._anchors_by_shard:
+            return False
+        owners = self._anchors_by_shard[shard].get(anchor)
+        if owners is not None:
+            owners.discard(matcher)
+            if not owners:
+                del self._anchors_by_shard[shard][anchor]
+        return any(matcher in part.get(anchor, ()) for part in self._anchors_by_shard)

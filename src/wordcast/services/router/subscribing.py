@@ -39,7 +39,8 @@ from wordcast.services.router.tenants import Tenants
 from wordcast.storage import Store
 from wordcast.storage.events import EventFollower
 from wordcast.storage.outbox import Message
-from wordcast.storage.records import Subscription, event_order
+from wordcast.storage.records import Subscription
+from wordcast.storage.shards import latest
 from wordcast.webhooks.netguard import resolve
 
 log = logging.getLogger(__name__)
@@ -185,7 +186,7 @@ class Subscribing:
 
     async def _announce_stored(self, added: Sequence[Stored]) -> None:
         matchers = sorted({m for sub, _ in added for m in sub.matchers})
-        last = max((event_id for _, event_id in added), key=event_order)
+        last = latest(event_id for _, event_id in added) or "0-0"
         try:
             await self._announce(last, matchers)
         except StoreUnavailable as exc:  # as for one subscription: stored, not yet in effect here
