@@ -30,6 +30,7 @@ from tests.helpers import (
 from wordcast.client import RouterClient
 from wordcast.corpus.workload import post_queries, sample_posts
 from wordcast.query.analysis import analyze
+from wordcast.storage import Store
 from wordcast.storage.redis import connect_sync, slot_namespace
 from wordcast.testing.bruteforce import match_pairs
 
@@ -184,6 +185,36 @@ def test_the_outboxes_and_the_records_spread_over_the_masters(
         eventually(lambda: len(receiver.pairs()[offset:]) >= 4, 30, 0.2, "four matches")
         depths = [client.xlen(key) for key in keys.values()]
         assert all(depth == 0 for depth in depths), depths  # delivered, acknowledged, deleted
+    finally:
+        client.close()
+
+
+def test_a_namespace_from_before_the_records_were_sharded_keeps_them_in_its_slot(
+    sharded: RunningCluster,
+) -> None:
+    """A new namespace gets a shard per master; one whose slot already holds an event stream
+    (subscriptions stored before sharding) keeps one shard, so every record is still found."""
+    url = _redis_url(sharded)
+
+    async def shards(namespace: str) -> list[str]:
+        store = Store.connect(url, namespace)
+        try:
+            return [keys.ns for keys in await store.shards.keys()]
+        finally:
+            await store.aclose()
+
+    fresh, older = f"fresh-{uuid.uuid4().hex[:8]}", f"older-{uuid.uuid4().hex[:8]}"
+    client = connect_sync(url)
+    try:
+        client.set(f"{slot_namespace(older)}:mapping:window", "2 2")
+        assert len(asyncio.run(shards(fresh))) == 3
+        client.xadd(f"{slot_namespace(older)}:events", {"op": "add", "sub": "kept"})
+        assert asyncio.run(shards(older)) == [slot_namespace(older)]
+        # A new namespace's shards get the window it had already.
+        fresh_with_window = f"fresh-{uuid.uuid4().hex[:8]}"
+        client.set(f"{slot_namespace(fresh_with_window)}:mapping:window", "2 3")
+        prefixes = asyncio.run(shards(fresh_with_window))
+        assert [client.get(f"{p}:mapping:window") for p in prefixes] == ["2 3"] * 3
     finally:
         client.close()
 

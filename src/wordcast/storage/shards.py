@@ -23,6 +23,8 @@ Cluster the number of shards is the number of masters when the namespace is firs
 is the namespace's own slot and every other shard's prefix is a hash tag chosen to fall on a
 master holding no shard yet; the list is kept in ``{ns}:record-shards`` (set once, even if two
 processes race) and never changes, so that an id's shard stays where it is if slots move later.
+A namespace that already held subscriptions before its records were sharded (an event stream in
+its slot) keeps one shard, its own slot, as it was.
 """
 
 from __future__ import annotations
@@ -83,7 +85,14 @@ async def _cluster_prefixes(client: Any, namespace: str) -> list[str]:
     registry = f"{namespace}:record-shards"
     known = await client.get(registry)
     if known is None:
-        await client.set(registry, orjson.dumps(await _choose(client, namespace)), nx=True)
+        # A namespace that holds subscriptions from before the records were sharded keeps them
+        # where they are, in its own slot: one shard.
+        older = await client.exists(f"{namespace}:events")
+        prefixes = [namespace] if older else await _choose(client, namespace)
+        if await client.set(registry, orjson.dumps(prefixes), nx=True):
+            window = await client.get(f"{namespace}:mapping:window")
+            for prefix in prefixes[1:] if window is not None else ():
+                await client.set(Keys(prefix).window, window)
         known = await client.get(registry)
     return [str(prefix) for prefix in orjson.loads(known)]
 
