@@ -18,6 +18,7 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -40,7 +41,7 @@ async def _publish_for(
     seconds: float,
     batch: int,
     concurrency: int,
-    run: int,
+    run: int | str,
     rate: float = 0.0,
 ) -> tuple[int, float, list[int]]:
     """Publish batches from ``concurrency`` clients for ``seconds``, as fast as they can or at
@@ -94,6 +95,38 @@ def _wait_delivered(
             time.sleep(0.05)
 
 
+@dataclass(frozen=True)
+class WarmUp:
+    matches: int = 0  # delivered before the measured window
+    per_matcher: tuple[int, ...] = ()
+
+
+def _warm_up(
+    cluster: Cluster,
+    args: argparse.Namespace,
+    pool: list[tuple[str, str]],
+    matches_per_post: list[int],
+    run_no: int,
+    shedding: bool,
+) -> WarmUp:
+    """Publish for ``args.warmup`` seconds and wait for every match before the measured window,
+    so that it does not count what a fresh cluster does once (the dispatchers' first read of
+    each subscription's signing secret, connections made, caches filled)."""
+    seconds = getattr(args, "warmup", 0.0)
+    if seconds:
+        print(f"warming up for {seconds:g}s…", flush=True)
+        _, _, published = asyncio.run(
+            _publish_for(
+                cluster.router_url, pool, seconds, args.batch, args.concurrency, f"{run_no}w", 0.0
+            )
+        )
+        _wait_delivered(cluster, sum(matches_per_post[i] for i in published), shedding)
+    stats = [httpx.get(f"{u}/stats", timeout=10).json() for u in cluster.matcher_urls]
+    assert cluster.receiver_url is not None
+    matches = httpx.get(f"{cluster.receiver_url}/stats", timeout=10).json()["matches"]
+    return WarmUp(matches, tuple(s["delivered"] for s in stats))
+
+
 def run(args: argparse.Namespace) -> dict[str, Any]:
     print(f"loading {args.pool:,} corpus posts…", flush=True)
     posts = sample_posts(args.pool, seed=7)  # one pass over the corpus serves both
@@ -127,6 +160,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             redis_shards=getattr(args, "redis_shards", 0),
         ) as cluster:
             asyncio.run(_subscribe(cluster, queries))
+            warm = _warm_up(cluster, args, pool, matches_per_post, run_no, shedding)
             print(f"run {run_no + 1}/{args.runs}: publishing for {args.seconds:g}s…", flush=True)
             cpu_before = cpu_seconds(cluster)
             commands_before = redis_commands(cluster)
@@ -144,7 +178,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             )
             started = time.perf_counter() - elapsed
             expected = sum(matches_per_post[i] for i in published)
-            delivered, done = _wait_delivered(cluster, expected, shedding)
+            delivered, done = _wait_delivered(cluster, warm.matches + expected, shedding)
+            delivered -= warm.matches
             cpu = {
                 name: seconds - cpu_before.get(name, 0.0)
                 for name, seconds in cpu_seconds(cluster).items()
@@ -157,8 +192,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 spy.send_signal(signal.SIGINT)  # py-spy writes its flame graph and exits
                 spy.wait(60)
             per_matcher = [
-                httpx.get(f"{u}/stats", timeout=10).json()["delivered"]
-                for u in cluster.matcher_urls
+                httpx.get(f"{u}/stats", timeout=10).json()["delivered"] - before
+                for u, before in zip(cluster.matcher_urls, warm.per_matcher, strict=True)
             ]
             router = httpx.get(f"{cluster.router_url}/stats", timeout=10).json()
             latency = publish_to_webhook(cluster.matcher_urls)
@@ -364,6 +399,9 @@ def main() -> None:
     parser.add_argument("--subscriptions", type=int, default=10_000)
     parser.add_argument("--matchers", type=int, default=2)
     parser.add_argument("--seconds", type=float, default=20.0)
+    parser.add_argument(
+        "--warmup", type=float, default=0.0, help="seconds of publishing before the measured ones"
+    )
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--batch", type=int, default=1_000)
     parser.add_argument("--concurrency", type=int, default=4)
