@@ -164,6 +164,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             print(f"run {run_no + 1}/{args.runs}: publishing for {args.seconds:g}s…", flush=True)
             cpu_before = cpu_seconds(cluster)
             commands_before = redis_commands(cluster)
+            usec_before = redis_command_usec(cluster)
             spies = profile(cluster, f"{args.name}-run{run_no + 1}") if args.profile else []
             count, elapsed, published = asyncio.run(
                 _publish_for(
@@ -187,6 +188,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             commands = {
                 node: count - commands_before.get(node, 0)
                 for node, count in redis_commands(cluster).items()
+            }
+            command_usec = {
+                node: _top(
+                    {c: u - usec_before.get(node, {}).get(c, 0) for c, u in by_command.items()}
+                )
+                for node, by_command in redis_command_usec(cluster).items()
             }
             for spy in spies:
                 spy.send_signal(signal.SIGINT)  # py-spy writes its flame graph and exits
@@ -212,6 +219,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 "latency_s": latency,
                 "cpu_s": cpu,
                 "redis_commands": commands,
+                "redis_command_usec": command_usec,
                 "redis_masters": redis_masters(cluster),
                 "redis_nodes": [str(p) for p in cluster.redis_node_ports],  # redis-k: the k-th
                 "cpu_us_per_publication": {n: 1e6 * s / count for n, s in cpu.items()},
@@ -246,6 +254,31 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "median_p50_s": median([r["latency_s"]["p50"] for r in runs]),
         "median_p99_s": median([r["latency_s"]["p99"] for r in runs]),
     }
+
+
+def _ports(cluster: Cluster) -> list[int]:
+    return cluster.redis_node_ports or [int(cluster.redis_url.rsplit(":", 1)[1].split("/")[0])]
+
+
+def redis_command_usec(cluster: Cluster) -> dict[str, dict[str, int]]:
+    """Microseconds each Redis server spent in each command so far (``INFO commandstats``)."""
+    import redis
+
+    found: dict[str, dict[str, int]] = {}
+    for port in _ports(cluster):
+        client = redis.Redis(host="127.0.0.1", port=port, socket_timeout=5)
+        try:
+            stats = client.info("commandstats")
+        finally:
+            client.close()
+        found[str(port)] = {
+            name.removeprefix("cmdstat_"): int(entry["usec"]) for name, entry in stats.items()
+        }
+    return found
+
+
+def _top(usec: dict[str, int], keep: int = 6) -> dict[str, int]:
+    return dict(sorted(usec.items(), key=lambda item: -item[1])[:keep])
 
 
 def redis_commands(cluster: Cluster) -> dict[str, int]:
