@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 SPEC := pyproject.toml
 
-.PHONY: run test test-hosts test-unit test-redis-cluster lint unicode-tables bench bench-e2e bench-matcher bench-patterns bench-boolean bench-routing bench-routing-held bench-migration bench-shedding bench-subscribe bench-ingest bench-scale bench-delivery bench-scale-out bench-capacity env java clean
+.PHONY: run test test-hosts test-promtool test-unit test-redis-cluster lint unicode-tables bench bench-e2e bench-matcher bench-patterns bench-boolean bench-routing bench-routing-held bench-migration bench-shedding bench-subscribe bench-ingest bench-scale bench-delivery bench-scale-out bench-capacity env java clean
 
 # PySpark needs a Java runtime (17 or newer); it cannot come from PyPI, so say so clearly.
 java:
@@ -30,7 +30,7 @@ run: $(STAMP)
 
 # Lint first (CI runs exactly this target), then the unit suite (no processes, no Redis; under a
 # minute), then the end-to-end suite (real Redis, real processes, real HTTP).
-test: lint java test-hosts
+test: lint java test-hosts test-promtool
 	cargo test --manifest-path rust/Cargo.toml --quiet
 	$(BIN)/python -m pytest -n 2 tests/unit
 	$(BIN)/python -m pytest tests/e2e
@@ -43,6 +43,15 @@ test-hosts:
 		apt-get install -y -q --no-install-recommends iptables >/dev/null 2>&1 || \
 		{ apt-get update -q >/dev/null && apt-get install -y -q --no-install-recommends iptables >/dev/null; }; }
 	@command -v iptables >/dev/null 2>&1 && iptables --version || echo "iptables missing: the partition tests will be skipped"
+
+# The alerting rules in deploy/monitoring are checked with promtool, from Debian's prometheus
+# package (only promtool is used; where systemd runs, Debian also enables its server); as root,
+# installed when missing.
+test-promtool:
+	@command -v promtool >/dev/null 2>&1 || [ "$$(id -u)" != 0 ] || { \
+		apt-get install -y -q --no-install-recommends prometheus >/dev/null 2>&1 || \
+		{ apt-get update -q >/dev/null && apt-get install -y -q --no-install-recommends prometheus >/dev/null; }; }
+	@command -v promtool >/dev/null 2>&1 && promtool --version | head -1 || echo "promtool missing: the alerting rules' checks will be skipped"
 
 test-unit: $(STAMP)
 	$(BIN)/python -m pytest -n 2 tests/unit

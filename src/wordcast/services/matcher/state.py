@@ -32,6 +32,7 @@ log = logging.getLogger(__name__)
 PUBLICATIONS = Counter("wordcast_matcher_publications", "Publications matched")
 MATCHES = Counter("wordcast_matcher_matches", "Matches found")
 SUBSCRIPTIONS = Gauge("wordcast_matcher_subscriptions", "Subscriptions held")
+READY = Gauge("wordcast_matcher_ready", "1 once the matcher serves (its subscriptions loaded)")
 # A request with another internal token re-reads the cluster's from Redis at most this often.
 TOKEN_REREAD_S = 1.0
 
@@ -45,6 +46,7 @@ class MatcherState:
         self.settings = settings
         self.index = self._new_index()
         self.follower = EventFollower(store.events, self._load_snapshot, self._apply)
+        READY.set_function(lambda: float(self.ready))
         self.outbox = store.outbox(settings.ordinal)
         self.dispatcher = Dispatcher(
             self.outbox,
