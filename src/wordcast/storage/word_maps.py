@@ -38,12 +38,20 @@ class WordMaps:
     async def held_words_by_shard(self, matchers: int) -> list[dict[int, list[str]]]:
         """For each shard, the words of its share of H(i) for matchers 0 … ``matchers`` - 1, in
         one round trip."""
+        return await self._fields_by_shard(
+            "reading the subscription word maps", Keys.matcher_words, matchers
+        )
+
+    async def _fields_by_shard(
+        self, action: str, key_of: Any, matchers: int
+    ) -> list[dict[int, list[str]]]:
+        """For each shard, the fields of ``key_of(shard's keys, matcher)`` for each matcher."""
         shards = await self.shards.keys()
         pipe = self.client.pipeline(transaction=False)
         for keys in shards:
             for matcher in range(matchers):
-                pipe.hkeys(keys.matcher_words(matcher))
-        with translated("reading the subscription word maps"):
+                pipe.hkeys(key_of(keys, matcher))
+        with translated(action):
             replies = await pipe.execute()
         return [
             dict(enumerate(replies[shard * matchers : (shard + 1) * matchers]))
@@ -118,17 +126,9 @@ class WordMaps:
 
     async def anchor_maps_by_shard(self, matchers: int) -> list[dict[int, list[str]]]:
         """For each shard, the anchors its patterns hold on matchers 0 … ``matchers`` - 1."""
-        shards = await self.shards.keys()
-        pipe = self.client.pipeline(transaction=False)
-        for keys in shards:
-            for matcher in range(matchers):
-                pipe.hkeys(keys.matcher_anchors(matcher))
-        with translated("reading the anchor maps"):
-            replies = await pipe.execute()
-        return [
-            dict(enumerate(replies[shard * matchers : (shard + 1) * matchers]))
-            for shard in range(len(shards))
-        ]
+        return await self._fields_by_shard(
+            "reading the anchor maps", Keys.matcher_anchors, matchers
+        )
 
     async def pattern_loads(self) -> dict[int, int]:
         """How many pattern subscriptions each matcher holds."""
