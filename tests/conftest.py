@@ -25,6 +25,10 @@ from wordcast.local.redis_server import start_redis_cluster
 from wordcast.local.supervisor import free_port
 from wordcast.storage.redis import stored_namespace
 
+# Every `wordcast up` the tests start records its Redis for the other commands
+# (wordcast.local.record): kept apart from the record of a cluster a developer runs.
+os.environ["WORDCAST_STATE_DIR"] = tempfile.mkdtemp(prefix="wordcast-test-state-")
+
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:

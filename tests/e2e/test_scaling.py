@@ -23,6 +23,7 @@ import sys
 import threading
 import time
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -256,7 +257,11 @@ def test_scaling_up_and_down_under_a_stream_loses_and_duplicates_nothing(
     ("args", "env", "message"),
     [
         (["0"], {"REDIS_URL": "redis://127.0.0.1:1/0"}, "must be at least 1"),
-        (["3"], {"REDIS_URL": ""}, "give --redis-url or set REDIS_URL"),
+        (
+            ["3"],
+            {"REDIS_URL": "", "WORDCAST_STATE_DIR": "/nonexistent/wordcast-state"},
+            "give --redis-url or set REDIS_URL",
+        ),
         (["3", "--router", "http://127.0.0.1:1"], {"REDIS_URL": "redis://x"}, "cannot read"),
         (["3", "--algorithm", "magic"], {}, "invalid choice"),
     ],
@@ -267,6 +272,29 @@ def test_scale_refuses_bad_requests_clearly(
     result = _wordcast("scale", *args, env=env)
     assert result.returncode == 2, result.stderr
     assert message in result.stderr, result.stderr
+
+
+def test_commands_find_the_redis_of_the_local_cluster_wordcast_up_runs(
+    redis_url: str, tmp_path: Path
+) -> None:
+    """`wordcast up` records its Redis and namespace; `wordcast scale` acts on that cluster with
+    neither REDIS_URL nor WORDCAST_NAMESPACE set, and says how to proceed once it has stopped."""
+    state = {"WORDCAST_STATE_DIR": str(tmp_path)}
+    cluster = start_cluster(redis_url, f"test-record-{os.getpid()}", matchers=1, env=state)
+    bare = state | {"REDIS_URL": "", "WORDCAST_NAMESPACE": ""}
+    try:
+        grown = _wordcast(
+            "scale", "2", "--algorithm", "hash", "--router", cluster.router_url, env=bare
+        )
+        assert grown.returncode == 0, grown.stdout + grown.stderr
+        assert "the cluster routes to 2 matchers" in grown.stdout
+        assert _stats(cluster.router_url)["matchers"] == 2
+    finally:
+        stop_cluster(cluster)
+    assert not (tmp_path / "local-cluster.json").exists(), "the record goes with the cluster"
+    refused = _wordcast("scale", "3", "--router", cluster.router_url, env=bare)
+    assert refused.returncode == 2
+    assert "no local cluster is running" in refused.stderr, refused.stderr
 
 
 @pytest.mark.parametrize(

@@ -75,6 +75,25 @@ def counted(n: int, noun: str, plural: str = "") -> str:
     return f"{n} {noun if n == 1 else plural or noun + 's'}"
 
 
+NO_REDIS = (
+    "give --redis-url or set REDIS_URL (and WORDCAST_NAMESPACE if not 'wordcast'): no local "
+    "cluster is running, whose `wordcast up` would have said where its Redis is"
+)
+
+
+def cluster_redis(args: argparse.Namespace) -> tuple[str, str] | None:
+    """The Redis URL and namespace of the cluster a command acts on: ``--redis-url`` or
+    ``$REDIS_URL`` (with ``$WORDCAST_NAMESPACE``), else those of the local cluster ``wordcast up``
+    is running (:mod:`wordcast.local.record`); None if there is neither."""
+    from wordcast.local import record
+
+    url = getattr(args, "redis_url", None) or os.environ.get("REDIS_URL")
+    if url:
+        return url, os.environ.get("WORDCAST_NAMESPACE", "wordcast")
+    found = record.read()
+    return (found.redis_url, found.namespace) if found else None
+
+
 def fail(message: str) -> int:
     print(f"wordcast: error: {message}", file=sys.stderr)
     return 2

@@ -9,7 +9,7 @@ import itertools
 import os
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from wordcast.cli.common import (
     fail,
@@ -21,6 +21,9 @@ from wordcast.cli.common import (
     whole,
 )
 from wordcast.limits import MAX_BATCH_PUBLICATIONS
+
+if TYPE_CHECKING:
+    from wordcast.local.cluster import Cluster
 
 
 def cmd_router(_: argparse.Namespace) -> int:
@@ -95,7 +98,7 @@ MAX_LOCAL_MATCHERS = 64
 
 
 def cmd_up(args: argparse.Namespace) -> int:
-    from wordcast.local.cluster import Cluster, describe
+    from wordcast.local.cluster import Cluster
     from wordcast.local.supervisor import port_in_use
 
     if not 1 <= args.matchers <= MAX_LOCAL_MATCHERS:
@@ -119,12 +122,13 @@ def cmd_up(args: argparse.Namespace) -> int:
         except CorpusNotFound as exc:
             return fail(f"the demo needs the pypi corpus: {exc}; or start without it: --no-demo")
     terminate_on_sigterm()
+    namespace = os.environ.get("WORDCAST_NAMESPACE", "wordcast")
     try:
         cluster = Cluster(
             matchers=args.matchers,
             port=args.port,
             redis_url=os.environ.get("REDIS_URL") or None,
-            namespace=os.environ.get("WORDCAST_NAMESPACE", "wordcast"),
+            namespace=namespace,
             receiver=not args.no_demo,
             data_dir=Path(args.data_dir) if args.data_dir else None,
             redis_shards=args.redis_shards,
@@ -135,10 +139,22 @@ def cmd_up(args: argparse.Namespace) -> int:
         if not args.data_dir:
             raise
         return fail(f"cannot keep Redis data in --data-dir {args.data_dir}: {exc.strerror}")
+    return _run_until_stopped(cluster, args, namespace)
+
+
+def _run_until_stopped(cluster: Cluster, args: argparse.Namespace, namespace: str) -> int:
+    """Start ``cluster``, record it for the other commands (:mod:`wordcast.local.record`), run
+    the demo or wait, and stop everything on Ctrl-C (or SIGTERM)."""
+    from wordcast.local import record
+    from wordcast.local.cluster import describe
+
     try:
         cluster.start()
         for line in describe(cluster):
             print(line, flush=True)
+        record.write(
+            record.LocalCluster(cluster.redis_url, namespace, cluster.router_url, os.getpid())
+        )
         print(f"wordcast is up: router at {cluster.router_url}", flush=True)
         if args.no_demo:
             while True:
@@ -148,8 +164,10 @@ def cmd_up(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         print("\nstopping wordcast…", flush=True)
     except (RuntimeError, TimeoutError) as exc:
+        record.remove(os.getpid())
         cluster.stop()
         return fail(str(exc))
+    record.remove(os.getpid())
     cluster.stop()
     print("stopped", flush=True)
     return 0

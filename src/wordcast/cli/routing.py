@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from wordcast.cli.common import add_router_option, fail, positive, whole
+from wordcast.cli.common import NO_REDIS, add_router_option, cluster_redis, fail, positive, whole
 from wordcast.learning.partitioning import VARIANTS
 
 if TYPE_CHECKING:
@@ -50,13 +49,10 @@ def cmd_learn(args: argparse.Namespace) -> int:
         from wordcast.spark_jobs import learn_mapping
     except ImportError as exc:
         return fail(f"the Spark jobs need the spark extra (pip install 'wordcast[spark]'): {exc}")
-    redis_url = args.redis_url or os.environ.get("REDIS_URL")
-    if not redis_url:
-        return fail(
-            "give --redis-url or set REDIS_URL: the log is read from and the mapping "
-            "written to that Redis"
-        )
-    namespace = os.environ.get("WORDCAST_NAMESPACE", "wordcast")
+    found = cluster_redis(args)
+    if found is None:
+        return fail(f"{NO_REDIS} (the log is read from and the mapping written to that Redis)")
+    redis_url, namespace = found
     from wordcast.errors import StoreUnavailable
 
     try:
@@ -92,10 +88,10 @@ def cmd_termstats(args: argparse.Namespace) -> int:
     if args.corpus:
         argv += ["--corpus", args.corpus]
     else:
-        redis_url = args.redis_url or os.environ.get("REDIS_URL")
-        if not redis_url:
-            return fail("give --corpus, or --redis-url or $REDIS_URL for the publication log")
-        namespace = os.environ.get("WORDCAST_NAMESPACE", "wordcast")
+        found = cluster_redis(args)
+        if found is None:
+            return fail(f"give --corpus, or the publication log's Redis: {NO_REDIS}")
+        redis_url, namespace = found
         argv += ["--publication-log", redis_url, "--namespace", namespace]
     argv += ["--master", args.master] if args.master else []
     return _run_job("term_stats", term_stats.main, argv)
@@ -129,9 +125,10 @@ def cmd_scale(args: argparse.Namespace) -> int:
 
     if args.matchers < 1:
         return fail("the number of matchers must be at least 1")
-    redis_url = args.redis_url or os.environ.get("REDIS_URL")
-    if not redis_url:
-        return fail("give --redis-url or set REDIS_URL: the cluster's Redis")
+    found = cluster_redis(args)
+    if found is None:
+        return fail(NO_REDIS)
+    redis_url, namespace = found
     try:
         current = int(httpx.get(f"{args.router}/stats", timeout=10).json()["matchers"])
     except (httpx.HTTPError, ValueError, KeyError) as exc:
@@ -140,7 +137,7 @@ def cmd_scale(args: argparse.Namespace) -> int:
         print(f"the cluster has {current} matchers already; to learn a new mapping: wordcast learn")
         return 0
     try:
-        version = asyncio.run(_scale(args, redis_url, current))
+        version = asyncio.run(_scale(args, redis_url, namespace, current))
     except (StoreUnavailable, TimeoutError, RuntimeError) as exc:
         return fail(str(exc))
     _say(f"the cluster routes to {args.matchers} matchers (mapping v{version})")
@@ -152,13 +149,12 @@ def cmd_scale(args: argparse.Namespace) -> int:
     return 0
 
 
-async def _scale(args: argparse.Namespace, redis_url: str, current: int) -> int:
+async def _scale(args: argparse.Namespace, redis_url: str, namespace: str, current: int) -> int:
     """Ask for ``args.matchers``, see a mapping version for them written and in use alone, and
     (when shrinking) the removed matchers emptied; returns that version."""
     from wordcast.ops import scaling
     from wordcast.storage import Store
 
-    namespace = os.environ.get("WORDCAST_NAMESPACE", "wordcast")
     store = Store.connect(redis_url, namespace)
     mappings = store.mappings
     try:
@@ -305,7 +301,9 @@ def register(sub: Any) -> None:
         "best: SALB, SALB refined, gFCL, gNFCL or hash, whichever models best on held-out posts",
     )
     learn.add_argument("--corpus", help="learn from a corpus (pypi or a TSV) instead of the log")
-    learn.add_argument("--redis-url", help="default: $REDIS_URL")
+    learn.add_argument(
+        "--redis-url", help="default: $REDIS_URL, else the local cluster wordcast up runs"
+    )
     learn.add_argument("--master", help=SPARK_MASTER_HELP)
     learn.set_defaults(func=cmd_learn)
 
@@ -318,7 +316,10 @@ def register(sub: Any) -> None:
     )
     termstats.add_argument("--out", type=Path, required=True, help="the JSON file to write")
     termstats.add_argument("--corpus", help="pypi, debian, or a TSV with a 'text' column")
-    termstats.add_argument("--redis-url", help="the log's Redis (default: $REDIS_URL)")
+    termstats.add_argument(
+        "--redis-url",
+        help="the log's Redis (default: $REDIS_URL, else the local cluster wordcast up runs)",
+    )
     termstats.add_argument("--limit", type=whole(1), help="use only the first N documents")
     termstats.add_argument(
         "--min-pair-df", type=whole(1), default=50, help="keep pairs found together this often"
@@ -345,7 +346,9 @@ def register(sub: Any) -> None:
     )
     scale.add_argument("--timeout", type=positive, default=600.0, help="seconds per step")
     add_router_option(scale)
-    scale.add_argument("--redis-url", help="default: $REDIS_URL")
+    scale.add_argument(
+        "--redis-url", help="default: $REDIS_URL, else the local cluster wordcast up runs"
+    )
     scale.set_defaults(func=cmd_scale)
 
     drain = sub.add_parser(
