@@ -426,7 +426,9 @@ def start_spark_standalone(workdir: Path, workers: int = 2) -> SparkStandalone:
         def registered() -> bool:
             try:
                 return int(cluster.state()["aliveworkers"]) == workers
-            except httpx.HTTPError:
+            except (httpx.HTTPError, ValueError):
+                # ValueError: the master's web server answers 404 pages for a moment before its
+                # pages are attached (seen once in CI as a JSON decoding error).
                 return False
 
         eventually(registered, 90, 0.5, f"{workers} Spark workers registered")

@@ -93,6 +93,7 @@ def test_termstats_refuses_unclear_sources(
     assert wordcast(both) == 2
     assert "not both" in capsys.readouterr().err
     monkeypatch.delenv("REDIS_URL", raising=False)
+    monkeypatch.setenv("WORDCAST_STATE_DIR", str(tmp_path / "no-local-cluster"))
     assert wordcast(["termstats", "--out", out]) == 2
     assert "give --corpus, or --redis-url" in capsys.readouterr().err
     assert not Path(out).exists()

@@ -90,7 +90,10 @@ def cmd_termstats(args: argparse.Namespace) -> int:
     else:
         found = cluster_redis(args)
         if found is None:
-            return fail(f"give --corpus, or the publication log's Redis: {NO_REDIS}")
+            return fail(
+                "give --corpus, or --redis-url or $REDIS_URL for the publication log: no local "
+                "cluster is running, whose `wordcast up` would have said where its Redis is"
+            )
         redis_url, namespace = found
         argv += ["--publication-log", redis_url, "--namespace", namespace]
     argv += ["--master", args.master] if args.master else []
