@@ -5,15 +5,15 @@ up. Event ids come back as positions (one id per shard), which :func:`~.shards.l
 from __future__ import annotations
 
 import asyncio
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from wordcast.errors import LimitExceeded
 from wordcast.routing.placement import Placement
 from wordcast.storage.records import Subscription
 from wordcast.storage.redis import NO_REPLICAS, Replication
 from wordcast.storage.shards import Shards, latest, position_of
-from wordcast.storage.subscriptions import EVENTS_MAX, SubscriptionStore
+from wordcast.storage.subscriptions import EVENTS_MAX, SubscriptionStore, over_limit
 
 
 class Subscriptions:
@@ -150,19 +150,15 @@ class Subscriptions:
         sent: list[tuple[int, Subscription]] = []
         for index, sub in enumerate(subs):
             if room[sub.tenant] <= 0:
-                answers[index] = LimitExceeded(
-                    f"tenant {sub.tenant!r} holds {tenant_limit} subscriptions, the limit; "
-                    "delete some first"
-                )
+                answers[index] = over_limit(sub.tenant, tenant_limit)
                 continue
             room[sub.tenant] -= 1
             sent.append((index, sub))
+        sending = Counter(sub.tenant for _, sub in sent)
         groups = await self.shards.group(sent, lambda item: item[1].id)
         for shard, items in groups.items():
-            others = {t: sum(c) - c[shard] for t, c in counts.items()}
-            for _, sub in sent:
-                if await self.shards.of(sub.id) != shard:
-                    others[sub.tenant] += 1
+            here = Counter(sub.tenant for _, sub in items)
+            others = {t: sum(c) - c[shard] + sending[t] - here[t] for t, c in counts.items()}
             replies = await parts[shard].add_many(
                 [sub for _, sub in items], tenant_limit, window, others
             )

@@ -393,10 +393,13 @@ def _added(sub: Subscription, event_id: Any, tenant_limit: int, window: str) -> 
     if event_id == -1:
         raise StaleMapping(f"the mapping window is no longer {window!r}")
     if event_id == 0:
-        raise LimitExceeded(
-            f"tenant {sub.tenant!r} holds {tenant_limit} subscriptions, the limit; "
-            "delete some first"
-        )
+        raise over_limit(sub.tenant, tenant_limit)
     if not event_id:
         raise ValueError(f"subscription id {sub.id} already exists")
     return str(event_id)
+
+
+def over_limit(tenant: str, tenant_limit: int) -> LimitExceeded:
+    return LimitExceeded(
+        f"tenant {tenant!r} holds {tenant_limit} subscriptions, the limit; delete some first"
+    )
