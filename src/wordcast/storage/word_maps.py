@@ -58,14 +58,6 @@ class WordMaps:
             for shard in range(len(shards))
         ]
 
-    async def held_words(self, matchers: int) -> dict[int, list[str]]:
-        """The words of H(i) for matchers 0 … ``matchers`` - 1, in one round trip."""
-        held: dict[int, set[str]] = {matcher: set() for matcher in range(matchers)}
-        for shard in await self.held_words_by_shard(matchers):
-            for matcher, words in shard.items():
-                held[matcher].update(words)
-        return {matcher: list(words) for matcher, words in held.items()}
-
     async def word_map(self, matcher: int) -> dict[str, int]:
         """H(i) with counts."""
         return await self._summed("reading a subscription word map", Keys.matcher_words, matcher)
