@@ -11,6 +11,7 @@
     ├── Forbidden               a tenant without the grant a shared stream needs (HTTP 403)
     ├── NotFound                no such subscription (HTTP 404)
     ├── Conflict                a name taken already (a shared stream; HTTP 409)
+    ├── Gone                    a match stream position older than what is still kept (HTTP 410)
     ├── RateLimited             over the tenant's publication rate (HTTP 429, Retry-After)
     ├── Unavailable             cannot be done now; retry (HTTP 503)
     │   ├── StoreUnavailable    Redis could not be reached or failed
@@ -81,6 +82,10 @@ class NotFound(WordcastError, LookupError):
 
 class Conflict(WordcastError):
     """A name that is taken already."""
+
+
+class Gone(WordcastError):
+    """Asked to resume a match stream after matches that are no longer kept."""
 
 
 class RateLimited(WordcastError):

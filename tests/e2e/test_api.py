@@ -60,7 +60,7 @@ BAD_SUBSCRIPTIONS = [
     ({"query": "", "callback_url": HOOK}, "at least 1 character"),
     ({"query": "white house", "callback_url": "ftp://example.com/x"}, "http' or 'https"),
     ({"query": "white house", "callback_url": "not a url"}, "callback_url"),
-    ({"query": "white house"}, "callback_url"),
+    ({"query": "white house", "delivery": ["webhook"]}, "needs a callback_url"),
     ({"query": "white house", "callback_url": HOOK, "extra": 1}, "extra"),
     ({"query": 42, "callback_url": HOOK}, "query"),
     ({"query": "white house", "pattern": "white*house", "callback_url": HOOK}, "exactly one"),

@@ -1,6 +1,7 @@
 """`wordcast watch` against a running cluster: it shows exactly the matches the oracle finds, as
-they are delivered to its own webhook, refuses deliveries its subscriptions did not sign, and
-deletes its subscriptions when stopped with Ctrl-C or after --count matches."""
+the match stream carries them (by default) or as they are delivered to its own webhook
+(--webhook, which refuses deliveries its subscriptions did not sign), and deletes its
+subscriptions when stopped with Ctrl-C or after --count matches."""
 
 from __future__ import annotations
 
@@ -19,7 +20,13 @@ import httpx
 import pytest
 
 from tests.helpers import RunningCluster
-from wordcast.corpus.workload import post_boolean_queries, post_patterns, post_queries, sample_posts
+from wordcast.corpus.workload import (
+    Post,
+    post_boolean_queries,
+    post_patterns,
+    post_queries,
+    sample_posts,
+)
 from wordcast.local.supervisor import free_port
 
 from .test_e2e import _publish
@@ -44,9 +51,14 @@ def _as_shown(text: str) -> str:
 
 
 @contextlib.contextmanager
-def _watch(cluster: RunningCluster, port: int, *args: str) -> Iterator[subprocess.Popen[str]]:
-    """A running `wordcast watch`, killed on the way out if it has not ended by then."""
-    where = ["--port", str(port), "--router", cluster.router_url]
+def _watch(
+    cluster: RunningCluster, port: int | None, *args: str
+) -> Iterator[subprocess.Popen[str]]:
+    """A running `wordcast watch` (with a webhook on ``port`` if given, else on the match
+    stream), killed on the way out if it has not ended by then."""
+    where = ["--router", cluster.router_url]
+    if port is not None:
+        where += ["--webhook", "--port", str(port)]
     process = subprocess.Popen(
         [sys.executable, "-m", "wordcast", "watch", *args, *where],
         stdout=subprocess.PIPE,
@@ -77,10 +89,11 @@ def _registered(cluster: RunningCluster) -> set[str]:
     return {str(s.get("query") or s.get("pattern")) for s in listing["subscriptions"]}
 
 
-def test_watch_shows_the_oracles_matches_refuses_forgeries_and_cleans_up(
-    cluster: RunningCluster,
-) -> None:
-    posts = list({p.text: p for p in sample_posts(1_500, seed=808)}.values())
+def _watched_and_expected(
+    seed: int,
+) -> tuple[list[Post], list[str], list[str], Counter[tuple[str, str]]]:
+    """Posts, 3 queries and a pattern with a handful of matches each, and the matches shown."""
+    posts = list({p.text: p for p in sample_posts(1_500, seed=seed)}.values())
     candidates = post_queries(posts, 40, seed=81) + post_boolean_queries(posts, 20, seed=82)
     oracle = _query_oracle({q: q for q in candidates}, posts)
     hits = Counter(label for label, _ in oracle)
@@ -94,7 +107,44 @@ def test_watch_shows_the_oracles_matches_refuses_forgeries_and_cleans_up(
         for label, post_id in oracle | _pattern_oracle({patterns[0]: patterns[0]}, posts)
         if label in queries or label == patterns[0]
     )
+    return posts, queries, patterns, expected
 
+
+def _read_shown(
+    process: subprocess.Popen[str], lines: list[str], expected: Counter[tuple[str, str]]
+) -> None:
+    assert process.stdout is not None
+    while sum(_shown(line) is not None for line in lines) < sum(expected.values()):
+        line = process.stdout.readline()  # the watch ends by itself after --seconds
+        assert line, "".join(lines)
+        lines.append(line)
+    time.sleep(1.5)  # a duplicate would have come by now
+
+
+def test_watch_on_the_match_stream_shows_the_oracles_matches_and_cleans_up(
+    cluster: RunningCluster,
+) -> None:
+    posts, queries, patterns, expected = _watched_and_expected(707)
+    lines: list[str] = []
+    with _watch(cluster, None, *queries, "--pattern", patterns[0], "--seconds", "120") as process:
+        _read_until(process, lines, "watching 4 subscriptions on the match stream")
+        assert set(queries) | set(patterns) <= _registered(cluster)
+        _publish(cluster, posts)
+        _read_shown(process, lines, expected)
+        os.killpg(process.pid, signal.SIGINT)
+        rest, _ = process.communicate(timeout=60)
+    lines += rest.splitlines(keepends=True)
+    assert process.returncode == 0, "".join(lines)
+    shown = Counter(found for line in lines if (found := _shown(line)) is not None)
+    assert shown == expected
+    assert any("deleted the 4 subscriptions of this watch" in line for line in lines)
+    assert not (set(queries) | set(patterns)) & _registered(cluster)
+
+
+def test_watch_with_a_webhook_shows_the_oracles_matches_refuses_forgeries_and_cleans_up(
+    cluster: RunningCluster,
+) -> None:
+    posts, queries, patterns, expected = _watched_and_expected(808)
     port = free_port()
     lines: list[str] = []
     with _watch(cluster, port, *queries, "--pattern", patterns[0], "--seconds", "120") as process:
@@ -113,12 +163,7 @@ def test_watch_shows_the_oracles_matches_refuses_forgeries_and_cleans_up(
         assert httpx.post(hook, content=b"{}", timeout=10).status_code == 400
 
         _publish(cluster, posts)
-        assert process.stdout is not None
-        while sum(_shown(line) is not None for line in lines) < sum(expected.values()):
-            line = process.stdout.readline()  # the watch ends by itself after --seconds
-            assert line, "".join(lines)
-            lines.append(line)
-        time.sleep(1.5)  # a duplicate would have come by now
+        _read_shown(process, lines, expected)
         os.killpg(process.pid, signal.SIGINT)
         rest, _ = process.communicate(timeout=60)
     lines += rest.splitlines(keepends=True)
@@ -138,7 +183,7 @@ def test_watch_stops_after_count_matches(cluster: RunningCluster) -> None:
     query = max(candidates, key=lambda q: hits[q])
     assert hits[query] >= 3
     lines: list[str] = []
-    with _watch(cluster, free_port(), query, "--count", "3", "--seconds", "120") as process:
+    with _watch(cluster, None, query, "--count", "3", "--seconds", "120") as process:
         _read_until(process, lines, "watching 1 subscriptions")
         _publish(cluster, posts)
         out, _ = process.communicate(timeout=90)
@@ -151,7 +196,7 @@ def test_watch_stops_after_count_matches(cluster: RunningCluster) -> None:
 
 def test_watch_keeps_its_subscriptions_when_asked_and_names_them(cluster: RunningCluster) -> None:
     query = "keep watching this rare conjunction"
-    with _watch(cluster, free_port(), query, "--seconds", "1", "--keep") as process:
+    with _watch(cluster, None, query, "--seconds", "1", "--keep") as process:
         out, _ = process.communicate(timeout=60)
     assert process.returncode == 0, out
     [kept] = [line for line in out.splitlines() if line.startswith("kept the subscriptions")]
@@ -168,6 +213,7 @@ def test_watch_keeps_its_subscriptions_when_asked_and_names_them(cluster: Runnin
         ([], "give at least one QUERY or --pattern PATTERN"),
         (["python", "--count", "0"], "--count must be positive"),
         (["python", "--seconds", "-1"], "--seconds must be positive"),
+        (["python", "--port", "8000"], "--port is for the webhook of --webhook"),
     ],
 )
 def test_watch_refuses_clearly(args: list[str], message: str) -> None:

@@ -10,7 +10,7 @@ import orjson
 from wordcast.query.boolean import HeldAlternatives, parse_query, part_id
 from wordcast.services.matcher.messages import Batch, messages
 from wordcast.storage.outbox import MAX_SIGNERS, webhook_id
-from wordcast.storage.records import Subscription
+from wordcast.storage.records import STREAM_DELIVERY, Subscription, delivery_address
 
 AWKWARD = [
     'quote " and \\ slash',
@@ -104,3 +104,23 @@ def _stored(
     delivered: list[tuple[str, str]], subscriptions: dict[str, Subscription]
 ) -> list[tuple[str, str]]:
     return [(_stored_id({"subscription_id": s}, subscriptions), p) for s, p in delivered]
+
+
+def test_each_delivery_gets_its_own_message_and_both_get_one_each() -> None:
+    hook = "http://127.0.0.1:9/hook"
+    subscriptions = {
+        "web": Subscription("web", "a", ("a",), delivery_address(hook, False), 0, tenant="t"),
+        "sse": Subscription("sse", "a", ("a",), delivery_address("", True), 0, tenant="t"),
+        "both": Subscription("both", "a", ("a",), delivery_address(hook, True), 0, tenant="t"),
+    }
+    assert subscriptions["both"].webhook_url == hook
+    assert subscriptions["both"].to_stream
+    assert (subscriptions["web"].webhook_url, subscriptions["web"].to_stream) == (hook, False)
+    assert (subscriptions["sse"].webhook_url, subscriptions["sse"].to_stream) == ("", True)
+    batch = Batch([("p1", "a text")], "t", "")
+    found = messages(
+        [(sub_id, 0) for sub_id in subscriptions], batch, subscriptions, HeldAlternatives(), 100
+    )
+    by_url = {message.callback_url: message.subscription_ids for message in found}
+    assert by_url == {hook: ("web", "both"), STREAM_DELIVERY: ("sse", "both")}
+    assert all(message.tenant == "t" for message in found)

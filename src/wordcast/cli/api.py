@@ -62,8 +62,6 @@ def cmd_subscribe(args: argparse.Namespace) -> int:
         return fail("give one of QUERY, --pattern PATTERN, --from-corpus N or --file FILE")
     if args.file and not Path(args.file).is_file():
         return fail(f"no file {args.file!r}")
-    if not args.file and not args.callback:
-        return fail("--callback URL is needed (or give callback_url per line of --file)")
     if args.patterns and not args.from_corpus:
         return fail("--patterns goes with --from-corpus N")
     results, error = against_router(args.router, run())
@@ -82,7 +80,11 @@ def cmd_subscribe(args: argparse.Namespace) -> int:
 def describe(sub: dict[str, Any]) -> str:
     """One line for a subscription: id, matcher, what it matches, where matches go."""
     what = f"pattern {sub['pattern']!r}" if sub["kind"] == "pattern" else repr(sub["query"])
-    return f"{sub['id']}  matcher-{sub['matcher']}  {what}  -> {sub['callback_url']}"
+    where = " + ".join(
+        sub["callback_url"] if way == "webhook" else "the match stream"
+        for way in sub.get("delivery") or ["webhook"]
+    )
+    return f"{sub['id']}  matcher-{sub['matcher']}  {what}  -> {where}"
 
 
 def _list(
@@ -279,8 +281,9 @@ def _json_publications(lines: Iterable[str]) -> list[dict[str, str]]:
 
 
 def cmd_watch(args: argparse.Namespace) -> int:
-    """Subscribe with a webhook of its own, print each match delivered, unsubscribe at the end."""
-    from wordcast.local.watch import Watcher
+    """Subscribe, print each match from the match stream (or a webhook of its own), unsubscribe
+    at the end."""
+    from wordcast.local.watch import StreamWatcher, Watcher
 
     if not args.query and not args.pattern:
         return fail("give at least one QUERY or --pattern PATTERN to watch")
@@ -288,12 +291,18 @@ def cmd_watch(args: argparse.Namespace) -> int:
         value = getattr(args, name)
         if value is not None and value <= 0:
             return fail(f"--{name} must be positive")
-    try:
-        watcher = Watcher(
-            args.router, host=args.host, port=args.port, callback_host=args.callback_host
-        )
-    except OSError as exc:
-        return fail(f"cannot serve the watch's webhook on {args.host}:{args.port}: {exc}")
+    serving = [f"--{n}" for n in ("host", "port", "callback_host") if getattr(args, n) is not None]
+    if serving and not args.webhook:
+        return fail(f"{serving[0].replace('_', '-')} is for the webhook of --webhook")
+    watcher: StreamWatcher | Watcher = StreamWatcher(args.router)
+    if args.webhook:
+        host = args.host or "127.0.0.1"
+        try:
+            watcher = Watcher(
+                args.router, host=host, port=args.port or 0, callback_host=args.callback_host
+            )
+        except OSError as exc:
+            return fail(f"cannot serve the watch's webhook on {host}:{args.port or 0}: {exc}")
     terminate_on_sigterm()
     work = watcher.run(
         args.query, args.pattern, count=args.count, seconds=args.seconds, keep=args.keep
@@ -313,7 +322,11 @@ def register(sub: Any) -> None:
     """Add this module's commands to the ``wordcast`` parser."""
     subscribe = sub.add_parser("subscribe", help="register a subscription")
     subscribe.add_argument("query", nargs="*", help="keywords that must all occur")
-    subscribe.add_argument("--callback", help="webhook URL for the matches")
+    subscribe.add_argument(
+        "--callback",
+        help="webhook URL for the matches (without it they go to your tenant's match stream: "
+        "wordcast watch, GET /matches/stream)",
+    )
     subscribe.add_argument(
         "--file",
         metavar="FILE",
@@ -401,10 +414,12 @@ def register(sub: Any) -> None:
     watch = sub.add_parser(
         "watch",
         help="subscribe, show each match as it is delivered, unsubscribe when stopped",
-        description="Serves a webhook of its own, registers the queries and patterns with it, "
-        "prints every match delivered (checking its signature) and deletes the subscriptions "
-        "when it stops: Ctrl-C, --count or --seconds. The matchers must reach the webhook: a "
-        "local cluster allows loopback; otherwise give --host and --callback-host.",
+        description="Registers the queries and patterns for the match stream, prints every match "
+        "of theirs as the router streams it, and deletes the subscriptions when it stops: "
+        "Ctrl-C, --count or --seconds. Needs only the router's address. With --webhook it "
+        "serves a webhook of its own instead (checking each delivery's signature), which the "
+        "matchers must reach: a local cluster allows loopback; otherwise give --host and "
+        "--callback-host.",
     )
     watch.add_argument("query", nargs="*", help="keyword or boolean queries, each quoted")
     watch.add_argument(
@@ -413,8 +428,11 @@ def register(sub: Any) -> None:
     watch.add_argument("--count", type=int, help="stop after this many matches")
     watch.add_argument("--seconds", type=float, help="stop after this long")
     watch.add_argument("--keep", action="store_true", help="leave the subscriptions registered")
-    watch.add_argument("--host", default="127.0.0.1", help="where the webhook listens")
-    watch.add_argument("--port", type=whole(0, 65535), default=0, help="default: any free port")
-    watch.add_argument("--callback-host", help="the host the matchers reach it at")
+    watch.add_argument(
+        "--webhook", action="store_true", help="have matches POSTed to a webhook of its own"
+    )
+    watch.add_argument("--host", help="where the webhook listens (default 127.0.0.1)")
+    watch.add_argument("--port", type=whole(0, 65535), help="the webhook's (default: any free)")
+    watch.add_argument("--callback-host", help="the host the matchers reach the webhook at")
     add_router_option(watch)
     watch.set_defaults(func=cmd_watch)

@@ -188,12 +188,12 @@ def terminate_on_sigterm() -> None:
 
 def against_router(router: str, work: Coroutine[Any, Any, T]) -> tuple[T | None, str | None]:
     """Run a client coroutine; API and connection failures become one clear message."""
-    from wordcast.client import ApiError, RouterUnreachable
+    from wordcast.client import ApiError, RouterUnreachable, StreamLost
     from wordcast.errors import WordcastError
 
     try:
         return asyncio.run(work), None
-    except (ApiError, RouterUnreachable) as exc:
+    except (ApiError, RouterUnreachable, StreamLost) as exc:
         return None, str(exc)
     except WordcastError:
         raise  # says itself what went wrong (a missing corpus is an OSError too, not the router's)

@@ -25,7 +25,7 @@ from wordcast.client import ApiError, Progress, RouterClient, RouterUnreachable
 from wordcast.errors import InvalidInput
 
 DONE_SUFFIX = ".wordcast-done"
-FIELDS = {"query", "pattern", "callback_url", "stream", "key"}
+FIELDS = {"query", "pattern", "callback_url", "delivery", "stream", "key"}
 RETRIED = {429, 502, 503, 504}  # answers a later try may not get; keys make the retry safe
 TRIES = 5
 
@@ -67,10 +67,8 @@ def _item(
     unknown = sorted(set(item) - FIELDS)
     if unknown:
         raise InvalidInput(f"{where}: unknown field {unknown[0]!r} (known: {sorted(FIELDS)})")
-    if callback:
+    if callback and "delivery" not in item:
         item.setdefault("callback_url", callback)
-    if "callback_url" not in item:
-        raise InvalidInput(f"{where}: no callback_url, and no --callback to use instead")
     if stream:
         item.setdefault("stream", stream)
     if "key" not in item:

@@ -16,6 +16,7 @@ from fastapi.responses import JSONResponse
 from wordcast.errors import (
     Conflict,
     Forbidden,
+    Gone,
     InvalidInput,
     MappingError,
     NotFound,
@@ -32,6 +33,7 @@ STATUS: tuple[tuple[type[WordcastError], int], ...] = (
     (Forbidden, 403),
     (NotFound, 404),
     (Conflict, 409),
+    (Gone, 410),
     (RateLimited, 429),
     (InvalidInput, 422),
     (MappingError, 422),

@@ -15,11 +15,15 @@ from pydantic import (
 )
 
 from wordcast import limits
+from wordcast.storage.records import delivery_address
 
 CallbackUrl = Annotated[
     AnyHttpUrl,
     UrlConstraints(max_length=limits.MAX_CALLBACK_URL_CHARS, allowed_schemes=["http", "https"]),
 ]
+
+
+Delivery = Literal["webhook", "stream"]
 
 
 class _Strict(BaseModel):
@@ -70,9 +74,20 @@ class SubscriptionIn(_Strict):
         "white-space-collapsed text is an instance of it.",
         examples=["pie*tea"],
     )
-    callback_url: CallbackUrl = Field(
-        description="http(s) URL that receives the matches as POST requests.",
+    callback_url: CallbackUrl | None = Field(
+        default=None,
+        description="http(s) URL that receives the matches as POST requests (when delivery "
+        "includes webhook).",
         examples=["https://example.com/hooks/wordcast"],
+    )
+    delivery: list[Delivery] | None = Field(
+        default=None,
+        min_length=1,
+        max_length=2,
+        description="Where the matches go: 'webhook' (POSTed to callback_url), 'stream' (your "
+        "tenant's match stream, GET /matches/stream), or both. By default the webhook when a "
+        "callback_url is given, else the stream.",
+        examples=[["webhook", "stream"]],
     )
     stream: StreamName | None = Field(
         default=None,
@@ -93,6 +108,25 @@ class SubscriptionIn(_Strict):
         if (self.query is None) == (self.pattern is None):
             raise ValueError("give exactly one of 'query' (keywords) and 'pattern' (wildcards)")
         return self
+
+    @model_validator(mode="after")
+    def _deliverable(self) -> SubscriptionIn:
+        delivery = self.delivery
+        if delivery is None:
+            return self
+        if len(set(delivery)) < len(delivery):
+            raise ValueError(f"delivery names {delivery[0]!r} twice")
+        if "webhook" in delivery and self.callback_url is None:
+            raise ValueError("delivery 'webhook' needs a callback_url")
+        if "webhook" not in delivery and self.callback_url is not None:
+            raise ValueError("a callback_url is given but delivery does not include 'webhook'")
+        return self
+
+    def address(self) -> str:
+        """Its deliveries as stored (:func:`wordcast.storage.records.delivery_address`)."""
+        webhook = str(self.callback_url) if self.callback_url is not None else ""
+        to_stream = "stream" in self.delivery if self.delivery else not webhook
+        return delivery_address(webhook, to_stream)
 
 
 class SubscriptionsIn(_Strict):
@@ -139,7 +173,10 @@ class SubscriptionOut(BaseModel):
     anchor: str | None = Field(
         default=None, description="The literal run of a pattern that routes publications to it."
     )
-    callback_url: str
+    callback_url: str | None = Field(
+        description="Where its matches are POSTed; null when they go to the match stream only."
+    )
+    delivery: list[Delivery]
     stream: str | None = Field(
         default=None,
         description="The shared stream it listens to; null for your own tenant's publications.",

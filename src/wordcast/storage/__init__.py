@@ -6,9 +6,10 @@ atomically (:mod:`.scripts`), and one store per concern: subscription records
 live), the word maps (:mod:`.word_maps`), the event stream and its follower
 (:mod:`.events`), tenants and shared streams (:mod:`.tenants`), the cluster's membership
 (:mod:`.membership`), the publication log (:mod:`.publication_log`), mapping versions
-(:mod:`.mappings`), the outboxes (:mod:`.outbox`), dead letters (:mod:`.dead_letters`) and
-rate limits (:mod:`.ratelimit`). The Redis client stays inside: callers hold a :class:`Store` and
-its parts, and Redis's errors become :class:`~wordcast.errors.StoreUnavailable` here (:mod:`.redis`).
+(:mod:`.mappings`), the outboxes (:mod:`.outbox`), dead letters (:mod:`.dead_letters`), the
+tenants' match streams (:mod:`.match_streams`) and rate limits (:mod:`.ratelimit`). The Redis
+client stays inside: callers hold a :class:`Store` and its parts, and Redis's errors become
+:class:`~wordcast.errors.StoreUnavailable` here (:mod:`.redis`).
 
 May import: :mod:`wordcast.errors`, :mod:`wordcast.query`, :mod:`wordcast.routing` (placements and
 mappings, as stored); never the services, the command line or Spark.
@@ -88,6 +89,7 @@ from wordcast.storage.dead_letters import DeadLetters
 from wordcast.storage.events import EventLog
 from wordcast.storage.keys import Keys
 from wordcast.storage.mappings import MappingStore
+from wordcast.storage.match_streams import MatchStreams
 from wordcast.storage.membership import ClusterStore
 from wordcast.storage.outbox import Outbox
 from wordcast.storage.publication_log import PublicationLog
@@ -128,6 +130,7 @@ class Store:
         self.publication_log = PublicationLog(client, self.keys)
         self.mappings = MappingStore(client, namespace, self.shards)
         self.dead_letters = DeadLetters(client, namespace)
+        self.match_streams = MatchStreams(client, namespace)
 
     @classmethod
     def connect(

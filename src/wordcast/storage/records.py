@@ -30,6 +30,16 @@ class Subscription:
         return bool(self.pattern)
 
     @property
+    def webhook_url(self) -> str:
+        """Where its matches are POSTed; "" when they go to the match stream only."""
+        return delivery_of(self.callback_url)[0]
+
+    @property
+    def to_stream(self) -> bool:
+        """Whether its matches go to its tenant's match stream."""
+        return delivery_of(self.callback_url)[1]
+
+    @property
     def audience(self) -> str:
         """Whose publications it matches: :func:`audience` of its stream, or of its tenant."""
         return audience(self.tenant, self.stream)
@@ -59,6 +69,26 @@ class SubscriptionEvent:
     held: tuple[tuple[int, tuple[str, ...]], ...] = ()
     dropped: tuple[tuple[int, tuple[str, ...]], ...] = ()
     shard: int = 0  # whose event stream it came from (:mod:`wordcast.storage.shards`)
+
+
+# A subscription's deliveries are kept in its record's ``callback_url`` field, which every script
+# and every event already carries, so that a record, a move and an event need nothing new: a
+# webhook URL alone (as every record from before the match stream), ``stream:`` alone for the
+# tenant's match stream, or ``stream:`` followed by the URL for both. No webhook URL can start so:
+# a callback is http(s).
+STREAM_DELIVERY = "stream:"
+
+
+def delivery_address(webhook_url: str, to_stream: bool) -> str:
+    """The stored form of a subscription's deliveries (see ``STREAM_DELIVERY``)."""
+    return STREAM_DELIVERY + webhook_url if to_stream else webhook_url
+
+
+def delivery_of(address: str) -> tuple[str, bool]:
+    """(webhook URL or "", whether to the match stream) of a stored ``callback_url``."""
+    if address.startswith(STREAM_DELIVERY):
+        return address[len(STREAM_DELIVERY) :], True
+    return address, False
 
 
 def audience(publisher: str, stream: str) -> str:

@@ -8,7 +8,8 @@ acknowledges an entry only after a 2xx. Sharing the outboxes keeps every matcher
 any of them has a backlog: the matches of a matcher's subscriptions are not its share of the
 delivery work.
 
-Each attempt (signing, the address check, the POST) is :mod:`.webhook`'s. Failed
+Each attempt (signing, the address check, the POST) is :mod:`.webhook`'s; messages for tenants'
+match streams are :mod:`.streaming`'s, moved there a read at a time. Failed
 attempts are retried with exponential backoff and full jitter, honouring ``Retry-After``; a 410
 deletes the subscription (the receiver said it is gone for good); a forbidden callback address
 (:mod:`wordcast.webhooks.netguard`) is not retried; after the last attempt the message goes to its
@@ -30,6 +31,7 @@ from prometheus_client import Counter, Gauge, Histogram
 
 from wordcast.errors import StoreUnavailable
 from wordcast.services.matcher.retries import Retries
+from wordcast.services.matcher.streaming import StreamDelivery
 from wordcast.services.matcher.webhook import ATTEMPTS, Webhooks
 from wordcast.storage import Store
 from wordcast.storage.outbox import Acknowledgements, Backlog, Message, Outbox
@@ -89,6 +91,8 @@ class Dispatcher:
         address_policy: AddressPolicy,
         take_over_after_s: float = 1800.0,
         redis_memory_max: int = 0,
+        stream_retention_s: float = 3600.0,
+        stream_max_messages: int = 100_000,
     ) -> None:
         self._outbox = outbox
         self._redis_memory_max = redis_memory_max
@@ -96,6 +100,7 @@ class Dispatcher:
         self._attempts = attempts
         self._take_over_after_s = take_over_after_s
         self._webhooks = Webhooks(store, address_policy, concurrency, timeout_s)
+        self.streams = StreamDelivery(store.match_streams, stream_retention_s, stream_max_messages)
         self.secrets = self._webhooks.secrets
         # httpx's timeout bounds each wait for the network, not the exchange: a receiver that
         # answers a byte at a time could hold a slot for ever, and outlast the take-over bound.
@@ -189,9 +194,11 @@ class Dispatcher:
                         looked = time.monotonic()
                     entries = await self._read(cursors, free, self._waiting.block_ms())
                     if time.monotonic() - took_over >= TAKE_OVER_EVERY_SECONDS:
-                        entries += await self._take_over(cursors, free - len(entries))
+                        entries += await _take_over(
+                            cursors, free - len(entries), self._take_over_after_s
+                        )
                         took_over = time.monotonic()
-                    for outbox, entry_id, message in entries:
+                    for outbox, entry_id, message in await self.streams.deliver(entries):
                         if (outbox.key, entry_id) in self._active:
                             continue
                         self._start(outbox, entry_id, message)
@@ -254,22 +261,6 @@ class Dispatcher:
         per_outbox = -(-free // len(cursors))
         return await Outbox.read_new(list(cursors), per_outbox, block_ms)
 
-    async def _take_over(
-        self, cursors: dict[Outbox, str], free: int
-    ) -> list[tuple[Outbox, str, Message]]:
-        """Entries any consumer left pending for longer than a delivery can take, from every
-        outbox: those of a matcher removed for good, which no successor will read."""
-        taken: list[tuple[Outbox, str, Message]] = []
-        for outbox in cursors:
-            if free - len(taken) <= 0:
-                break
-            stale = await outbox.take_over_stale(self._take_over_after_s, free - len(taken))
-            taken += [(outbox, entry_id, message) for entry_id, message in stale]
-        if taken:
-            TAKEN_OVER.inc(len(taken))
-            log.warning("took over %d entries left pending by another consumer", len(taken))
-        return taken
-
     def _start(self, outbox: Outbox, entry_id: str, message: Message, attempts: int = 0) -> None:
         self._active.add((outbox.key, entry_id))
         task = asyncio.create_task(self._deliver(outbox, entry_id, message, attempts))
@@ -325,3 +316,20 @@ class Dispatcher:
             return False
         self._waiting.wait(outbox, entry_id, attempt, wait)
         return True
+
+
+async def _take_over(
+    cursors: dict[Outbox, str], free: int, idle_s: float
+) -> list[tuple[Outbox, str, Message]]:
+    """Entries any consumer left pending for longer than ``idle_s`` (longer than a delivery can
+    take), from every outbox: those of a matcher removed for good, which no successor reads."""
+    taken: list[tuple[Outbox, str, Message]] = []
+    for outbox in cursors:
+        if free - len(taken) <= 0:
+            break
+        stale = await outbox.take_over_stale(idle_s, free - len(taken))
+        taken += [(outbox, entry_id, message) for entry_id, message in stale]
+    if taken:
+        TAKEN_OVER.inc(len(taken))
+        log.warning("took over %d entries left pending by another consumer", len(taken))
+    return taken

@@ -2,10 +2,11 @@
 
 A message holds a batch's matches for one callback URL of one tenant (at most ``delivery_batch``
 matches from at most ``MAX_SIGNERS`` subscriptions), signed later with each of those subscriptions'
-secrets; its webhook-id is derived from the (subscription, publication) pairs it holds and their
-publisher and stream (which the message names once: every match of a routed batch has the same),
-the same on every attempt and redelivery. An alternative of a boolean query
-is delivered under its subscription's id.
+secrets, or for the tenant's match stream (``STREAM_DELIVERY`` as its URL; a subscription
+delivered both ways is in a message of each); its webhook-id is derived from the (subscription,
+publication) pairs it holds and their publisher and stream (which the message names once: every
+match of a routed batch has the same), the same on every attempt and redelivery. An alternative
+of a boolean query is delivered under its subscription's id.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import orjson
 from wordcast.query.boolean import HeldAlternatives
 from wordcast.services.matcher.index import Routed
 from wordcast.storage.outbox import MAX_SIGNERS, Message, webhook_id
-from wordcast.storage.records import Subscription
+from wordcast.storage.records import STREAM_DELIVERY, Subscription, delivery_of
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,7 +48,11 @@ def messages(
     per_endpoint: dict[tuple[str, str], list[str]] = {}
     for sub_id in per_subscription:
         sub = subscriptions[sub_id]
-        per_endpoint.setdefault((sub.tenant, sub.callback_url), []).append(sub_id)
+        webhook_url, to_stream = delivery_of(sub.callback_url)
+        if webhook_url:
+            per_endpoint.setdefault((sub.tenant, webhook_url), []).append(sub_id)
+        if to_stream:
+            per_endpoint.setdefault((sub.tenant, STREAM_DELIVERY), []).append(sub_id)
     found: list[Message] = []
     now = time.time()
     for (tenant, url), sub_ids in per_endpoint.items():

@@ -88,6 +88,19 @@ class MatcherSettings(ServiceSettings):
         description="A message taken by a matcher and not finished for this long (the matcher "
         "was removed for good) is taken over by another; must exceed the longest delivery.",
     )
+    stream_retention_s: float = Field(
+        default=3600.0,
+        gt=0,
+        le=7 * 86400,
+        description="How long each tenant's match stream keeps a match for consumers that "
+        "resume (GET /matches/stream with Last-Event-ID); older positions get a 410.",
+    )
+    stream_max_messages: int = Field(
+        default=100_000,
+        ge=1,
+        description="The most messages a tenant's match stream keeps, whatever their age: "
+        "what bounds its memory when matches come faster than the retention assumes.",
+    )
 
     @property
     def longest_delivery_s(self) -> float:

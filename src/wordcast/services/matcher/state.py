@@ -59,6 +59,8 @@ class MatcherState:
             address_policy=settings.address_policy,
             take_over_after_s=settings.delivery_take_over_after_s,
             redis_memory_max=settings.redis_memory_max,
+            stream_retention_s=settings.stream_retention_s,
+            stream_max_messages=settings.stream_max_messages,
         )
         self.publications = 0
         self.matches = 0

@@ -16,7 +16,14 @@ from wordcast.services.common import (
     tune_garbage_collection,
 )
 from wordcast.services.errors import install_error_handlers
-from wordcast.services.router.routes import admin, deadletters, health, publications, subscriptions
+from wordcast.services.router.routes import (
+    admin,
+    deadletters,
+    health,
+    matches,
+    publications,
+    subscriptions,
+)
 from wordcast.services.router.settings import RouterSettings
 from wordcast.services.router.state import RouterState
 from wordcast.storage import Store
@@ -64,6 +71,7 @@ def create_app(settings: RouterSettings | None = None) -> FastAPI:
     app.include_router(subscriptions.router)
     app.include_router(publications.router)
     app.include_router(deadletters.router)
+    app.include_router(matches.router)
     app.include_router(admin.router)
     app.include_router(deadletters.admin)
     app.include_router(health.router)

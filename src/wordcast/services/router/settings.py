@@ -142,6 +142,22 @@ class RouterSettings(ServiceSettings):
         ge=0,
         description="How long a rotated-out signing secret still signs deliveries.",
     )
+    stream_heartbeat_s: float = Field(
+        default=15.0,
+        gt=0,
+        le=300,
+        description="An idle match stream (GET /matches/stream) sends a comment this often, so "
+        "proxies do not close it.",
+    )
+    streams_max: int = Field(
+        default=256,
+        ge=1,
+        description="Match streams this router serves at once (each holds a Redis connection "
+        "while it waits); more get a 429.",
+    )
+    streams_per_tenant: int = Field(
+        default=16, ge=1, description="Match streams one tenant may hold open on this router."
+    )
 
     @field_validator("matcher_urls", mode="before")
     @classmethod

@@ -4,7 +4,8 @@ Keyword subscriptions are placed with LASP among the eligible matchers of every 
 use (:mod:`.placing`), registered and deleted for tenants (:mod:`.subscribing`); publications are
 analysed and multicast (:mod:`.publishing`). Which versions are in use, and moving the
 subscriptions when a new one appears, is :mod:`.versions`; the requests to matchers are
-:mod:`.matchers`; API keys are :mod:`.tenants`, shared streams :mod:`.streams`; the replica of the
+:mod:`.matchers`; API keys are :mod:`.tenants`, shared streams :mod:`.streams`, each tenant's match stream
+:mod:`.match_stream`; the replica of the
 word maps and anchor owners that routing reads is :mod:`.replica`. The router keeps only state it
 can rebuild from Redis.
 """
@@ -15,6 +16,7 @@ from collections.abc import Iterable
 
 from wordcast.routing.lasp import LinearCost
 from wordcast.routing.mapping import HashMapping
+from wordcast.services.router.match_stream import MatchStreamServer
 from wordcast.services.router.matchers import MatcherLinks
 from wordcast.services.router.overload import LoadShedder
 from wordcast.services.router.placing import Placer
@@ -50,6 +52,7 @@ class RouterState:
         self.subscribing = Subscribing(
             settings, store, self.tenants, placer, self.follower, self.links
         )
+        self.match_streams = MatchStreamServer(settings, store.match_streams)
         self.streams = SharedStreams(store, self.tenants, self.subscribing.delete_subscriptions)
         self.publishing = Publishing(
             settings,

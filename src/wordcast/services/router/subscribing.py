@@ -39,7 +39,7 @@ from wordcast.services.router.tenants import Tenants
 from wordcast.storage import Store
 from wordcast.storage.events import EventFollower
 from wordcast.storage.outbox import Message
-from wordcast.storage.records import Subscription
+from wordcast.storage.records import Subscription, delivery_of
 from wordcast.storage.shards import latest
 from wordcast.webhooks.netguard import resolve
 
@@ -80,7 +80,7 @@ class Subscribing:
         self, query: str, callback_url: str, tenant: str, stream: str = ""
     ) -> Subscription:
         analysed = self.analyse_query(query)
-        await resolve(callback_url, self.address_policy)
+        await self._check_webhook(callback_url)
         await self._may_subscribe(tenant, [stream])
         if not analysed.is_plain:  # several records: the batch path withdraws a partial one
             item = BatchItem("query", query, callback_url, stream)
@@ -92,6 +92,13 @@ class Subscribing:
         await self._still_granted(tenant, [sub])
         await self._announce(event_id, sub.matchers)
         return sub
+
+    async def _check_webhook(self, address: str) -> None:
+        """Refuse a webhook URL that is or resolves to a forbidden address; a subscription
+        delivered to the match stream only has none."""
+        webhook_url, _ = delivery_of(address)
+        if webhook_url:
+            await resolve(webhook_url, self.address_policy)
 
     async def _may_subscribe(self, tenant: str, streams: Iterable[str]) -> None:
         """Forbidden unless the tenant may subscribe to each shared stream named."""
@@ -117,7 +124,7 @@ class Subscribing:
         self, source: str, callback_url: str, tenant: str, stream: str = ""
     ) -> Subscription:
         pattern = parse(source)
-        await resolve(callback_url, self.address_policy)
+        await self._check_webhook(callback_url)
         await self._may_subscribe(tenant, [stream])
         sub, event_id = await self.placer.add_pattern(
             source, pattern.anchor, callback_url, tenant, stream
@@ -152,7 +159,7 @@ class Subscribing:
             first_use.setdefault(callback_url, index)
         for callback_url, index in first_use.items():
             try:
-                await resolve(callback_url, self.address_policy)
+                await self._check_webhook(callback_url)
             except InvalidInput as exc:
                 raise InvalidInput(f"subscription {index}: {exc}") from exc
         await self._may_subscribe(tenant, [item[3] for item in items])

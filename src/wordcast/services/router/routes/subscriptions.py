@@ -11,6 +11,7 @@ from wordcast.services.router.deps import ReadyState, Tenant, TenantRoute
 from wordcast.services.schemas import (
     ERRORS,
     AlternativeOut,
+    Delivery,
     SecretOut,
     SubscriptionIdsIn,
     SubscriptionIn,
@@ -54,7 +55,8 @@ def _out(sub: Subscription) -> SubscriptionOut:
             pattern=sub.pattern,
             anchor=sub.anchor,
             terms=[],
-            callback_url=sub.callback_url,
+            callback_url=sub.webhook_url or None,
+            delivery=_delivery(sub),
             stream=sub.stream or None,
             matcher=sub.matcher,
         )
@@ -64,10 +66,16 @@ def _out(sub: Subscription) -> SubscriptionOut:
         query=sub.query,
         terms=list(sub.terms),
         alternatives=_alternatives(sub.query),
-        callback_url=sub.callback_url,
+        callback_url=sub.webhook_url or None,
+        delivery=_delivery(sub),
         stream=sub.stream or None,
         matcher=sub.matcher,
     )
+
+
+def _delivery(sub: Subscription) -> list[Delivery]:
+    webhook: list[Delivery] = ["webhook"] if sub.webhook_url else []
+    return [*webhook, "stream"] if sub.to_stream else webhook
 
 
 def _alternatives(query: str) -> list[AlternativeOut] | None:
@@ -92,15 +100,15 @@ async def create_subscription(
         kind, text = (
             ("pattern", body.pattern) if body.pattern is not None else ("query", body.query)
         )
-        item = BatchItem(kind, text or "", str(body.callback_url), stream, body.key)
+        item = BatchItem(kind, text or "", body.address(), stream, body.key)
         sub = (await state.subscribing.subscribe_batch([item], tenant))[0]
     elif body.pattern is not None:
         sub = await state.subscribing.subscribe_pattern(
-            body.pattern, str(body.callback_url), tenant, stream
+            body.pattern, body.address(), tenant, stream
         )
     else:
         assert body.query is not None  # the schema admits exactly one of the two
-        sub = await state.subscribing.subscribe(body.query, str(body.callback_url), tenant, stream)
+        sub = await state.subscribing.subscribe(body.query, body.address(), tenant, stream)
     return _out(sub).model_copy(update={"secret": sub.secret})
 
 
@@ -119,7 +127,7 @@ async def create_subscriptions(
         BatchItem(
             "pattern" if item.pattern is not None else "query",
             item.pattern if item.pattern is not None else item.query or "",
-            str(item.callback_url),
+            item.address(),
             item.stream or "",
             item.key,
         )

@@ -1,4 +1,10 @@
-"""A small asynchronous client of the router API, with bulk helpers that show progress."""
+"""A small asynchronous client of the router API, with bulk helpers that show progress.
+
+What it owns: :class:`RouterClient` (its admin calls in :mod:`.admin`), what a call raises
+(:mod:`.errors`), and the reading of the match stream (:mod:`.matches`). May import: the
+foundation (:mod:`wordcast.errors`, :mod:`wordcast.limits`, :mod:`wordcast.defaults`) and
+:mod:`wordcast.webhooks`; it speaks to a router over HTTP only, never to Redis or a service's code.
+"""
 
 from __future__ import annotations
 
@@ -7,14 +13,17 @@ import os
 import sys
 import time
 import uuid
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from typing import Any
-from urllib.parse import quote
 
 import httpx
 import orjson
 
-from wordcast.webhooks import retry_after
+from wordcast.client.admin import AdminCalls
+from wordcast.client.errors import ApiError, RouterUnreachable, raise_for_status
+from wordcast.client.matches import StreamedMatches, StreamLost, follow
+
+__all__ = ["ApiError", "RouterClient", "RouterUnreachable", "StreamLost", "StreamedMatches"]
 
 # Subscriptions per request of subscribe_many: within the router's limit of 1,000, and small
 # enough that the progress line moves and a refused batch is quick to find.
@@ -58,7 +67,7 @@ class Progress:
             sys.stderr.flush()
 
 
-class RouterClient:
+class RouterClient(AdminCalls):
     def __init__(
         self,
         base_url: str,
@@ -88,13 +97,36 @@ class RouterClient:
         await self._http.aclose()
 
     async def subscribe(
-        self, query: str, callback_url: str, *, kind: str = "query", stream: str | None = None
+        self,
+        query: str,
+        callback_url: str | None = None,
+        *,
+        kind: str = "query",
+        stream: str | None = None,
+        delivery: Sequence[str] | None = None,
     ) -> dict[str, Any]:
         """Register a keyword subscription, or a wildcard pattern with ``kind="pattern"``; to the
-        publications of shared ``stream`` if given, else to the tenant's own."""
-        body = {kind: query, "callback_url": callback_url} | ({"stream": stream} if stream else {})
+        publications of shared ``stream`` if given, else to the tenant's own. Its matches go to
+        ``callback_url``, else to the tenant's match stream (:meth:`matches`); ``delivery``
+        chooses (``["webhook", "stream"]`` for both)."""
+        body = _item(kind, query, callback_url, stream)
+        if delivery is not None:
+            body["delivery"] = list(delivery)
         result: dict[str, Any] = await self._call("POST", "/subscriptions", json=body)
         return result
+
+    def matches(
+        self,
+        last_event_id: str | None = None,
+        *,
+        reconnect_s: float = 1.0,
+        on_connect: Callable[[str], None] | None = None,
+    ) -> AsyncIterator[StreamedMatches]:
+        """The tenant's stream-delivered matches as they are found, a message at a time: after
+        ``last_event_id`` (a message's id; "0" for the oldest kept), else from now. A dropped
+        connection is resumed after the last message seen; raises StreamLost when matches after
+        it are no longer kept. ``on_connect`` hears each connection's starting position."""
+        return follow(self._http, last_event_id, reconnect_s, on_connect)
 
     async def unsubscribe(self, sub_id: str) -> None:
         await self._call("DELETE", f"/subscriptions/{sub_id}")
@@ -141,45 +173,6 @@ class RouterClient:
         result: dict[str, Any] = await self._call("POST", f"/deadletters/{dead_id}/replay")
         return result
 
-    # Admin operations: the client's key must be the admin token.
-    async def create_tenant_key(self, tenant: str) -> dict[str, str]:
-        """A new API key for ``tenant`` (made if new): ``{"tenant", "api_key", "key_id"}``."""
-        result: dict[str, str] = await self._call("POST", "/admin/tenants", json={"tenant": tenant})
-        return result
-
-    async def tenant_keys(self, tenant: str) -> list[dict[str, Any]]:
-        """``tenant``'s API keys, oldest first: ``{"key_id", "created"}`` (the keys are not kept)."""
-        answer = await self._call("GET", f"/admin/tenants/{quote(tenant, safe='')}/keys")
-        return list(answer["keys"])
-
-    async def revoke_tenant_key(self, tenant: str, key_id: str) -> None:
-        await self._call(
-            "DELETE", f"/admin/tenants/{quote(tenant, safe='')}/keys/{quote(key_id, safe='')}"
-        )
-
-    # Shared streams (admin): who may publish to them and subscribe to them.
-    async def create_stream(self, stream: str) -> dict[str, Any]:
-        result: dict[str, Any] = await self._call("POST", "/admin/streams", json={"stream": stream})
-        return result
-
-    async def streams(self) -> list[dict[str, Any]]:
-        """Every shared stream: ``{"stream", "grants": [{"tenant", "publish", "subscribe"}]}``."""
-        return list((await self._call("GET", "/admin/streams"))["streams"])
-
-    async def grant(
-        self, stream: str, tenant: str, *, publish: bool, subscribe: bool
-    ) -> dict[str, Any]:
-        """Give ``tenant`` exactly these rights on ``stream`` (taking subscribe away deletes its
-        subscriptions to the stream)."""
-        path = f"/admin/streams/{quote(stream, safe='')}/grants/{quote(tenant, safe='')}"
-        result: dict[str, Any] = await self._call(
-            "PUT", path, json={"publish": publish, "subscribe": subscribe}
-        )
-        return result
-
-    async def delete_stream(self, stream: str) -> None:
-        await self._call("DELETE", f"/admin/streams/{quote(stream, safe='')}")
-
     async def publish(
         self, publications: Sequence[dict[str, str]], *, stream: str | None = None
     ) -> dict[str, Any]:
@@ -204,13 +197,13 @@ class RouterClient:
         except httpx.TransportError as exc:
             raise RouterUnreachable(f"cannot reach the router at {self.base_url}: {exc}") from exc
         self.answered = True
-        _raise_for_status(response)
+        raise_for_status(response)
         return response.json() if response.content else None
 
     async def subscribe_many(
         self,
         queries: Sequence[str],
-        callback_url: str,
+        callback_url: str | None,
         *,
         kind: str = "query",
         progress: bool = True,
@@ -218,10 +211,9 @@ class RouterClient:
     ) -> list[dict[str, Any]]:
         """Register many subscriptions through the batch endpoint, in order."""
         bar = Progress("subscribing", len(queries), enabled=progress)
-        shared = {"stream": stream} if stream else {}
 
         async def one(chunk: Sequence[str]) -> list[dict[str, Any]]:
-            items = [{kind: q, "callback_url": callback_url} | shared for q in chunk]
+            items = [_item(kind, q, callback_url, stream) for q in chunk]
             created = await self.subscribe_items(items)
             bar.advance(len(chunk))
             return created
@@ -308,44 +300,14 @@ class RouterClient:
         return len(publications)
 
 
-class ApiError(RuntimeError):
-    def __init__(self, status: int, detail: str, retry_after: float | None = None) -> None:
-        super().__init__(f"HTTP {status}: {detail}")
-        self.status = status
-        self.retry_after = retry_after  # seconds, when the answer said (Retry-After)
-
-
-class RouterUnreachable(RuntimeError):
-    """No answer came from the router (refused, reset, timed out, or a name that does not
-    resolve)."""
-
-
-def _raise_for_status(response: httpx.Response) -> None:
-    if response.is_success:
-        return
-    try:
-        detail = response.json().get("detail", response.text)
-    except (ValueError, AttributeError):
-        detail = response.text
-    raise ApiError(
-        response.status_code,
-        _readable(detail),
-        retry_after.seconds(response.headers.get("retry-after")),
-    )
-
-
-def _readable(detail: Any) -> str:
-    """FastAPI's validation errors (a list of {loc, msg}) as ``field: message; …``."""
-    if not isinstance(detail, list):
-        return str(detail)
-    parts = []
-    for error in detail:
-        if not isinstance(error, dict) or "msg" not in error:
-            parts.append(str(error))
-            continue
-        where = ".".join(str(part) for part in error.get("loc", ()) if part != "body")
-        parts.append(f"{where}: {error['msg']}" if where else str(error["msg"]))
-    return "; ".join(parts)
+def _item(kind: str, text: str, callback_url: str | None, stream: str | None) -> dict[str, Any]:
+    """A subscription as the API takes it; without a callback its matches go to the stream."""
+    item: dict[str, Any] = {kind: text}
+    if callback_url is not None:
+        item["callback_url"] = callback_url
+    if stream:
+        item["stream"] = stream
+    return item
 
 
 def chunks(items: Sequence[Any], size: int) -> Iterable[Sequence[Any]]:

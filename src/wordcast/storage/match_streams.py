@@ -1,0 +1,162 @@
+"""Each tenant's match stream: the matches of its stream-delivered subscriptions, kept for a while.
+
+``{ns}:matches:{tenant}`` is a Redis stream of messages (each the JSON body a webhook would have
+received), written by the matchers' dispatchers and read by routers for ``GET /matches/stream``;
+an entry's id is the position a consumer resumes after. It is bounded twice: entries older than
+the retention go, and so do the oldest beyond a number of entries; ``{ns}:matches:{tenant}:lost``
+keeps the id of the last entry dropped (with the bounds then in force), so that a consumer asking
+to resume from an older position is told exactly that it missed something, and what, instead of
+silently skipping it. A dispatcher that crashes between writing a message and acknowledging it in
+its outbox writes it again: the message's webhook-id, kept as long as the retention, makes the
+second write a no-op, so a consumer sees each message once.
+
+On a Redis Cluster each tenant's stream has a hash tag of its own, so tenants spread over the
+masters; its keys share that tag, so each write is one script in one slot.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import redis.asyncio as aioredis
+from redis.exceptions import ResponseError
+
+from wordcast.errors import Gone
+from wordcast.storage.redis import on_cluster, translated
+
+# KEYS: the stream, its lost-key, then a de-duplication key per message; ARGV: the retention in
+# ms, the most entries, then each message's body. Entries past either bound are dropped exactly
+# (an XTRIM by MINID just past the last of them), so the lost-key is exact too.
+APPEND = """
+local retention = tonumber(ARGV[1])
+local added = 0
+for i = 3, #KEYS do
+  if redis.call('SET', KEYS[i], '1', 'NX', 'PX', retention) then
+    redis.call('XADD', KEYS[1], '*', 'body', ARGV[i])
+    added = added + 1
+  end
+end
+local function later(a, b)
+  if b == nil then return a end
+  local am, as = string.match(a, '(%d+)-(%d+)')
+  local bm, bs = string.match(b, '(%d+)-(%d+)')
+  am, as, bm, bs = tonumber(am), tonumber(as), tonumber(bm), tonumber(bs)
+  if am > bm or (am == bm and as > bs) then return a end
+  return b
+end
+local last = nil
+local excess = redis.call('XLEN', KEYS[1]) - tonumber(ARGV[2])
+if excess > 0 then
+  local over = redis.call('XRANGE', KEYS[1], '-', '+', 'COUNT', excess)
+  last = over[#over][1]
+end
+local t = redis.call('TIME')
+local oldest = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) - retention
+local expired = redis.call('XRANGE', KEYS[1], '-', '(' .. string.format('%d', oldest), 'COUNT', 10000)
+if #expired > 0 then last = later(expired[#expired][1], last) end
+if last ~= nil then
+  local ms, seq = string.match(last, '(%d+)-(%d+)')
+  redis.call('XTRIM', KEYS[1], 'MINID', ms .. '-' .. string.format('%d', tonumber(seq) + 1))
+  redis.call('HSET', KEYS[2], 'through', last, 'retention_ms', ARGV[1], 'most', ARGV[2])
+end
+return added
+"""
+
+
+def stream_order(entry_id: str) -> tuple[int, int]:
+    millis, _, seq = entry_id.partition("-")
+    return int(millis), int(seq or 0)
+
+
+@dataclass(frozen=True, slots=True)
+class Lost:
+    """What a stream dropped last: entries up to and including ``through``."""
+
+    through: str
+    retention_ms: int
+    most: int
+
+    def describe(self) -> str:
+        return (
+            f"matches up to {self.through} are no longer kept (each tenant's match stream keeps "
+            f"{self.retention_ms / 1000:g} s of matches, at most {self.most:,} messages: "
+            "WORDCAST_MATCHER_STREAM_RETENTION_S, WORDCAST_MATCHER_STREAM_MAX_MESSAGES)"
+        )
+
+
+class MatchStreams:
+    """Every tenant's match stream in namespace ``namespace``."""
+
+    def __init__(self, client: aioredis.Redis, namespace: str) -> None:
+        self.client: Any = client
+        self.ns = namespace
+        self._append = self.client.register_script(APPEND)
+
+    def key(self, tenant: str) -> str:
+        if on_cluster(self.client):
+            return "{" + f"{self.ns.strip('{}')}/matches/{tenant}" + "}:matches"
+        return f"{self.ns}:matches:{tenant}"
+
+    async def append(
+        self,
+        tenant: str,
+        messages: Sequence[tuple[str, str]],
+        retention_s: float,
+        most: int,
+    ) -> int:
+        """Add (webhook-id, body) ``messages`` to ``tenant``'s stream, each once however often
+        it is given; returns how many were new."""
+        if not messages:
+            return 0
+        key = self.key(tenant)
+        keys = [key, f"{key}:lost", *(f"{key}:seen:{msg_id}" for msg_id, _ in messages)]
+        bounds = [max(1, int(retention_s * 1000)), max(1, most)]
+        args: list[str | int] = [*bounds, *(body for _, body in messages)]
+        with translated("adding matches to the match stream"):
+            return int(await self._append(keys=keys, args=args))
+
+    async def last_id(self, tenant: str) -> str:
+        """The id of the newest entry ever added ("0-0" for none): where "from now" starts."""
+        with translated("reading the match stream"):
+            try:
+                info = await self.client.xinfo_stream(self.key(tenant))
+            except ResponseError as exc:
+                if "no such key" in str(exc).lower():
+                    return "0-0"
+                raise
+        return str(info.get("last-generated-id") or "0-0")
+
+    async def lost(self, tenant: str) -> Lost | None:
+        with translated("reading the match stream"):
+            fields = await self.client.hgetall(f"{self.key(tenant)}:lost")
+        return _lost(fields)
+
+    async def read(self, tenant: str, after: str, count: int) -> list[tuple[str, str]]:
+        """Up to ``count`` (id, body) entries after ``after``, at once; raises Gone when entries
+        after ``after`` were dropped (read in one transaction with them, so never a gap)."""
+        key = self.key(tenant)
+        pipe = self.client.pipeline(transaction=True)
+        pipe.hgetall(f"{key}:lost")
+        pipe.xread({key: after}, count=count)
+        with translated("reading the match stream"):
+            fields, reply = await pipe.execute()
+        lost = _lost(fields)
+        if lost is not None and stream_order(after) < stream_order(lost.through):
+            raise Gone(f"the match stream cannot resume after {after}: {lost.describe()}")
+        return [
+            (entry_id, entry["body"]) for _, entries in reply or [] for entry_id, entry in entries
+        ]
+
+    async def wait(self, tenant: str, after: str, block_ms: int) -> bool:
+        """Wait up to ``block_ms`` for an entry after ``after``; whether one came."""
+        with translated("waiting on the match stream"):
+            reply = await self.client.xread({self.key(tenant): after}, count=1, block=block_ms)
+        return bool(reply)
+
+
+def _lost(fields: dict[str, str] | None) -> Lost | None:
+    if not fields or "through" not in fields:
+        return None
+    return Lost(fields["through"], int(fields.get("retention_ms", 0)), int(fields.get("most", 0)))
