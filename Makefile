@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 SPEC := pyproject.toml
 
-.PHONY: run test test-hosts test-promtool test-unit test-redis-cluster lint unicode-tables bench bench-e2e bench-matcher bench-patterns bench-boolean bench-routing bench-routing-held bench-migration bench-shedding bench-subscribe bench-ingest bench-scale bench-delivery bench-scale-out bench-capacity env java clean
+.PHONY: run test test-hosts test-promtool test-browser test-unit test-redis-cluster lint unicode-tables bench bench-e2e bench-matcher bench-patterns bench-boolean bench-routing bench-routing-held bench-migration bench-shedding bench-subscribe bench-ingest bench-scale bench-delivery bench-stream bench-scale-out bench-capacity env java clean
 
 # PySpark needs a Java runtime (17 or newer); it cannot come from PyPI, so say so clearly.
 java:
@@ -30,10 +30,10 @@ run: $(STAMP)
 
 # Lint first (CI runs exactly this target), then the unit suite (no processes, no Redis; under a
 # minute), then the end-to-end suite (real Redis, real processes, real HTTP).
-test: lint java test-hosts test-promtool
+test: lint java test-hosts test-promtool test-browser
 	cargo test --manifest-path rust/Cargo.toml --quiet
 	$(BIN)/python -m pytest -n 2 tests/unit
-	$(BIN)/python -m pytest tests/e2e
+	$(BIN)/python -m pytest --durations=25 tests/e2e
 
 # The partition tests run each service on a test host of its own (a network namespace) and cut the
 # links between them with iptables, from Debian's packages; as root, installed here when missing
@@ -53,6 +53,14 @@ test-promtool:
 		{ apt-get update -q >/dev/null && apt-get install -y -q --no-install-recommends prometheus >/dev/null; }; }
 	@command -v promtool >/dev/null 2>&1 && promtool --version | head -1 || echo "promtool missing: the alerting rules' checks will be skipped"
 
+# The console's tests drive Debian's Chromium through its chromedriver (Selenium); as root,
+# installed when missing.
+test-browser:
+	@command -v chromedriver >/dev/null 2>&1 || [ "$$(id -u)" != 0 ] || { \
+		apt-get install -y -q --no-install-recommends chromium chromium-driver >/dev/null 2>&1 || \
+		{ apt-get update -q >/dev/null && apt-get install -y -q --no-install-recommends chromium chromium-driver >/dev/null; }; }
+	@command -v chromedriver >/dev/null 2>&1 && chromedriver --version || echo "chromedriver missing: the console's browser tests will be skipped"
+
 test-unit: $(STAMP)
 	$(BIN)/python -m pytest -n 2 tests/unit
 
@@ -68,7 +76,7 @@ lint: $(STAMP)
 	cargo fmt --manifest-path rust/Cargo.toml --check
 	cargo clippy --manifest-path rust/Cargo.toml --all-targets --quiet -- -D warnings
 
-bench: bench-e2e bench-matcher bench-patterns bench-boolean bench-routing bench-routing-held bench-migration bench-shedding bench-subscribe bench-ingest bench-scale bench-delivery bench-scale-out bench-capacity
+bench: bench-e2e bench-matcher bench-patterns bench-boolean bench-routing bench-routing-held bench-migration bench-shedding bench-subscribe bench-ingest bench-scale bench-delivery bench-stream bench-scale-out bench-capacity
 
 bench-capacity: $(STAMP)
 	$(BIN)/python -m bench.capacity
@@ -112,6 +120,9 @@ bench-ingest: $(STAMP)
 
 bench-delivery: $(STAMP)
 	$(BIN)/python -m bench.delivery
+
+bench-stream: $(STAMP)
+	$(BIN)/python -m bench.stream
 
 # Regenerate the compiled analyser's Unicode tables after upgrading Python or the regex module.
 unicode-tables: $(STAMP)

@@ -13,7 +13,7 @@ import os
 import sys
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable, Sequence
 from typing import Any
 
 import httpx
@@ -121,7 +121,7 @@ class RouterClient(AdminCalls):
         *,
         reconnect_s: float = 1.0,
         on_connect: Callable[[str], None] | None = None,
-    ) -> AsyncIterator[StreamedMatches]:
+    ) -> AsyncGenerator[StreamedMatches, None]:
         """The tenant's stream-delivered matches as they are found, a message at a time: after
         ``last_event_id`` (a message's id; "0" for the oldest kept), else from now. A dropped
         connection is resumed after the last message seen; raises StreamLost when matches after

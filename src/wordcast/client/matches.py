@@ -8,7 +8,7 @@ its starting position at once, so even a connection lost before any match resume
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -44,7 +44,7 @@ async def follow(
     last_event_id: str | None,
     reconnect_s: float,
     on_connect: Callable[[str], None] | None,
-) -> AsyncIterator[StreamedMatches]:
+) -> AsyncGenerator[StreamedMatches, None]:
     """See :meth:`wordcast.client.RouterClient.matches`."""
     position = last_event_id
     answered = False

@@ -30,6 +30,12 @@ class PublicationLog:
         with translated("logging publications"):
             await pipe.execute()
 
+    async def recent(self, count: int) -> list[tuple[float, tuple[str, ...]]]:
+        """The ``count`` latest logged publications, newest first."""
+        with translated("reading the publication log"):
+            entries = await self.client.xrevrange(self.keys.publications, count=count)
+        return [(float(f["at"]), tuple(f["terms"].split())) for _, f in entries]
+
     async def read(self, count: int | None = None) -> list[tuple[float, tuple[str, ...]]]:
         """The logged publications, oldest first."""
         with translated("reading the publication log"):

@@ -20,6 +20,7 @@ from wordcast.services.errors import install_error_handlers
 from wordcast.services.matcher.routes import health, internal
 from wordcast.services.matcher.settings import MatcherSettings
 from wordcast.services.matcher.state import MatcherState
+from wordcast.services.pages import serve_pages
 from wordcast.storage import Store
 
 log = logging.getLogger(__name__)
@@ -59,7 +60,10 @@ def create_app(settings: MatcherSettings | None = None) -> FastAPI:
         title=f"wordcast matcher {settings.ordinal}",
         version=__version__,
         lifespan=lifespan,
+        docs_url=None,
+        redoc_url=None,
     )
+    serve_pages(app)
     install_error_handlers(app)
     app.add_middleware(
         BodySizeLimit, max_bytes=limits.MAX_ROUTED_BATCH_BYTES, timeout_s=settings.body_timeout_s

@@ -20,6 +20,7 @@ from pydantic_settings import SettingsConfigDict
 
 from wordcast import limits
 from wordcast.services.common import BodySizeLimit, OrjsonRoute, ServiceSettings
+from wordcast.services.pages import serve_pages
 
 
 class ReceiverSettings(ServiceSettings):
@@ -126,7 +127,8 @@ async def healthz() -> dict[str, str]:
 
 def create_app(settings: ReceiverSettings | None = None) -> FastAPI:
     settings = settings or ReceiverSettings()
-    app = FastAPI(title="wordcast demo webhook receiver")
+    app = FastAPI(title="wordcast demo webhook receiver", docs_url=None, redoc_url=None)
+    serve_pages(app)
     app.state.inbox = Inbox(settings)
     app.add_middleware(
         BodySizeLimit, max_bytes=limits.MAX_MESSAGE_BYTES, timeout_s=settings.body_timeout_s

@@ -16,6 +16,7 @@ from wordcast.services.common import (
     tune_garbage_collection,
 )
 from wordcast.services.errors import install_error_handlers
+from wordcast.services.pages import serve_console, serve_pages
 from wordcast.services.router.routes import (
     admin,
     deadletters,
@@ -63,6 +64,8 @@ def create_app(settings: RouterSettings | None = None) -> FastAPI:
         version=__version__,
         description="Keyword subscriptions matched against a stream of publications.",
         lifespan=lifespan,
+        docs_url=None,
+        redoc_url=None,
     )
     install_error_handlers(app)
     app.add_middleware(
@@ -77,6 +80,8 @@ def create_app(settings: RouterSettings | None = None) -> FastAPI:
     app.include_router(health.router)
     app.include_router(health.probes)
     app.include_router(metrics_router())
+    serve_pages(app)
+    serve_console(app)
     return app
 
 

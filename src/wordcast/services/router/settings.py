@@ -155,6 +155,11 @@ class RouterSettings(ServiceSettings):
         description="Match streams this router serves at once (each holds a Redis connection "
         "while it waits); more get a 429.",
     )
+    console_learning: bool = Field(
+        default=True,
+        description="Whether the console's admin may start a learning run (wordcast learn, a "
+        "Spark job) as a child process of this router; turn off where the CronJob learns.",
+    )
     streams_per_tenant: int = Field(
         default=16, ge=1, description="Match streams one tenant may hold open on this router."
     )

@@ -5,7 +5,8 @@ use (:mod:`.placing`), registered and deleted for tenants (:mod:`.subscribing`);
 analysed and multicast (:mod:`.publishing`). Which versions are in use, and moving the
 subscriptions when a new one appears, is :mod:`.versions`; the requests to matchers are
 :mod:`.matchers`; API keys are :mod:`.tenants`, shared streams :mod:`.streams`, each tenant's match stream
-:mod:`.match_stream`; the replica of the
+:mod:`.match_stream`; what the console shows of routing is :mod:`.insight`, and its learning
+runs :mod:`.learning`; the replica of the
 word maps and anchor owners that routing reads is :mod:`.replica`. The router keeps only state it
 can rebuild from Redis.
 """
@@ -13,9 +14,12 @@ can rebuild from Redis.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 from wordcast.routing.lasp import LinearCost
 from wordcast.routing.mapping import HashMapping
+from wordcast.services.router.insight import hot_words, load_figures
+from wordcast.services.router.learning import LearningRuns
 from wordcast.services.router.match_stream import MatchStreamServer
 from wordcast.services.router.matchers import MatcherLinks
 from wordcast.services.router.overload import LoadShedder
@@ -53,6 +57,7 @@ class RouterState:
             settings, store, self.tenants, placer, self.follower, self.links
         )
         self.match_streams = MatchStreamServer(settings, store.match_streams)
+        self.learning = LearningRuns(settings, self.routing_insight)
         self.streams = SharedStreams(store, self.tenants, self.subscribing.delete_subscriptions)
         self.publishing = Publishing(
             settings,
@@ -64,6 +69,25 @@ class RouterState:
             lambda: (self.replica.held, self.replica.anchors),
         )
 
+    async def routing_insight(self, samples: int = 5_000, words: int = 20) -> dict[str, Any]:
+        """Routing on the latest ``samples`` logged publications under hash routing and the
+        latest learned mapping, and the ``words`` hottest subscribed words (:mod:`.insight`)."""
+        recent = [terms for _, terms in await self.store.publication_log.recent(samples)]
+        active, latest_version = self.view.active, self.versions.latest
+        latest = await self.versions.mapping(latest_version) if latest_version else None
+        matchers = latest.matchers if latest is not None else active.matchers
+        held = self.replica.held
+        compared = [load_figures("hash", HashMapping(matchers), recent, held)]
+        if latest is not None:
+            compared.append(load_figures("learned", latest, recent, held))
+        return {
+            "publications": len(recent),
+            "active_version": active.version,
+            "latest_version": latest_version,
+            "mappings": compared,
+            "hot_words": hot_words(recent, held, active, words),
+        }
+
     @property
     def view(self) -> MappingView:
         return self.versions.view
@@ -73,6 +97,7 @@ class RouterState:
         return self.follower.ready.is_set() and self.versions.reported
 
     async def close(self) -> None:
+        await self.learning.aclose()
         await self.publishing.flush_samples()
         await self.links.aclose()
         await self.versions.aclose()

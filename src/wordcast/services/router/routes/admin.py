@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Path
+from fastapi import APIRouter, Path, Query
 
 from wordcast.services.router.deps import Admin, AdminRoute, ReadyState
 from wordcast.services.schemas import (
@@ -150,3 +150,30 @@ async def revoke_grant(stream: StreamPath, tenant: TenantName, state: ReadyState
 async def delete_stream(stream: StreamPath, state: ReadyState) -> None:
     """Delete a shared stream: its grants, then every subscription to it."""
     await state.streams.delete(stream)
+
+
+@router.get("/routing", operation_id="routing_insight")
+async def routing_insight(
+    state: ReadyState,
+    samples: Annotated[int, Query(ge=1, le=50_000)] = 5_000,
+    words: Annotated[int, Query(ge=1, le=200)] = 20,
+) -> dict[str, Any]:
+    """The load per matcher that the latest ``samples`` logged publications put on each matcher
+    under hash routing and under the latest learned mapping (with spread and imbalance), and the
+    hottest subscribed words: where each is routed, and which matchers hold it."""
+    return await state.routing_insight(samples, words)
+
+
+@router.get("/learning", operation_id="learning_run")
+async def learning_run(state: ReadyState) -> dict[str, Any]:
+    """The last learning run started on this router: its state, the end of its output, and
+    routing measured before and after it (as /admin/routing)."""
+    return state.learning.figures()
+
+
+@router.post("/learning", status_code=202, operation_id="start_learning_run")
+async def start_learning_run(state: ReadyState) -> dict[str, Any]:
+    """Learn a new mapping from the logged traffic (wordcast learn, a Spark job) on this
+    router; 409 while one runs, 503 where this router cannot run it."""
+    await state.learning.start()
+    return state.learning.figures()

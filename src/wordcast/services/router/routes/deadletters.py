@@ -62,12 +62,21 @@ async def replay_dead_letter(
     return {"replayed": dead_id, "webhook_id": message.webhook_id}
 
 
+AnyTenant = Annotated[str, Query(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.-]+$")]
+
+
 @admin.get("", response_model=DeadLetterPage)
 async def list_any_dead_letters(
-    state: ReadyState,
-    tenant: Annotated[str, Query(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.-]+$")],
-    after: After = None,
-    limit: Limit = 100,
+    state: ReadyState, tenant: AnyTenant, after: After = None, limit: Limit = 100
 ) -> DeadLetterPage:
     """Any tenant's dead letters (admin token)."""
     return await _page(state, tenant, after, limit)
+
+
+@admin.post("/{dead_id}/replay", status_code=202, operation_id="replay_any_dead_letter")
+async def replay_any_dead_letter(
+    dead_id: StreamId, state: ReadyState, tenant: AnyTenant
+) -> dict[str, str]:
+    """Deliver any tenant's dead letter again (admin token), as the tenant itself may."""
+    message = await state.subscribing.replay(tenant, dead_id)
+    return {"replayed": dead_id, "webhook_id": message.webhook_id}

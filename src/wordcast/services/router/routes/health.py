@@ -3,10 +3,11 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request
 
-from wordcast.services.common import probes_router
-from wordcast.services.router.deps import Admin, State, get_state
+from wordcast.errors import Unauthenticated
+from wordcast.services.common import bearer_token, probes_router
+from wordcast.services.router.deps import Admin, Credentials, ReadyState, State, get_state
 from wordcast.services.schemas import ERRORS
 
 router = APIRouter(tags=["operations"])
@@ -48,3 +49,15 @@ async def matcher_stats(state: State) -> dict[str, Any]:
     process), asked by this router at most once a second; one that does not answer is listed
     with the reason. Operators only: it needs the admin token."""
     return {"matchers": await state.links.stats(state.view.span)}
+
+
+@router.get("/whoami", responses=ERRORS)
+async def whoami(request: Request, state: ReadyState, credentials: Credentials) -> dict[str, str]:
+    """Whose key the request carries: the admin's token, or a tenant's API key (401 for
+    neither). The console asks it to know what to show."""
+    token = bearer_token(request)
+    try:
+        state.tenants.check_admin(token)
+    except Unauthenticated:
+        return {"role": "tenant", "tenant": await state.tenants.authenticate(token)}
+    return {"role": "admin"}

@@ -157,9 +157,21 @@ async def list_subscriptions(
         int, Query(ge=0, le=2**64 - 1, description="From the previous page; 0 to start.")
     ] = 0,
     limit: Annotated[int, Query(ge=1, le=1_000)] = 100,
+    q: Annotated[
+        str | None,
+        Query(
+            min_length=1,
+            max_length=200,
+            description="Only those whose query or pattern contains this (any case); a page "
+            "may then hold fewer, even none, before the end.",
+        ),
+    ] = None,
 ) -> SubscriptionPage:
     """Your subscriptions, a page at a time (about ``limit`` each; next_cursor 0 at the end)."""
     next_cursor, subs = await state.store.subscriptions.tenant_subscriptions(tenant, cursor, limit)
+    if q is not None:
+        wanted = q.casefold()
+        subs = [s for s in subs if wanted in (s.pattern or s.query).casefold()]
     return SubscriptionPage(subscriptions=[_out(s) for s in subs], next_cursor=next_cursor)
 
 

@@ -1,0 +1,457 @@
+// The wordcast web console: one page over the router's own API, with the key given at login.
+// No framework and no build step; every text from the API goes in as textContent, never HTML.
+"use strict";
+
+const PAGE = 50; // subscriptions a page: the console stays quick with any number of them
+const SHOWN_MATCHES = 200; // live matches kept on screen
+const KEY_STORE = "wordcast-console-key";
+
+let key = sessionStorage.getItem(KEY_STORE) || "";
+let admin = false;
+let cursor = 0;
+let searchText = "";
+let following = null; // the AbortController of the live match stream
+let refreshing = null; // the cluster view's timer
+const labels = new Map(); // subscription id -> its query or pattern
+
+const $ = (id) => document.getElementById(id);
+
+function notice(text, error = false) {
+  const line = $("notice");
+  line.textContent = text;
+  line.classList.toggle("error", error);
+}
+
+async function api(method, path, body) {
+  const headers = { authorization: `Bearer ${key}` };
+  if (body !== undefined) headers["content-type"] = "application/json";
+  const answer = await fetch(path, {
+    method,
+    headers,
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  if (!answer.ok) {
+    let detail = answer.statusText;
+    try {
+      const parsed = await answer.json();
+      detail = Array.isArray(parsed.detail)
+        ? parsed.detail.map((e) => `${(e.loc || []).slice(1).join(".")}: ${e.msg}`).join("; ")
+        : parsed.detail;
+    } catch (_) {
+      /* not JSON: the status says it */
+    }
+    throw new Error(`${answer.status}: ${detail}`);
+  }
+  return answer.status === 204 ? null : answer.json();
+}
+
+function cell(row, text, className) {
+  const td = row.insertCell();
+  td.textContent = text === null || text === undefined ? "" : String(text);
+  if (className) td.className = className;
+  return td;
+}
+
+function button(td, text, onClick) {
+  const b = document.createElement("button");
+  b.textContent = text;
+  b.addEventListener("click", onClick);
+  td.appendChild(b);
+  return b;
+}
+
+// -- logging in ----------------------------------------------------------------------------
+async function logIn(given) {
+  key = given;
+  let who;
+  try {
+    who = await api("GET", "/whoami");
+  } catch (error) {
+    key = "";
+    sessionStorage.removeItem(KEY_STORE);
+    notice(`Not logged in: ${error.message}`, true);
+    return;
+  }
+  admin = who.role === "admin";
+  sessionStorage.setItem(KEY_STORE, key);
+  $("login-view").hidden = true;
+  $("nav").hidden = false;
+  for (const el of document.querySelectorAll(".admin-only")) el.hidden = !admin;
+  for (const el of document.querySelectorAll(".tenant-only")) el.hidden = admin;
+  $("who").textContent = admin ? "admin" : `tenant ${who.tenant}`;
+  notice("");
+  show(admin ? "cluster" : "matches");
+}
+
+function logOut() {
+  stopFollowing();
+  clearInterval(refreshing);
+  key = "";
+  sessionStorage.removeItem(KEY_STORE);
+  for (const view of document.querySelectorAll(".view")) view.hidden = true;
+  $("nav").hidden = true;
+  $("login-view").hidden = false;
+}
+
+const VIEWS = {
+  matches: follow,
+  subscriptions: () => loadSubscriptions(true),
+  deadletters: () => loadDeadLetters($("deadletters"), "/deadletters", null),
+  cluster: async () => {
+    await loadCluster();
+    refreshing = setInterval(() => loadCluster().catch((e) => notice(e.message, true)), 2000);
+  },
+  routing: loadRouting,
+  learning: loadLearning,
+  "admin-deadletters": async () => {},
+};
+
+function show(name) {
+  clearInterval(refreshing);
+  for (const view of document.querySelectorAll(".view")) view.hidden = view.id !== `${name}-view`;
+  for (const b of document.querySelectorAll("nav button[data-view]")) {
+    b.classList.toggle("current", b.dataset.view === name);
+  }
+  VIEWS[name]().catch((error) => notice(error.message, true));
+}
+
+// -- live matches: the match stream, read with fetch (EventSource cannot send a key) ---------
+function stopFollowing() {
+  if (following) following.abort();
+  following = null;
+}
+
+async function follow() {
+  if (following) return;
+  await labelSubscriptions();
+  following = new AbortController();
+  const { signal } = following;
+  let lastId = null;
+  while (!signal.aborted) {
+    $("stream-state").textContent = "connecting";
+    try {
+      const headers = { authorization: `Bearer ${key}` };
+      if (lastId) headers["last-event-id"] = lastId;
+      const answer = await fetch("/matches/stream", { headers, signal });
+      if (!answer.ok) throw new Error(`${answer.status}: ${(await answer.json()).detail}`);
+      $("stream-state").textContent = "following";
+      lastId = await readEvents(answer.body.getReader(), lastId);
+    } catch (error) {
+      if (signal.aborted) return;
+      $("stream-state").textContent = `reconnecting (${error.message})`;
+    }
+    await new Promise((resolve) => setTimeout(resolve, 1000));
+  }
+}
+
+async function readEvents(reader, lastId) {
+  const decoder = new TextDecoder();
+  let buffered = "";
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) return lastId;
+    buffered += decoder.decode(value, { stream: true });
+    let end;
+    while ((end = buffered.indexOf("\n\n")) >= 0) {
+      const event = { id: null, event: "message", data: "" };
+      for (const line of buffered.slice(0, end).split("\n")) {
+        const colon = line.indexOf(":");
+        if (colon <= 0) continue; // a comment (heartbeat) or nothing
+        const field = line.slice(0, colon);
+        const value = line.slice(colon + 1).replace(/^ /, "");
+        if (field === "data") event.data += value;
+        else if (field in event) event[field] = value;
+      }
+      buffered = buffered.slice(end + 2);
+      if (event.id) lastId = event.id;
+      if (event.event === "matches") showMatches(JSON.parse(event.data));
+      if (event.event === "gone") notice(JSON.parse(event.data).detail, true);
+    }
+  }
+}
+
+async function labelSubscriptions() {
+  // Matches name their subscription by id; the first pages give the labels to most of them.
+  let next = 0;
+  for (let page = 0; page < 4; page++) {
+    const answer = await api("GET", `/subscriptions?cursor=${next}&limit=500`);
+    for (const sub of answer.subscriptions) labels.set(sub.id, sub.query || sub.pattern);
+    next = answer.next_cursor;
+    if (!next) break;
+  }
+}
+
+function showMatches(body) {
+  const list = $("matches");
+  for (const match of body.matches) {
+    const item = document.createElement("li");
+    const label = document.createElement("span");
+    label.className = "label";
+    label.textContent = match.query || match.pattern || labels.get(match.subscription_id) || "";
+    item.appendChild(label);
+    item.appendChild(document.createTextNode(match.text));
+    item.title = `${match.subscription_id} / ${match.publication_id}`;
+    item.dataset.subscription = match.subscription_id;
+    list.insertBefore(item, list.firstChild);
+  }
+  while (list.children.length > SHOWN_MATCHES) list.removeChild(list.lastChild);
+}
+
+// -- subscriptions ---------------------------------------------------------------------------
+async function loadSubscriptions(fromStart) {
+  const body = $("subscriptions");
+  if (fromStart) {
+    cursor = 0;
+    body.textContent = "";
+  }
+  // A search filters each page on the router: look further until a page's worth is found.
+  let found = 0;
+  do {
+    const query = new URLSearchParams({ cursor, limit: PAGE });
+    if (searchText) query.set("q", searchText);
+    const answer = await api("GET", `/subscriptions?${query}`);
+    for (const sub of answer.subscriptions) addSubscriptionRow(sub);
+    found += answer.subscriptions.length;
+    cursor = answer.next_cursor;
+  } while (searchText && cursor && found < PAGE);
+  $("more").hidden = !cursor;
+  $("subscriptions-count").textContent = `${body.rows.length} shown${cursor ? "" : ", all"}`;
+}
+
+function addSubscriptionRow(sub, first = false) {
+  labels.set(sub.id, sub.query || sub.pattern);
+  const row = $("subscriptions").insertRow(first ? 0 : -1);
+  row.dataset.id = sub.id;
+  cell(row, sub.id);
+  cell(row, sub.kind === "pattern" ? `pattern ${sub.pattern}` : sub.query);
+  cell(row, sub.delivery.map((d) => (d === "webhook" ? sub.callback_url : "stream")).join(" + "));
+  cell(row, sub.matcher, "num");
+  const actions = cell(row, "");
+  button(actions, "Rotate secret", async () => {
+    try {
+      const answer = await api("POST", `/subscriptions/${sub.id}/secret`);
+      notice(`New signing secret of ${sub.id}: ${answer.secret}`);
+    } catch (error) {
+      notice(error.message, true);
+    }
+  });
+  button(actions, "Delete", async () => {
+    try {
+      await api("DELETE", `/subscriptions/${sub.id}`);
+      row.remove();
+      notice(`Deleted ${sub.id}`);
+    } catch (error) {
+      notice(error.message, true);
+    }
+  });
+}
+
+async function createSubscription(event) {
+  event.preventDefault();
+  const way = $("new-delivery").value;
+  const body = { [$("new-kind").value]: $("new-text").value };
+  body.delivery = way === "both" ? ["webhook", "stream"] : [way];
+  if (way !== "stream") body.callback_url = $("new-callback").value;
+  try {
+    const sub = await api("POST", "/subscriptions", body);
+    addSubscriptionRow(sub, true);
+    $("new-text").value = "";
+    notice(`Created ${sub.id}; its signing secret: ${sub.secret}`);
+  } catch (error) {
+    notice(error.message, true);
+  }
+}
+
+// -- dead letters ----------------------------------------------------------------------------
+async function loadDeadLetters(body, path, tenant) {
+  body.textContent = "";
+  const answer = await api("GET", path);
+  for (const letter of answer.dead_letters) {
+    const row = body.insertRow();
+    cell(row, letter.id);
+    cell(row, letter.callback_url);
+    cell(row, `${letter.reason} (${letter.attempts} attempts)`);
+    cell(row, (letter.payload.matches || []).length, "num");
+    button(cell(row, ""), "Replay", async () => {
+      const where = tenant
+        ? `/admin/deadletters/${letter.id}/replay?tenant=${encodeURIComponent(tenant)}`
+        : `/deadletters/${letter.id}/replay`;
+      try {
+        await api("POST", where);
+        row.remove();
+        notice(`Replayed ${letter.id}`);
+      } catch (error) {
+        notice(error.message, true);
+      }
+    });
+  }
+  if (!answer.dead_letters.length) notice("No dead letters.");
+}
+
+// -- the cluster (admin) ----------------------------------------------------------------------
+function describe(list, pairs) {
+  list.textContent = "";
+  for (const [term, value] of pairs) {
+    const dt = document.createElement("dt");
+    dt.textContent = term;
+    const dd = document.createElement("dd");
+    dd.textContent = value;
+    list.append(dt, dd);
+  }
+}
+
+async function loadCluster() {
+  const [stats, matchers] = await Promise.all([
+    api("GET", "/stats"),
+    api("GET", "/stats/matchers"),
+  ]);
+  const mapping = stats.mapping;
+  describe($("mapping"), [
+    ["mapping version (active, latest)", `${mapping.active}, ${mapping.latest}`],
+    ["spread (matchers per publication)", mapping.spread.toFixed(2)],
+    ["imbalance (busiest / mean)", mapping.imbalance.toFixed(2)],
+    ["publications routed by this router", mapping.publications],
+    ["shedding level", `${stats.shedding.level} of ${stats.shedding.max_level} (${stats.shedding.strategy})`],
+    ["matchers (routed, wanted)", `${stats.matchers}, ${stats.matchers_wanted}`],
+  ]);
+  const body = $("matchers");
+  body.textContent = "";
+  for (const [n, m] of matchers.matchers.entries()) {
+    const row = body.insertRow();
+    cell(row, `matcher-${m.ordinal ?? n}`);
+    cell(row, m.subscriptions, "num");
+    cell(row, m.pattern_subscriptions, "num");
+    cell(row, mapping.loads[n], "num");
+    cell(row, m.deliveries_pending, "num");
+    cell(row, m.delivered, "num");
+    cell(row, m.streamed, "num");
+    cell(row, m.error ? `unreachable: ${m.error}` : m.ready ? "ready" : "loading");
+  }
+}
+
+function figureRow(body, figures, first) {
+  const row = body.insertRow();
+  if (first !== undefined) cell(row, first);
+  cell(row, figures.name);
+  cell(row, figures.version, "num");
+  cell(row, figures.spread.toFixed(3), "num");
+  cell(row, figures.imbalance.toFixed(3), "num");
+  return row;
+}
+
+function plotLoads(svg, mappings) {
+  svg.textContent = "";
+  const ns = "http://www.w3.org/2000/svg";
+  const add = (name, attrs, text) => {
+    const el = document.createElementNS(ns, name);
+    for (const [k, v] of Object.entries(attrs)) el.setAttribute(k, v);
+    if (text !== undefined) el.textContent = text;
+    svg.appendChild(el);
+    return el;
+  };
+  const matchers = Math.max(...mappings.map((m) => m.loads.length));
+  const top = Math.max(1, ...mappings.flatMap((m) => m.loads));
+  const width = 720, height = 260, left = 50, bottom = 30, plotH = height - bottom - 20;
+  const group = (width - left - 10) / matchers;
+  const barW = Math.max(2, (group * 0.8) / mappings.length);
+  add("line", { x1: left, y1: height - bottom, x2: width, y2: height - bottom, stroke: "#888" });
+  add("text", { x: 4, y: 20 }, String(top));
+  mappings.forEach((m, k) => {
+    m.loads.forEach((load, i) => {
+      const h = (load / top) * plotH;
+      const bar = add("rect", {
+        x: left + i * group + k * barW,
+        y: height - bottom - h,
+        width: barW,
+        height: h,
+        class: `bar-${m.name}`,
+      });
+      bar.dataset.mapping = m.name;
+      add("title", {}, `${m.name} matcher ${i}: ${load}`);
+      bar.appendChild(svg.lastChild);
+    });
+    add("rect", { x: left + k * 110, y: 2, width: 10, height: 10, class: `bar-${m.name}` });
+    add("text", { x: left + 14 + k * 110, y: 11 }, `${m.name} (v${m.version})`);
+  });
+  for (let i = 0; i < matchers; i++) {
+    add("text", { x: left + i * group + 2, y: height - bottom + 14 }, String(i));
+  }
+}
+
+async function loadRouting() {
+  const insight = await api("GET", "/admin/routing");
+  const figures = $("routing-figures");
+  figures.textContent = "";
+  for (const m of insight.mappings) figureRow(figures, m);
+  plotLoads($("load-plot"), insight.mappings);
+  const words = $("hot-words");
+  words.textContent = "";
+  for (const w of insight.hot_words) {
+    const row = words.insertRow();
+    cell(row, w.word);
+    cell(row, w.publications, "num");
+    cell(row, w.routed_to.join(", "));
+    cell(row, w.held_by.join(", "));
+  }
+  if (!insight.publications) notice("No publications logged yet: publish some first.");
+}
+
+// -- learning (admin) --------------------------------------------------------------------------
+async function loadLearning() {
+  const run = await api("GET", "/admin/learning");
+  $("learning-state").textContent = [
+    `state: ${run.state}`,
+    run.detail ? run.detail : "",
+    ...(run.output || []),
+  ].join("\n");
+  $("learn").disabled = run.state === "running";
+  const body = $("learning-figures");
+  body.textContent = "";
+  for (const [when, figures] of [["before", run.before], ["after", run.after]]) {
+    if (!figures) continue;
+    for (const m of figures.mappings) {
+      const row = figureRow(body, m, when);
+      cell(row, m.loads.join(" "));
+    }
+  }
+  if (run.state === "running") refreshing = setTimeout(loadLearning, 1000);
+}
+
+async function startLearning() {
+  try {
+    await api("POST", "/admin/learning");
+    notice("Learning run started.");
+    await loadLearning();
+  } catch (error) {
+    notice(error.message, true);
+  }
+}
+
+// -- wiring ----------------------------------------------------------------------------------
+document.addEventListener("DOMContentLoaded", () => {
+  $("login").addEventListener("submit", (event) => {
+    event.preventDefault();
+    logIn($("key").value.trim());
+  });
+  $("logout").addEventListener("click", logOut);
+  for (const b of document.querySelectorAll("nav button[data-view]")) {
+    b.addEventListener("click", () => show(b.dataset.view));
+  }
+  $("create").addEventListener("submit", createSubscription);
+  $("search").addEventListener("submit", (event) => {
+    event.preventDefault();
+    searchText = $("search-text").value.trim();
+    loadSubscriptions(true).catch((error) => notice(error.message, true));
+  });
+  $("more").addEventListener("click", () =>
+    loadSubscriptions(false).catch((error) => notice(error.message, true)),
+  );
+  $("learn").addEventListener("click", startLearning);
+  $("admin-deadletters-form").addEventListener("submit", (event) => {
+    event.preventDefault();
+    const tenant = $("admin-deadletters-tenant").value.trim();
+    const path = `/admin/deadletters?tenant=${encodeURIComponent(tenant)}`;
+    loadDeadLetters($("admin-deadletters"), path, tenant).catch((e) => notice(e.message, true));
+  });
+  if (key) logIn(key);
+});

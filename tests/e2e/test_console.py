@@ -1,0 +1,281 @@
+"""The web console (/console) and the docs page (/docs) in a real browser: Debian's Chromium,
+driven by Selenium through Debian's chromedriver, against a real local cluster.
+
+A tenant logs in with the development key, creates a subscription delivered to the match stream,
+sees its match arrive live, and deletes it; the admin sees the matchers, the mapping and the load
+per matcher under hash and learned routing, and replays a dead letter; neither page loads anything
+from another origin, and the browser reports no Content-Security-Policy violation.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.helpers import RunningCluster
+from wordcast.local.supervisor import free_port
+from wordcast.storage import Store
+from wordcast.storage.outbox import Message
+
+pytestmark = pytest.mark.e2e
+
+CHROMIUM = shutil.which("chromium")
+CHROMEDRIVER = shutil.which("chromedriver")
+DEV_KEY = "wck_development_only"
+ADMIN_TOKEN = "wordcast-development-admin-token"
+AUTH = {"authorization": f"Bearer {DEV_KEY}"}
+WAIT_S = 30
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    if CHROMIUM is None or CHROMEDRIVER is None:
+        pytest.skip("Chromium and chromedriver are missing (make test installs them as root)")
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for flag in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu"):
+        options.add_argument(flag)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    driver = webdriver.Chrome(options=options, service=Service(CHROMEDRIVER))
+    driver.implicitly_wait(0)
+    yield driver
+    driver.quit()
+
+
+def _wait(driver: Any, condition: Any, what: str) -> Any:
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    return WebDriverWait(driver, WAIT_S).until(condition, message=what)
+
+
+def _by_id(driver: Any, element_id: str) -> Any:
+    from selenium.webdriver.common.by import By
+
+    return driver.find_element(By.ID, element_id)
+
+
+def _log_in(driver: Any, router: str, key: str) -> None:
+    driver.get_log("browser")  # what earlier pages said is not this login's
+    driver.get(f"{router}/console")
+    driver.execute_script("sessionStorage.clear()")
+    driver.get(f"{router}/console")
+    _by_id(driver, "key").send_keys(key)
+    _by_id(driver, "login-button").click()
+    _wait(driver, lambda d: _by_id(d, "nav").is_displayed(), "logged in")
+
+
+def _view(driver: Any, name: str) -> None:
+    from selenium.webdriver.common.by import By
+
+    driver.find_element(By.CSS_SELECTOR, f"nav button[data-view='{name}']").click()
+    _wait(driver, lambda d: _by_id(d, f"{name}-view").is_displayed(), f"the {name} view")
+
+
+def _problems(driver: Any) -> list[str]:
+    """What the browser's console reported as errors (CSP violations among them)."""
+    return [entry["message"] for entry in driver.get_log("browser") if entry["level"] == "SEVERE"]
+
+
+def _other_origins(driver: Any, router: str) -> list[str]:
+    resources = driver.execute_script(
+        "return performance.getEntriesByType('resource').map(e => e.name)"
+    )
+    return [url for url in resources if not url.startswith(router)]
+
+
+def test_a_tenant_logs_in_creates_a_subscription_sees_a_match_arrive_and_deletes_it(
+    cluster: RunningCluster, browser: Any
+) -> None:
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select
+
+    router = cluster.router_url
+    _log_in(browser, router, DEV_KEY)
+    _view(browser, "subscriptions")
+    Select(_by_id(browser, "new-kind")).select_by_value("query")
+    _by_id(browser, "new-text").send_keys("platypus swims")
+    Select(_by_id(browser, "new-delivery")).select_by_value("stream")
+    _by_id(browser, "create-button").click()
+    row = _wait(
+        browser,
+        lambda d: d.find_elements(By.CSS_SELECTOR, "#subscriptions tr[data-id]"),
+        "the new subscription listed",
+    )[0]
+    sub_id = row.get_attribute("data-id")
+    assert "platypus swims" in row.text
+    assert "stream" in row.text
+    assert "signing secret" in _by_id(browser, "notice").text
+    stored = httpx.get(f"{router}/subscriptions/{sub_id}", headers=AUTH, timeout=10).json()
+    assert stored["delivery"] == ["stream"]
+    for wanted, found in (("PLATYPUS", True), ("no such words", False)):
+        _by_id(browser, "search-text").clear()
+        _by_id(browser, "search-text").send_keys(wanted)
+        _by_id(browser, "search-text").submit()
+        _wait(
+            browser,
+            lambda d, found=found: (
+                bool(d.find_elements(By.CSS_SELECTOR, f"#subscriptions tr[data-id='{sub_id}']"))
+                == found
+            ),
+            f"the search for {wanted!r}",
+        )
+    _by_id(browser, "search-text").clear()
+    _by_id(browser, "search-text").submit()
+
+    _view(browser, "matches")
+    _wait(browser, lambda d: "following" in _by_id(d, "stream-state").text, "the stream followed")
+    text = f"a platypus swims past the console at {time.time()}"
+    post = {"publications": [{"id": "console-1", "text": text}]}
+    answer = httpx.post(f"{router}/publications", json=post, headers=AUTH, timeout=10)
+    assert answer.status_code == 202
+    arrived = _wait(
+        browser,
+        lambda d: [li for li in d.find_elements(By.CSS_SELECTOR, "#matches li") if text in li.text],
+        "the match shown",
+    )
+    assert arrived[0].get_attribute("data-subscription") == sub_id
+    assert "platypus swims" in arrived[0].text  # labelled with its query
+
+    _view(browser, "subscriptions")
+    row = _wait(
+        browser,
+        lambda d: d.find_elements(By.CSS_SELECTOR, f"#subscriptions tr[data-id='{sub_id}']"),
+        "the subscription listed",
+    )[0]
+    row.find_element(By.XPATH, ".//button[text()='Delete']").click()
+    _wait(
+        browser,
+        lambda d: not d.find_elements(By.CSS_SELECTOR, f"#subscriptions tr[data-id='{sub_id}']"),
+        "the row gone",
+    )
+    gone = httpx.get(f"{router}/subscriptions/{sub_id}", headers=AUTH, timeout=10)
+    assert gone.status_code == 404
+    assert _problems(browser) == []
+    assert _other_origins(browser, router) == []
+
+
+def test_a_wrong_key_is_refused_with_the_routers_reason(
+    cluster: RunningCluster, browser: Any
+) -> None:
+    browser.get(f"{cluster.router_url}/console")
+    browser.execute_script("sessionStorage.clear()")
+    browser.get(f"{cluster.router_url}/console")
+    _by_id(browser, "key").send_keys("wck_not_a_key")
+    _by_id(browser, "login-button").click()
+    _wait(browser, lambda d: "Not logged in: 401" in _by_id(d, "notice").text, "the refusal")
+    assert not _by_id(browser, "nav").is_displayed()
+
+
+def test_the_admin_sees_the_cluster_the_load_per_matcher_and_replays_a_dead_letter(
+    cluster: RunningCluster, browser: Any, redis_url: str
+) -> None:
+    from selenium.webdriver.common.by import By
+
+    router = cluster.router_url
+
+    # A subscription whose webhook nothing answers, with a message given up on.
+    dead_hook = f"http://127.0.0.1:{free_port()}/hook"
+    sub = httpx.post(
+        f"{router}/subscriptions",
+        json={"query": "python web", "callback_url": dead_hook},
+        headers=AUTH,
+        timeout=10,
+    ).json()
+    body = {"type": "matches", "matches": [{"subscription_id": sub["id"], "text": "python web"}]}
+    given_up = Message(
+        (sub["id"],), "dev", dead_hook, "msg_console", json.dumps(body), 1, time.time()
+    )
+
+    # Traffic for the routing view (the log routers sample 1% of), and the dead letter.
+    async def prepare() -> str:
+        store = Store.connect(redis_url, cluster.namespace)
+        try:
+            samples = [(time.time(), ("python", "web", f"w{n % 40}")) for n in range(300)]
+            await store.publication_log.append(samples, 10_000)
+            await store.outbox(0).dead_letter("1-1", given_up, "refused the connection", 8)
+            letters = await store.dead_letters.list("dev", "-", 1_000)
+            return letters[-1].id
+        finally:
+            await store.aclose()
+
+    dead_id = asyncio.run(prepare())
+
+    _log_in(browser, router, ADMIN_TOKEN)
+    assert _by_id(browser, "cluster-view").is_displayed()
+    rows = _wait(
+        browser,
+        lambda d: d.find_elements(By.CSS_SELECTOR, "#matchers tr"),
+        "the matchers listed",
+    )
+    assert len(rows) == len(cluster.matcher_urls), [row.text for row in rows]
+    assert all("ready" in row.text for row in rows)
+    mapping = _by_id(browser, "mapping").text
+    assert "spread" in mapping
+    assert "imbalance" in mapping
+
+    _view(browser, "routing")
+    bars = _wait(
+        browser,
+        lambda d: d.find_elements(By.CSS_SELECTOR, "#load-plot rect.bar-hash[data-mapping]"),
+        "the load plot",
+    )
+    assert len(bars) == len(cluster.matcher_urls)
+    assert sum(float(bar.get_attribute("height")) for bar in bars) > 0
+    figures = _by_id(browser, "routing-figures").text
+    assert figures.startswith("hash")
+    words = _by_id(browser, "hot-words").text
+    assert "python" in words
+
+    _view(browser, "admin-deadletters")
+    _by_id(browser, "admin-deadletters-tenant").send_keys("dev")
+    _by_id(browser, "admin-deadletters-tenant").submit()
+    row = _wait(
+        browser,
+        lambda d: [
+            r
+            for r in d.find_elements(By.CSS_SELECTOR, "#admin-deadletters tr")
+            if dead_id in r.text
+        ],
+        "the dead letter listed",
+    )[0]
+    row.find_element(By.XPATH, ".//button[text()='Replay']").click()
+    _wait(browser, lambda d: f"Replayed {dead_id}" in _by_id(d, "notice").text, "the replay")
+    left = httpx.get(f"{router}/deadletters", headers=AUTH, timeout=10).json()
+    assert dead_id not in [letter["id"] for letter in left["dead_letters"]]
+    assert _problems(browser) == []
+
+
+def test_the_docs_page_loads_nothing_from_a_cdn_and_keeps_to_its_policy(
+    cluster: RunningCluster, browser: Any
+) -> None:
+    from selenium.webdriver.common.by import By
+
+    router = cluster.router_url
+    page = httpx.get(f"{router}/docs", timeout=10)
+    assert "script-src 'self'" in page.headers["content-security-policy"]
+    assert "cdn" not in page.text.lower()
+    browser.get_log("browser")
+    browser.get(f"{router}/docs")
+    title = _wait(
+        browser,
+        lambda d: d.find_elements(By.CSS_SELECTOR, ".swagger-ui .info .title"),
+        "Swagger UI rendered",
+    )[0]
+    assert "wordcast router" in title.text
+    _wait(
+        browser,
+        lambda d: d.find_elements(By.CSS_SELECTOR, ".opblock-tag-section"),
+        "the operations listed",
+    )
+    assert _other_origins(browser, router) == []
+    assert _problems(browser) == []
