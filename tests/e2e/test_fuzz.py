@@ -96,6 +96,10 @@ def _fuzzable_schema(cluster: RunningCluster, hook: str, path: Path) -> Path:
             for kind, texts in kinds.items()
         ]
     }
+    # Not fuzzed here: the match stream answers with a stream that never ends, and a learning
+    # run starts a Spark job (test_match_stream and test_console's own tests cover them).
+    schema["paths"].pop("/matches/stream")
+    schema["paths"]["/admin/learning"].pop("post")
     written = path / "openapi.json"
     written.write_bytes(orjson.dumps(schema))
     return written

@@ -42,6 +42,9 @@ def test_the_wheel_holds_the_package_the_spark_jobs_and_the_command(wheel: Path)
         "wordcast/_core.pyi",
         "wordcast/spark_jobs/learn_mapping.py",
         "wordcast/spark_jobs/term_stats.py",
+        "wordcast/services/static/console.html",  # the web console, with no build step
+        "wordcast/services/static/console.js",
+        "wordcast/services/static/docs.js",
     }
     assert expected <= names
     assert not [n for n in names if n.startswith(("tests/", "bench/", "deploy/"))]
