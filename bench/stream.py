@@ -15,6 +15,8 @@ notes when each match arrives. Three measurements, each run ``--runs`` times (me
    ``--rate`` matches a second arrive, for ``--seconds``; for each match, the time from the POST
    of its publication's batch to the consumer holding it: publish→consumer, which includes the
    match→stream latency of the target (p99 ≤ 100 ms at 2,000 matches/s).
+4. **One match a message**: a stream of ``--small`` messages of one match each (the worst case
+   for a consumer counting matches: every match an event), read from the oldest.
 """
 
 from __future__ import annotations
@@ -30,9 +32,10 @@ import httpx
 
 from wordcast.client import RouterClient
 from wordcast.corpus.workload import Post, post_queries, sample_posts
-from wordcast.defaults import DEVELOPMENT_API_KEY
+from wordcast.defaults import DEFAULT_ADMIN_TOKEN, DEVELOPMENT_API_KEY
 from wordcast.local.cluster import Cluster
 from wordcast.local.supervisor import free_port
+from wordcast.storage import Store
 
 from .common import RESULTS, machine, median, write_json
 
@@ -40,14 +43,16 @@ KEY = {"authorization": f"Bearer {DEVELOPMENT_API_KEY}"}
 QUIET_S = 3.0  # a consumer that has seen nothing for this long has seen everything
 
 
-def _consume(router: str, start: str | None, ready: Any, results: Any) -> None:
+def _consume(
+    router: str, start: str | None, ready: Any, results: Any, api_key: str | None = None
+) -> None:
     """Follow the stream (from ``start``) until it is quiet; (publication id, arrival) pairs."""
 
     messages: list[float] = []
 
     async def run() -> list[tuple[str, float]]:
         seen: list[tuple[str, float]] = []
-        async with RouterClient(router) as client:
+        async with RouterClient(router, api_key=api_key) as client:
             stream = client.matches(start, on_connect=lambda _: ready.set())
             while True:
                 try:
@@ -64,10 +69,10 @@ def _consume(router: str, start: str | None, ready: Any, results: Any) -> None:
     results.put((asyncio.run(run()), len(messages)))
 
 
-def _following(router: str, start: str | None) -> tuple[Any, Any, Any]:
+def _following(router: str, start: str | None, api_key: str | None = None) -> tuple[Any, Any, Any]:
     context = multiprocessing.get_context("spawn")
     ready, results = context.Event(), context.Queue()
-    process = context.Process(target=_consume, args=(router, start, ready, results))
+    process = context.Process(target=_consume, args=(router, start, ready, results, api_key))
     process.start()
     if not ready.wait(60):
         raise RuntimeError("the consumer did not connect")
@@ -107,6 +112,39 @@ def _paced(api: httpx.Client, posts: list[Post], per_second: float) -> dict[str,
     return sent
 
 
+def _small_messages(cluster: Cluster, api: httpx.Client, count: int) -> float:
+    """A tenant's stream holding ``count`` messages of one match each (written straight into it,
+    as a dispatcher would), read from the oldest: the consumer's rate in events, the worst case
+    for matches a second."""
+    made = api.post(
+        "/admin/tenants",
+        json={"tenant": "bench-small"},
+        headers={"authorization": f"Bearer {DEFAULT_ADMIN_TOKEN}"},
+    )
+    made.raise_for_status()
+    body = '{"type": "matches", "publisher": "bench-small", "stream": null, "matches": [%s]}'
+    match = '{"subscription_id": "s", "query": "fast http", "publication_id": "p%d", "text": "%s"}'
+
+    async def fill() -> None:
+        store = Store.connect(cluster.redis_url, cluster.namespace)
+        try:
+            for start in range(0, count, 1_000):
+                messages = [
+                    (f"msg_small_{n}", body % (match % (n, "a fast http server " * 4)))
+                    for n in range(start, min(count, start + 1_000))
+                ]
+                await store.match_streams.append("bench-small", messages, 3600, 1_000_000)
+        finally:
+            await store.aclose()
+
+    asyncio.run(fill())
+    process, results, _ = _following(cluster.router_url, "0", made.json()["api_key"])
+    began = time.time()
+    seen, messages = _finish(process, results)
+    assert messages == len(seen) == count, (messages, len(seen), count)
+    return messages / max(seen[-1][1] - began, 1e-9)
+
+
 def _rate(seen: list[tuple[str, float]], since: float | None = None) -> float:
     first = since if since is not None else seen[0][1]
     return len(seen) / max(seen[-1][1] - first, 1e-9)
@@ -137,6 +175,7 @@ def one_run(args: argparse.Namespace, run: int) -> dict[str, Any]:
             process, results, _ = _following(router, None)
             sent = _paced(api, paced_posts, args.rate / per_post)
             paced, paced_messages = _finish(process, results)
+            small_per_s = _small_messages(cluster, api, args.small)
     delays = sorted(arrived - sent[pub] for pub, arrived in paced)
     result: dict[str, Any] = {
         "matches_per_post": per_post,
@@ -152,6 +191,7 @@ def one_run(args: argparse.Namespace, run: int) -> dict[str, Any]:
         "paced_p50_ms": 1000 * statistics.median(delays),
         "paced_p99_ms": 1000 * delays[int(0.99 * (len(delays) - 1))],
         "paced_max_ms": 1000 * delays[-1],
+        "small_messages_per_s": small_per_s,
     }
     # Every match the live consumer saw is in the stream once, and nothing else was then.
     assert len(backlog) == len(live), (len(backlog), len(live))
@@ -165,6 +205,9 @@ def main() -> None:
     parser.add_argument("--posts", type=int, default=20_000, help="posts of the live run")
     parser.add_argument("--rate", type=int, default=2_000, help="matches/s of the paced run")
     parser.add_argument("--seconds", type=int, default=20, help="length of the paced run")
+    parser.add_argument(
+        "--small", type=int, default=50_000, help="one-match messages of the small-message read"
+    )
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--name", default="stream", help="results file name")
     args = parser.parse_args()
@@ -177,7 +220,8 @@ def main() -> None:
             f"live {result['live_matches_per_s']:,.0f}/s "
             f"({result['live_matches']:,} matches), paced at "
             f"{result['paced_matches_per_s']:,.0f}/s: p50 {result['paced_p50_ms']:.1f} ms, "
-            f"p99 {result['paced_p99_ms']:.1f} ms",
+            f"p99 {result['paced_p99_ms']:.1f} ms; one-match messages "
+            f"{result['small_messages_per_s']:,.0f}/s",
             flush=True,
         )
         runs.append(result)
@@ -190,6 +234,7 @@ def main() -> None:
             "paced_matches_per_s",
             "paced_p50_ms",
             "paced_p99_ms",
+            "small_messages_per_s",
         )
     }
     _plot(runs, args)

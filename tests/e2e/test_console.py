@@ -279,3 +279,48 @@ def test_the_docs_page_loads_nothing_from_a_cdn_and_keeps_to_its_policy(
     )
     assert _other_origins(browser, router) == []
     assert _problems(browser) == []
+
+
+def test_the_admin_starts_a_learning_run_and_sees_routing_before_and_after(
+    cluster: RunningCluster, browser: Any, redis_url: str
+) -> None:
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    async def traffic() -> None:
+        store = Store.connect(redis_url, cluster.namespace)
+        try:
+            words = [f"topic{n}" for n in range(30)]
+            samples = [(time.time(), (words[n % 30], words[(n * 7) % 30])) for n in range(600)]
+            await store.publication_log.append(samples, 10_000)
+        finally:
+            await store.aclose()
+
+    asyncio.run(traffic())
+    httpx.post(
+        f"{cluster.router_url}/subscriptions/batch",
+        json={"subscriptions": [{"query": f"topic{n}"} for n in range(30)]},
+        headers=AUTH,
+        timeout=30,
+    ).raise_for_status()
+    latest_before = httpx.get(f"{cluster.router_url}/stats", timeout=10).json()["mapping"]["latest"]
+
+    _log_in(browser, cluster.router_url, ADMIN_TOKEN)
+    _view(browser, "learning")
+    _by_id(browser, "learn").click()
+    WebDriverWait(browser, 300).until(
+        lambda d: (
+            "state: succeeded" in _by_id(d, "learning-state").text
+            or "state: failed" in _by_id(d, "learning-state").text
+        ),
+        message="the learning run ended",
+    )
+    assert "state: succeeded" in _by_id(browser, "learning-state").text, _by_id(
+        browser, "learning-state"
+    ).text
+    rows = [r.text for r in browser.find_elements(By.CSS_SELECTOR, "#learning-figures tr")]
+    assert any(r.startswith("before hash") for r in rows), rows
+    after = [r for r in rows if r.startswith("after learned")]
+    assert after, rows
+    assert int(after[0].split()[2]) > latest_before  # the version the run published
+    assert _problems(browser) == []

@@ -277,15 +277,15 @@ def test_scale_refuses_bad_requests_clearly(
 def test_commands_find_the_redis_of_the_local_cluster_wordcast_up_runs(
     redis_url: str, tmp_path: Path
 ) -> None:
-    """`wordcast up` records its Redis and namespace; `wordcast scale` acts on that cluster with
-    neither REDIS_URL nor WORDCAST_NAMESPACE set, and says how to proceed once it has stopped."""
+    """`wordcast up` records its Redis, namespace and router; `wordcast scale` acts on that
+    cluster (its router on a port of its own) with neither REDIS_URL, WORDCAST_NAMESPACE,
+    WORDCAST_URL nor --router, and says how to proceed once it has stopped."""
     state = {"WORDCAST_STATE_DIR": str(tmp_path)}
     cluster = start_cluster(redis_url, f"test-record-{os.getpid()}", matchers=1, env=state)
-    bare = state | {"REDIS_URL": "", "WORDCAST_NAMESPACE": ""}
+    assert not cluster.router_url.endswith(":8000")
+    bare = state | {"REDIS_URL": "", "WORDCAST_NAMESPACE": "", "WORDCAST_URL": ""}
     try:
-        grown = _wordcast(
-            "scale", "2", "--algorithm", "hash", "--router", cluster.router_url, env=bare
-        )
+        grown = _wordcast("scale", "2", "--algorithm", "hash", env=bare)
         assert grown.returncode == 0, grown.stdout + grown.stderr
         assert "the cluster routes to 2 matchers" in grown.stdout
         assert _stats(cluster.router_url)["matchers"] == 2

@@ -12,7 +12,7 @@ import os
 import sys
 
 from wordcast.cli import api, bench, local, routing, status, tenants
-from wordcast.cli.common import fail
+from wordcast.cli.common import DEFAULT_ROUTER, default_router, fail
 from wordcast.errors import WordcastError
 
 USAGE = """\
@@ -58,6 +58,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if getattr(args, "router", DEFAULT_ROUTER) is None:  # a command with --router, not given
+        args.router = default_router()
     try:
         result: int = args.func(args)
         sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's final flush

@@ -17,15 +17,26 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
-DEFAULT_ROUTER = os.environ.get("WORDCAST_URL", "http://127.0.0.1:8000")
+DEFAULT_ROUTER = "http://127.0.0.1:8000"
 
 
 def add_router_option(parser: Any) -> None:
     parser.add_argument(
         "--router",
-        default=DEFAULT_ROUTER,
-        help="the router's URL (default: $WORDCAST_URL, else http://127.0.0.1:8000)",
+        help="the router's URL (default: $WORDCAST_URL, else the local cluster wordcast up "
+        "runs, else http://127.0.0.1:8000)",
     )
+
+
+def default_router() -> str:
+    """``$WORDCAST_URL``, else the router of the local cluster ``wordcast up`` is running (which
+    may be on another port than the default: ``wordcast up --port``), else the default."""
+    from wordcast.local import record
+
+    if os.environ.get("WORDCAST_URL"):
+        return os.environ["WORDCAST_URL"]
+    found = record.read()
+    return found.router_url if found else DEFAULT_ROUTER
 
 
 def add_admin_token_option(parser: Any) -> None:

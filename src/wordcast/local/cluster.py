@@ -288,7 +288,10 @@ class Cluster(Supervisor):
 
 
 def describe(cluster: Cluster) -> Sequence[str]:
-    lines = [f"router    {cluster.router_url}  (API docs at {cluster.router_url}/docs)"]
+    lines = [
+        f"router    {cluster.router_url}  (console at {cluster.router_url}/console, API docs "
+        f"at {cluster.router_url}/docs)"
+    ]
     lines += [f"matcher-{i} {url}" for i, url in enumerate(cluster.matcher_urls)]
     lines.append(f"redis     {cluster.redis_url}")
     if cluster.receiver_url:
