@@ -31,7 +31,10 @@ KEY = {"authorization": f"Bearer {DEVELOPMENT_API_KEY}"}
 
 
 def _queries(count: int, seed: int) -> list[str]:
-    words = sorted({t for p in sample_posts(5_000, seed=seed) for t in analyze(p.text)})
+    # Terms as analysed, of two characters or more: one-character tokens are dropped.
+    words = sorted(
+        {t for p in sample_posts(5_000, seed=seed) for t in analyze(p.text) if len(t) > 1}
+    )
     rng = random.Random(seed)
     return [f"{rng.choice(words)} {rng.choice(words)}" for _ in range(count)]
 
@@ -41,7 +44,9 @@ def _subscribe(router: str, queries: list[str]) -> None:
     with httpx.Client(base_url=router, headers=KEY, timeout=120) as api:
         for k in range(0, len(queries), 1_000):
             items = [{"query": q} for q in queries[k : k + 1_000]]
-            api.post("/subscriptions/batch", json={"subscriptions": items}).raise_for_status()
+            answer = api.post("/subscriptions/batch", json={"subscriptions": items})
+            if answer.status_code != 201:
+                raise SystemExit(f"registering subscriptions: {answer.status_code} {answer.text}")
             if k % 20_000 == 0:
                 print(f"  {k:,} subscriptions registered", flush=True)
     print(f"  {len(queries):,} registered in {time.monotonic() - started:.0f} s", flush=True)
