@@ -86,24 +86,15 @@ def _finish(process: Any, results: Any) -> tuple[list[tuple[str, float]], int]:
     return seen, messages
 
 
-def _publish(api: httpx.Client, posts: list[Post], batch: int) -> dict[str, float]:
+def _publish(api: httpx.Client, posts: list[Post], per_second: float | None) -> dict[str, float]:
+    """Batches of 500 as fast as they are taken, or every 50 ms at ``per_second`` posts a
+    second; when each batch was sent."""
     sent: dict[str, float] = {}
-    for k in range(0, len(posts), batch):
-        chunk = posts[k : k + batch]
-        now = time.time()
-        sent.update((p.id, now) for p in chunk)
-        body = {"publications": [{"id": p.id, "text": p.text} for p in chunk]}
-        api.post("/publications", json=body).raise_for_status()
-    return sent
-
-
-def _paced(api: httpx.Client, posts: list[Post], per_second: float) -> dict[str, float]:
-    """Batches every 50 ms at ``per_second`` posts a second; when each batch was sent."""
-    sent: dict[str, float] = {}
-    step = max(1, round(per_second * 0.05))
+    step = 500 if per_second is None else max(1, round(per_second * 0.05))
     started = time.monotonic()
     for n, k in enumerate(range(0, len(posts), step)):
-        time.sleep(max(0.0, started + n * 0.05 - time.monotonic()))
+        if per_second is not None:
+            time.sleep(max(0.0, started + n * 0.05 - time.monotonic()))
         chunk = posts[k : k + step]
         now = time.time()
         sent.update((p.id, now) for p in chunk)
@@ -163,7 +154,7 @@ def one_run(args: argparse.Namespace, run: int) -> dict[str, Any]:
             live_posts = posts[: args.posts]
             process, results, _ = _following(router, None)
             started = time.time()
-            _publish(api, live_posts, 500)
+            _publish(api, live_posts, None)
             live, live_messages = _finish(process, results)
             # The same stream again from its oldest: only the serving of what is kept.
             process, results, _ = _following(router, "0")
@@ -173,7 +164,7 @@ def one_run(args: argparse.Namespace, run: int) -> dict[str, Any]:
             per_post = len(live) / len(live_posts)
             paced_posts = posts[args.posts : args.posts + int(args.rate * args.seconds / per_post)]
             process, results, _ = _following(router, None)
-            sent = _paced(api, paced_posts, args.rate / per_post)
+            sent = _publish(api, paced_posts, args.rate / per_post)
             paced, paced_messages = _finish(process, results)
             small_per_s = _small_messages(cluster, api, args.small)
     delays = sorted(arrived - sent[pub] for pub, arrived in paced)

@@ -10,7 +10,7 @@ import asyncio
 import socket
 import time
 from collections import Counter
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 
 import httpx
 import pytest
@@ -24,7 +24,7 @@ from tests.helpers import (
     service_pid,
 )
 from wordcast.client import RouterClient, StreamedMatches, StreamLost
-from wordcast.corpus.workload import post_boolean_queries, post_queries, sample_posts
+from wordcast.corpus.workload import Post, post_boolean_queries, post_queries, sample_posts
 from wordcast.storage import Store
 
 from .test_e2e import _publish
@@ -61,6 +61,24 @@ async def _take(
     return last
 
 
+async def _following_then_publishing(
+    client: RouterClient,
+    cluster: RunningCluster,
+    posts: list[Post],
+    ours: set[str],
+    got: list[tuple[str, str]],
+) -> AsyncGenerator[StreamedMatches, None]:
+    """The stream followed from now, once connected ``posts`` published; the matches of
+    ``ours`` in its first message put in ``got``."""
+    connected = asyncio.Event()
+    stream = client.matches(on_connect=lambda _: connected.set())
+    reading = asyncio.ensure_future(anext(stream))
+    await asyncio.wait_for(connected.wait(), 30)
+    await asyncio.to_thread(_publish, cluster, posts)
+    got += _ours(await reading, ours)
+    return stream
+
+
 def _ours(message: StreamedMatches, ours: set[str]) -> list[tuple[str, str]]:
     return [
         (m["subscription_id"], m["publication_id"])
@@ -86,12 +104,7 @@ def test_a_consumer_that_leaves_for_10_s_and_resumes_misses_nothing_and_sees_not
     async def consume() -> list[tuple[str, str]]:
         got: list[tuple[str, str]] = []
         async with RouterClient(cluster.router_url) as client:
-            connected = asyncio.Event()
-            stream = client.matches(on_connect=lambda _: connected.set())
-            reading = asyncio.ensure_future(anext(stream))
-            await asyncio.wait_for(connected.wait(), 30)
-            await asyncio.to_thread(_publish, cluster, first)
-            got += _ours(await reading, set(by_id))
+            stream = await _following_then_publishing(client, cluster, first, set(by_id), got)
             last = await _take(stream, set(by_id), len(expected_first), got)
             await stream.aclose()  # the connection goes; the matches go on
             away = time.monotonic()
@@ -132,12 +145,7 @@ def test_delivery_both_ways_reaches_the_webhook_and_the_stream(
     async def consume() -> list[tuple[str, str]]:
         got: list[tuple[str, str]] = []
         async with RouterClient(cluster.router_url) as client:
-            connected = asyncio.Event()
-            stream = client.matches(on_connect=lambda _: connected.set())
-            reading = asyncio.ensure_future(anext(stream))
-            await asyncio.wait_for(connected.wait(), 30)
-            await asyncio.to_thread(_publish, cluster, posts)
-            got += _ours(await reading, set(by_id))
+            stream = await _following_then_publishing(client, cluster, posts, set(by_id), got)
             await _take(stream, set(by_id), len(expected), got)
             await stream.aclose()
         return got

@@ -121,6 +121,25 @@ def _read_shown(
     time.sleep(1.5)  # a duplicate would have come by now
 
 
+def _publish_and_stop(
+    cluster: RunningCluster,
+    process: subprocess.Popen[str],
+    posts: list[Post],
+    lines: list[str],
+    expected: Counter[tuple[str, str]],
+) -> None:
+    """Publish, read until the matches expected are shown, Ctrl-C the watch: it ends cleanly,
+    having shown exactly them."""
+    _publish(cluster, posts)
+    _read_shown(process, lines, expected)
+    os.killpg(process.pid, signal.SIGINT)
+    rest, _ = process.communicate(timeout=60)
+    lines += rest.splitlines(keepends=True)
+    assert process.returncode == 0, "".join(lines)
+    shown = Counter(found for line in lines if (found := _shown(line)) is not None)
+    assert shown == expected
+
+
 def test_watch_on_the_match_stream_shows_the_oracles_matches_and_cleans_up(
     cluster: RunningCluster,
 ) -> None:
@@ -129,14 +148,7 @@ def test_watch_on_the_match_stream_shows_the_oracles_matches_and_cleans_up(
     with _watch(cluster, None, *queries, "--pattern", patterns[0], "--seconds", "120") as process:
         _read_until(process, lines, "watching 4 subscriptions on the match stream")
         assert set(queries) | set(patterns) <= _registered(cluster)
-        _publish(cluster, posts)
-        _read_shown(process, lines, expected)
-        os.killpg(process.pid, signal.SIGINT)
-        rest, _ = process.communicate(timeout=60)
-    lines += rest.splitlines(keepends=True)
-    assert process.returncode == 0, "".join(lines)
-    shown = Counter(found for line in lines if (found := _shown(line)) is not None)
-    assert shown == expected
+        _publish_and_stop(cluster, process, posts, lines, expected)
     assert any("deleted the 4 subscriptions of this watch" in line for line in lines)
     assert not (set(queries) | set(patterns)) & _registered(cluster)
 
@@ -162,14 +174,7 @@ def test_watch_with_a_webhook_shows_the_oracles_matches_refuses_forgeries_and_cl
         assert httpx.post(hook, json=body, headers=forged, timeout=10).status_code == 401
         assert httpx.post(hook, content=b"{}", timeout=10).status_code == 400
 
-        _publish(cluster, posts)
-        _read_shown(process, lines, expected)
-        os.killpg(process.pid, signal.SIGINT)
-        rest, _ = process.communicate(timeout=60)
-    lines += rest.splitlines(keepends=True)
-    assert process.returncode == 0, "".join(lines)
-    shown = Counter(found for line in lines if (found := _shown(line)) is not None)
-    assert shown == expected
+        _publish_and_stop(cluster, process, posts, lines, expected)
     assert any("refused a delivery" in line for line in lines)
     assert "forged" not in "".join(lines)
     assert any("deleted the 4 subscriptions of this watch" in line for line in lines)
