@@ -291,21 +291,35 @@ def test_idle_streams_get_heartbeats_and_a_router_bounds_streams_and_slow_consum
         assert grown[0] < 12, f"the router grew {grown[0]:.1f} MiB for a consumer reading nothing"
         # A tenant's 4th stream on this router, and then any 5th, are refused with a 429.
         sockets += [_raw_stream(router, headers) for _ in range(2)]
-        time.sleep(0.5)
-        over = httpx.get(f"{router}/matches/stream", headers=headers, timeout=10)
-        assert over.status_code == 429
-        assert "WORDCAST_ROUTER_STREAMS_PER_TENANT" in over.json()["detail"]
+        _streams_open(router, 3)
+        over = _status_and_detail(router, headers)
+        assert over[0] == 429
+        assert "WORDCAST_ROUTER_STREAMS_PER_TENANT" in over[1]
         sockets.append(_raw_stream(router, _tenant_key(cluster, "other")))
-        time.sleep(0.5)
-        full = httpx.get(f"{router}/matches/stream", headers=AUTH, timeout=10)
-        assert full.status_code == 429
-        assert "WORDCAST_ROUTER_STREAMS_MAX" in full.json()["detail"]
+        _streams_open(router, 4)
+        full = _status_and_detail(router, AUTH)
+        assert full[0] == 429
+        assert "WORDCAST_ROUTER_STREAMS_MAX" in full[1]
         for sock in sockets:
             sock.close()
         # Streams closed by their consumers are counted out again.
-        eventually(lambda: _opens(router, headers), 15, 0.2, "a stream served again")
+        _streams_open(router, 0)
+        assert _status_and_detail(router, headers)[0] == 200
 
 
-def _opens(router: str, headers: dict[str, str]) -> bool:
+def _streams_open(router: str, count: int) -> None:
+    eventually(
+        lambda: httpx.get(f"{router}/stats", timeout=10).json()["match_streams"] == count,
+        15,
+        0.05,
+        f"{count} match streams open",
+    )
+
+
+def _status_and_detail(router: str, headers: dict[str, str]) -> tuple[int, str]:
+    """The answer's status, and its detail when refused (a stream served is left at once)."""
     with httpx.stream("GET", f"{router}/matches/stream", headers=headers, timeout=10) as answer:
-        return answer.status_code == 200
+        if answer.status_code != 200:
+            answer.read()
+            return answer.status_code, answer.json()["detail"]
+        return answer.status_code, ""

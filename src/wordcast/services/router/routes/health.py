@@ -39,6 +39,7 @@ async def stats(state: State) -> dict[str, Any]:
         },
         "shedding": state.shedder.figures(),
         "subscribed_words": len(state.replica.held),
+        "match_streams": state.match_streams.open,
         "event_position": state.follower.position,
     }
 
