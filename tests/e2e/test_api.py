@@ -48,6 +48,10 @@ def _refused_changing_nothing(
 
 BAD_SUBSCRIPTIONS = [
     ({"query": "the and of", "callback_url": HOOK}, "no terms left"),
+    ({"query": '"white house', "callback_url": HOOK}, "a quote without its closing quote"),
+    ({"query": '"of the" house', "callback_url": HOOK}, 'the phrase \\"of the\\" has no terms'),
+    ({"query": "NEAR/0(senate vote)", "callback_url": HOOK}, "NEAR/0 needs a window of 1 to 100"),
+    ({"query": 'NOT "white house"', "callback_url": HOOK}, "requires no word"),
     ({"query": "😀 !!! ?", "callback_url": HOOK}, "no terms left"),
     ({"query": "x" * (limits.MAX_QUERY_CHARS + 1), "callback_url": HOOK}, "at most 512"),
     (

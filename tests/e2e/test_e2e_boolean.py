@@ -13,8 +13,14 @@ import redis
 
 from tests.helpers import AUTH, Receiver, RunningCluster, placed_on
 from wordcast.client import RouterClient
-from wordcast.corpus.workload import Post, post_boolean_queries, post_queries, sample_posts
-from wordcast.query.analysis import analyze
+from wordcast.corpus.workload import (
+    Post,
+    post_boolean_queries,
+    post_queries,
+    post_span_queries,
+    sample_posts,
+)
+from wordcast.query.analysis import analyze, term_positions
 from wordcast.query.boolean import evaluate, parse_query, parse_tree
 from wordcast.storage.redis import connect_sync
 
@@ -24,13 +30,14 @@ pytestmark = pytest.mark.e2e
 
 
 def _oracle(queries: dict[str, str], posts: list[Post]) -> set[tuple[str, str]]:
+    """Each query's tree evaluated as written on each post's terms and their positions."""
     trees = {sid: parse_tree(query) for sid, query in queries.items()}
     return {
         (sid, post.id)
         for post in posts
-        for terms in [analyze(post.text)]
+        for terms, positions in [(analyze(post.text), term_positions(post.text))]
         for sid, tree in trees.items()
-        if evaluate(tree, terms)
+        if evaluate(tree, terms, positions)
     }
 
 
@@ -111,6 +118,27 @@ def test_boolean_queries_deliver_exactly_the_oracle_matches_once(
     assert _records(store, cluster.namespace, len(cluster.matcher_urls)) == (
         records_before + remaining
     )
+
+
+def test_phrase_and_proximity_queries_deliver_exactly_the_oracle_matches(
+    cluster: RunningCluster, receiver: Receiver
+) -> None:
+    posts = [Post(f"span:{p.id}", p.text) for p in sample_posts(1_500, seed=1313)]
+    queries = _subscribe(cluster, post_span_queries(posts, 80, seed=131), receiver.hook)
+    expected = _oracle(queries, posts)
+    # Positions must bite: posts holding every word a phrase or window needs, in other places.
+    words_only = {
+        (sid, post.id)
+        for post in posts
+        for terms in [analyze(post.text)]
+        for sid, query in queries.items()
+        if any(set(clause.words) <= terms for clause in parse_query(query).clauses)
+    }
+    assert len(expected) > 80, len(expected)
+    assert len(words_only - expected) > 20, len(words_only - expected)
+    offset = len(receiver.pairs())
+    _publish(cluster, posts)
+    _check(_delivered_after(cluster, receiver, offset, len(expected)), expected)
 
 
 @pytest.mark.parametrize("engine", ["trie", "querynote"])  # the default is tested above

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from wordcast.corpus.files import pypi_posts
 from wordcast.errors import InvalidInput
-from wordcast.query.analysis import Analyzer
+from wordcast.query.analysis import Analyzer, normalised_tokens
 from wordcast.query.boolean import parse_query
 
 _REFERENCE: Analyzer | None = None
@@ -69,6 +69,42 @@ BOOLEAN_SHAPES = (
     "({a} {b}) OR ({c} -{d})",
     "{a} OR {b} OR ({c} AND {d})",
 )
+
+
+SPAN_SHAPES = (
+    '"{phrase}"',
+    '"{phrase}" OR {c}',
+    '"{phrase}" -{c}',
+    "NEAR/{n}({a} {b})",
+    "NEAR/{n}({a} {b}) {c}",
+    '{c} NOT "{phrase}"',
+)
+
+
+def post_span_queries(posts: list[Post], count: int, *, seed: int = 1) -> list[str]:
+    """Phrase and proximity queries (:mod:`wordcast.query.spans`) from random posts: a run of 2
+    or 3 words of a post as a phrase (stop words inside it included, so gaps are exercised), two
+    of its words a few positions apart in ``NEAR/n`` (n drawn from 1 to 4, so the window holds
+    in some posts and not in others), and a word c of another post."""
+    rng = random.Random(seed)
+    queries: list[str] = []
+    while len(queries) < count:
+        words = normalised_tokens(rng.choice(posts).text)
+        other = normalised_tokens(rng.choice(posts).text)
+        if len(words) < 4 or not other:
+            continue
+        start = rng.randrange(len(words) - 3)
+        phrase = " ".join(words[start : start + rng.choice((2, 3))])
+        a, b = words[start], words[start + rng.randint(1, 3)]
+        query = rng.choice(SPAN_SHAPES).format(
+            phrase=phrase, a=a, b=b, c=rng.choice(other), n=rng.randint(1, 4)
+        )
+        try:  # a phrase of stop words, one word twice in NEAR, a c that is a stop word…
+            parse_query(query)
+        except InvalidInput:
+            continue
+        queries.append(query)
+    return queries
 
 
 def post_boolean_queries(

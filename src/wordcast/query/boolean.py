@@ -18,8 +18,13 @@ Syntax (operators in capitals, as in Lucene; words are analysed like any query):
     (white OR black) house       grouping
     senate -house                senate, not house; "NOT house" says the same
     NOT (red blue) apple         apple, unless it has both red and blue
+    "white house"                the phrase: the terms adjacent and in order (:mod:`.spans`)
+    NEAR/3(senate vote)          the words within 3 positions of one another, in any order
 
-A query without ``OR``, ``AND``, ``NOT`` or a word starting with ``-`` is a plain conjunction of
+A phrase or proximity condition requires its terms, so its alternative is stored and routed on
+them, and the matcher checks the positions (the publication's text analysed again, for the
+candidates only). A query without ``OR``, ``AND``, ``NOT``, a quote, ``NEAR/`` or a word starting
+with ``-`` is a plain conjunction of
 its terms, whatever punctuation it holds (a stray ``:)`` is not a parse error). Limits: at most
 ``MAX_ALTERNATIVES`` alternatives after rewriting, each with at least one required word (one made
 only of exclusions would match almost everything) and at most
@@ -30,19 +35,20 @@ parentheses and NOTs nested at most ``MAX_NESTING`` deep.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 
 from wordcast.errors import EmptyQuery, InvalidInput
 from wordcast.limits import MAX_TERMS_PER_SUBSCRIPTION
-from wordcast.query.analysis import TermAnalyzer, default_analyzer
+from wordcast.query.analysis import TermAnalyzer, default_analyzer, token_terms
+from wordcast.query.spans import Span, phrase, proximity
 
 MAX_ALTERNATIVES = 16
 MAX_NESTING = 32  # parentheses and NOTs inside one another
 PART_SEPARATOR = "~"  # never in a subscription id the router makes (hex)
 
-_TOKEN = re.compile(r"-?\(|\)|[^\s()]+")
+_TOKEN = re.compile(r'-?"[^"]*"?|NEAR/\w*\(|-?\(|\)|[^\s()"]+')
 _OPERATORS = frozenset({"OR", "AND", "NOT"})
 
 
@@ -73,22 +79,33 @@ class Not:
     child: Node
 
 
-Node = Word | And | Or | Not
+Node = Word | And | Or | Not | Span
 
 
-def evaluate(node: Node, terms: AbstractSet[str]) -> bool:
-    """Whether a publication with analysed ``terms`` satisfies the tree (the definition)."""
+def evaluate(
+    node: Node,
+    terms: AbstractSet[str],
+    positions: Mapping[str, Sequence[int]] | None = None,
+) -> bool:
+    """Whether a publication with analysed ``terms`` (and, for phrases and proximity, their
+    ``positions``) satisfies the tree (the definition)."""
     if isinstance(node, Word):
         return node.terms <= terms
+    if isinstance(node, Span):
+        if positions is None:
+            raise ValueError("a phrase or proximity condition needs the terms' positions")
+        return node.terms <= terms and node.holds(positions)
     if isinstance(node, And):
-        return all(evaluate(child, terms) for child in node.children)
+        return all(evaluate(child, terms, positions) for child in node.children)
     if isinstance(node, Or):
-        return any(evaluate(child, terms) for child in node.children)
-    return not evaluate(node.child, terms)
+        return any(evaluate(child, terms, positions) for child in node.children)
+    return not evaluate(node.child, terms, positions)
 
 
 def has_operators(text: str) -> bool:
     # Matchers ask this of every subscription they load: most have none of these substrings.
+    if '"' in text or "NEAR/" in text:
+        return True
     if "-" not in text and "OR" not in text and "AND" not in text and "NOT" not in text:
         return False
     return any(t in _OPERATORS or t.startswith("-") for t in _TOKEN.findall(text))
@@ -177,9 +194,42 @@ class _Parser:
             if token == "-(":
                 return self._negated(inner, "-(…)")
             return inner
+        if token.startswith(('"', '-"')):
+            return self._phrase(token)
+        if token.startswith("NEAR/"):
+            return self._near(token)
         if token.startswith("-") and len(token) > 1:
             return self._negated(self._word(token[1:]), token)
         return self._word(token)
+
+    def _phrase(self, token: str) -> Node:
+        negated = token.startswith("-")
+        quoted = token[1:] if negated else token
+        if len(quoted) < 2 or not quoted.endswith('"'):
+            raise self._fail("a quote without its closing quote")
+        try:
+            span = phrase(quoted[1:-1], self.text)
+        except InvalidInput as exc:
+            raise InvalidQuery(str(exc)) from exc
+        node: Node = (
+            span if span is not None else Word(frozenset(t for t in token_terms(quoted[1:-1]) if t))
+        )
+        return Not(node) if negated else node
+
+    def _near(self, token: str) -> Span:
+        words = []
+        while (word := self._peek()) is not None and word != ")":
+            if word in _OPERATORS or word.startswith(("(", "-", '"', "NEAR/")):
+                raise self._fail(f"{token}…) takes words only, not {word!r}")
+            words.append(word)
+            self.position += 1
+        if word is None:
+            raise self._fail(f"{token} without its ')'")
+        self.position += 1
+        try:
+            return proximity(token[len("NEAR/") : -1], words, self.text)
+        except InvalidInput as exc:
+            raise InvalidQuery(str(exc)) from exc
 
     def _negated(self, node: Node | None, written: str) -> Node:
         if node is None:
@@ -196,13 +246,31 @@ class _Parser:
 
 @dataclass(frozen=True, slots=True, order=True)
 class Clause:
-    """One alternative: every term of ``words`` and none of ``without``."""
+    """One alternative: every term of ``words`` and none of ``without``; every span of ``spans``
+    (phrases, proximity) and none of ``not_spans``."""
 
     words: tuple[str, ...]
     without: tuple[str, ...] = ()
+    spans: tuple[Span, ...] = ()
+    not_spans: tuple[Span, ...] = ()
 
-    def holds(self, terms: AbstractSet[str]) -> bool:
-        return all(t in terms for t in self.words) and not any(t in terms for t in self.without)
+    @property
+    def positional(self) -> bool:
+        return bool(self.spans or self.not_spans)
+
+    def holds(
+        self, terms: AbstractSet[str], positions: Mapping[str, Sequence[int]] | None = None
+    ) -> bool:
+        if not all(t in terms for t in self.words) or any(t in terms for t in self.without):
+            return False
+        return not self.positional or self.spans_hold(positions)
+
+    def spans_hold(self, positions: Mapping[str, Sequence[int]] | None) -> bool:
+        if positions is None:
+            raise ValueError("a phrase or proximity condition needs the terms' positions")
+        return all(s.holds(positions) for s in self.spans) and not any(
+            s.holds(positions) for s in self.not_spans
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -211,25 +279,34 @@ class BooleanQuery:
 
     @property
     def is_plain(self) -> bool:
-        """A single conjunction without exclusions: an ordinary keyword subscription."""
-        return len(self.clauses) == 1 and not self.clauses[0].without
+        """A single conjunction without exclusions or spans: an ordinary keyword subscription."""
+        only = self.clauses[0]
+        return len(self.clauses) == 1 and not only.without and not only.positional
 
-    def matches(self, terms: AbstractSet[str]) -> bool:
-        return any(clause.holds(terms) for clause in self.clauses)
+    def matches(
+        self, terms: AbstractSet[str], positions: Mapping[str, Sequence[int]] | None = None
+    ) -> bool:
+        return any(clause.holds(terms, positions) for clause in self.clauses)
 
 
-_Conjunct = tuple[frozenset[str], frozenset[str]]  # (required, excluded)
+# (required, excluded, spans required, spans excluded)
+_Conjunct = tuple[frozenset[str], frozenset[str], frozenset[Span], frozenset[Span]]
+_NOTHING: frozenset[str] = frozenset()
+_NO_SPANS: frozenset[Span] = frozenset()
 
 
 def _simplified(clauses: Iterable[_Conjunct]) -> list[_Conjunct]:
     """Drop contradictions and alternatives implied by a weaker one (A ∨ (A ∧ B) is A)."""
     kept: list[_Conjunct] = []
-    for words, without in sorted(set(clauses), key=lambda c: (len(c[0]) + len(c[1]), sorted(c[0]))):
-        if words & without:
+    by_size = sorted(set(clauses), key=lambda c: (sum(map(len, c)), sorted(c[0]), sorted(c[2])))
+    for words, without, spans, not_spans in by_size:
+        if words & without or spans & not_spans:
             continue
-        if any(w <= words and x <= without for w, x in kept):
+        if any(
+            w <= words and x <= without and s <= spans and n <= not_spans for w, x, s, n in kept
+        ):
             continue
-        kept.append((words, without))
+        kept.append((words, without, spans, not_spans))
     return kept
 
 
@@ -238,16 +315,24 @@ def _dnf(node: Node, negated: bool, text: str) -> list[_Conjunct]:
         return _dnf(node.child, not negated, text)
     if isinstance(node, Word):
         if negated:  # ¬(a ∧ b) = ¬a ∨ ¬b
-            return [(frozenset(), frozenset({term})) for term in node.terms]
-        return [(node.terms, frozenset())]
+            return [(_NOTHING, frozenset({term}), _NO_SPANS, _NO_SPANS) for term in node.terms]
+        return [(node.terms, _NOTHING, _NO_SPANS, _NO_SPANS)]
+    if isinstance(node, Span):  # an atom: its terms required, its positions checked
+        if negated:
+            return [(_NOTHING, _NOTHING, _NO_SPANS, frozenset({node}))]
+        return [(node.terms, _NOTHING, frozenset({node}), _NO_SPANS)]
     conjunctive = isinstance(node, And) != negated
     parts = [_dnf(child, negated, text) for child in node.children]
     if not conjunctive:
         result = _simplified(c for part in parts for c in part)
     else:
-        result = [(frozenset(), frozenset())]
+        result = [(_NOTHING, _NOTHING, _NO_SPANS, _NO_SPANS)]
         for part in parts:
-            result = _simplified((w1 | w2, x1 | x2) for w1, x1 in result for w2, x2 in part)
+            result = _simplified(
+                (w1 | w2, x1 | x2, s1 | s2, n1 | n2)
+                for w1, x1, s1, n1 in result
+                for w2, x2, s2, n2 in part
+            )
             if len(result) > 4 * MAX_ALTERNATIVES:
                 break  # refused below; stop before the product explodes
     if len(result) > MAX_ALTERNATIVES:
@@ -263,11 +348,15 @@ def parse_query(text: str, analyzer: TermAnalyzer | None = None) -> BooleanQuery
     conjuncts = _dnf(parse_tree(text, analyzer), False, text)
     if not conjuncts:
         raise InvalidQuery(f"query {text!r} can never match: every alternative contradicts itself")
-    clauses = sorted(Clause(tuple(sorted(w)), tuple(sorted(x))) for w, x in conjuncts)
+    clauses = sorted(
+        Clause(tuple(sorted(w)), tuple(sorted(x)), tuple(sorted(s)), tuple(sorted(n)))
+        for w, x, s, n in conjuncts
+    )
     for clause in clauses:
         if not clause.words:
+            excluded = [*clause.without, *map(str, clause.not_spans)]
             raise InvalidQuery(
-                f"query {text!r}: the alternative 'NOT {' NOT '.join(clause.without)}' requires no "
+                f"query {text!r}: the alternative 'NOT {' NOT '.join(excluded)}' requires no "
                 "word, so it would match almost every publication; add a word it must contain"
             )
         for kind, terms in (("required", clause.words), ("excluded", clause.without)):
@@ -305,14 +394,25 @@ class HeldAlternatives:
     then keeps a (stored id, publication) match only where that alternative is the one that
     delivers, and ``subscription_id`` names the query it belongs to. What the check needs is
     prepared when an alternative is added: its excluded terms and the earlier alternatives, as
-    sets, so that a match costs a few set operations in C.
+    sets, so that a match costs a few set operations in C; the positions of a publication's
+    terms are worked out only for an alternative (or an earlier one) with a phrase or proximity
+    condition, once per publication.
     """
 
     def __init__(self) -> None:
         self._subscription: dict[str, str] = {}  # stored id -> the query's id
         # Only alternatives that can be overruled: stored id -> (excluded terms, the earlier
-        # alternatives as (required, excluded)).
-        self._checks: dict[str, tuple[frozenset[str], tuple[_Conjunct, ...]]] = {}
+        # alternatives as (required, excluded), the alternative itself when it has spans, the
+        # earlier ones that have spans).
+        self._checks: dict[
+            str,
+            tuple[
+                frozenset[str],
+                tuple[tuple[frozenset[str], frozenset[str]], ...],
+                Clause | None,
+                tuple[Clause, ...],
+            ],
+        ] = {}
 
     def __len__(self) -> int:
         return len(self._subscription)
@@ -324,11 +424,17 @@ class HeldAlternatives:
         part = split_part_id(stored_id)[1]
         if query.is_plain or part >= len(query.clauses):
             raise ValueError(f"{stored_id!r} is not an alternative of {query}")
-        earlier = tuple((frozenset(c.words), frozenset(c.without)) for c in query.clauses[:part])
-        without = frozenset(query.clauses[part].without)
+        before = query.clauses[:part]
+        earlier = tuple(
+            (frozenset(c.words), frozenset(c.without)) for c in before if not c.positional
+        )
+        earlier_spans = tuple(c for c in before if c.positional)
+        this = query.clauses[part]
+        without = frozenset(this.without)
         self._subscription[stored_id] = split_part_id(stored_id)[0]
-        if without or earlier:
-            self._checks[stored_id] = (without, earlier)
+        if without or before or this.positional:
+            spans = this if this.positional else None
+            self._checks[stored_id] = (without, earlier, spans, earlier_spans)
 
     def discard(self, stored_id: str) -> None:
         self._subscription.pop(stored_id, None)
@@ -338,13 +444,27 @@ class HeldAlternatives:
         return self._subscription.get(stored_id, stored_id)
 
     def delivering(
-        self, pairs: Iterable[tuple[str, int]], terms_of: Callable[[int], AbstractSet[str]]
+        self,
+        pairs: Iterable[tuple[str, int]],
+        terms_of: Callable[[int], AbstractSet[str]],
+        positions_of: Callable[[int], Mapping[str, Sequence[int]]] | None = None,
     ) -> list[tuple[str, int]]:
         """The (stored id, position) matches that stand, from an index that matched each
-        alternative's required words; ``terms_of(position)`` gives the publication's terms (asked
-        once per publication that needs them)."""
+        alternative's required words; ``terms_of(position)`` gives the publication's terms and
+        ``positions_of(position)`` where they occur (each asked once per publication that needs
+        it)."""
         checks = self._checks
         term_sets: dict[int, AbstractSet[str]] = {}
+        where: dict[int, Mapping[str, Sequence[int]]] = {}
+
+        def positions(at: int) -> Mapping[str, Sequence[int]]:
+            found = where.get(at)
+            if found is None:
+                if positions_of is None:
+                    raise ValueError("phrases and proximity need positions_of")
+                found = where[at] = positions_of(at)
+            return found
+
         kept = []
         for stored_id, position in pairs:
             check = checks.get(stored_id)
@@ -352,10 +472,18 @@ class HeldAlternatives:
                 terms = term_sets.get(position)
                 if terms is None:
                     terms = term_sets[position] = terms_of(position)
-                without, earlier = check
+                without, earlier, spans, earlier_spans = check
                 if not terms.isdisjoint(without) or any(
                     required <= terms and terms.isdisjoint(excluded)
                     for required, excluded in earlier
+                ):
+                    continue
+                if spans is not None and not spans.spans_hold(positions(position)):
+                    continue
+                if any(
+                    c.holds(terms, positions(position))
+                    for c in earlier_spans
+                    if all(t in terms for t in c.words)
                 ):
                     continue
             kept.append((stored_id, position))

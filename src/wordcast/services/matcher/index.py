@@ -30,6 +30,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 
 from wordcast.engines.base import PatternIndex, TermIndex, add_many
+from wordcast.query.analysis import term_positions
 from wordcast.query.boolean import HeldAlternatives, has_operators, parse_query
 from wordcast.query.patterns import normalise, parse
 from wordcast.routing.placement import Placement, decode, encode
@@ -207,7 +208,11 @@ class MatcherIndex:
         if self.restricted:
             pairs = self._serving(pairs, version, drawn)
         if self.alternatives:
-            pairs = self.alternatives.delivering(pairs, lambda k: frozenset(publications[k][2]))
+            pairs = self.alternatives.delivering(
+                pairs,
+                lambda k: frozenset(publications[k][2]),
+                lambda k: term_positions(publications[k][1]),
+            )
         return pairs
 
     def _serving(
