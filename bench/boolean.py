@@ -12,6 +12,12 @@ On short pypi posts, for 1K … 100K queries drawn from other posts (``post_bool
   the query's tree;
 * ``brute force``: every query's tree evaluated on every post (the tests' oracle), up to 10K.
 
+Then phrases and proximity (issue 13), against plain conjunctions of the same words: as many
+phrase queries (``"a b"`` or ``"a b c"``, runs of words of other posts) and as many ``NEAR/n(a b)``
+queries (``post_span_queries``), each timed as the matcher runs it (the trie over the required
+words, then the check on positions, the text of each candidate post analysed again) and as a plain
+conjunction of its words in a trie (what the same subscription would cost without positions).
+
 Every figure is one core, single-threaded, matching already analysed term sets, median of passes
 over the same posts. Every engine's matches are checked against brute force before timing.
 """
@@ -25,11 +31,17 @@ import sys
 import time
 from collections import Counter
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
-from wordcast.corpus.workload import post_boolean_queries, post_queries, sample_posts
+from wordcast.corpus.workload import (
+    post_boolean_queries,
+    post_queries,
+    post_span_queries,
+    sample_posts,
+)
 from wordcast.engines.trie import Trie
-from wordcast.query.analysis import analyze
+from wordcast.query.analysis import analyze, term_positions
 from wordcast.query.boolean import (
     BooleanQuery,
     HeldAlternatives,
@@ -74,6 +86,32 @@ class Alternatives:
         if self.held:
             pairs = self.held.delivering(pairs, posts.__getitem__)
         return [(self.held.subscription_id(s), k) for s, k in pairs]
+
+
+class SpanAlternatives(Alternatives):
+    """Phrases and proximity as the matcher checks them: positions from each candidate's text."""
+
+    def __init__(self, queries: dict[str, str], texts: list[str]) -> None:
+        super().__init__(queries)
+        self.texts = texts
+
+    def match(self, posts: list[Terms]) -> list[tuple[str, int]]:
+        pairs = [(s, k) for k, terms in enumerate(posts) for s in self.trie.match(terms)]
+        texts = self.texts
+        pairs = self.held.delivering(pairs, posts.__getitem__, lambda k: term_positions(texts[k]))
+        return [(self.held.subscription_id(s), k) for s, k in pairs]
+
+
+class SameWords:
+    """The same queries as plain conjunctions of their required words, in a trie."""
+
+    def __init__(self, queries: dict[str, str]) -> None:
+        self.trie: Trie[str] = Trie()
+        for sub_id, text in queries.items():
+            self.trie.add(sub_id, parse_query(text).clauses[0].words)
+
+    def match(self, posts: list[Terms]) -> list[tuple[str, int]]:
+        return [(s, k) for k, terms in enumerate(posts) for s in self.trie.match(terms)]
 
 
 class LuwakPresearch:
@@ -181,6 +219,47 @@ def run(sizes: list[int], posts_count: int, passes: int, brute_max: int) -> dict
     return {"machine": machine(), "posts": posts_count, "passes": passes, "rows": rows}
 
 
+SPAN_KINDS = {"phrase": ('"{phrase}"',), "proximity": ("NEAR/{n}({a} {b})",)}
+
+
+def run_spans(sizes: list[int], posts_count: int, passes: int) -> list[dict[str, Any]]:
+    """Phrase and proximity queries against plain conjunctions of the same words."""
+    pool = sample_posts(max(sizes) * 2 + posts_count, seed=4343)
+    posts, source = pool[:posts_count], pool[posts_count:]
+    stream, texts = [analyze(p.text) for p in posts], [p.text for p in posts]
+    rows: list[dict[str, Any]] = []
+    for size in sizes:
+        for kind, shapes in SPAN_KINDS.items():
+            drawn = post_span_queries(source, size * 2, seed=size, shapes=shapes)
+            queries = {
+                str(k): q for k, q in enumerate(q for q in drawn if not parse_query(q).is_plain)
+            }
+            queries = dict(list(queries.items())[:size])
+            trees = {s: parse_tree(q) for s, q in queries.items()}
+            judged = range(min(posts_count, max(50, posts_count * 1_000 // size)))
+            truth = {
+                (s, k)
+                for k in judged
+                for positions in [term_positions(texts[k])]
+                for s, tree in trees.items()
+                if evaluate(tree, stream[k], positions)
+            }
+            spans = SpanAlternatives(queries, texts)
+            assert {p for p in spans.match(stream) if p[1] in judged} == truth, kind
+            same = timed("same words", partial(SameWords, queries), stream, passes, None)
+            checked = timed(kind, partial(SpanAlternatives, queries, texts), stream, passes, None)
+            ratio = checked["us_per_publication"] / same["us_per_publication"]
+            for row in (same, checked):
+                rows.append({**row, "kind": kind, "subscriptions": len(queries), "cost": ratio})
+            log(
+                f"  {len(queries):,} {kind} queries: plain {same['publications_per_s']:,.0f}/s, "
+                f"checked {checked['publications_per_s']:,.0f}/s: {ratio:.2f}× the cost "
+                f"({checked['matches_per_publication']:.2f} against "
+                f"{same['matches_per_publication']:.2f} matches a post)"
+            )
+    return rows
+
+
 def plot(result: dict[str, Any]) -> None:
     import matplotlib
 
@@ -209,9 +288,24 @@ def main() -> None:
     parser.add_argument("--posts", type=int, default=2_000)
     parser.add_argument("--passes", type=int, default=3)
     parser.add_argument("--brute-max", type=int, default=10_000)
+    parser.add_argument(
+        "--parts",
+        nargs="+",
+        choices=("boolean", "spans"),
+        default=["boolean", "spans"],
+        help="the boolean engines, phrases and proximity, or both",
+    )
+    parser.add_argument("--name", default="boolean", help="results file name")
     args = parser.parse_args()
-    result = run(args.sizes, args.posts, args.passes, args.brute_max)
-    path = write_json("boolean", result)
+    result: dict[str, Any] = {"machine": machine(), "rows": []}
+    if "boolean" in args.parts:
+        result = run(args.sizes, args.posts, args.passes, args.brute_max)
+    if "spans" in args.parts:
+        result["spans"] = run_spans(args.sizes, args.posts, args.passes)
+    path = write_json(args.name, result)
+    if not result["rows"]:
+        log(f"wrote {path}")
+        return
     plot(result)
     log(f"wrote {path} and {RESULTS / 'boolean.png'}")
 

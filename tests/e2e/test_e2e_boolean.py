@@ -138,7 +138,9 @@ def test_phrase_and_proximity_queries_deliver_exactly_the_oracle_matches(
     assert len(words_only - expected) > 20, len(words_only - expected)
     offset = len(receiver.pairs())
     _publish(cluster, posts)
-    _check(_delivered_after(cluster, receiver, offset, len(expected)), expected)
+    # The module's earlier subscriptions (the same tenant's) match some of these posts too.
+    delivered = _delivered_after(cluster, receiver, offset, len(expected))
+    _check([pair for pair in delivered if pair[0] in queries], expected)
 
 
 @pytest.mark.parametrize("engine", ["trie", "querynote"])  # the default is tested above

@@ -81,7 +81,9 @@ SPAN_SHAPES = (
 )
 
 
-def post_span_queries(posts: list[Post], count: int, *, seed: int = 1) -> list[str]:
+def post_span_queries(
+    posts: list[Post], count: int, *, seed: int = 1, shapes: tuple[str, ...] = SPAN_SHAPES
+) -> list[str]:
     """Phrase and proximity queries (:mod:`wordcast.query.spans`) from random posts: a run of 2
     or 3 words of a post as a phrase (stop words inside it included, so gaps are exercised), two
     of its words a few positions apart in ``NEAR/n`` (n drawn from 1 to 4, so the window holds
@@ -96,7 +98,7 @@ def post_span_queries(posts: list[Post], count: int, *, seed: int = 1) -> list[s
         start = rng.randrange(len(words) - 3)
         phrase = " ".join(words[start : start + rng.choice((2, 3))])
         a, b = words[start], words[start + rng.randint(1, 3)]
-        query = rng.choice(SPAN_SHAPES).format(
+        query = rng.choice(shapes).format(
             phrase=phrase, a=a, b=b, c=rng.choice(other), n=rng.randint(1, 4)
         )
         try:  # a phrase of stop words, one word twice in NEAR, a c that is a stop word…
