@@ -171,28 +171,9 @@ def analyze(text: str) -> frozenset[str]:
 _positional: Analyzer | None = None
 
 
-def term_positions(text: str) -> dict[str, list[int]]:
-    """Where each analysed term of ``text`` occurs, for phrases and proximity
-    (:mod:`wordcast.query.spans`): positions count every normalised token, so a stop word or a
-    token dropped for its length keeps its place and leaves a gap, as Lucene's position
-    increments do. The reference analyser's terms, which the compiled one equals."""
-    global _positional
-    if _positional is None:
-        _positional = Analyzer()
-    term_of, make = _positional._term_of, _positional._term
-    positions: dict[str, list[int]] = {}
-    for position, token in enumerate(normalised_tokens(text)):
-        term = term_of.get(token)
-        if term is None:
-            term = make(token)
-        if term:
-            positions.setdefault(term, []).append(position)
-    return positions
-
-
 def token_terms(text: str) -> list[str]:
-    """The term of each normalised token of ``text``, "" where it is dropped: a phrase's
-    terms with the gaps its stop words leave."""
+    """The term of each normalised token of ``text``, "" where it is dropped: the reference
+    analyser's terms, which the compiled one equals, with the places of the tokens dropped."""
     global _positional
     if _positional is None:
         _positional = Analyzer()
@@ -202,3 +183,15 @@ def token_terms(text: str) -> list[str]:
         term = term_of.get(token)
         terms.append(make(token) if term is None else term)
     return terms
+
+
+def term_positions(text: str) -> dict[str, list[int]]:
+    """Where each analysed term of ``text`` occurs, for phrases and proximity
+    (:mod:`wordcast.query.spans`): positions count every normalised token, so a stop word or a
+    token dropped for its length keeps its place and leaves a gap, as Lucene's position
+    increments do."""
+    positions: dict[str, list[int]] = {}
+    for position, term in enumerate(token_terms(text)):
+        if term:
+            positions.setdefault(term, []).append(position)
+    return positions

@@ -480,7 +480,7 @@ class HeldAlternatives:
                     continue
                 if spans is not None and not spans.spans_hold(positions(position)):
                     continue
-                if any(
+                if earlier_spans and any(
                     c.holds(terms, positions(position))
                     for c in earlier_spans
                     if all(t in terms for t in c.words)

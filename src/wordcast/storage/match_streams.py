@@ -24,6 +24,7 @@ import redis.asyncio as aioredis
 from redis.exceptions import ResponseError
 
 from wordcast.errors import Gone
+from wordcast.storage.records import event_order
 from wordcast.storage.redis import on_cluster, translated
 
 # KEYS: the stream, its lost-key, then a de-duplication key per message; ARGV: the retention in
@@ -65,11 +66,6 @@ return added
 """
 
 
-def stream_order(entry_id: str) -> tuple[int, int]:
-    millis, _, seq = entry_id.partition("-")
-    return int(millis), int(seq or 0)
-
-
 @dataclass(frozen=True, slots=True)
 class Lost:
     """What a stream dropped last: entries up to and including ``through``."""
@@ -77,6 +73,11 @@ class Lost:
     through: str
     retention_ms: int
     most: int
+
+    def check(self, after: str) -> None:
+        """Gone if the entries after ``after`` are not all kept any more."""
+        if event_order(after) < event_order(self.through):
+            raise Gone(f"the match stream cannot resume after {after}: {self.describe()}")
 
     def describe(self) -> str:
         return (
@@ -143,8 +144,8 @@ class MatchStreams:
         with translated("reading the match stream"):
             fields, reply = await pipe.execute()
         lost = _lost(fields)
-        if lost is not None and stream_order(after) < stream_order(lost.through):
-            raise Gone(f"the match stream cannot resume after {after}: {lost.describe()}")
+        if lost is not None:
+            lost.check(after)
         return [
             (entry_id, entry["body"]) for _, entries in reply or [] for entry_id, entry in entries
         ]

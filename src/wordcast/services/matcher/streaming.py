@@ -39,9 +39,12 @@ class StreamDelivery:
 
     async def deliver(self, entries: Sequence[Entry]) -> list[Entry]:
         """Deliver the stream messages among ``entries``; returns the others (for webhooks)."""
-        streamed = [entry for entry in entries if entry[2].callback_url == STREAM_DELIVERY]
+        streamed: list[Entry] = []
+        others: list[Entry] = []
+        for entry in entries:
+            (streamed if entry[2].callback_url == STREAM_DELIVERY else others).append(entry)
         if not streamed:
-            return list(entries)
+            return others
         per_tenant: dict[str, list[tuple[str, str]]] = {}
         per_outbox: dict[Outbox, list[str]] = {}
         for outbox, entry_id, message in streamed:
@@ -61,4 +64,4 @@ class StreamDelivery:
         matches = sum(message.matches for _, _, message in streamed)
         STREAMED.inc(matches)
         self.streamed += matches
-        return [entry for entry in entries if entry[2].callback_url != STREAM_DELIVERY]
+        return others

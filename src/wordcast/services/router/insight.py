@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
-from random import Random
 from typing import Any
 
-from wordcast.routing.mapping import HashMapping, WordHolders, copy_name, random_draw, route
+from wordcast.learning.throughput import model
+from wordcast.routing.mapping import HashMapping, WordHolders, copy_name
 
 Terms = tuple[str, ...]
 
@@ -22,21 +22,25 @@ Terms = tuple[str, ...]
 def load_figures(
     name: str, mapping: HashMapping, samples: Sequence[Terms], subscribed: WordHolders
 ) -> dict[str, Any]:
-    loads = [0] * mapping.matchers
-    draw = random_draw(Random(0))  # hot words' copies drawn alike for every mapping compared
-    for terms in samples:
-        targets, _ = route(terms, subscribed, mapping, draw)
-        for matcher in targets:
-            loads[matcher] += 1
-    total = sum(loads)
-    mean = total / len(loads)
+    """The learner's own model of a mapping (:func:`wordcast.learning.throughput.model`, hot
+    words' copies drawn alike for every mapping compared), as the console shows it."""
+    if not samples:
+        loads = [0] * mapping.matchers
+        return _figures(name, mapping, loads, spread=0.0, imbalance=0.0)
+    modelled = model(mapping, samples, subscribed)
+    return _figures(name, mapping, list(modelled.loads), modelled.spread, modelled.imbalance)
+
+
+def _figures(
+    name: str, mapping: HashMapping, loads: list[int], spread: float, imbalance: float
+) -> dict[str, Any]:
     return {
         "name": name,
         "version": mapping.version,
         "matchers": mapping.matchers,
         "loads": loads,
-        "spread": total / len(samples) if samples else 0.0,
-        "imbalance": max(loads) / mean if mean else 0.0,
+        "spread": spread,
+        "imbalance": imbalance,
     }
 
 

@@ -27,7 +27,8 @@ import orjson
 from wordcast.errors import Gone, InvalidInput, RateLimited, StoreUnavailable
 from wordcast.services.router.settings import RouterSettings
 from wordcast.storage.dead_letters import is_stream_id
-from wordcast.storage.match_streams import MatchStreams, stream_order
+from wordcast.storage.match_streams import MatchStreams
+from wordcast.storage.records import event_order
 
 READ_BYTES = 1 << 20  # what one read from Redis may hold, about (a message: up to a few MB)
 READ_MOST = 500  # messages a read takes at most
@@ -70,14 +71,14 @@ class MatchStreamServer:
                 f"Last-Event-ID {last_event_id!r} is not a match stream position (an event's "
                 "id, such as 1764322345123-0; or 0 for the oldest kept)"
             )
-        if stream_order(last_event_id) > stream_order(newest):
+        if event_order(last_event_id) > event_order(newest):
             raise Gone(
                 f"Last-Event-ID {last_event_id} is past the newest match, {newest}: it is not "
                 "from this cluster's stream, or Redis lost the matches since; reconnect without "
                 "it to follow from now"
             )
-        if lost is not None and stream_order(last_event_id) < stream_order(lost.through):
-            raise Gone(f"the match stream cannot resume after {last_event_id}: {lost.describe()}")
+        if lost is not None:
+            lost.check(last_event_id)
         return last_event_id
 
     async def events(self, tenant: str, after: str) -> AsyncIterator[bytes]:
@@ -93,8 +94,7 @@ class MatchStreamServer:
                 try:
                     entries = await self._streams.read(tenant, after, count)
                 except (Gone, StoreUnavailable) as exc:
-                    name = "gone" if isinstance(exc, Gone) else "unavailable"
-                    yield _event(name, orjson.dumps({"detail": str(exc)}).decode()).encode()
+                    yield _ending(exc)
                     return
                 if entries:
                     chunk = "".join(_event("matches", body, entry) for entry, body in entries)
@@ -117,6 +117,12 @@ class MatchStreamServer:
             self._open[tenant] -= 1
             if not self._open[tenant]:
                 del self._open[tenant]
+
+
+def _ending(exc: Gone | StoreUnavailable) -> bytes:
+    """The last event of a stream: 'gone' (fell behind what is kept) or 'unavailable'."""
+    name = "gone" if isinstance(exc, Gone) else "unavailable"
+    return _event(name, orjson.dumps({"detail": str(exc)}).decode()).encode()
 
 
 def _event(name: str, data: str, entry_id: str | None = None) -> str:
