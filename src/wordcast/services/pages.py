@@ -79,6 +79,11 @@ def serve_pages(app: FastAPI) -> None:
     async def docs() -> HTMLResponse:
         return HTMLResponse(page)
 
+    # Browsers ask every page's origin for /favicon.ico (a JSON answer's too), and log a 404.
+    @app.get("/favicon.ico", include_in_schema=False)
+    async def favicon() -> FileResponse:
+        return FileResponse(SWAGGER_UI / "favicon.png", media_type="image/png")
+
     app.mount("/assets/swagger-ui", StaticFiles(directory=SWAGGER_UI), name="swagger-ui")
     app.mount("/assets/wordcast", StaticFiles(directory=STATIC), name="wordcast-assets")
     app.add_middleware(SecurityHeaders)
