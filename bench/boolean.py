@@ -41,16 +41,9 @@ from wordcast.corpus.workload import (
     sample_posts,
 )
 from wordcast.engines.trie import Trie
+from wordcast.query.alternatives import HeldAlternatives
 from wordcast.query.analysis import analyze, term_positions
-from wordcast.query.boolean import (
-    BooleanQuery,
-    HeldAlternatives,
-    Node,
-    evaluate,
-    parse_query,
-    parse_tree,
-    part_id,
-)
+from wordcast.query.boolean import BooleanQuery, Node, evaluate, parse_query, parse_tree, part_id
 
 from .common import RESULTS, machine, plot_engines, write_json
 

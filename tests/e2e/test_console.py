@@ -142,7 +142,8 @@ def test_a_tenant_logs_in_creates_a_subscription_sees_a_match_arrive_and_deletes
 
     _view(browser, "matches")
     _wait(browser, lambda d: "following" in _by_id(d, "stream-state").text, "the stream followed")
-    text = f"a platypus swims past the console at {time.time()}"
+    # The duck is outside the Basic Multilingual Plane: one code point, two UTF-16 units.
+    text = f"\U0001f986 a Platypus swims past the console at {time.time()}"
     post = {"publications": [{"id": "console-1", "text": text}]}
     answer = httpx.post(f"{router}/publications", json=post, headers=AUTH, timeout=10)
     assert answer.status_code == 202
@@ -153,6 +154,8 @@ def test_a_tenant_logs_in_creates_a_subscription_sees_a_match_arrive_and_deletes
     )
     assert arrived[0].get_attribute("data-subscription") == sub_id
     assert "platypus swims" in arrived[0].text  # labelled with its query
+    marked = [m.text for m in arrived[0].find_elements(By.TAG_NAME, "mark")]
+    assert marked == ["Platypus", "swims"]  # highlighted where `matched` says
 
     _view(browser, "subscriptions")
     row = _wait(

@@ -8,6 +8,7 @@ import asyncio
 from pathlib import Path
 
 import httpx
+import orjson
 import pytest
 import redis
 
@@ -141,6 +142,26 @@ def test_phrase_and_proximity_queries_deliver_exactly_the_oracle_matches(
     # The module's earlier subscriptions (the same tenant's) match some of these posts too.
     delivered = _delivered_after(cluster, receiver, offset, len(expected))
     _check([pair for pair in delivered if pair[0] in queries], expected)
+
+    # Each match says why: the alternative that delivers, and where its spans hold in the text.
+    raw = httpx.get(receiver.url + "/deliveries/raw", timeout=30).json()
+    explained = [
+        m
+        for r in raw
+        for m in orjson.loads(r["body"])["matches"]
+        if m["subscription_id"] in queries
+    ]
+    assert explained
+    for match in explained:
+        text, matched = match["text"], match["matched"]
+        terms, positions = analyze(text), term_positions(text)
+        clauses = parse_query(queries[match["subscription_id"]]).clauses
+        first = next(k for k, c in enumerate(clauses) if c.holds(terms, positions))
+        assert matched.get("alternative", 0) == first, (match, first)
+        for span in clauses[first].spans:
+            offsets = matched["spans"][str(span)]
+            assert offsets
+            assert all(span.holds(term_positions(text[a:b])) for a, b in offsets)
 
 
 @pytest.mark.parametrize("engine", ["trie", "querynote"])  # the default is tested above

@@ -10,13 +10,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from wordcast.errors import EmptyQuery, InvalidInput
+from wordcast.query.alternatives import HeldAlternatives
 from wordcast.query.analysis import analyze
 from wordcast.query.boolean import (
     MAX_ALTERNATIVES,
     And,
     BooleanQuery,
     Clause,
-    HeldAlternatives,
     InvalidQuery,
     Node,
     Not,

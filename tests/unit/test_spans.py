@@ -8,8 +8,9 @@ import random
 import pytest
 
 from wordcast.errors import InvalidInput
+from wordcast.query.alternatives import HeldAlternatives
 from wordcast.query.analysis import analyze, term_positions, token_terms
-from wordcast.query.boolean import HeldAlternatives, evaluate, parse_query, parse_tree, part_id
+from wordcast.query.boolean import evaluate, parse_query, parse_tree, part_id
 from wordcast.query.spans import Span
 
 VOCABULARY = ["white", "house", "of", "cards", "senate", "vote", "the", "big", "apple", "a", "x"]

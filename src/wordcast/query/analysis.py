@@ -71,6 +71,31 @@ def normalised_tokens(text: str) -> list[str]:
     return tokens
 
 
+_RUN_WITH_IGNORABLE = regex.compile(r"[\p{L}\p{M}\p{N}\p{Default_Ignorable_Code_Point}]+")
+
+
+def token_offsets(text: str) -> list[tuple[str, int, int]]:
+    """Each of :func:`normalised_tokens` with the character offsets in ``text`` it was read
+    from, for highlighting. A run that normalisation splits in several tokens (``⑴``) gives
+    each of them the whole run's offsets."""
+    if text.isascii():
+        return [(m.group(), m.start(), m.end()) for m in _ASCII_TOKEN.finditer(text.lower())]
+    tokens = []
+    # Dropping the ignorable code points first joins the runs only they separate: the same runs
+    # as these, which keep their places in the text.
+    for run in _RUN_WITH_IGNORABLE.finditer(text):
+        token = _IGNORABLE.sub("", run.group())
+        if not token:
+            continue
+        start, end = run.span()
+        if token.isascii():
+            tokens.append((token.lower(), start, end))
+        else:
+            folded = unicodedata.normalize("NFKC", token).casefold()
+            tokens += [(part, start, end) for part in _TOKEN.findall(folded)]
+    return tokens
+
+
 class Analyzer:
     """Turns text into its set of analysed terms.
 
@@ -174,12 +199,17 @@ _positional: Analyzer | None = None
 def token_terms(text: str) -> list[str]:
     """The term of each normalised token of ``text``, "" where it is dropped: the reference
     analyser's terms, which the compiled one equals, with the places of the tokens dropped."""
+    return terms_of_tokens(normalised_tokens(text))
+
+
+def terms_of_tokens(tokens: Iterable[str]) -> list[str]:
+    """The term of each normalised token, "" where it is dropped."""
     global _positional
     if _positional is None:
         _positional = Analyzer()
     term_of, make = _positional._term_of, _positional._term
     terms = []
-    for token in normalised_tokens(text):
+    for token in tokens:
         term = term_of.get(token)
         terms.append(make(token) if term is None else term)
     return terms

@@ -60,9 +60,44 @@ class Span:
                 left += 1
         return False
 
+    def occurrences(self, positions: Mapping[str, Sequence[int]]) -> list[tuple[int, int]]:
+        """(first, last) position of each place the span holds: each phrase occurrence, or each
+        smallest window holding every term (for highlighting; :meth:`holds` stops at one)."""
+        if not self.near:
+            (first, start), *rest = self.offsets
+            others = [(set(positions.get(term, ())), offset - start) for term, offset in rest]
+            length = max(offset for _, offset in self.offsets) - start
+            return [
+                (at, at + length)
+                for at in positions.get(first, ())
+                if all(at + shift in where for where, shift in others)
+            ]
+        terms = self.terms
+        occurrences = sorted((at, term) for term in terms for at in positions.get(term, ()))
+        found = []
+        held: dict[str, int] = {}
+        left = 0
+        for at, term in occurrences:
+            held[term] = held.get(term, 0) + 1
+            while len(held) == len(terms):
+                if at - occurrences[left][0] <= self.near:
+                    found.append((occurrences[left][0], at))
+                dropped = occurrences[left][1]
+                held[dropped] -= 1
+                if not held[dropped]:
+                    del held[dropped]
+                left += 1
+        return found
+
     def __str__(self) -> str:
-        words = " ".join(term for term, _ in self.offsets)
-        return f"NEAR/{self.near}({words})" if self.near else f'"{words}"'
+        if self.near:
+            return f"NEAR/{self.near}({' '.join(term for term, _ in self.offsets)})"
+        # A gap a stop word left is a "?", as Lucene writes a phrase with position increments.
+        written: list[str] = []
+        for term, offset in self.offsets:
+            written += ["?"] * (offset - len(written))
+            written.append(term)
+        return f'"{" ".join(written)}"'
 
 
 def phrase(text: str, query: str) -> Span | None:

@@ -30,8 +30,9 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 
 from wordcast.engines.base import PatternIndex, TermIndex, add_many
+from wordcast.query.alternatives import HeldAlternatives
 from wordcast.query.analysis import term_positions
-from wordcast.query.boolean import HeldAlternatives, has_operators, parse_query
+from wordcast.query.boolean import has_operators, parse_query
 from wordcast.query.patterns import normalise, parse
 from wordcast.routing.placement import Placement, decode, encode
 from wordcast.storage.records import Subscription, SubscriptionEvent, audience

@@ -14,10 +14,12 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import orjson
 
-from wordcast.query.boolean import HeldAlternatives
+from wordcast.query.alternatives import HeldAlternatives
+from wordcast.query.explain import AnalysedText, explain_clause, explain_pattern, explain_terms
 from wordcast.services.matcher.index import Routed
 from wordcast.storage.outbox import MAX_SIGNERS, Message, webhook_id
 from wordcast.storage.records import STREAM_DELIVERY, Subscription, delivery_of
@@ -39,9 +41,11 @@ def messages(
     subscriptions: Mapping[str, Subscription],
     alternatives: HeldAlternatives,
     most: int,
+    *,
+    explain: bool = True,
 ) -> list[Message]:
     """The messages for (stored subscription id, position) ``pairs`` of ``batch``, at most
-    ``most`` matches each."""
+    ``most`` matches each; with ``explain``, each match says why (``matched``)."""
     per_subscription: dict[str, list[int]] = {}
     for sub_id, position in pairs:
         per_subscription.setdefault(sub_id, []).append(position)
@@ -55,6 +59,7 @@ def messages(
             per_endpoint.setdefault((sub.tenant, STREAM_DELIVERY), []).append(sub_id)
     found: list[Message] = []
     now = time.time()
+    explained = _Explanations(batch, alternatives, explain)
     for (tenant, url), sub_ids in per_endpoint.items():
         chunk: list[tuple[Subscription, int]] = []
         signers: set[str] = set()
@@ -62,13 +67,39 @@ def messages(
             for position in per_subscription[sub_id]:
                 full = len(chunk) >= most
                 if full or (sub_id not in signers and len(signers) >= MAX_SIGNERS):
-                    found.append(_message(tenant, url, chunk, batch, alternatives, now))
+                    found.append(_message(tenant, url, chunk, batch, explained, now))
                     chunk, signers = [], set()
                 chunk.append((subscriptions[sub_id], position))
                 signers.add(sub_id)
         if chunk:
-            found.append(_message(tenant, url, chunk, batch, alternatives, now))
+            found.append(_message(tenant, url, chunk, batch, explained, now))
     return found
+
+
+class _Explanations:
+    """The ``matched`` of each match (:mod:`wordcast.query.explain`), each publication analysed
+    once for all its matches."""
+
+    def __init__(self, batch: Batch, alternatives: HeldAlternatives, wanted: bool) -> None:
+        self.publications = batch.publications
+        self.alternatives = alternatives if len(alternatives) else None
+        # An alternative's match is its subscription's, signed with that one's secret.
+        self.delivered_id = None if self.alternatives is None else alternatives.subscription_id
+        self.wanted = wanted
+        self._texts: dict[int, AnalysedText] = {}
+
+    def matched(self, sub: Subscription, position: int) -> dict[str, Any]:
+        text = self.publications[position][1]
+        if sub.pattern:
+            return explain_pattern(sub.pattern, text)
+        analysed = self._texts.get(position)
+        if analysed is None:
+            analysed = self._texts[position] = AnalysedText(text)
+        alternatives = self.alternatives
+        held = None if alternatives is None else alternatives.clause(sub.id)
+        if held is None:
+            return explain_terms(sub.terms, analysed)
+        return explain_clause(held[1], analysed, held[0], held[2])
 
 
 def _message(
@@ -76,7 +107,7 @@ def _message(
     url: str,
     chunk: list[tuple[Subscription, int]],
     batch: Batch,
-    alternatives: HeldAlternatives,
+    explained: _Explanations,
     now: float,
 ) -> Message:
     # One pass, no call per match that can be spared: at 4 matches a publication this loop is a
@@ -84,30 +115,21 @@ def _message(
     matches = []
     pairs = []
     publications = batch.publications
-    delivered_id = alternatives.subscription_id if alternatives else None
+    delivered_id = explained.delivered_id
+    matched = explained.matched if explained.wanted else None
     for sub, position in chunk:
-        # An alternative's match is its subscription's, signed with that one's secret.
         sub_id = sub.id if delivered_id is None else delivered_id(sub.id)
         pub_id, text = publications[position][:2]
-        pattern = sub.pattern
-        if pattern:
-            matches.append(
-                {
-                    "subscription_id": sub_id,
-                    "pattern": pattern,
-                    "publication_id": pub_id,
-                    "text": text,
-                }
-            )
-        else:
-            matches.append(
-                {
-                    "subscription_id": sub_id,
-                    "query": sub.query,
-                    "publication_id": pub_id,
-                    "text": text,
-                }
-            )
+        kind, written = ("pattern", sub.pattern) if sub.pattern else ("query", sub.query)
+        match: dict[str, Any] = {
+            "subscription_id": sub_id,
+            kind: written,
+            "publication_id": pub_id,
+            "text": text,
+        }
+        if matched is not None:
+            match["matched"] = matched(sub, position)
+        matches.append(match)
         pairs.append((sub_id, pub_id))
     signers = tuple(dict.fromkeys(sub_id for sub_id, _ in pairs))
     # The publisher and the stream are the whole batch's: named once, for every match of it.

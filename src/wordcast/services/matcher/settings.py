@@ -65,6 +65,12 @@ class MatcherSettings(ServiceSettings):
         "machine's memory when Redis has none.",
     )
     delivery_batch: int = Field(default=500, ge=1, description="Matches per webhook POST at most.")
+    explain_matches: bool = Field(
+        default=True,
+        description="Give each match its `matched` (the alternative, terms and spans that "
+        "satisfied it, with offsets into the text); false leaves it out, for smaller messages "
+        "and less CPU per match.",
+    )
     delivery_concurrency: int = Field(
         default=64,
         ge=1,

@@ -191,8 +191,14 @@ class MatcherState:
         index = self.index
         pairs = index.pairs(publications, version, drawn, publisher, stream)
         batch = Batch(publications, publisher, stream, accepted)
+        settings = self.settings
         found = messages(
-            pairs, batch, index.subscriptions, index.alternatives, self.settings.delivery_batch
+            pairs,
+            batch,
+            index.subscriptions,
+            index.alternatives,
+            settings.delivery_batch,
+            explain=settings.explain_matches,
         )
         count = len(publications)
         self.publications += count

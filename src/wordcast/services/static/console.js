@@ -181,6 +181,35 @@ async function labelSubscriptions() {
   }
 }
 
+// The [start, end) offsets a match's `matched` gives (code points), merged where they overlap.
+function highlights(matched) {
+  if (!matched) return [];
+  const ranges = [...Object.values(matched.terms || {}), ...Object.values(matched.spans || {})];
+  const all = [...ranges.flat(), ...(matched.offsets || [])].sort((a, b) => a[0] - b[0]);
+  const merged = [];
+  for (const [start, end] of all) {
+    const last = merged[merged.length - 1];
+    if (last && start <= last[1]) last[1] = Math.max(last[1], end);
+    else merged.push([start, end]);
+  }
+  return merged;
+}
+
+// The text with the ranges in <mark>: offsets count code points, so the text is cut as an
+// array of them (a JavaScript string counts UTF-16 units).
+function appendHighlighted(parent, text, ranges) {
+  const points = Array.from(text);
+  let at = 0;
+  for (const [start, end] of ranges) {
+    parent.appendChild(document.createTextNode(points.slice(at, start).join("")));
+    const mark = document.createElement("mark");
+    mark.textContent = points.slice(start, end).join("");
+    parent.appendChild(mark);
+    at = end;
+  }
+  parent.appendChild(document.createTextNode(points.slice(at).join("")));
+}
+
 function showMatches(body) {
   const list = $("matches");
   for (const match of body.matches) {
@@ -189,7 +218,7 @@ function showMatches(body) {
     label.className = "label";
     label.textContent = match.query || match.pattern || labels.get(match.subscription_id) || "";
     item.appendChild(label);
-    item.appendChild(document.createTextNode(match.text));
+    appendHighlighted(item, match.text, highlights(match.matched));
     item.title = `${match.subscription_id} / ${match.publication_id}`;
     item.dataset.subscription = match.subscription_id;
     list.insertBefore(item, list.firstChild);

@@ -1,0 +1,112 @@
+"""What ``matched`` (issue 13, part 4) costs a matcher: ``make bench-explain``.
+
+The workload of the end-to-end benchmark's matchers: 10,000 plain keyword queries drawn from pypi
+posts (``post_queries``) and 1,000 of the posts; the (subscription, publication) matches found by
+a trie, then the messages a matcher records for them (``messages()``: grouping, JSON, ids), built
+with and without each match's explanation, alternating, median of the passes, the garbage
+collector tuned as the services tune it. Then the same with
+phrase and proximity queries (``post_span_queries``), whose explanations also find every place
+each span holds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from typing import Any
+
+from wordcast.corpus.workload import post_queries, post_span_queries, sample_posts
+from wordcast.engines.trie import Trie
+from wordcast.query.alternatives import HeldAlternatives
+from wordcast.query.analysis import analyze, term_positions
+from wordcast.query.boolean import parse_query, part_id
+from wordcast.services.common import tune_garbage_collection
+from wordcast.services.matcher.messages import Batch, messages
+from wordcast.storage.records import Subscription
+
+from .common import machine, write_json
+
+
+def _workload(queries: list[str], texts: list[str]) -> tuple[Any, ...]:
+    subscriptions: dict[str, Subscription] = {}
+    held = HeldAlternatives()
+    trie: Trie[str] = Trie()
+    for n, query in enumerate(queries):
+        read = parse_query(query)
+        for k, clause in enumerate(read.clauses):
+            stored = part_id(f"s{n:06d}", k)
+            subscriptions[stored] = Subscription(
+                stored, query, clause.words, f"http://127.0.0.1:9/{n % 50}", 0
+            )
+            trie.add(stored, clause.words)
+            if not read.is_plain:
+                held.add(stored, read)
+    terms = [analyze(text) for text in texts]
+    pairs = [(s, k) for k, t in enumerate(terms) for s in trie.match(t)]
+    if held:
+        pairs = held.delivering(pairs, terms.__getitem__, lambda k: term_positions(texts[k]))
+    publications = [(f"p{k}", text, tuple(terms[k]), False) for k, text in enumerate(texts)]
+    return pairs, Batch(publications, "", ""), subscriptions, held
+
+
+def measure(name: str, queries: list[str], texts: list[str], passes: int) -> dict[str, Any]:
+    pairs, batch, subscriptions, held = _workload(queries, texts)
+    tune_garbage_collection()  # as a matcher runs: the collector rarely, the index frozen
+    seconds: dict[bool, list[float]] = {False: [], True: []}
+    sizes: dict[bool, int] = {}
+    for _ in range(passes):
+        for explain in (False, True):
+            started = time.perf_counter()
+            found = messages(pairs, batch, subscriptions, held, 500, explain=explain)
+            seconds[explain].append(time.perf_counter() - started)
+            sizes[explain] = sum(len(m.body) for m in found)
+    plain, explained = (statistics.median(seconds[e]) for e in (False, True))
+    row = {
+        "workload": name,
+        "queries": len(queries),
+        "publications": len(texts),
+        "matches": len(pairs),
+        "us_per_match_without": plain / len(pairs) * 1e6,
+        "us_per_match_with": explained / len(pairs) * 1e6,
+        "us_per_publication_without": plain / len(texts) * 1e6,
+        "us_per_publication_with": explained / len(texts) * 1e6,
+        "ratio": explained / plain,
+        "body_bytes_without": sizes[False],
+        "body_bytes_with": sizes[True],
+    }
+    print(
+        f"{name}: {len(pairs):,} matches; messages() {row['us_per_match_without']:.2f} → "
+        f"{row['us_per_match_with']:.2f} µs a match, {row['us_per_publication_without']:.1f} → "
+        f"{row['us_per_publication_with']:.1f} µs a publication ({row['ratio']:.2f}×); bodies "
+        f"{sizes[False] / 1e6:.1f} → {sizes[True] / 1e6:.1f} MB",
+        file=sys.stderr,
+    )
+    return row
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--queries", type=int, default=10_000)
+    parser.add_argument("--posts", type=int, default=1_000)
+    parser.add_argument("--passes", type=int, default=7)
+    args = parser.parse_args()
+    pool = sample_posts(args.queries + args.posts, seed=4242)
+    texts = [post.text for post in pool[: args.posts]]
+    source = pool[args.posts :]
+    rows = [
+        measure("plain", post_queries(source, args.queries, seed=1), texts, args.passes),
+        measure(
+            "phrases and proximity",
+            post_span_queries(source, args.queries // 10, seed=2),
+            texts,
+            args.passes,
+        ),
+    ]
+    path = write_json("explain", {"machine": machine(), "passes": args.passes, "rows": rows})
+    print(f"wrote {path}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,125 @@
+"""The alternatives of boolean queries a matcher holds, and the check that decides which of them
+delivers a match (:mod:`.boolean`: only the first alternative that holds delivers, so a publication
+matching the query is delivered exactly once; the Luwak thesis, §2, checks candidates likewise).
+
+Pure: imports only the query package.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
+
+from wordcast.query.boolean import BooleanQuery, Clause, split_part_id
+
+
+class HeldAlternatives:
+    """The alternatives of boolean queries one index holds, and the check their matches pass.
+
+    The index matches an alternative on its required words like any conjunction; ``delivering``
+    then keeps a (stored id, publication) match only where that alternative is the one that
+    delivers, and ``subscription_id`` names the query it belongs to. What the check needs is
+    prepared when an alternative is added: its excluded terms and the earlier alternatives, as
+    sets, so that a match costs a few set operations in C; the positions of a publication's
+    terms are worked out only for an alternative (or an earlier one) with a phrase or proximity
+    condition, once per publication.
+    """
+
+    def __init__(self) -> None:
+        self._subscription: dict[str, str] = {}  # stored id -> the query's id
+        # stored id -> (its place, itself, itself as text): what explanations name
+        self._clauses: dict[str, tuple[int, Clause, str]] = {}
+        # Only alternatives that can be overruled: stored id -> (excluded terms, the earlier
+        # alternatives as (required, excluded), the alternative itself when it has spans, the
+        # earlier ones that have spans).
+        self._checks: dict[
+            str,
+            tuple[
+                frozenset[str],
+                tuple[tuple[frozenset[str], frozenset[str]], ...],
+                Clause | None,
+                tuple[Clause, ...],
+            ],
+        ] = {}
+
+    def __len__(self) -> int:
+        return len(self._subscription)
+
+    def __contains__(self, stored_id: object) -> bool:
+        return stored_id in self._subscription
+
+    def add(self, stored_id: str, query: BooleanQuery) -> None:
+        part = split_part_id(stored_id)[1]
+        if query.is_plain or part >= len(query.clauses):
+            raise ValueError(f"{stored_id!r} is not an alternative of {query}")
+        before = query.clauses[:part]
+        earlier = tuple(
+            (frozenset(c.words), frozenset(c.without)) for c in before if not c.positional
+        )
+        earlier_spans = tuple(c for c in before if c.positional)
+        this = query.clauses[part]
+        without = frozenset(this.without)
+        self._subscription[stored_id] = split_part_id(stored_id)[0]
+        self._clauses[stored_id] = (part, this, str(this))
+        if without or before or this.positional:
+            spans = this if this.positional else None
+            self._checks[stored_id] = (without, earlier, spans, earlier_spans)
+
+    def discard(self, stored_id: str) -> None:
+        self._subscription.pop(stored_id, None)
+        self._clauses.pop(stored_id, None)
+        self._checks.pop(stored_id, None)
+
+    def clause(self, stored_id: str) -> tuple[int, Clause, str] | None:
+        """(its place in the query, the alternative, it as text) of a held alternative; else
+        None."""
+        return self._clauses.get(stored_id)
+
+    def subscription_id(self, stored_id: str) -> str:
+        return self._subscription.get(stored_id, stored_id)
+
+    def delivering(
+        self,
+        pairs: Iterable[tuple[str, int]],
+        terms_of: Callable[[int], AbstractSet[str]],
+        positions_of: Callable[[int], Mapping[str, Sequence[int]]] | None = None,
+    ) -> list[tuple[str, int]]:
+        """The (stored id, position) matches that stand, from an index that matched each
+        alternative's required words; ``terms_of(position)`` gives the publication's terms and
+        ``positions_of(position)`` where they occur (each asked once per publication that needs
+        it)."""
+        checks = self._checks
+        term_sets: dict[int, AbstractSet[str]] = {}
+        where: dict[int, Mapping[str, Sequence[int]]] = {}
+
+        def positions(at: int) -> Mapping[str, Sequence[int]]:
+            found = where.get(at)
+            if found is None:
+                if positions_of is None:
+                    raise ValueError("phrases and proximity need positions_of")
+                found = where[at] = positions_of(at)
+            return found
+
+        kept = []
+        for stored_id, position in pairs:
+            check = checks.get(stored_id)
+            if check is not None:
+                terms = term_sets.get(position)
+                if terms is None:
+                    terms = term_sets[position] = terms_of(position)
+                without, earlier, spans, earlier_spans = check
+                if not terms.isdisjoint(without) or any(
+                    required <= terms and terms.isdisjoint(excluded)
+                    for required, excluded in earlier
+                ):
+                    continue
+                if spans is not None and not spans.spans_hold(positions(position)):
+                    continue
+                if earlier_spans and any(
+                    c.holds(terms, positions(position))
+                    for c in earlier_spans
+                    if all(t in terms for t in c.words)
+                ):
+                    continue
+            kept.append((stored_id, position))
+        return kept

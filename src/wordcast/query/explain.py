@@ -1,0 +1,126 @@
+"""Why a publication matched: the ``matched`` object each delivered match carries (issue 13).
+
+For a boolean query it names the alternative that delivered (its place in the query's
+disjunctive normal form, :mod:`.boolean`, and that alternative written in analysed terms), every
+occurrence in the text of each term the alternative requires, and each place its phrases and
+proximity windows (:mod:`.spans`) hold; for a plain conjunction of keywords, which is its own only
+alternative, the terms' occurrences alone. For a wildcard pattern it gives the first
+instantiation of the pattern in the text. Excluded terms are not listed: they are absent.
+
+Offsets are ``[start, end)`` in Unicode code points of the publication's text as published (as
+X's filtered stream counts its entity indices), so ``text[start:end]`` is the highlighted part;
+a JavaScript client, which counts UTF-16 units, converts them for text outside the Basic
+Multilingual Plane. A term's occurrence is the token it was analysed from
+(:func:`wordcast.query.analysis.token_offsets`); a span's runs from its first token to its last.
+
+Pure: imports only the query package.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from functools import lru_cache
+from typing import Any
+
+from wordcast.query.analysis import terms_of_tokens, token_offsets
+from wordcast.query.boolean import Clause
+from wordcast.query.patterns import normalise, parse
+
+
+class AnalysedText:
+    """Where each term of a publication occurs (token positions, and offsets in its text),
+    worked out once however many of its matches are explained."""
+
+    __slots__ = ("_spans", "positions", "term_offsets", "text")
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        tokens = token_offsets(text)
+        self._spans = spans = [(start, end) for _, start, end in tokens]
+        positions: dict[str, list[int]] = {}
+        # Each term's occurrences as [start, end) offsets: one list a term, shared by every
+        # match that names it.
+        offsets: dict[str, list[tuple[int, int]]] = {}
+        for position, term in enumerate(terms_of_tokens([token for token, _, _ in tokens])):
+            if term:
+                where = positions.get(term)
+                if where is None:
+                    positions[term] = [position]
+                    offsets[term] = [spans[position]]
+                else:
+                    where.append(position)
+                    offsets[term].append(spans[position])
+        self.positions = positions
+        self.term_offsets = offsets
+
+    def offsets(self, first: int, last: int) -> tuple[int, int]:
+        """The text's offsets from the token at position ``first`` to the one at ``last``."""
+        return self._spans[first][0], self._spans[last][1]
+
+
+def explain_terms(words: Iterable[str], text: AnalysedText) -> dict[str, Any]:
+    """``matched`` for a plain conjunction of keywords: the query is its only alternative."""
+    offsets = text.term_offsets
+    return {"terms": {term: offsets.get(term, []) for term in words}}
+
+
+def explain_clause(
+    clause: Clause, text: AnalysedText, alternative: int, written: str | None = None
+) -> dict[str, Any]:
+    """``matched`` for a match of alternative number ``alternative`` of a boolean query
+    (``written``: the clause as text, when the caller keeps it)."""
+    offsets = text.term_offsets
+    matched: dict[str, Any] = {
+        "alternative": alternative,
+        "clause": str(clause) if written is None else written,
+        "terms": {term: offsets.get(term, []) for term in clause.words},
+    }
+    if clause.spans:
+        positions = text.positions
+        matched["spans"] = {
+            str(span): [text.offsets(first, last) for first, last in span.occurrences(positions)]
+            for span in clause.spans
+        }
+    return matched
+
+
+@lru_cache(maxsize=4096)
+def _pattern_regex(pattern: str) -> re.Pattern[str]:
+    return re.compile(parse(pattern, min_anchor=1).regex(), re.DOTALL)
+
+
+def explain_pattern(pattern: str, text: str) -> dict[str, Any]:
+    """``matched`` for a match of a wildcard pattern: where its first instantiation lies."""
+    normalised, origin = _normalised_with_origin(text)
+    found = _pattern_regex(pattern).search(normalised)
+    if found is None:  # the pattern index matched it: only a changed normalisation gets here
+        return {"pattern": pattern, "offsets": []}
+    start, end = found.span()
+    if end == start:
+        return {"pattern": pattern, "offsets": [[origin[start], origin[start]]]}
+    return {"pattern": pattern, "offsets": [[origin[start], origin[end - 1] + 1]]}
+
+
+def _normalised_with_origin(text: str) -> tuple[str, list[int]]:
+    """:func:`~wordcast.query.patterns.normalise` of ``text``, and for each of its characters
+    the offset in ``text`` of the character it came from (with one past the end appended)."""
+    normalised = normalise(text)
+    if len(normalised) == len(text) and text.isascii():  # nothing folded or collapsed
+        return normalised, list(range(len(text) + 1))
+    chars: list[str] = []
+    origin: list[int] = []
+    in_space = False
+    for at, char in enumerate(text):
+        if char.isspace():
+            if not in_space:
+                chars.append(" ")
+                origin.append(at)
+            in_space = True
+            continue
+        in_space = False
+        folded = char.casefold()
+        chars.append(folded)
+        origin += [at] * len(folded)
+    origin.append(len(text))
+    return "".join(chars), origin
