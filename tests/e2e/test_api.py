@@ -52,6 +52,12 @@ BAD_SUBSCRIPTIONS = [
     ({"query": '"of the" house', "callback_url": HOOK}, 'the phrase \\"of the\\" has no terms'),
     ({"query": "NEAR/0(senate vote)", "callback_url": HOOK}, "NEAR/0 needs a window of 1 to 100"),
     ({"query": 'NOT "white house"', "callback_url": HOOK}, "requires no word"),
+    ({"query": "source:rss", "callback_url": HOOK}, "a filter narrows a query's words"),
+    ({"query": "apple OR has:url", "callback_url": HOOK}, "the alternative 'has:url' requires"),
+    ({"query": 'apple author:"ap', "callback_url": HOOK}, "a quote without its closing quote"),
+    ({"query": "apple has:no-such", "callback_url": HOOK}, "has:no-such needs an attribute"),
+    ({"query": f"apple {'x' * 40}:y", "callback_url": HOOK}, "is not an attribute name"),
+    ({"query": "NEAR/2(apple source:rss)", "callback_url": HOOK}, "takes words only"),
     ({"query": "😀 !!! ?", "callback_url": HOOK}, "no terms left"),
     ({"query": "x" * (limits.MAX_QUERY_CHARS + 1), "callback_url": HOOK}, "at most 512"),
     (
@@ -104,6 +110,14 @@ BAD_PUBLICATIONS = [
         "publication id 'twice' is given more than once in the batch",
     ),
     ({"txt": "typo"}, "publications"),
+    ({"text": "x", "attributes": {"Source": "rss"}}, "should match pattern"),
+    ({"text": "x", "attributes": {"has": "x"}}, "'has' is reserved for filters"),
+    ({"text": "x", "attributes": {"a": {"b": 1}}}, "a string, a number, a boolean or a list"),
+    ({"text": "x", "attributes": {"a": [1]}}, "a string, a number, a boolean or a list"),
+    ({"text": "x", "attributes": {"a": ["t"] * 17}}, "lists 17 strings; at most 16"),
+    ({"text": "x", "attributes": {"a": "v" * 1025}}, "a string of 1025 characters"),
+    ({"text": "x", "attributes": {f"k{i}": 1 for i in range(17)}}, "at most 16 items"),
+    ({"text": "x", "attributes": {f"k{i}": "v" * 999 for i in range(5)}}, "at most 4096"),
     ([1, 2, 3], "valid dictionary"),
 ]
 

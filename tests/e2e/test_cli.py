@@ -206,3 +206,35 @@ def test_publish_reads_json_lines_and_refuses_a_bad_one_whole(
     both = wordcast_cli("publish", "--json", "text", router=cluster.router_url)
     assert both.returncode == 2
     assert "--json reads publications from standard input" in both.stderr
+
+
+def test_publish_gives_attributes_that_filters_read(
+    cluster: RunningCluster, receiver: Receiver
+) -> None:
+    created = httpx.post(
+        f"{cluster.router_url}/subscriptions",
+        json={"query": "wombat source:rss tags:zoo", "callback_url": receiver.hook},
+        headers=AUTH,
+    )
+    assert created.status_code == 201
+    sub_id = created.json()["id"]
+    router = cluster.router_url
+    for attrs, pub in (([], "w-0"), (["source=rss"], "w-1"), (["source=rss", "tags=zoo"], "w-2")):
+        lines = f'{{"id": "{pub}", "text": "a wombat digs"}}\n'
+        args = [f"--attr={a}" for a in attrs]
+        published = wordcast_cli("publish", *args, router=router, stdin=lines.replace('"', "'"))
+        assert published.returncode == 0, published.stderr
+    given = wordcast_cli(
+        "publish", "--attr=source=rss", "--attr=tags=zoo", "--attr=tags=pen", "wombat w-3",
+        router=router,
+    )  # fmt: skip
+    assert given.returncode == 0, given.stderr
+    eventually(lambda: len({p for s, p in receiver.pairs() if s == sub_id}) >= 2, what="2 matches")
+    time.sleep(0.5)
+    assert len([p for s, p in receiver.pairs() if s == sub_id]) == 2
+    bad = wordcast_cli("publish", "--attr=nope", "text", router=router)
+    assert bad.returncode == 2
+    assert "--attr 'nope': give NAME=VALUE" in bad.stderr
+    refused = wordcast_cli("publish", "--attr=Source=rss", "text", router=router)
+    assert refused.returncode != 0
+    assert "should match pattern" in refused.stderr

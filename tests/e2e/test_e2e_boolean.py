@@ -5,7 +5,9 @@ the cluster stores and routes)."""
 from __future__ import annotations
 
 import asyncio
+import random
 from pathlib import Path
+from typing import Any
 
 import httpx
 import orjson
@@ -23,6 +25,7 @@ from wordcast.corpus.workload import (
 )
 from wordcast.query.analysis import analyze, term_positions
 from wordcast.query.boolean import evaluate, parse_query, parse_tree
+from wordcast.query.filters import filter_terms
 from wordcast.storage.redis import connect_sync
 
 from .test_e2e import _check, _delivered_after, _publish, engine_cluster
@@ -162,6 +165,60 @@ def test_phrase_and_proximity_queries_deliver_exactly_the_oracle_matches(
             offsets = matched["spans"][str(span)]
             assert offsets
             assert all(span.holds(term_positions(text[a:b])) for a, b in offsets)
+
+
+def test_attribute_filters_deliver_exactly_the_oracle_matches(
+    cluster: RunningCluster, receiver: Receiver
+) -> None:
+    rng = random.Random(1414)
+    posts = [Post(f"attr:{p.id}", p.text) for p in sample_posts(1_500, seed=1414)]
+    attributes: dict[str, dict[str, Any]] = {}
+    for post in posts:
+        attrs: dict[str, Any] = {"source": rng.choice(["rss", "api", "Web  Crawl"])}
+        if rng.random() < 0.3:
+            attrs["author"] = rng.choice(["AP News", "Reuters"])
+        if rng.random() < 0.5:
+            attrs["tags"] = rng.sample(["sport", "tech", "world"], rng.randint(0, 2))
+        if rng.random() < 0.4:
+            attrs["url"] = f"https://example.org/{post.id}"
+        attrs["score"] = rng.randint(1, 3)
+        attributes[post.id] = attrs
+    shapes = ["{q} source:rss", "{q} -source:rss", "{q} has:url", '{q} author:"ap news"',
+              "{q} tags:sport", "({q}) NOT tags:tech", "{q} OR ({r} source:api)",
+              '{q} source:"web crawl" score:2']  # fmt: skip
+    words = post_queries(posts, 160, seed=141, sizes=(1, 1, 2))
+    texts = [rng.choice(shapes).format(q=words[2 * k], r=words[2 * k + 1]) for k in range(80)]
+    queries = _subscribe(cluster, texts, receiver.hook)
+    trees = {sid: parse_tree(query) for sid, query in queries.items()}
+    expected = {
+        (sid, post.id)
+        for post in posts
+        for terms in [analyze(post.text) | set(filter_terms(attributes[post.id]))]
+        for sid, tree in trees.items()
+        if evaluate(tree, terms, term_positions(post.text))
+    }
+    # The filters must bite: posts with the words that the filters turn away.
+    words_only = {
+        (sid, post.id)
+        for post in posts
+        for terms in [analyze(post.text)]
+        for sid, query in queries.items()
+        if any(set(clause.words) <= terms for clause in parse_query(query).clauses)
+    }
+    assert len(expected) > 80, len(expected)
+    assert len(words_only - expected) > 80, len(words_only - expected)
+    offset = len(receiver.pairs())
+
+    async def publish() -> None:
+        async with RouterClient(cluster.router_url, concurrency=4) as client:
+            await client.publish_many(
+                [{"id": p.id, "text": p.text, "attributes": attributes[p.id]} for p in posts],
+                progress=False,
+            )
+
+    asyncio.run(publish())
+    delivered = _delivered_after(cluster, receiver, offset, len(expected))
+    _check([pair for pair in delivered if pair[0] in queries], expected)
 
 
 @pytest.mark.parametrize("engine", ["trie", "querynote"])  # the default is tested above

@@ -225,6 +225,7 @@ def cmd_publish(args: argparse.Namespace) -> int:
 
     if args.json and (args.text or args.corpus):
         return fail("--json reads publications from standard input: give no TEXT or --corpus")
+    posts: list[dict[str, Any]]
     if args.corpus:
         from wordcast.corpus.workload import sample_posts
 
@@ -240,6 +241,17 @@ def cmd_publish(args: argparse.Namespace) -> int:
         posts = [{"text": line.rstrip("\n")} for line in sys.stdin if line.strip()]
     if not posts:
         return fail("nothing to publish: give TEXT, --corpus N or lines on standard input")
+    if args.attr:
+        if args.json:
+            return fail('with --json, give attributes in each line\'s "attributes"')
+        attributes: dict[str, list[str]] = {}
+        for given in args.attr:
+            name, equals, value = given.partition("=")
+            if not equals or not name:
+                return fail(f"--attr {given!r}: give NAME=VALUE")
+            attributes.setdefault(name, []).append(value)
+        for post in posts:
+            post["attributes"] = {k: v[0] if len(v) == 1 else v for k, v in attributes.items()}
 
     async def run() -> int:
         async with RouterClient(args.router) as client:
@@ -256,10 +268,14 @@ def cmd_publish(args: argparse.Namespace) -> int:
     return 0
 
 
-def _json_publications(lines: Iterable[str]) -> list[dict[str, str]]:
-    """Publications from JSON lines ``{"id"?, "text"}``, blank lines skipped; ValueError names
-    the first bad line. Checked here, before anything is sent, so a bad line publishes nothing."""
-    posts: list[dict[str, str]] = []
+PUBLICATION_FIELDS = frozenset({"id", "text", "attributes"})
+
+
+def _json_publications(lines: Iterable[str]) -> list[dict[str, Any]]:
+    """Publications from JSON lines ``{"id"?, "text", "attributes"?}``, blank lines skipped;
+    ValueError names the first bad line. Checked here, before anything is sent, so a bad line
+    publishes nothing (the router checks the attributes)."""
+    posts: list[dict[str, Any]] = []
     for number, line in enumerate(lines, 1):
         if not line.strip():
             continue
@@ -269,10 +285,11 @@ def _json_publications(lines: Iterable[str]) -> list[dict[str, str]]:
             raise ValueError(f"line {number}: not JSON ({exc})") from None
         if not isinstance(post, dict) or not isinstance(post.get("text"), str):
             raise ValueError(f'line {number}: not an object with a "text" string')
-        unknown = set(post) - {"id", "text"}
+        unknown = set(post) - PUBLICATION_FIELDS
         if unknown:
             raise ValueError(
-                f'line {number}: unknown field {sorted(unknown)[0]!r} (only "id", "text")'
+                f"line {number}: unknown field {sorted(unknown)[0]!r} (only "
+                f"{', '.join(map(repr, sorted(PUBLICATION_FIELDS)))})"
             )
         if "id" in post and not (isinstance(post["id"], str) and post["id"]):
             raise ValueError(f'line {number}: "id" must be a non-empty string')
@@ -392,6 +409,13 @@ def register(sub: Any) -> None:
     )
     publish.add_argument("--corpus", type=whole(1), metavar="N", help="publish N corpus posts")
     publish.add_argument(
+        "--attr",
+        action="append",
+        metavar="NAME=VALUE",
+        help="an attribute of each publication, for filters such as source:rss "
+        "(repeat a NAME for a list: --attr tags=a --attr tags=b)",
+    )
+    publish.add_argument(
         "--batch",
         type=whole(1, limits.MAX_BATCH_PUBLICATIONS),
         default=500,
@@ -401,7 +425,8 @@ def register(sub: Any) -> None:
     publish.add_argument(
         "--json",
         action="store_true",
-        help='standard input is one JSON object per line: {"id": …, "text": …} (id optional)',
+        help='standard input is one JSON object per line: {"id": …, "text": …, "attributes": '
+        "{…}} (id and attributes optional)",
     )
     add_router_option(publish)
     publish.add_argument(

@@ -174,7 +174,7 @@ class RouterClient(AdminCalls):
         return result
 
     async def publish(
-        self, publications: Sequence[dict[str, str]], *, stream: str | None = None
+        self, publications: Sequence[dict[str, Any]], *, stream: str | None = None
     ) -> dict[str, Any]:
         """Publish a batch to the tenant's own subscriptions, or to shared ``stream``."""
         body: dict[str, Any] = {"publications": list(publications)}
@@ -258,7 +258,7 @@ class RouterClient(AdminCalls):
 
     async def publish_many(
         self,
-        publications: Sequence[dict[str, str]],
+        publications: Sequence[dict[str, Any]],
         *,
         batch: int = 500,
         progress: bool = True,

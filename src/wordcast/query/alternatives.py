@@ -29,12 +29,13 @@ class HeldAlternatives:
         self._subscription: dict[str, str] = {}  # stored id -> the query's id
         # stored id -> (its place, itself, itself as text): what explanations name
         self._clauses: dict[str, tuple[int, Clause, str]] = {}
-        # Only alternatives that can be overruled: stored id -> (excluded terms, the earlier
-        # alternatives as (required, excluded), the alternative itself when it has spans, the
-        # earlier ones that have spans).
+        # Only alternatives that can be overruled: stored id -> (excluded terms, required filter
+        # terms, the earlier alternatives as (required, excluded), the alternative itself when
+        # it has spans, the earlier ones that have spans).
         self._checks: dict[
             str,
             tuple[
+                frozenset[str],
                 frozenset[str],
                 tuple[tuple[frozenset[str], frozenset[str]], ...],
                 Clause | None,
@@ -54,16 +55,18 @@ class HeldAlternatives:
             raise ValueError(f"{stored_id!r} is not an alternative of {query}")
         before = query.clauses[:part]
         earlier = tuple(
-            (frozenset(c.words), frozenset(c.without)) for c in before if not c.positional
+            (frozenset(c.words + c.filters), frozenset(c.without))
+            for c in before
+            if not c.positional
         )
         earlier_spans = tuple(c for c in before if c.positional)
         this = query.clauses[part]
-        without = frozenset(this.without)
+        without, filters = frozenset(this.without), frozenset(this.filters)
         self._subscription[stored_id] = split_part_id(stored_id)[0]
         self._clauses[stored_id] = (part, this, str(this))
-        if without or before or this.positional:
+        if without or filters or before or this.positional:
             spans = this if this.positional else None
-            self._checks[stored_id] = (without, earlier, spans, earlier_spans)
+            self._checks[stored_id] = (without, filters, earlier, spans, earlier_spans)
 
     def discard(self, stored_id: str) -> None:
         self._subscription.pop(stored_id, None)
@@ -107,10 +110,14 @@ class HeldAlternatives:
                 terms = term_sets.get(position)
                 if terms is None:
                     terms = term_sets[position] = terms_of(position)
-                without, earlier, spans, earlier_spans = check
-                if not terms.isdisjoint(without) or any(
-                    required <= terms and terms.isdisjoint(excluded)
-                    for required, excluded in earlier
+                without, filters, earlier, spans, earlier_spans = check
+                if (
+                    not terms.isdisjoint(without)
+                    or not filters <= terms
+                    or any(
+                        required <= terms and terms.isdisjoint(excluded)
+                        for required, excluded in earlier
+                    )
                 ):
                     continue
                 if spans is not None and not spans.spans_hold(positions(position)):

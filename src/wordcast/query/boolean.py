@@ -42,13 +42,16 @@ from dataclasses import dataclass
 from wordcast.errors import EmptyQuery, InvalidInput
 from wordcast.limits import MAX_TERMS_PER_SUBSCRIPTION
 from wordcast.query.analysis import TermAnalyzer, default_analyzer, token_terms
+from wordcast.query.filters import is_filter, read_filter, written
 from wordcast.query.spans import Span, phrase, proximity
 
 MAX_ALTERNATIVES = 16
 MAX_NESTING = 32  # parentheses and NOTs inside one another
 PART_SEPARATOR = "~"  # never in a subscription id the router makes (hex)
 
-_TOKEN = re.compile(r'-?"[^"]*"?|NEAR/\w*\(|-?\(|\)|[^\s()"]+')
+_TOKEN = re.compile(
+    r'-?"[^"]*"?|NEAR/\w*\(|-?\(|\)|-?[A-Za-z][A-Za-z0-9_]*:(?!//)"[^"]*"?|[^\s()"]+'
+)
 _OPERATORS = frozenset({"OR", "AND", "NOT"})
 
 
@@ -79,7 +82,12 @@ class Not:
     child: Node
 
 
-Node = Word | And | Or | Not | Span
+@dataclass(frozen=True, slots=True, order=True)
+class Filter:
+    term: str  # name:value (:mod:`.filters`)
+
+
+Node = Word | And | Or | Not | Span | Filter
 
 
 def evaluate(
@@ -91,6 +99,8 @@ def evaluate(
     ``positions``) satisfies the tree (the definition)."""
     if isinstance(node, Word):
         return node.terms <= terms
+    if isinstance(node, Filter):
+        return node.term in terms
     if isinstance(node, Span):
         if positions is None:
             raise ValueError("a phrase or proximity condition needs the terms' positions")
@@ -106,9 +116,15 @@ def has_operators(text: str) -> bool:
     # Matchers ask this of every subscription they load: most have none of these substrings.
     if '"' in text or "NEAR/" in text:
         return True
-    if "-" not in text and "OR" not in text and "AND" not in text and "NOT" not in text:
+    if (
+        "-" not in text
+        and "OR" not in text
+        and "AND" not in text
+        and "NOT" not in text
+        and ":" not in text
+    ):
         return False
-    return any(t in _OPERATORS or t.startswith("-") for t in _TOKEN.findall(text))
+    return any(t in _OPERATORS or t.startswith("-") or is_filter(t) for t in _TOKEN.findall(text))
 
 
 def parse_tree(text: str, analyzer: TermAnalyzer | None = None) -> Node:
@@ -198,6 +214,12 @@ class _Parser:
             return self._phrase(token)
         if token.startswith("NEAR/"):
             return self._near(token)
+        if is_filter(token):
+            try:
+                excluded, filter_term = read_filter(token, self.text)
+            except InvalidInput as exc:
+                raise InvalidQuery(str(exc)) from exc
+            return Not(Filter(filter_term)) if excluded else Filter(filter_term)
         if token.startswith("-") and len(token) > 1:
             return self._negated(self._word(token[1:]), token)
         return self._word(token)
@@ -219,7 +241,7 @@ class _Parser:
     def _near(self, token: str) -> Span:
         words = []
         while (word := self._peek()) is not None and word != ")":
-            if word in _OPERATORS or word.startswith(("(", "-", '"', "NEAR/")):
+            if word in _OPERATORS or word.startswith(("(", "-", '"', "NEAR/")) or is_filter(word):
                 raise self._fail(f"{token}…) takes words only, not {word!r}")
             words.append(word)
             self.position += 1
@@ -247,12 +269,14 @@ class _Parser:
 @dataclass(frozen=True, slots=True, order=True)
 class Clause:
     """One alternative: every term of ``words`` and none of ``without``; every span of ``spans``
-    (phrases, proximity) and none of ``not_spans``."""
+    (phrases, proximity) and none of ``not_spans``; every filter term of ``filters`` (excluded
+    filter terms are in ``without``: a publication's filter terms are among its terms)."""
 
     words: tuple[str, ...]
     without: tuple[str, ...] = ()
     spans: tuple[Span, ...] = ()
     not_spans: tuple[Span, ...] = ()
+    filters: tuple[str, ...] = ()
 
     @property
     def positional(self) -> bool:
@@ -263,12 +287,14 @@ class Clause:
     ) -> bool:
         if not all(t in terms for t in self.words) or any(t in terms for t in self.without):
             return False
+        if not all(t in terms for t in self.filters):
+            return False
         return not self.positional or self.spans_hold(positions)
 
     def __str__(self) -> str:
         """The alternative in query syntax, written in analysed terms."""
-        parts = [*self.words, *map(str, self.spans)]
-        parts += [f"-{term}" for term in self.without]
+        parts = [*self.words, *map(str, self.spans), *map(written, self.filters)]
+        parts += [f"-{written(term) if ':' in term else term}" for term in self.without]
         parts += [f"-{span}" if not span.near else f"NOT {span}" for span in self.not_spans]
         return " ".join(parts)
 
@@ -288,7 +314,9 @@ class BooleanQuery:
     def is_plain(self) -> bool:
         """A single conjunction without exclusions or spans: an ordinary keyword subscription."""
         only = self.clauses[0]
-        return len(self.clauses) == 1 and not only.without and not only.positional
+        return (
+            len(self.clauses) == 1 and not only.without and not only.positional and not only.filters
+        )
 
     def matches(
         self, terms: AbstractSet[str], positions: Mapping[str, Sequence[int]] | None = None
@@ -296,8 +324,8 @@ class BooleanQuery:
         return any(clause.holds(terms, positions) for clause in self.clauses)
 
 
-# (required, excluded, spans required, spans excluded)
-_Conjunct = tuple[frozenset[str], frozenset[str], frozenset[Span], frozenset[Span]]
+# (required, excluded, spans required, spans excluded, filter terms required)
+_Conjunct = tuple[frozenset[str], frozenset[str], frozenset[Span], frozenset[Span], frozenset[str]]
 _NOTHING: frozenset[str] = frozenset()
 _NO_SPANS: frozenset[Span] = frozenset()
 
@@ -305,15 +333,18 @@ _NO_SPANS: frozenset[Span] = frozenset()
 def _simplified(clauses: Iterable[_Conjunct]) -> list[_Conjunct]:
     """Drop contradictions and alternatives implied by a weaker one (A ∨ (A ∧ B) is A)."""
     kept: list[_Conjunct] = []
-    by_size = sorted(set(clauses), key=lambda c: (sum(map(len, c)), sorted(c[0]), sorted(c[2])))
-    for words, without, spans, not_spans in by_size:
-        if words & without or spans & not_spans:
+    by_size = sorted(
+        set(clauses), key=lambda c: (sum(map(len, c)), sorted(c[0]), sorted(c[2]), sorted(c[4]))
+    )
+    for words, without, spans, not_spans, filters in by_size:
+        if words & without or spans & not_spans or filters & without:
             continue
         if any(
-            w <= words and x <= without and s <= spans and n <= not_spans for w, x, s, n in kept
+            w <= words and x <= without and s <= spans and n <= not_spans and f <= filters
+            for w, x, s, n, f in kept
         ):
             continue
-        kept.append((words, without, spans, not_spans))
+        kept.append((words, without, spans, not_spans, filters))
     return kept
 
 
@@ -322,23 +353,29 @@ def _dnf(node: Node, negated: bool, text: str) -> list[_Conjunct]:
         return _dnf(node.child, not negated, text)
     if isinstance(node, Word):
         if negated:  # ¬(a ∧ b) = ¬a ∨ ¬b
-            return [(_NOTHING, frozenset({term}), _NO_SPANS, _NO_SPANS) for term in node.terms]
-        return [(node.terms, _NOTHING, _NO_SPANS, _NO_SPANS)]
+            return [
+                (_NOTHING, frozenset({term}), _NO_SPANS, _NO_SPANS, _NOTHING) for term in node.terms
+            ]
+        return [(node.terms, _NOTHING, _NO_SPANS, _NO_SPANS, _NOTHING)]
+    if isinstance(node, Filter):  # never a word: routing does not see it
+        if negated:
+            return [(_NOTHING, frozenset({node.term}), _NO_SPANS, _NO_SPANS, _NOTHING)]
+        return [(_NOTHING, _NOTHING, _NO_SPANS, _NO_SPANS, frozenset({node.term}))]
     if isinstance(node, Span):  # an atom: its terms required, its positions checked
         if negated:
-            return [(_NOTHING, _NOTHING, _NO_SPANS, frozenset({node}))]
-        return [(node.terms, _NOTHING, frozenset({node}), _NO_SPANS)]
+            return [(_NOTHING, _NOTHING, _NO_SPANS, frozenset({node}), _NOTHING)]
+        return [(node.terms, _NOTHING, frozenset({node}), _NO_SPANS, _NOTHING)]
     conjunctive = isinstance(node, And) != negated
     parts = [_dnf(child, negated, text) for child in node.children]
     if not conjunctive:
         result = _simplified(c for part in parts for c in part)
     else:
-        result = [(_NOTHING, _NOTHING, _NO_SPANS, _NO_SPANS)]
+        result = [(_NOTHING, _NOTHING, _NO_SPANS, _NO_SPANS, _NOTHING)]
         for part in parts:
             result = _simplified(
-                (w1 | w2, x1 | x2, s1 | s2, n1 | n2)
-                for w1, x1, s1, n1 in result
-                for w2, x2, s2, n2 in part
+                (w1 | w2, x1 | x2, s1 | s2, n1 | n2, f1 | f2)
+                for w1, x1, s1, n1, f1 in result
+                for w2, x2, s2, n2, f2 in part
             )
             if len(result) > 4 * MAX_ALTERNATIVES:
                 break  # refused below; stop before the product explodes
@@ -356,15 +393,19 @@ def parse_query(text: str, analyzer: TermAnalyzer | None = None) -> BooleanQuery
     if not conjuncts:
         raise InvalidQuery(f"query {text!r} can never match: every alternative contradicts itself")
     clauses = sorted(
-        Clause(tuple(sorted(w)), tuple(sorted(x)), tuple(sorted(s)), tuple(sorted(n)))
-        for w, x, s, n in conjuncts
+        Clause(
+            tuple(sorted(w)), tuple(sorted(x)), tuple(sorted(s)), tuple(sorted(n)), tuple(sorted(f))
+        )
+        for w, x, s, n, f in conjuncts
     )
     for clause in clauses:
         if not clause.words:
-            excluded = [*clause.without, *map(str, clause.not_spans)]
+            conditions = [*clause.filters, *(f"NOT {t}" for t in clause.without)]
+            conditions += [f"NOT {span}" for span in clause.not_spans]
             raise InvalidQuery(
-                f"query {text!r}: the alternative 'NOT {' NOT '.join(excluded)}' requires no "
-                "word, so it would match almost every publication; add a word it must contain"
+                f"query {text!r}: the alternative '{' '.join(conditions)}' requires no word, so "
+                "it would match almost every publication (a filter narrows a query's words, it "
+                "does not replace them); add a word it must contain"
             )
         for kind, terms in (("required", clause.words), ("excluded", clause.without)):
             if len(terms) > MAX_TERMS_PER_SUBSCRIPTION:

@@ -15,6 +15,7 @@ from pydantic import (
 )
 
 from wordcast import limits
+from wordcast.query.filters import NAME, RESERVED
 from wordcast.storage.records import delivery_address
 
 CallbackUrl = Annotated[
@@ -152,8 +153,17 @@ class SubscriptionsDeleted(BaseModel):
 
 
 class AlternativeOut(BaseModel):
+    clause: str = Field(
+        description="The alternative written in analysed terms, as a match's `matched` names it."
+    )
     terms: list[str] = Field(description="Analysed terms the publication must contain.")
-    without: list[str] = Field(description="Analysed terms it must not contain.")
+    without: list[str] = Field(
+        description="Analysed terms (and filters, name:value) it must not contain."
+    )
+    spans: list[str] = Field(description="Phrases and proximity windows that must hold.")
+    filters: list[str] = Field(
+        description="Filters (name:value) its attributes or language must satisfy."
+    )
 
 
 class SubscriptionOut(BaseModel):
@@ -271,6 +281,31 @@ class TenantKeys(BaseModel):
     keys: list[ApiKeyOut] = Field(description="Oldest first.")
 
 
+AttributeName = Annotated[str, Field(pattern=f"^{NAME.pattern}$")]
+
+
+def _attribute_chars(name: str, value: Any) -> int:
+    """The characters of one attribute's value; raises ValueError naming what is wrong."""
+    if isinstance(value, bool | int | float):
+        return len(str(value))
+    items = value if isinstance(value, list) else [value]
+    if not all(isinstance(item, str) for item in items):
+        raise ValueError(
+            f"attribute {name!r} must be a string, a number, a boolean or a list of strings"
+        )
+    if len(items) > limits.MAX_ATTRIBUTE_ITEMS:
+        raise ValueError(
+            f"attribute {name!r} lists {len(items)} strings; at most {limits.MAX_ATTRIBUTE_ITEMS}"
+        )
+    longest = max(map(len, items), default=0)
+    if longest > limits.MAX_ATTRIBUTE_VALUE_CHARS:
+        raise ValueError(
+            f"attribute {name!r} holds a string of {longest} characters; at most "
+            f"{limits.MAX_ATTRIBUTE_VALUE_CHARS}"
+        )
+    return sum(map(len, items))
+
+
 class PublicationIn(_Strict):
     id: str | None = Field(
         default=None,
@@ -281,6 +316,34 @@ class PublicationIn(_Strict):
         "publication.",
     )
     text: str = Field(max_length=limits.MAX_TEXT_CHARS)
+    attributes: dict[AttributeName, Any] | None = Field(
+        default=None,
+        max_length=limits.MAX_ATTRIBUTES,
+        description="What the publication says about itself, for filters (`source:rss`, "
+        "`has:url`): a flat object of strings, numbers, booleans and lists of strings, "
+        f"at most {limits.MAX_ATTRIBUTES} names of at most "
+        f"{limits.MAX_ATTRIBUTE_NAME_CHARS} characters (a lower-case letter, then lower-case "
+        f"letters, digits or _), {limits.MAX_ATTRIBUTE_ITEMS} strings to a list, "
+        f"{limits.MAX_ATTRIBUTE_VALUE_CHARS} characters to a string and "
+        f"{limits.MAX_ATTRIBUTES_CHARS} in all.",
+    )
+
+    @field_validator("attributes")
+    @classmethod
+    def _attributes_bounded(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        if not value:
+            return None
+        reserved = sorted(RESERVED & value.keys())
+        if reserved:
+            raise ValueError(
+                f"attribute name {reserved[0]!r} is reserved for filters (has:NAME, lang:CODE)"
+            )
+        total = sum(len(name) + _attribute_chars(name, item) for name, item in value.items())
+        if total > limits.MAX_ATTRIBUTES_CHARS:
+            raise ValueError(
+                f"the attributes hold {total} characters; at most {limits.MAX_ATTRIBUTES_CHARS}"
+            )
+        return value
 
     @field_validator("id")
     @classmethod

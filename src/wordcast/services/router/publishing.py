@@ -133,10 +133,16 @@ class Publishing:
             await self.tenants.check_grant(tenant, stream, publish=True)
 
     async def publish(
-        self, publications: Sequence[tuple[str | None, str]], publisher: str, stream: str = ""
+        self,
+        publications: Sequence[tuple[str | None, str]],
+        publisher: str,
+        stream: str = "",
+        *,
+        filters: Sequence[Sequence[str]] | None = None,
     ) -> tuple[list[str], int]:
         """Analyse and route a batch of (id or None, text) that tenant ``publisher`` published
-        (to shared ``stream``, or to its own subscriptions); returns the ids and batches sent.
+        (to shared ``stream``, or to its own subscriptions), ``filters[k]`` the filter terms of
+        publication k (:mod:`wordcast.query.filters`); returns the ids and batches sent.
         Raises Unavailable when a matcher or Redis did not take it: the batch may be sent again
         as it was."""
         if not self.versions.reported:
@@ -149,7 +155,7 @@ class Publishing:
         accepted = time.time()
         mapping = self.versions.view.active
         version = mapping.version
-        ids, per_matcher, sampled = self._route(publications, mapping)
+        ids, per_matcher, sampled = self._route(publications, mapping, filters)
         shedder = self.shedder
         shedder.in_flight += len(ids)
         sends = (
@@ -172,7 +178,10 @@ class Publishing:
         return ids, len(per_matcher)
 
     def _route(
-        self, publications: Sequence[tuple[str | None, str]], mapping: HashMapping
+        self,
+        publications: Sequence[tuple[str | None, str]],
+        mapping: HashMapping,
+        filters: Sequence[Sequence[str]] | None = None,
     ) -> tuple[list[str], Routed, list[tuple[float, tuple[str, ...]]]]:
         """The ids (given or made), what goes to each matcher, and the sample for the log."""
         ids: list[str] = []
@@ -184,7 +193,7 @@ class Publishing:
         sampled: list[tuple[float, tuple[str, ...]]] = []
         now = time.time()
         analysed = self.analyzer.term_tuples([text for _, text in publications])
-        for (pub_id, text), terms in zip(publications, analysed, strict=True):
+        for k, ((pub_id, text), terms) in enumerate(zip(publications, analysed, strict=True)):
             pub_id = pub_id or uuid.uuid4().hex
             ids.append(pub_id)
             if rate and terms and sample_draw() < rate:
@@ -200,7 +209,9 @@ class Publishing:
             )
             if not targets and not pattern_targets:
                 continue
-            routed: dict[str, object] = {"id": pub_id, "text": text, "terms": list(terms)}
+            # Routed on its words; its filter terms go along, for the matchers to check.
+            carried = [*terms, *filters[k]] if filters else list(terms)
+            routed: dict[str, object] = {"id": pub_id, "text": text, "terms": carried}
             if drawn:
                 routed["hot"] = drawn
             for matcher in targets - pattern_targets:

@@ -3,6 +3,7 @@ from __future__ import annotations
 from fastapi import APIRouter
 
 from wordcast.errors import RateLimited
+from wordcast.query.filters import filter_terms
 from wordcast.services.router.deps import ReadyState, Tenant, TenantRoute
 from wordcast.services.schemas import ERRORS, PublicationsAccepted, PublicationsIn
 
@@ -25,7 +26,13 @@ async def publish(body: PublicationsIn, state: ReadyState, tenant: Tenant) -> Pu
             f"{state.settings.publications_per_second:g} publications/s; retry after {wait:.2f} s",
             wait,
         )
+    publications = body.publications
+    filters = (
+        [filter_terms(p.attributes) for p in publications]
+        if any(p.attributes for p in publications)
+        else None
+    )
     ids, routed = await state.publishing.publish(
-        [(p.id, p.text) for p in body.publications], tenant, body.stream or ""
+        [(p.id, p.text) for p in publications], tenant, body.stream or "", filters=filters
     )
     return PublicationsAccepted(accepted=len(ids), ids=ids, routed=routed)

@@ -87,7 +87,16 @@ def _alternatives(query: str) -> list[AlternativeOut] | None:
         return None
     if read.is_plain:
         return None
-    return [AlternativeOut(terms=list(c.words), without=list(c.without)) for c in read.clauses]
+    return [
+        AlternativeOut(
+            clause=str(c),
+            terms=list(c.words),
+            without=list(c.without),
+            spans=[str(span) for span in c.spans] + [f"NOT {span}" for span in c.not_spans],
+            filters=list(c.filters),
+        )
+        for c in read.clauses
+    ]
 
 
 @router.post("", status_code=201, response_model=SubscriptionOut, responses={201: _links("/id")})
