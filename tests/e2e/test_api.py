@@ -58,6 +58,8 @@ BAD_SUBSCRIPTIONS = [
     ({"query": "apple has:no-such", "callback_url": HOOK}, "has:no-such needs an attribute"),
     ({"query": f"apple {'x' * 40}:y", "callback_url": HOOK}, "is not an attribute name"),
     ({"query": "NEAR/2(apple source:rss)", "callback_url": HOOK}, "takes words only"),
+    ({"query": "house lang:zz", "callback_url": HOOK}, "unknown language 'zz'"),
+    ({"query": "Haus lang:de OR house lang:fr", "callback_url": HOOK}, "names 2 languages"),
     ({"query": "😀 !!! ?", "callback_url": HOOK}, "no terms left"),
     ({"query": "x" * (limits.MAX_QUERY_CHARS + 1), "callback_url": HOOK}, "at most 512"),
     (
@@ -111,6 +113,7 @@ BAD_PUBLICATIONS = [
     ),
     ({"txt": "typo"}, "publications"),
     ({"text": "x", "attributes": {"Source": "rss"}}, "should match pattern"),
+    ({"text": "x", "lang": "klingon"}, "unknown language 'klingon'"),
     ({"text": "x", "attributes": {"has": "x"}}, "'has' is reserved for filters"),
     ({"text": "x", "attributes": {"a": {"b": 1}}}, "a string, a number, a boolean or a list"),
     ({"text": "x", "attributes": {"a": [1]}}, "a string, a number, a boolean or a list"),

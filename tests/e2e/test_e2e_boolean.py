@@ -26,6 +26,7 @@ from wordcast.corpus.workload import (
 from wordcast.query.analysis import analyze, term_positions
 from wordcast.query.boolean import evaluate, parse_query, parse_tree
 from wordcast.query.filters import filter_terms
+from wordcast.query.languages import SNOWBALL, Detector, analyse_in_languages
 from wordcast.storage.redis import connect_sync
 
 from .test_e2e import _check, _delivered_after, _publish, engine_cluster
@@ -215,6 +216,66 @@ def test_attribute_filters_deliver_exactly_the_oracle_matches(
                 [{"id": p.id, "text": p.text, "attributes": attributes[p.id]} for p in posts],
                 progress=False,
             )
+
+    asyncio.run(publish())
+    delivered = _delivered_after(cluster, receiver, offset, len(expected))
+    _check([pair for pair in delivered if pair[0] in queries], expected)
+
+
+def test_languages_deliver_exactly_the_oracle_matches(
+    cluster: RunningCluster, receiver: Receiver
+) -> None:
+    rng = random.Random(1515)
+    pool = sample_posts(20_000, seed=1515)
+    detected = Detector.detect_many([p.text for p in pool])
+    foreign = [(p, code) for p, code in zip(pool, detected, strict=True) if code != "en"]
+    english = [p for p, code in zip(pool, detected, strict=True) if code == "en"][:300]
+    posts = [Post(f"lang:{p.id}", p.text) for p, _ in foreign] + [
+        Post(f"lang:{p.id}", p.text) for p in english
+    ]
+    # A third say their language; some English posts claim German, which a given language wins.
+    given: dict[str, str | None] = {p.id: None for p in posts}
+    for post, (_, code) in zip(posts, foreign, strict=False):
+        if rng.random() < 0.3:
+            given[post.id] = code
+    for post in posts[-40:]:
+        given[post.id] = "de"
+    queries_written = []
+    for source, code in rng.sample(foreign, 60):
+        words = [w for w in source.text.split() if w.isalpha() and len(w) > 3][:2]
+        if words and code in SNOWBALL:
+            queries_written.append(f"{' '.join(words)} lang:{code}")
+    for source in rng.sample(english, 30):
+        words = [w for w in source.text.split() if w.isalpha() and len(w) > 3][:1]
+        if words:
+            queries_written.append(f"{words[0]} " + rng.choice(["-lang:en", "lang:de", ""]))
+    assert len(queries_written) > 40
+    queries = _subscribe(cluster, queries_written, receiver.hook)
+    terms_of, codes = analyse_in_languages(
+        [p.text for p in posts],
+        [tuple(analyze(p.text)) for p in posts],
+        [given[p.id] for p in posts],
+        detect=True,
+    )
+    trees = {sid: parse_tree(query) for sid, query in queries.items()}
+    expected = {
+        (sid, post.id)
+        for post, terms, code in zip(posts, terms_of, codes, strict=True)
+        for held in [set(terms) | set(filter_terms(None, code))]
+        for sid, tree in trees.items()
+        if evaluate(tree, held, term_positions(post.text))
+    }
+    marked = [sid for sid, q in queries.items() if "lang:" in q and "-lang" not in q]
+    assert len([pair for pair in expected if pair[0] in marked]) > 30, len(expected)
+    offset = len(receiver.pairs())
+
+    async def publish() -> None:
+        async with RouterClient(cluster.router_url, concurrency=4) as client:
+            await client.publish_many(
+                [{"id": p.id, "text": p.text} | ({"lang": given[p.id]} if given[p.id] else {})
+                 for p in posts],
+                progress=False,
+            )  # fmt: skip
 
     asyncio.run(publish())
     delivered = _delivered_after(cluster, receiver, offset, len(expected))

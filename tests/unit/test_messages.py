@@ -118,7 +118,7 @@ def test_each_delivery_gets_its_own_message_and_both_get_one_each() -> None:
     assert subscriptions["both"].to_stream
     assert (subscriptions["web"].webhook_url, subscriptions["web"].to_stream) == (hook, False)
     assert (subscriptions["sse"].webhook_url, subscriptions["sse"].to_stream) == ("", True)
-    batch = Batch([("p1", "a text")], "t", "")
+    batch = Batch([("p1", "a text", ("text",), False)], "t", "")
     found = messages(
         [(sub_id, 0) for sub_id in subscriptions], batch, subscriptions, HeldAlternatives(), 100
     )

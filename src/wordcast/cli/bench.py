@@ -11,7 +11,8 @@ from wordcast.cli.common import fail
 
 # The benchmarks `make bench` runs (bench/*.py of a source checkout; BENCHMARKS.md has figures).
 BENCHMARKS = (
-    "e2e", "matcher", "patterns", "boolean", "routing", "routing-held", "migration", "shedding",
+    "e2e", "matcher", "patterns", "boolean", "explain", "languages",
+    "routing", "routing-held", "migration", "shedding",
     "subscribe", "ingest", "scale", "delivery", "stream", "console", "scale-out", "capacity",
 )  # fmt: skip
 

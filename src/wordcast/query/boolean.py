@@ -42,7 +42,8 @@ from dataclasses import dataclass
 from wordcast.errors import EmptyQuery, InvalidInput
 from wordcast.limits import MAX_TERMS_PER_SUBSCRIPTION
 from wordcast.query.analysis import TermAnalyzer, default_analyzer, token_terms
-from wordcast.query.filters import is_filter, read_filter, written
+from wordcast.query.filters import LANG, is_filter, read_filter, written
+from wordcast.query.languages import SNOWBALL, analyzer_for
 from wordcast.query.spans import Span, phrase, proximity
 
 MAX_ALTERNATIVES = 16
@@ -128,8 +129,34 @@ def has_operators(text: str) -> bool:
 
 
 def parse_tree(text: str, analyzer: TermAnalyzer | None = None) -> Node:
-    """The query's tree; raises InvalidQuery (or EmptyQuery) naming the problem."""
-    analyzer = analyzer or default_analyzer()
+    """The query's tree, its words analysed in the language its ``lang:`` filters name, else
+    in English (by ``analyzer``: the reference analyser, or the compiled one, which equals it);
+    raises InvalidQuery (or EmptyQuery) naming the problem."""
+    tree = _parse_tree(text, analyzer or default_analyzer())
+    languages = sorted(_languages(tree, False))
+    if len(languages) > 1:
+        raise InvalidQuery(
+            f"query {text!r} names {len(languages)} languages ({', '.join(languages)}), and a "
+            "query is analysed in one: make one subscription per language"
+        )
+    if languages and languages[0] in SNOWBALL:
+        return _parse_tree(text, analyzer_for(languages[0]))
+    return tree
+
+
+def _languages(node: Node, negated: bool) -> set[str]:
+    """The languages the tree's lang: filters require (not those it excludes)."""
+    if isinstance(node, Filter):
+        name, _, code = node.term.partition(":")
+        return {code} if name == LANG and not negated else set()
+    if isinstance(node, Not):
+        return _languages(node.child, not negated)
+    if isinstance(node, And | Or):
+        return {code for child in node.children for code in _languages(child, negated)}
+    return set()
+
+
+def _parse_tree(text: str, analyzer: TermAnalyzer) -> Node:
     if not has_operators(text):
         terms = analyzer.terms(text)
         if not terms:

@@ -25,6 +25,7 @@ from typing import Any
 
 from wordcast.query.analysis import terms_of_tokens, token_offsets
 from wordcast.query.boolean import Clause
+from wordcast.query.languages import ENGLISH, SNOWBALL, analyzer_for
 from wordcast.query.patterns import normalise, parse
 
 
@@ -34,7 +35,7 @@ class AnalysedText:
 
     __slots__ = ("_spans", "positions", "term_offsets", "text")
 
-    def __init__(self, text: str) -> None:
+    def __init__(self, text: str, language: str | None = None) -> None:
         self.text = text
         tokens = token_offsets(text)
         self._spans = spans = [(start, end) for _, start, end in tokens]
@@ -53,6 +54,12 @@ class AnalysedText:
                     offsets[term].append(spans[position])
         self.positions = positions
         self.term_offsets = offsets
+        if language is not None and language != ENGLISH and language in SNOWBALL:
+            term_of = analyzer_for(language).term_of  # its marked terms (bibliothek@de)
+            for token, start, end in tokens:
+                term = term_of(token)
+                if term:
+                    offsets.setdefault(term, []).append((start, end))
 
     def offsets(self, first: int, last: int) -> tuple[int, int]:
         """The text's offsets from the token at position ``first`` to the one at ``last``."""

@@ -11,7 +11,7 @@ matcher then checks a filter exactly as it checks a word, and routing never sees
 requires nothing of the words, so an alternative made only of filters is refused (it would match
 almost every publication): a filter narrows what a query's words match, never widens it.
 
-Pure: imports only the error types and the limits.
+Pure: imports only the error types, the limits and :mod:`.languages` (for ``lang:`` codes).
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from collections.abc import Mapping, Sequence
 
 from wordcast.errors import InvalidInput
 from wordcast.limits import MAX_ATTRIBUTE_NAME_CHARS
+from wordcast.query.languages import check_code
 
 Value = str | int | float | bool | Sequence[str]
 
@@ -70,6 +71,11 @@ def read_filter(token: str, query: str) -> tuple[bool, str]:
         if not NAME.fullmatch(value.lower()):
             raise InvalidInput(f"query {query!r}: has:{value} needs an attribute name")
         value = value.lower()
+    if name == LANG:
+        try:
+            value = check_code(value)
+        except ValueError as exc:
+            raise InvalidInput(f"query {query!r}: {exc}") from None
     return negated, term(name, value)
 
 

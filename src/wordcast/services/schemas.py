@@ -16,6 +16,7 @@ from pydantic import (
 
 from wordcast import limits
 from wordcast.query.filters import NAME, RESERVED
+from wordcast.query.languages import check_code
 from wordcast.storage.records import delivery_address
 
 CallbackUrl = Annotated[
@@ -327,6 +328,19 @@ class PublicationIn(_Strict):
         f"{limits.MAX_ATTRIBUTE_VALUE_CHARS} characters to a string and "
         f"{limits.MAX_ATTRIBUTES_CHARS} in all.",
     )
+
+    lang: str | None = Field(
+        default=None,
+        max_length=16,
+        description="The publication's language, an ISO 639 code (`de`, `pt`, `zh`); "
+        "without it the router detects it. `lang:de` in a query filters on it, and a language "
+        "a Snowball stemmer covers is analysed in that language too.",
+    )
+
+    @field_validator("lang")
+    @classmethod
+    def _known_language(cls, value: str | None) -> str | None:
+        return None if value is None else check_code(value)
 
     @field_validator("attributes")
     @classmethod

