@@ -240,6 +240,7 @@ def extra_router(cluster: RunningCluster, redis_url: str, **settings: str) -> It
         "WORDCAST_ROUTER_PORT": str(port),
         "WORDCAST_ROUTER_MATCHER_URLS": ",".join(cluster.matcher_urls),
         "WORDCAST_ENVIRONMENT": "development",
+        "WORDCAST_CALLBACK_ALLOW": "127.0.0.0/8,::1",  # as `wordcast up` allows its receivers
     }
     env |= {f"WORDCAST_ROUTER_{name.upper()}": value for name, value in settings.items()}
     process = subprocess.Popen(

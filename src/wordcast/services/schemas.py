@@ -10,13 +10,10 @@ from pydantic import (
     ConfigDict,
     Field,
     UrlConstraints,
-    field_validator,
     model_validator,
 )
 
 from wordcast import limits
-from wordcast.query.filters import NAME, RESERVED
-from wordcast.query.languages import check_code
 from wordcast.storage.records import delivery_address
 
 CallbackUrl = Annotated[
@@ -28,7 +25,7 @@ CallbackUrl = Annotated[
 Delivery = Literal["webhook", "stream"]
 
 
-class _Strict(BaseModel):
+class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
@@ -54,7 +51,7 @@ StreamName = Annotated[
 ]
 
 
-class SubscriptionIn(_Strict):
+class SubscriptionIn(Strict):
     """Exactly one of ``query`` (keywords) and ``pattern`` (a wildcard string)."""
 
     query: str | None = Field(
@@ -104,6 +101,14 @@ class SubscriptionIn(_Strict):
         "Unique within your tenant; giving it to a different subscription is a 409.",
         examples=["subs.jsonl:1207"],
     )
+    backfill_minutes: int | None = Field(
+        default=None,
+        ge=1,
+        le=1_440,
+        description="Also deliver the matches of the publications of the last this many minutes "
+        "(those the routers keep: WORDCAST_ROUTER_BACKFILL_S), marked `backfill: true`, "
+        "while live matches flow. One subscription at a time (POST /subscriptions).",
+    )
 
     @model_validator(mode="after")
     def _one_kind(self) -> SubscriptionIn:
@@ -131,7 +136,7 @@ class SubscriptionIn(_Strict):
         return delivery_address(webhook, to_stream)
 
 
-class SubscriptionsIn(_Strict):
+class SubscriptionsIn(Strict):
     subscriptions: list[SubscriptionIn] = Field(
         min_length=1,
         max_length=limits.MAX_BATCH_SUBSCRIPTIONS,
@@ -139,7 +144,7 @@ class SubscriptionsIn(_Strict):
     )
 
 
-class SubscriptionIdsIn(_Strict):
+class SubscriptionIdsIn(Strict):
     ids: list[Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_-]+$")]] = (
         Field(
             min_length=1,
@@ -193,9 +198,33 @@ class SubscriptionOut(BaseModel):
         description="The shared stream it listens to; null for your own tenant's publications.",
     )
     matcher: int = Field(description="The matcher the subscription was placed on.")
+    backfill: BackfillOut | None = Field(
+        default=None, description="The backfill this request started, if it asked for one."
+    )
     secret: str | None = Field(
         default=None,
         description="The Standard Webhooks signing secret (whsec_…); only in the creation answer.",
+    )
+
+
+class BackfillOut(BaseModel):
+    since: float = Field(description="The window's start (Unix time).")
+    until: float = Field(
+        description="Its end: when the subscription took effect, plus the time a publication "
+        "being routed then may still take. Publications in this window are backfilled; one "
+        "routed near its end may be delivered both live and backfilled."
+    )
+    matchers: list[int] = Field(description="The matchers backfilling (their /stats show it).")
+
+
+class BackfillRequest(BaseModel):
+    records: list[str] = Field(min_length=1, description="The stored records to backfill.")
+    since: float
+    until: float
+    until_event: str = Field(
+        pattern=r"^\d{1,20}-\d{1,20}( \d{1,20}-\d{1,20})*$",
+        max_length=64 * 42,
+        description="Event position that holds the records.",
     )
 
 
@@ -234,15 +263,15 @@ class SubscriptionPage(BaseModel):
 TENANT_PATTERN = r"^[A-Za-z0-9_.-]+$"
 
 
-class TenantIn(_Strict):
+class TenantIn(Strict):
     tenant: str = Field(min_length=1, max_length=64, pattern=TENANT_PATTERN)
 
 
-class StreamIn(_Strict):
+class StreamIn(Strict):
     stream: StreamName
 
 
-class GrantIn(_Strict):
+class GrantIn(Strict):
     publish: bool = Field(default=False, description="May publish to the stream.")
     subscribe: bool = Field(
         default=False,
@@ -280,137 +309,6 @@ class ApiKeyOut(BaseModel):
 class TenantKeys(BaseModel):
     tenant: str
     keys: list[ApiKeyOut] = Field(description="Oldest first.")
-
-
-AttributeName = Annotated[str, Field(pattern=f"^{NAME.pattern}$")]
-
-
-def _attribute_chars(name: str, value: Any) -> int:
-    """The characters of one attribute's value; raises ValueError naming what is wrong."""
-    if isinstance(value, bool | int | float):
-        return len(str(value))
-    items = value if isinstance(value, list) else [value]
-    if not all(isinstance(item, str) for item in items):
-        raise ValueError(
-            f"attribute {name!r} must be a string, a number, a boolean or a list of strings"
-        )
-    if len(items) > limits.MAX_ATTRIBUTE_ITEMS:
-        raise ValueError(
-            f"attribute {name!r} lists {len(items)} strings; at most {limits.MAX_ATTRIBUTE_ITEMS}"
-        )
-    longest = max(map(len, items), default=0)
-    if longest > limits.MAX_ATTRIBUTE_VALUE_CHARS:
-        raise ValueError(
-            f"attribute {name!r} holds a string of {longest} characters; at most "
-            f"{limits.MAX_ATTRIBUTE_VALUE_CHARS}"
-        )
-    return sum(map(len, items))
-
-
-class PublicationIn(_Strict):
-    id: str | None = Field(
-        default=None,
-        min_length=1,
-        max_length=limits.MAX_PUBLICATION_ID_CHARS,
-        description="Your id for the publication (printable characters; one is generated when "
-        "omitted). It is yours: another tenant's publication with the same id is another "
-        "publication.",
-    )
-    text: str = Field(max_length=limits.MAX_TEXT_CHARS)
-    attributes: dict[AttributeName, Any] | None = Field(
-        default=None,
-        max_length=limits.MAX_ATTRIBUTES,
-        description="What the publication says about itself, for filters (`source:rss`, "
-        "`has:url`): a flat object of strings, numbers, booleans and lists of strings, "
-        f"at most {limits.MAX_ATTRIBUTES} names of at most "
-        f"{limits.MAX_ATTRIBUTE_NAME_CHARS} characters (a lower-case letter, then lower-case "
-        f"letters, digits or _), {limits.MAX_ATTRIBUTE_ITEMS} strings to a list, "
-        f"{limits.MAX_ATTRIBUTE_VALUE_CHARS} characters to a string and "
-        f"{limits.MAX_ATTRIBUTES_CHARS} in all.",
-    )
-
-    lang: str | None = Field(
-        default=None,
-        max_length=16,
-        description="The publication's language, an ISO 639 code (`de`, `pt`, `zh`); "
-        "without it the router detects it. `lang:de` in a query filters on it, and a language "
-        "a Snowball stemmer covers is analysed in that language too.",
-    )
-
-    @field_validator("lang")
-    @classmethod
-    def _known_language(cls, value: str | None) -> str | None:
-        return None if value is None else check_code(value)
-
-    @field_validator("attributes")
-    @classmethod
-    def _attributes_bounded(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
-        if not value:
-            return None
-        reserved = sorted(RESERVED & value.keys())
-        if reserved:
-            raise ValueError(
-                f"attribute name {reserved[0]!r} is reserved for filters (has:NAME, lang:CODE)"
-            )
-        total = sum(len(name) + _attribute_chars(name, item) for name, item in value.items())
-        if total > limits.MAX_ATTRIBUTES_CHARS:
-            raise ValueError(
-                f"the attributes hold {total} characters; at most {limits.MAX_ATTRIBUTES_CHARS}"
-            )
-        return value
-
-    @field_validator("id")
-    @classmethod
-    def _printable(cls, value: str | None) -> str | None:
-        # Control characters (NUL, newlines) have no place in an id that goes into logs, and
-        # into headers a receiver may print.
-        if value is not None and not value.isprintable():
-            raise ValueError("a publication id may hold only printable characters")
-        return value
-
-
-class PublicationsIn(_Strict):
-    """A batch of publications. A single ``{"id": …, "text": …}`` object is accepted too."""
-
-    publications: list[PublicationIn] = Field(
-        min_length=1, max_length=limits.MAX_BATCH_PUBLICATIONS
-    )
-    stream: StreamName | None = Field(
-        default=None,
-        description="Publish to this shared stream (your tenant needs its publish grant); "
-        "without it, the publications meet only your own tenant's subscriptions.",
-    )
-
-    @model_validator(mode="before")
-    @classmethod
-    def _single_publication(cls, data: Any) -> Any:
-        if isinstance(data, dict) and "publications" not in data and "text" in data:
-            single = {k: v for k, v in data.items() if k != "stream"}
-            return {"publications": [single]} | (
-                {"stream": data["stream"]} if "stream" in data else {}
-            )
-        return data
-
-    @field_validator("publications")
-    @classmethod
-    def _ids_unique(cls, publications: list[PublicationIn]) -> list[PublicationIn]:
-        # A match names its publication by id: two texts under one id could not be told apart.
-        seen: set[str] = set()
-        for publication in publications:
-            if publication.id in seen:
-                raise ValueError(
-                    f"publication id {publication.id!r} is given more than once in the batch; "
-                    "ids must be unique within a batch"
-                )
-            if publication.id is not None:
-                seen.add(publication.id)
-        return publications
-
-
-class PublicationsAccepted(BaseModel):
-    accepted: int
-    ids: list[str]
-    routed: int = Field(description="Batches sent to matchers (one per matcher reached).")
 
 
 class MatchRequest(BaseModel):

@@ -50,6 +50,9 @@ Keys (all under a namespace, ``wordcast`` by default, so several clusters can sh
                             re-places a subscription), in commit order
 ``{ns}:publications``       bounded stream of sampled analysed publications (time, terms) that the
                             routing learner reads (S³-TM §3: the mapping is learned from traffic)
+``{ns}:recent``             bounded stream of the recent published requests (ids, texts, routed
+                            terms) that backfills read, kept only when routers are told to
+                            (:mod:`.recent`)
 
 Mapping versions are described in :mod:`.mappings`, the outboxes in :mod:`.outbox`.
 
@@ -94,6 +97,7 @@ from wordcast.storage.membership import ClusterStore
 from wordcast.storage.outbox import Outbox
 from wordcast.storage.publication_log import PublicationLog
 from wordcast.storage.ratelimit import RateLimiter
+from wordcast.storage.recent import RecentPublications
 from wordcast.storage.redis import (
     NO_REPLICAS,
     Replication,
@@ -128,6 +132,7 @@ class Store:
         self.tenants = TenantStore(client, self.keys)
         self.cluster = ClusterStore(client, self.keys, self.shards)
         self.publication_log = PublicationLog(client, self.keys)
+        self.recent = RecentPublications(client, self.keys)
         self.mappings = MappingStore(client, namespace, self.shards)
         self.dead_letters = DeadLetters(client, namespace)
         self.match_streams = MatchStreams(client, namespace)

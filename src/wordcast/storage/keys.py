@@ -11,6 +11,7 @@ class Keys:
         self.words = f"{ns}:words"
         self.events = f"{ns}:events"
         self.publications = f"{ns}:publications"
+        self.recent = f"{ns}:recent"  # recent publications, for backfill
         self.pattern_load = f"{ns}:pattern_load"
         self.window = f"{ns}:mapping:window"
         self.key_revocations = f"{ns}:apikey-revocations"

@@ -49,6 +49,7 @@ def create_app(settings: MatcherSettings | None = None) -> FastAPI:
             ):
                 yield
         finally:
+            await state.backfills.stop()
             await state.dispatcher.close(settings.shutdown_drain_s)
             try:
                 await state.hand_on_if_removed()

@@ -33,6 +33,7 @@ class Batch:
     publisher: str
     stream: str
     accepted: float = 0.0  # when the router took the publications (0: not said)
+    backfill: bool = False  # matches of a new subscription in recent publications
 
 
 def messages(
@@ -136,13 +137,14 @@ def _message(
         pairs.append((sub_id, pub_id))
     signers = tuple(dict.fromkeys(sub_id for sub_id, _ in pairs))
     # The publisher and the stream are the whole batch's: named once, for every match of it.
-    body = orjson.dumps(
-        {
-            "type": "matches",
-            "publisher": batch.publisher,
-            "stream": batch.stream or None,
-            "matches": matches,
-        }
-    ).decode()
+    payload: dict[str, Any] = {
+        "type": "matches",
+        "publisher": batch.publisher,
+        "stream": batch.stream or None,
+        "matches": matches,
+    }
+    if batch.backfill:
+        payload["backfill"] = True
+    body = orjson.dumps(payload).decode()
     msg_id = webhook_id(pairs, batch.publisher, batch.stream)
     return Message(signers, tenant, url, msg_id, body, len(pairs), now, batch.accepted)

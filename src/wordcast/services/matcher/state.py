@@ -18,6 +18,7 @@ from wordcast.engines.registry import pattern_index, term_index
 from wordcast.engines.termstats import TermStats
 from wordcast.errors import StoreUnavailable
 from wordcast.query.boolean import PART_SEPARATOR
+from wordcast.services.matcher.backfill import Backfills
 from wordcast.services.matcher.dispatcher import Dispatcher
 from wordcast.services.matcher.index import MatcherIndex, Routed
 from wordcast.services.matcher.messages import Batch, messages
@@ -64,6 +65,7 @@ class MatcherState:
         )
         self.publications = 0
         self.matches = 0
+        self.backfills = Backfills(self, self._new_index)
         self._internal_token: bytes | None = None  # read from Redis with the first snapshot
         self._token_read_at = -math.inf
 
@@ -189,6 +191,7 @@ class MatcherState:
         ``publisher`` to shared stream ``stream`` (or to its own subscriptions, for ""); returns
         the messages to deliver (:mod:`.messages`)."""
         index = self.index
+        self.backfills.saw(publisher, publications)
         pairs = index.pairs(publications, version, drawn, publisher, stream)
         batch = Batch(publications, publisher, stream, accepted)
         settings = self.settings

@@ -119,6 +119,21 @@ class MatcherLinks:
         except httpx.HTTPError as exc:
             raise MatcherUnavailable(matcher, str(exc), "could not catch up") from exc
 
+    async def start_backfill(self, matcher: int, body: dict[str, object]) -> None:
+        """Matcher ``matcher`` has started the backfill ``body`` describes."""
+        try:
+            response = await self._post(
+                matcher, "backfill", json=body, timeout=self.settings.sync_timeout_s
+            )
+            response.raise_for_status()
+        except httpx.HTTPError as exc:
+            raise MatcherUnavailable(
+                matcher,
+                str(exc),
+                "did not start the backfill (the subscription is stored and in effect; delete "
+                "it and subscribe again to backfill)",
+            ) from exc
+
     async def sync_all(self, event_id: str, matchers: int) -> None:
         """Matchers 0 … ``matchers`` - 1 have applied every event up to ``event_id`` (raises if
         one cannot)."""

@@ -160,7 +160,9 @@ class Publishing:
         accepted = time.time()
         mapping = self.versions.view.active
         version = mapping.version
-        ids, per_matcher, sampled = self._route(publications, mapping, attributes, languages)
+        ids, per_matcher, sampled, recent = self._route(
+            publications, mapping, attributes, languages
+        )
         shedder = self.shedder
         shedder.in_flight += len(ids)
         sends = (
@@ -175,6 +177,11 @@ class Publishing:
         finally:
             shedder.in_flight -= len(ids)
         self._keep_samples(sampled)
+        settings = self.settings
+        if recent:
+            await self.store.recent.append(
+                publisher, stream, recent, settings.backfill_s, settings.backfill_max_entries
+            )
         PUBLICATIONS.inc(len(ids))
         ROUTED.inc(sum(len(batch) for batch in per_matcher.values()))
         if self.stats.version == version:
@@ -188,8 +195,11 @@ class Publishing:
         mapping: HashMapping,
         attributes: Sequence[Mapping[str, Value] | None] | None = None,
         languages: Sequence[str | None] | None = None,
-    ) -> tuple[list[str], Routed, list[tuple[float, tuple[str, ...]]]]:
-        """The ids (given or made), what goes to each matcher, and the sample for the log."""
+    ) -> tuple[
+        list[str], Routed, list[tuple[float, tuple[str, ...]]], list[tuple[str, str, list[str]]]
+    ]:
+        """The ids (given or made), what goes to each matcher, the sample for the log, and
+        what backfills read (when routers keep recent publications)."""
         ids: list[str] = []
         per_matcher: Routed = {}
         held, anchors = self._replica()
@@ -199,9 +209,15 @@ class Publishing:
         sampled: list[tuple[float, tuple[str, ...]]] = []
         now = time.time()
         analysed, filters = self._analyse(publications, attributes, languages)
+        recent: list[tuple[str, str, list[str]]] = []
+        keep_recent = self.settings.backfill_s > 0
         for k, ((pub_id, text), terms) in enumerate(zip(publications, analysed, strict=True)):
             pub_id = pub_id or uuid.uuid4().hex
             ids.append(pub_id)
+            # Routed on its words; its filter terms go along, for the matchers to check.
+            carried = [*terms, *filters[k]] if filters else list(terms)
+            if keep_recent:  # every publication: a new subscription may want any of them
+                recent.append((pub_id, text, carried))
             if rate and terms and sample_draw() < rate:
                 sampled.append((now, terms))
             copy_draw = keyed_draw(pub_id) if has_hot_words else None
@@ -215,8 +231,6 @@ class Publishing:
             )
             if not targets and not pattern_targets:
                 continue
-            # Routed on its words; its filter terms go along, for the matchers to check.
-            carried = [*terms, *filters[k]] if filters else list(terms)
             routed: dict[str, object] = {"id": pub_id, "text": text, "terms": carried}
             if drawn:
                 routed["hot"] = drawn
@@ -226,7 +240,7 @@ class Publishing:
                 flagged = {**routed, "patterns": True}
                 for matcher in pattern_targets:
                     per_matcher.setdefault(matcher, []).append(flagged)
-        return ids, per_matcher, sampled
+        return ids, per_matcher, sampled, recent
 
     def _analyse(
         self,

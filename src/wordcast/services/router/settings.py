@@ -52,6 +52,20 @@ class RouterSettings(ServiceSettings):
         "that language. Off: a publication without `lang` has no language and is analysed in "
         "English only, as before languages existed.",
     )
+    backfill_s: int = Field(
+        default=0,
+        ge=0,
+        le=86_400,
+        description="Keep the publications of the last this many seconds in Redis, so that a new "
+        "subscription may ask for their matches (`backfill_minutes`); 0 (the default) keeps "
+        "none. Every router of a cluster should say the same.",
+    )
+    backfill_max_entries: int = Field(
+        default=100_000,
+        ge=1,
+        description="The recent publications kept hold at most this many published requests "
+        "(each up to 1,000 publications), whatever their age: the bound on their memory.",
+    )
     publication_log_rate: float = Field(
         default=0.01,
         ge=0.0,

@@ -18,6 +18,7 @@ from typing import Any
 
 from wordcast.routing.lasp import LinearCost
 from wordcast.routing.mapping import HashMapping
+from wordcast.services.router.backfilling import Backfilling
 from wordcast.services.router.insight import hot_words, load_figures
 from wordcast.services.router.learning import LearningRuns
 from wordcast.services.router.match_stream import MatchStreamServer
@@ -56,6 +57,7 @@ class RouterState:
         self.subscribing = Subscribing(
             settings, store, self.tenants, placer, self.follower, self.links
         )
+        self.backfilling = Backfilling(settings, store, self.links, self.follower)
         self.match_streams = MatchStreamServer(settings, store.match_streams)
         self.learning = LearningRuns(settings, self.routing_insight)
         self.streams = SharedStreams(store, self.tenants, self.subscribing.delete_subscriptions)

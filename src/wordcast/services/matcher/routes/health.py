@@ -35,6 +35,7 @@ async def stats(state: State) -> dict[str, Any]:
         "delivery_failures": state.dispatcher.failed,
         "streamed": state.dispatcher.streams.streamed,
         "event_position": state.follower.position,
+        "backfills": state.backfills.stats(),
     }
 
 

@@ -7,7 +7,13 @@ from fastapi import APIRouter, Depends
 
 from wordcast.errors import Overloaded
 from wordcast.services.matcher.deps import ReadyState, RouterRoute, require_router
-from wordcast.services.schemas import ERRORS, MatchRequest, MatchResponse, SyncRequest
+from wordcast.services.schemas import (
+    ERRORS,
+    BackfillRequest,
+    MatchRequest,
+    MatchResponse,
+    SyncRequest,
+)
 
 router = APIRouter(
     prefix="/internal",
@@ -44,6 +50,15 @@ async def match(batch: MatchRequest, state: ReadyState) -> MatchResponse:
     )
     await state.outbox.put(messages)
     return MatchResponse(matches=sum(m.matches for m in messages))
+
+
+@router.post("/backfill", status_code=202)
+async def backfill(request: BackfillRequest, state: ReadyState) -> None:
+    """Backfill these records of a new subscription from the recent publications, in the
+    background (:mod:`wordcast.services.matcher.backfill`)."""
+    # The router sent this after the subscription took effect here: its records are held.
+    await state.follower.catch_up(until=request.until_event)
+    state.backfills.start(request.records, request.since, request.until)
 
 
 @router.post("/sync", status_code=204)

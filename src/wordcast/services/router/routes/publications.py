@@ -3,8 +3,9 @@ from __future__ import annotations
 from fastapi import APIRouter
 
 from wordcast.errors import RateLimited
+from wordcast.services.publication_schemas import PublicationsAccepted, PublicationsIn
 from wordcast.services.router.deps import ReadyState, Tenant, TenantRoute
-from wordcast.services.schemas import ERRORS, PublicationsAccepted, PublicationsIn
+from wordcast.services.schemas import ERRORS
 
 router = APIRouter(
     prefix="/publications", tags=["publications"], responses=ERRORS, route_class=TenantRoute

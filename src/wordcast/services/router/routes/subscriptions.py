@@ -103,8 +103,12 @@ def _alternatives(query: str) -> list[AlternativeOut] | None:
 async def create_subscription(
     body: SubscriptionIn, state: ReadyState, tenant: Tenant
 ) -> SubscriptionOut:
-    """Register a subscription; 201 means it is durably stored and in effect."""
+    """Register a subscription; 201 means it is durably stored and in effect (and its
+    backfill, if it asked for one, started)."""
     stream = body.stream or ""
+    minutes = body.backfill_minutes
+    if minutes is not None:
+        state.backfilling.check(minutes)
     if body.key is not None:  # the batch path finds what an earlier request stored
         kind, text = (
             ("pattern", body.pattern) if body.pattern is not None else ("query", body.query)
@@ -118,7 +122,11 @@ async def create_subscription(
     else:
         assert body.query is not None  # the schema admits exactly one of the two
         sub = await state.subscribing.subscribe(body.query, body.address(), tenant, stream)
-    return _out(sub).model_copy(update={"secret": sub.secret})
+    update: dict[str, object] = {"secret": sub.secret}
+    if minutes is not None:
+        alternatives = 1 if sub.pattern else len(parse_query(sub.query).clauses)
+        update["backfill"] = await state.backfilling.start(sub, alternatives, minutes)
+    return _out(sub).model_copy(update=update)
 
 
 @router.post(
@@ -132,6 +140,12 @@ async def create_subscriptions(
 ) -> SubscriptionsOut:
     """Register up to 1,000 subscriptions at once; 201 means all are stored and in effect, and
     a refusal (which names the first bad one by its index) means none was stored."""
+    for n, item in enumerate(body.subscriptions):
+        if item.backfill_minutes is not None:
+            raise InvalidInput(
+                f"subscriptions[{n}]: backfill_minutes is for one subscription at a time "
+                "(POST /subscriptions)"
+            )
     items = [
         BatchItem(
             "pattern" if item.pattern is not None else "query",

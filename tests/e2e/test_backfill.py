@@ -1,0 +1,114 @@
+"""Backfill (issue 13, part 5): a new subscription asks for the matches of the last minutes of
+publications, which a router keeps when told to; they arrive marked as backfill beside the live
+ones, and together they are exactly the oracle's matches, judged on every post of both."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.helpers import AUTH, Receiver, RunningCluster, eventually, extra_router
+from wordcast.client import RouterClient
+from wordcast.corpus.workload import Post, post_queries, sample_posts
+from wordcast.query.analysis import analyze, term_positions
+from wordcast.query.boolean import evaluate, parse_tree
+
+from .test_e2e import _check, _delivered_after
+
+pytestmark = pytest.mark.e2e
+
+
+def _publish(router: str, posts: list[Post]) -> None:
+    async def run() -> None:
+        async with RouterClient(router, concurrency=4) as client:
+            await client.publish_many([{"id": p.id, "text": p.text} for p in posts], progress=False)
+
+    asyncio.run(run())
+
+
+def _backfills(cluster: RunningCluster, ids: set[str]) -> list[dict[str, Any]]:
+    found = []
+    for url in cluster.matcher_urls:
+        stats = httpx.get(f"{url}/stats", timeout=10).json()
+        found += [b for b in stats["backfills"] if b["subscription_id"].split("~")[0] in ids]
+    return found
+
+
+def test_a_new_subscription_gets_the_recent_matches_and_then_the_live_ones(
+    cluster: RunningCluster, receiver: Receiver, redis_url: str
+) -> None:
+    rng = random.Random(1616)
+    posts = [Post(f"back:{p.id}", p.text) for p in sample_posts(3_000, seed=1616)]
+    before, after = posts[:2_000], posts[2_000:]
+    words = post_queries(before, 40, seed=161, sizes=(1, 1, 2))
+    written = [q if k % 4 else f"{q} OR ({rng.choice(words)} -python)" for k, q in enumerate(words)]
+    with extra_router(cluster, redis_url, backfill_s="600") as router:
+        api = httpx.Client(base_url=router, headers=AUTH, timeout=30)
+        _publish(router, before)
+        offset = len(receiver.pairs())
+        queries: dict[str, str] = {}
+        for query in written:
+            created = api.post(
+                "/subscriptions",
+                json={"query": query, "callback_url": receiver.hook, "backfill_minutes": 5},
+            )
+            assert created.status_code == 201, created.text
+            answer = created.json()
+            assert answer["backfill"]["until"] > answer["backfill"]["since"]
+            queries[answer["id"]] = query
+        _publish(router, after)
+
+        trees = {sid: parse_tree(query) for sid, query in queries.items()}
+
+        def oracle(of: list[Post]) -> set[tuple[str, str]]:
+            return {
+                (sid, post.id)
+                for post in of
+                for terms in [analyze(post.text)]
+                for sid, tree in trees.items()
+                if evaluate(tree, terms, term_positions(post.text))
+            }
+
+        backfilled, live = oracle(before), oracle(after)
+        assert len(backfilled) > 100, len(backfilled)
+        eventually(
+            lambda: (
+                all(b["state"] == "done" for b in _backfills(cluster, set(queries)))
+                and len(_backfills(cluster, set(queries))) >= len(queries)
+            ),
+            60,
+            0.5,
+            "every backfill done",
+        )
+        delivered = _delivered_after(cluster, receiver, offset, len(backfilled | live))
+        _check([pair for pair in delivered if pair[0] in queries], backfilled | live)
+        # The backfills found exactly the matches in the publications before.
+        assert sum(b["matches"] for b in _backfills(cluster, set(queries))) == len(backfilled)
+        raw = httpx.get(f"{receiver.url}/deliveries/raw", timeout=10).json()
+        assert any('"backfill":true' in r["body"] for r in raw) or len(raw) == 100
+
+        # What cannot be backfilled is refused before anything is stored.
+        too_far = api.post(
+            "/subscriptions",
+            json={"query": "apple", "callback_url": receiver.hook, "backfill_minutes": 11},
+        )
+        assert too_far.status_code == 422
+        assert "keeps only the last 10 minutes" in too_far.text
+        batch = api.post(
+            "/subscriptions/batch",
+            json={"subscriptions": [{"query": "apple", "backfill_minutes": 1}]},
+        )
+        assert batch.status_code == 422
+        assert "backfill_minutes is for one subscription at a time" in batch.text
+    off = httpx.post(
+        f"{cluster.router_url}/subscriptions",
+        json={"query": "apple", "callback_url": receiver.hook, "backfill_minutes": 1},
+        headers=AUTH,
+        timeout=10,
+    )
+    assert off.status_code == 422
+    assert "keeps no recent publications" in off.text
