@@ -68,10 +68,13 @@ class RecentPublications:
         with translated("keeping recent publications for backfill"):
             await pipe.execute()
 
-    async def read(self, since: float, until: float) -> AsyncIterator[list[RecentBatch]]:
-        """The entries appended from Unix time ``since`` to ``until``, oldest first, a few at
-        a time."""
-        start, end = f"{int(since * 1000)}-0", f"{int(until * 1000)}-18446744073709551615"
+    async def read(
+        self, since: float, until: float, after: str | None = None
+    ) -> AsyncIterator[list[RecentBatch]]:
+        """The entries appended from Unix time ``since`` to ``until`` (after entry ``after``,
+        when given), oldest first, a few at a time."""
+        start = f"({after}" if after else f"{int(since * 1000)}-0"
+        end = f"{int(until * 1000)}-18446744073709551615"
         while True:
             with translated("reading recent publications"):
                 entries = await self.client.xrange(self.key, start, end, count=READ_ENTRIES)

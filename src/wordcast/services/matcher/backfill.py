@@ -54,6 +54,7 @@ class Progress:
     started: float = field(default_factory=time.time)
     live_from: float = field(default_factory=time.monotonic)  # matched live from then on
     finished: float | None = None
+    caught_up: float | None = None  # every publication kept when it started was read
     error: str = ""
 
 
@@ -151,14 +152,24 @@ class Backfills:
         return index
 
     async def _backfill(self, progress: Progress) -> None:
-        state = self.state
         index = self._index_of(progress.stored_ids)
-        wait_until = progress.until - time.time()
-        if wait_until > 0:  # publications routed while the subscription took effect come in
-            await asyncio.sleep(wait_until)
-        live = self._matched_live(progress)
-        async for batches in state.store.recent.read(progress.since, progress.until):
+        # What is kept already first; then, once the window has closed, what publications
+        # routed while the subscription took effect added.
+        last = await self._read(progress, index, None)
+        progress.caught_up = time.time()
+        wait = progress.until - time.time()
+        if wait > 0:
+            await asyncio.sleep(wait)
+        await self._read(progress, index, last)
+
+    async def _read(self, progress: Progress, index: MatcherIndex, after: str | None) -> str | None:
+        """Backfill the window's entries after entry ``after``; the last entry read."""
+        state = self.state
+        async for batches in state.store.recent.read(progress.since, progress.until, after):
+            # Anything appended was routed before: the batches matched live here are noted.
+            live = self._matched_live(progress)
             for recent in batches:
+                after = recent.entry_id
                 publisher = recent.publisher
                 routed = [
                     (pub_id, text, terms, True)
@@ -182,6 +193,7 @@ class Backfills:
                 )
                 await self._record(found)
                 progress.matches += len(pairs)
+        return after
 
     async def _record(self, found: list[Message]) -> None:
         state = self.state
@@ -203,6 +215,7 @@ class Backfills:
                 "publications": p.publications,
                 "matches": p.matches,
                 "started": p.started,
+                "caught_up": p.caught_up,
                 "finished": p.finished,
                 "error": p.error,
             }
