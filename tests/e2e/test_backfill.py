@@ -5,13 +5,21 @@ ones, and together they are exactly the oracle's matches, judged on every post o
 from __future__ import annotations
 
 import asyncio
+import json
 import random
 from typing import Any
 
 import httpx
 import pytest
 
-from tests.helpers import AUTH, Receiver, RunningCluster, eventually, extra_router
+from tests.helpers import (
+    AUTH,
+    Receiver,
+    RunningCluster,
+    eventually,
+    extra_router,
+    wordcast_cli,
+)
 from wordcast.client import RouterClient
 from wordcast.corpus.workload import Post, post_queries, sample_posts
 from wordcast.query.analysis import analyze, term_positions
@@ -60,6 +68,14 @@ def test_a_new_subscription_gets_the_recent_matches_and_then_the_live_ones(
             answer = created.json()
             assert answer["backfill"]["until"] > answer["backfill"]["since"]
             queries[answer["id"]] = query
+        # The command line asks as the API does.
+        cli = wordcast_cli(
+            "subscribe", "--backfill", "5", "--callback", receiver.hook, words[0], router=router
+        )
+        assert cli.returncode == 0, cli.stderr
+        made = json.loads(cli.stdout)
+        assert made["backfill"]["matchers"]
+        queries[made["id"]] = words[0]
         _publish(router, after)
 
         trees = {sid: parse_tree(query) for sid, query in queries.items()}

@@ -53,13 +53,26 @@ def cmd_subscribe(args: argparse.Namespace) -> int:
             if args.pattern is not None:
                 return [
                     await client.subscribe(
-                        args.pattern, args.callback, kind="pattern", stream=args.stream
+                        args.pattern,
+                        args.callback,
+                        kind="pattern",
+                        stream=args.stream,
+                        backfill_minutes=args.backfill,
                     )
                 ]
-            return [await client.subscribe(" ".join(args.query), args.callback, stream=args.stream)]
+            return [
+                await client.subscribe(
+                    " ".join(args.query),
+                    args.callback,
+                    stream=args.stream,
+                    backfill_minutes=args.backfill,
+                )
+            ]
 
     if sum(map(bool, (args.query, args.from_corpus, args.pattern is not None, args.file))) != 1:
         return fail("give one of QUERY, --pattern PATTERN, --from-corpus N or --file FILE")
+    if args.backfill is not None and (args.file or args.from_corpus):
+        return fail("--backfill is for one subscription (QUERY or --pattern)")
     if args.file and not Path(args.file).is_file():
         return fail(f"no file {args.file!r}")
     if args.patterns and not args.from_corpus:
@@ -365,6 +378,13 @@ def register(sub: Any) -> None:
     )
     subscribe.add_argument(
         "--seed", type=int, default=0, help="with --from-corpus: which posts are drawn"
+    )
+    subscribe.add_argument(
+        "--backfill",
+        type=whole(1, 1_440),
+        metavar="MINUTES",
+        help="also deliver the matches of the last MINUTES of publications (when the cluster "
+        "keeps them: WORDCAST_ROUTER_BACKFILL_S), marked backfill",
     )
     add_router_option(subscribe)
     subscribe.add_argument(
