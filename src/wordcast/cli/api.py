@@ -25,6 +25,18 @@ if TYPE_CHECKING:
     from wordcast.client import RouterClient
 
 
+async def _subscribe_one(client: RouterClient, args: argparse.Namespace) -> dict[str, Any]:
+    """The one subscription QUERY or --pattern asks for."""
+    pattern = args.pattern is not None
+    return await client.subscribe(
+        args.pattern if pattern else " ".join(args.query),
+        args.callback,
+        kind="pattern" if pattern else "query",
+        stream=args.stream,
+        backfill_minutes=args.backfill,
+    )
+
+
 def cmd_subscribe(args: argparse.Namespace) -> int:
     from wordcast.client import RouterClient
 
@@ -50,24 +62,7 @@ def cmd_subscribe(args: argparse.Namespace) -> int:
                     )
                 queries = post_queries(posts, args.from_corpus, seed=args.seed)
                 return await client.subscribe_many(queries, args.callback, stream=args.stream)
-            if args.pattern is not None:
-                return [
-                    await client.subscribe(
-                        args.pattern,
-                        args.callback,
-                        kind="pattern",
-                        stream=args.stream,
-                        backfill_minutes=args.backfill,
-                    )
-                ]
-            return [
-                await client.subscribe(
-                    " ".join(args.query),
-                    args.callback,
-                    stream=args.stream,
-                    backfill_minutes=args.backfill,
-                )
-            ]
+            return [await _subscribe_one(client, args)]
 
     if sum(map(bool, (args.query, args.from_corpus, args.pattern is not None, args.file))) != 1:
         return fail("give one of QUERY, --pattern PATTERN, --from-corpus N or --file FILE")
