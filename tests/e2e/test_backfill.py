@@ -54,7 +54,8 @@ def test_a_new_subscription_gets_the_recent_matches_and_then_the_live_ones(
     before, after = posts[:2_000], posts[2_000:]
     words = post_queries(before, 40, seed=161, sizes=(1, 1, 2))
     written = [q if k % 4 else f"{q} OR ({rng.choice(words)} -python)" for k, q in enumerate(words)]
-    with extra_router(cluster, redis_url, backfill_s="600") as router:
+    # A short matcher timeout: the backfill window closes that long after each subscription.
+    with extra_router(cluster, redis_url, backfill_s="600", matcher_timeout_s="3") as router:
         api = httpx.Client(base_url=router, headers=AUTH, timeout=30)
         _publish(router, before)
         offset = len(receiver.pairs())

@@ -443,6 +443,12 @@ def _publish_until_refused(
     raise AssertionError(f"{tries} batches accepted: the matcher never pushed back")
 
 
+PATIENT = {
+    "WORDCAST_MATCHER_DELIVERY_ATTEMPTS": "25",
+    "WORDCAST_MATCHER_DELIVERY_MAX_BACKOFF_S": "5",
+}
+
+
 def _resume_and_check(
     cluster: RunningCluster,
     receiver: Receiver,
@@ -470,7 +476,7 @@ def _resume_and_check(
 def test_a_full_outbox_pushes_back_on_publishers_and_loses_nothing(
     redis_url: str, receiver: Receiver
 ) -> None:
-    env = {"WORDCAST_MATCHER_OUTBOX_MAX": "3"}
+    env = {"WORDCAST_MATCHER_OUTBOX_MAX": "3"} | PATIENT
     cluster = start_cluster(redis_url, f"test-outbox-max-{os.getpid()}", matchers=1, env=env)
     try:
         _behave(receiver, status=503, retry_after="2")  # each message waits in the outbox
@@ -493,7 +499,10 @@ def test_redis_near_its_memory_limit_pushes_back_on_publishers_and_loses_nothing
 ) -> None:
     used = int(connect_sync(redis_url).info("memory")["used_memory"])
     limit = used + 24 * 2**20
-    env = {"WORDCAST_MATCHER_REDIS_MEMORY_MAX": str(limit)}
+    # Attempts enough for the receiver's refusals however long filling Redis takes (on a busy
+    # machine, 8 could run out and dead-letter a message), each at most 5 s after the last, so
+    # the messages go within seconds once the receiver is back.
+    env = {"WORDCAST_MATCHER_REDIS_MEMORY_MAX": str(limit)} | PATIENT
     cluster = start_cluster(redis_url, f"test-memory-max-{os.getpid()}", matchers=1, env=env)
     try:
         assert httpx.get(f"{cluster.matcher_urls[0]}/stats").json()["redis_memory_limit"] == limit
