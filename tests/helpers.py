@@ -264,8 +264,15 @@ class Receiver:
     def hook(self) -> str:
         return f"{self.url}/hook"
 
-    def pairs(self) -> list[tuple[str, str]]:
-        return [tuple(p) for p in httpx.get(f"{self.url}/deliveries", timeout=30).json()["pairs"]]  # type: ignore[misc]
+    def pairs(self, offset: int = 0) -> list[tuple[str, str]]:
+        """The (subscription, publication) pairs received, from the ``offset``-th on."""
+        answer = httpx.get(f"{self.url}/deliveries", params={"offset": offset}, timeout=30)
+        return [tuple(p) for p in answer.json()["pairs"]]  # type: ignore[misc]
+
+    def count(self) -> int:
+        """How many pairs were received (without fetching them)."""
+        answer = httpx.get(f"{self.url}/deliveries", params={"offset": 2**62}, timeout=30)
+        return int(answer.json()["total"])
 
 
 # -- a process, measured -----------------------------------------------------------------------

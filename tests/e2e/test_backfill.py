@@ -58,7 +58,7 @@ def test_a_new_subscription_gets_the_recent_matches_and_then_the_live_ones(
     with extra_router(cluster, redis_url, backfill_s="600", matcher_timeout_s="3") as router:
         api = httpx.Client(base_url=router, headers=AUTH, timeout=30)
         _publish(router, before)
-        offset = len(receiver.pairs())
+        offset = receiver.count()
         queries: dict[str, str] = {}
         for query in written:
             created = api.post(

@@ -64,13 +64,13 @@ def _delivered_after(
 ) -> list[tuple[str, str]]:
     """Wait until the matchers are idle and the expected number arrived, then a little longer."""
     eventually(
-        lambda: len(receiver.pairs()[offset:]) >= expected and cluster.pending_deliveries() == 0,
+        lambda: len(receiver.pairs(offset)) >= expected and cluster.pending_deliveries() == 0,
         120,
         0.2,
         f"{expected} deliveries with the matchers idle",
     )
     time.sleep(0.5)  # anything extra would have arrived by now
-    return receiver.pairs()[offset:]
+    return receiver.pairs(offset)
 
 
 def _check(delivered: list[tuple[str, str]], expected: set[tuple[str, str]]) -> None:
@@ -98,7 +98,7 @@ def test_cluster_delivers_exactly_the_oracle_matches_and_survives_a_matcher_kill
     _check(_delivered_after(cluster, receiver, 0, len(expected)), expected)
 
     # A matcher dies hard; the supervisor restarts it and it rebuilds its trie from Redis.
-    offset = len(receiver.pairs())
+    offset = receiver.count()
     victim = cluster.matcher_pid(0)
     os.kill(victim, signal.SIGKILL)
 
@@ -134,7 +134,7 @@ def test_deleted_subscription_stops_matching(cluster: RunningCluster, receiver: 
     assert router.get(f"/subscriptions/{gone_id}").status_code == 404
     assert router.delete(f"/subscriptions/{gone_id}").status_code == 404
 
-    offset = len(receiver.pairs())
+    offset = receiver.count()
     response = router.post(
         "/publications", json={"id": "zoo-1", "text": "Zebras, quaggas and okapis"}
     )
@@ -171,7 +171,7 @@ def test_a_word_goes_only_to_a_matcher_holding_a_subscription_with_it(
     before = routed()
     assert router.post("/publications", json={"id": "lone", "text": elsewhere}).status_code == 202
     assert routed() == before
-    offset = len(receiver.pairs())
+    offset = receiver.count()
     both = {"id": "both", "text": f"A {second} met a {first}"}
     assert router.post("/publications", json=both).status_code == 202
     after = routed()
@@ -315,7 +315,7 @@ def test_every_matcher_engine_delivers_the_oracle_matches(
     posts = sample_posts(4_000, seed=77)
     with engine_cluster(redis_url, engine, posts[:2_000], tmp_path) as cluster:
         subscriptions = _subscribe(cluster, post_queries(posts, 400, seed=78), receiver.hook)
-        offset = len(receiver.pairs())
+        offset = receiver.count()
         published = [Post(f"{engine}:{p.id}", p.text) for p in posts[2_000:]]
         expected = match_pairs(subscriptions, {p.id: analyze(p.text) for p in published})
         assert len(expected) > 500
@@ -347,7 +347,7 @@ def test_a_router_of_several_workers_answers_as_one(
     """WORDCAST_ROUTER_WORKERS=2: two processes answer on one port, each routes what it accepts
     to every matcher it concerns, and /metrics, whichever answers, counts for both."""
     subscribed = _subscribe(cluster, ["wombat burrow"], receiver.hook)
-    offset = len(receiver.pairs())
+    offset = receiver.count()
     with extra_router(cluster, redis_url, workers="2") as url:
         answered: set[int] = set()
 

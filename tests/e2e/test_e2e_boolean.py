@@ -86,7 +86,7 @@ def test_boolean_queries_deliver_exactly_the_oracle_matches_once(
     assert shown["query"] == boolean[0]
     assert len(shown["alternatives"]) == len(parse_query(boolean[0]).clauses)
 
-    offset = len(receiver.pairs())
+    offset = receiver.count()
     expected = _oracle(queries, first)
     # Each query parsed and each post analysed once (per pair, this loop took a minute).
     clauses = [parse_query(q).clauses for q in queries.values()]
@@ -109,7 +109,7 @@ def test_boolean_queries_deliver_exactly_the_oracle_matches_once(
     assert _records(store, cluster.namespace, len(cluster.matcher_urls)) == (
         records_before + remaining
     )
-    offset = len(receiver.pairs())
+    offset = receiver.count()
     expected = _oracle(queries, second)
     _publish(cluster, second)
     _check(_delivered_after(cluster, receiver, offset, len(expected)), expected)
@@ -141,7 +141,7 @@ def test_phrase_and_proximity_queries_deliver_exactly_the_oracle_matches(
     }
     assert len(expected) > 80, len(expected)
     assert len(words_only - expected) > 20, len(words_only - expected)
-    offset = len(receiver.pairs())
+    offset = receiver.count()
     _publish(cluster, posts)
     # The module's earlier subscriptions (the same tenant's) match some of these posts too.
     delivered = _delivered_after(cluster, receiver, offset, len(expected))
@@ -208,7 +208,7 @@ def test_attribute_filters_deliver_exactly_the_oracle_matches(
     }
     assert len(expected) > 80, len(expected)
     assert len(words_only - expected) > 80, len(words_only - expected)
-    offset = len(receiver.pairs())
+    offset = receiver.count()
 
     async def publish() -> None:
         async with RouterClient(cluster.router_url, concurrency=4) as client:
@@ -267,7 +267,7 @@ def test_languages_deliver_exactly_the_oracle_matches(
     }
     marked = [sid for sid, q in queries.items() if "lang:" in q and "-lang" not in q]
     assert len([pair for pair in expected if pair[0] in marked]) > 30, len(expected)
-    offset = len(receiver.pairs())
+    offset = receiver.count()
 
     async def publish() -> None:
         async with RouterClient(cluster.router_url, concurrency=4) as client:
@@ -291,7 +291,7 @@ def test_every_matcher_engine_delivers_the_oracle_matches_of_boolean_queries(
         queries = _subscribe(
             cluster, post_boolean_queries(posts[:1_500], 200, seed=31), receiver.hook
         )
-        offset = len(receiver.pairs())
+        offset = receiver.count()
         published = [Post(f"boolean-{engine}:{p.id}", p.text) for p in posts[1_500:]]
         expected = _oracle(queries, published)
         assert len(expected) > 500

@@ -121,7 +121,7 @@ def _quiet(client: redis.Redis, namespace: str, receiver: Receiver, expected: in
     def quiet() -> bool:
         outboxes = client.smembers(f"{namespace}:outboxes")
         depth = sum(client.xlen(f"{namespace}:outbox:{i}") for i in outboxes)  # type: ignore[union-attr]
-        return depth == 0 and len(receiver.pairs()) >= expected
+        return depth == 0 and receiver.count() >= expected
 
     eventually(quiet, 120, 0.2, f"{expected} deliveries with every outbox empty")
     time.sleep(0.5)  # anything extra would have arrived by now
@@ -133,7 +133,7 @@ def test_scaling_up_and_down_under_a_stream_loses_and_duplicates_nothing(
 ) -> None:
     cluster, namespace = scaling_cluster, scaling_cluster.namespace
     client = connect_sync(redis_url)
-    assert len(receiver.pairs()) == 0, "this module's receiver starts empty"
+    assert receiver.count() == 0, "this module's receiver starts empty"
     posts = sample_posts(7_000, seed=515)
     learning, stream = posts[:3_000], posts[3_000:]
     keywords = _subscribe(cluster, post_queries(learning, 400, seed=51), receiver.hook)
@@ -551,7 +551,7 @@ def test_a_removed_matcher_that_is_gone_does_not_hold_the_cluster_on_the_old_ver
     frozen = cluster.matcher_pid(2)
     try:
         posts = sample_posts(3_000, seed=616)
-        already = len(receiver.pairs())
+        already = receiver.count()
         keywords = _subscribe(cluster, post_queries(posts[:1_000], 300, seed=61), receiver.hook)
         held = placed_on(client, namespace, 2)
         assert len(held) > 30, "matcher 2 should hold a share"
@@ -602,7 +602,7 @@ def test_scale_with_a_learned_mapping_writes_only_that_version(
     client = connect_sync(redis_url)
     try:
         posts = sample_posts(4_000, seed=717)
-        already = len(receiver.pairs())
+        already = receiver.count()
         keywords = _subscribe(cluster, post_queries(posts[:1_500], 300, seed=71), receiver.hook)
         _publish(cluster, posts[:1_500])  # every one is logged (rate 1): the learner's input
         result = _scale(cluster, redis_url, "3", "--algorithm", "salb")

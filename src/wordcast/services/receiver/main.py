@@ -98,13 +98,15 @@ async def control(behaviour: Behaviour, request: Request) -> Behaviour:
 
 
 @router.get("/deliveries")
-async def deliveries(request: Request, offset: int = Query(0, ge=0)) -> dict[str, Any]:
+async def deliveries(request: Request, offset: int = Query(0, ge=0)) -> Response:
     inbox: Inbox = request.app.state.inbox
-    return {
+    # Encoded by orjson directly: FastAPI's encoder walks tens of thousands of pairs slowly.
+    body = {
         "total": len(inbox.pairs),
         "pairs": inbox.pairs[offset:],
         "webhook_ids": inbox.webhook_ids[offset:],
     }
+    return Response(orjson.dumps(body), media_type="application/json")
 
 
 @router.get("/deliveries/raw")
