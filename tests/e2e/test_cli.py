@@ -163,17 +163,21 @@ def test_publishing_to_a_router_never_reached_fails_without_sending_again() -> N
     assert "again in" not in result.stderr
 
 
+def _subscribed(cluster: RunningCluster, receiver: Receiver, query: str) -> str:
+    created = httpx.post(
+        f"{cluster.router_url}/subscriptions",
+        json={"query": query, "callback_url": receiver.hook},
+        headers=AUTH,
+    )
+    assert created.status_code == 201
+    return str(created.json()["id"])
+
+
 @pytest.mark.e2e
 def test_publish_reads_json_lines_and_refuses_a_bad_one_whole(
     cluster: RunningCluster, receiver: Receiver
 ) -> None:
-    created = httpx.post(
-        f"{cluster.router_url}/subscriptions",
-        json={"query": "capybara", "callback_url": receiver.hook},
-        headers=AUTH,
-    )
-    assert created.status_code == 201
-    sub_id = created.json()["id"]
+    sub_id = _subscribed(cluster, receiver, "capybara")
 
     def matched() -> set[str]:
         return {p for s, p in receiver.pairs() if s == sub_id}
@@ -208,16 +212,11 @@ def test_publish_reads_json_lines_and_refuses_a_bad_one_whole(
     assert "--json reads publications from standard input" in both.stderr
 
 
+@pytest.mark.e2e
 def test_publish_gives_attributes_that_filters_read(
     cluster: RunningCluster, receiver: Receiver
 ) -> None:
-    created = httpx.post(
-        f"{cluster.router_url}/subscriptions",
-        json={"query": "wombat source:rss tags:zoo", "callback_url": receiver.hook},
-        headers=AUTH,
-    )
-    assert created.status_code == 201
-    sub_id = created.json()["id"]
+    sub_id = _subscribed(cluster, receiver, "wombat source:rss tags:zoo")
     router = cluster.router_url
     for attrs, pub in (([], "w-0"), (["source=rss"], "w-1"), (["source=rss", "tags=zoo"], "w-2")):
         lines = f'{{"id": "{pub}", "text": "a wombat digs"}}\n'

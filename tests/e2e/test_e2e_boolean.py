@@ -46,6 +46,18 @@ def _oracle(queries: dict[str, str], posts: list[Post]) -> set[tuple[str, str]]:
     }
 
 
+def _words_only(queries: dict[str, str], posts: list[Post]) -> set[tuple[str, str]]:
+    """The (query, post) pairs where some alternative's words occur, whatever else it says:
+    what the matchers' candidates are, before positions and filters are checked."""
+    return {
+        (sid, post.id)
+        for post in posts
+        for terms in [analyze(post.text)]
+        for sid, query in queries.items()
+        if any(set(clause.words) <= terms for clause in parse_query(query).clauses)
+    }
+
+
 def _subscribe(cluster: RunningCluster, queries: list[str], hook: str) -> dict[str, str]:
     async def run() -> list[dict[str, object]]:
         async with RouterClient(cluster.router_url) as client:
@@ -132,13 +144,7 @@ def test_phrase_and_proximity_queries_deliver_exactly_the_oracle_matches(
     queries = _subscribe(cluster, post_span_queries(posts, 80, seed=131), receiver.hook)
     expected = _oracle(queries, posts)
     # Positions must bite: posts holding every word a phrase or window needs, in other places.
-    words_only = {
-        (sid, post.id)
-        for post in posts
-        for terms in [analyze(post.text)]
-        for sid, query in queries.items()
-        if any(set(clause.words) <= terms for clause in parse_query(query).clauses)
-    }
+    words_only = _words_only(queries, posts)
     assert len(expected) > 80, len(expected)
     assert len(words_only - expected) > 20, len(words_only - expected)
     offset = receiver.count()
@@ -199,13 +205,7 @@ def test_attribute_filters_deliver_exactly_the_oracle_matches(
         if evaluate(tree, terms, term_positions(post.text))
     }
     # The filters must bite: posts with the words that the filters turn away.
-    words_only = {
-        (sid, post.id)
-        for post in posts
-        for terms in [analyze(post.text)]
-        for sid, query in queries.items()
-        if any(set(clause.words) <= terms for clause in parse_query(query).clauses)
-    }
+    words_only = _words_only(queries, posts)
     assert len(expected) > 80, len(expected)
     assert len(words_only - expected) > 80, len(words_only - expected)
     offset = receiver.count()

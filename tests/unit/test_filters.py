@@ -8,10 +8,10 @@ import random
 
 import pytest
 
+from tests.unit.test_spans import delivered_by_alternatives
 from wordcast.errors import InvalidInput
-from wordcast.query.alternatives import HeldAlternatives
 from wordcast.query.analysis import analyze
-from wordcast.query.boolean import evaluate, parse_query, parse_tree, part_id
+from wordcast.query.boolean import evaluate, parse_query, parse_tree
 from wordcast.query.filters import filter_terms
 
 WORDS = ["apple", "pie", "tea", "cake", "the"]
@@ -87,17 +87,7 @@ def test_random_queries_with_filters_agree_every_way() -> None:
         terms = analyze(text) | set(filter_terms(attributes))  # type: ignore[arg-type]
         expected = evaluate(parse_tree(query), terms)
         assert read.matches(terms) == expected, (query, text, attributes)
-        held = HeldAlternatives()
-        stored = [part_id("q", k) for k in range(len(read.clauses))]
-        if not read.is_plain:
-            for stored_id in stored:
-                held.add(stored_id, read)
-        candidates = [
-            (stored_id, 0)
-            for stored_id, clause in zip(stored, read.clauses, strict=True)
-            if set(clause.words) <= terms
-        ]
-        kept = held.delivering(candidates, lambda _, t=terms: t)
+        kept = delivered_by_alternatives(read, terms)
         assert len(kept) == int(expected), (query, text, attributes, kept)
         checked += 1
     assert checked > 1_500

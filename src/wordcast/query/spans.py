@@ -12,7 +12,7 @@ positions (the last minus the first at most ``n``), in any order: ``NEAR/1(a b)`
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from wordcast.errors import InvalidInput
@@ -33,61 +33,39 @@ class Span:
         return frozenset(term for term, _ in self.offsets)
 
     def holds(self, positions: Mapping[str, Sequence[int]]) -> bool:
-        """Whether a text whose terms occur at ``positions`` satisfies the span."""
-        if self.near:
-            return self._within(positions)
-        (first, start), *rest = self.offsets
-        others = [(set(positions.get(term, ())), offset - start) for term, offset in rest]
-        return any(
-            all(at + shift in where for where, shift in others) for at in positions.get(first, ())
-        )
-
-    def _within(self, positions: Mapping[str, Sequence[int]]) -> bool:
-        """The smallest window holding every term, found by sliding over their occurrences."""
-        terms = self.terms
-        occurrences = sorted((at, term) for term in terms for at in positions.get(term, ()))
-        held: dict[str, int] = {}
-        left = 0
-        for at, term in occurrences:
-            held[term] = held.get(term, 0) + 1
-            while len(held) == len(terms):
-                if at - occurrences[left][0] <= self.near:
-                    return True
-                dropped = occurrences[left][1]
-                held[dropped] -= 1
-                if not held[dropped]:
-                    del held[dropped]
-                left += 1
-        return False
+        """Whether a text whose terms occur at ``positions`` satisfies the span (stops at the
+        first place it holds)."""
+        return next(self._places(positions), None) is not None
 
     def occurrences(self, positions: Mapping[str, Sequence[int]]) -> list[tuple[int, int]]:
         """(first, last) position of each place the span holds: each phrase occurrence, or each
-        smallest window holding every term (for highlighting; :meth:`holds` stops at one)."""
+        smallest window holding every term (for highlighting)."""
+        return list(self._places(positions))
+
+    def _places(self, positions: Mapping[str, Sequence[int]]) -> Iterator[tuple[int, int]]:
         if not self.near:
             (first, start), *rest = self.offsets
             others = [(set(positions.get(term, ())), offset - start) for term, offset in rest]
             length = max(offset for _, offset in self.offsets) - start
-            return [
-                (at, at + length)
-                for at in positions.get(first, ())
-                if all(at + shift in where for where, shift in others)
-            ]
+            for at in positions.get(first, ()):
+                if all(at + shift in where for where, shift in others):
+                    yield at, at + length
+            return
+        # The smallest windows holding every term, found by sliding over their occurrences.
         terms = self.terms
         occurrences = sorted((at, term) for term in terms for at in positions.get(term, ()))
-        found = []
         held: dict[str, int] = {}
         left = 0
         for at, term in occurrences:
             held[term] = held.get(term, 0) + 1
             while len(held) == len(terms):
                 if at - occurrences[left][0] <= self.near:
-                    found.append((occurrences[left][0], at))
+                    yield occurrences[left][0], at
                 dropped = occurrences[left][1]
                 held[dropped] -= 1
                 if not held[dropped]:
                     del held[dropped]
                 left += 1
-        return found
 
     def __str__(self) -> str:
         if self.near:
