@@ -105,15 +105,21 @@ class Analyzer:
     the filters and a call into the stemmer.
     """
 
-    __slots__ = ("_stem_words", "_term_of")
+    __slots__ = ("_mark", "_stem_words", "_stop", "_term_of")
 
-    def __init__(self) -> None:
-        self._stem_words = Stemmer.Stemmer("porter").stemWords
+    def __init__(
+        self, algorithm: str = "porter", stop_words: frozenset[str] = STOP_WORDS, mark: str = ""
+    ) -> None:
+        """English by default; another Snowball ``algorithm`` with its ``stop_words`` analyses
+        another language (:mod:`.languages`), each term followed by ``mark``."""
+        self._stem_words = Stemmer.Stemmer(algorithm).stemWords
+        self._stop = stop_words
+        self._mark = mark
         self._term_of: dict[str, str] = {}
 
     def tokens(self, text: str) -> list[str]:
         """Normalised tokens of ``text`` that survive stop word and length filtering, unstemmed."""
-        return [token for token in normalised_tokens(text) if _kept(token)]
+        return [token for token in normalised_tokens(text) if self._kept(token)]
 
     def terms(self, text: str) -> frozenset[str]:
         """The set of analysed terms of ``text``; empty when nothing meaningful is left."""
@@ -135,19 +141,23 @@ class Analyzer:
         """The terms of each text as a tuple (each once): what the routers' hot path reads."""
         return [tuple(self.terms(text)) for text in texts]
 
+    def term_of(self, token: str) -> str:
+        """The term of a normalised token ("" where it is dropped)."""
+        term = self._term_of.get(token)
+        return self._term(token) if term is None else term
+
+    def _kept(self, token: str) -> bool:
+        return 1 < len(token) <= MAX_TOKEN_CHARS and token not in self._stop
+
     def _term(self, token: str) -> str:
         """The term of a token not seen lately ("" if it is dropped), remembered."""
-        term = self._stem_words([token])[0] if _kept(token) else ""
+        term = self._stem_words([token])[0] + self._mark if self._kept(token) else ""
         if len(self._term_of) >= STEM_CACHE_WORDS:
             # A day's vocabulary fits (pypi summaries: 41,000 words in 50,000 posts); past it,
             # starting afresh keeps the memory bounded at the cost of one cold batch.
             self._term_of.clear()
         self._term_of[token] = term
         return term
-
-
-def _kept(token: str) -> bool:
-    return 1 < len(token) <= MAX_TOKEN_CHARS and token not in STOP_WORDS
 
 
 class TermAnalyzer(Protocol):

@@ -26,13 +26,11 @@ Pure: imports only the query package, PyStemmer, fasttext-predict and the stop l
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from functools import cache
 from importlib.resources import files
 
-import Stemmer
-
-from wordcast.query.analysis import MAX_TOKEN_CHARS, normalised_tokens
+from wordcast.query.analysis import Analyzer
 
 ENGLISH = "en"
 MARK = "@"  # between a term and its language
@@ -111,45 +109,14 @@ def check_code(code: str) -> str:
     return canon
 
 
-class LanguageAnalyzer:
-    """Analysis in one Snowball language: the pipeline of :mod:`.analysis` with that language's
-    stop list and stemmer in place of English's, each term marked with the language."""
-
-    def __init__(self, code: str) -> None:
-        import stop_words
-
-        algorithm, stop_list = SNOWBALL[code]
-        self.code = code
-        self._mark = f"{MARK}{code}"
-        self._stem = Stemmer.Stemmer(algorithm).stemWord
-        self._stop = frozenset(stop_words.get_stop_words(stop_list))
-        self._term_of: dict[str, str] = {}
-
-    def term_of(self, token: str) -> str:
-        """The marked term of a normalised token ("" where it is dropped)."""
-        term = self._term_of.get(token)
-        if term is None:
-            kept = 1 < len(token) <= MAX_TOKEN_CHARS and token not in self._stop
-            term = self._stem(token) + self._mark if kept else ""
-            if len(self._term_of) >= 100_000:
-                self._term_of.clear()  # bounded, as the English analyser's
-            self._term_of[token] = term
-        return term
-
-    def terms(self, text: str) -> frozenset[str]:
-        return frozenset(t for t in map(self.term_of, normalised_tokens(text)) if t)
-
-    def terms_many(self, texts: Iterable[str]) -> list[frozenset[str]]:
-        return [self.terms(text) for text in texts]
-
-    def term_tuples(self, texts: Iterable[str]) -> list[tuple[str, ...]]:
-        return [tuple(self.terms(text)) for text in texts]
-
-
 @cache
-def analyzer_for(code: str) -> LanguageAnalyzer:
-    """The analyser of a language in :data:`SNOWBALL` (one per process)."""
-    return LanguageAnalyzer(code)
+def analyzer_for(code: str) -> Analyzer:
+    """The analyser of a language in :data:`SNOWBALL` (one per process): the pipeline of
+    :mod:`.analysis` with that language's stemmer and stop list, each term marked with it."""
+    import stop_words
+
+    algorithm, stop_list = SNOWBALL[code]
+    return Analyzer(algorithm, frozenset(stop_words.get_stop_words(stop_list)), f"{MARK}{code}")
 
 
 def analyse_in_languages(

@@ -62,12 +62,9 @@ class Backfilling:
         position = self.follower.position
         await asyncio.gather(
             *(
-                self._ask(m, {"records": ids, "since": since, "until": until,
+                self.links.start_backfill(m, {"records": ids, "since": since, "until": until,
                               "until_event": position})
                 for m, ids in by_matcher.items()
             )
         )  # fmt: skip
         return BackfillOut(since=since, until=until, matchers=sorted(by_matcher))
-
-    async def _ask(self, matcher: int, body: dict[str, object]) -> None:
-        await self.links.start_backfill(matcher, body)
