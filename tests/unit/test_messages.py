@@ -61,11 +61,15 @@ def test_bodies_are_the_whole_payloads_json_and_every_match_is_in_one_message() 
         subscriptions[stored] = Subscription(stored, "(alpha beta) OR gamma", ("g",), "u", 0)
         alternatives.add(stored, boolean)
     publications = [(f"pub-{k}", rng.choice(AWKWARD) + f" {k}", ("w",), False) for k in range(300)]
-    for stream in ("", "news"):
+    # The second round bounds messages by bytes (a few matches each) rather than by count.
+    for stream, max_bytes in (("", 1 << 20), ("news", 600)):
         batch = Batch(publications, "acme", stream, accepted=12.5)
         pairs = [(rng.choice(list(subscriptions)), rng.randrange(300)) for _ in range(3000)]
         pairs = list(dict.fromkeys(pairs))
-        found = messages(pairs, batch, subscriptions, alternatives, most=100, explain=False)
+        found = messages(
+            pairs, batch, subscriptions, alternatives, most=100, explain=False, max_bytes=max_bytes
+        )
+        assert len(found) > 3000 * 100 // max_bytes  # the byte bound split them
 
         seen: list[tuple[str, str]] = []
         for message in found:
@@ -84,6 +88,7 @@ def test_bodies_are_the_whole_payloads_json_and_every_match_is_in_one_message() 
             assert message.webhook_id == webhook_id(delivered, "acme", stream)
             assert message.subscription_ids == tuple(dict.fromkeys(d for d, _ in delivered))
             assert message.matches == len(delivered) <= 100
+            assert len(message.body.encode()) <= max_bytes or message.matches == 1
             assert len(message.subscription_ids) <= MAX_SIGNERS
             assert message.published == 12.5
             assert {

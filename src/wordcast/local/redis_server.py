@@ -55,11 +55,23 @@ def reach_redis(url: str, timeout: float = 5.0) -> None:
         time.sleep(0.2)
 
 
+def default_maxmemory() -> int:
+    """What a Redis that wordcast starts may hold: a quarter of the machine's memory, so that a
+    burst of matches is refused (the matchers' back-pressure starts at 90% of it) long before the
+    machine runs out; ``WORDCAST_REDIS_MAXMEMORY`` (bytes) says otherwise."""
+    configured = os.environ.get("WORDCAST_REDIS_MAXMEMORY")
+    if configured:
+        return int(configured)
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 4
+
+
 def redis_server_argv(port: int, data_dir: str, appendfsync: str | None = None) -> list[str]:
-    """A redis-server on 127.0.0.1:``port`` keeping its files in ``data_dir``; with an append-only
-    file fsynced ``appendfsync`` ("always", "everysec"), or none."""
+    """A redis-server on 127.0.0.1:``port`` keeping its files in ``data_dir``, holding at most
+    :func:`default_maxmemory` (refusing writes past it, never evicting); with an append-only file
+    fsynced ``appendfsync`` ("always", "everysec"), or none."""
     argv = [redis_server_binary(), "--port", str(port), "--bind", "127.0.0.1", "--dir", data_dir]
     argv += ["--save", "", "--daemonize", "no", "--loglevel", "warning"]
+    argv += ["--maxmemory", str(default_maxmemory()), "--maxmemory-policy", "noeviction"]
     if appendfsync is None:
         return [*argv, "--appendonly", "no"]
     return [*argv, "--appendonly", "yes", "--appendfsync", appendfsync]

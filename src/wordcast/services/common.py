@@ -91,6 +91,15 @@ class ServiceSettings(BaseSettings):
         "confirmed within this is refused with 503 (retrying is safe): a service cut off from "
         "Redis says so instead of holding requests. Keep it above the WAIT timeout (2 s).",
     )
+    redis_max_connections: int = Field(
+        default=100,
+        ge=8,
+        le=10_000,
+        validation_alias=AliasChoices("WORDCAST_REDIS_MAX_CONNECTIONS"),
+        description="Connections a process keeps to Redis at most (to each node of a Redis "
+        "Cluster). A command that finds them all busy waits up to 5 s for one. A router's match "
+        "streams hold none while they wait, and read with at most a quarter of them at once.",
+    )
     log_level: str = "info"
     events_max: int = Field(
         default=EVENTS_MAX,
@@ -293,6 +302,9 @@ class BodySizeLimit:
         return f"{what} is larger than the {self.max_bytes}-byte limit"
 
 
+ABORT_CONNECTION = "wordcast.abort_connection"  # in a request's scope: resets its connection
+
+
 class HeaderTimeoutProtocol(HttpToolsProtocol):
     """uvicorn's HTTP/1.1 protocol with a deadline for each request's headers.
 
@@ -314,6 +326,9 @@ class HeaderTimeoutProtocol(HttpToolsProtocol):
     def on_message_begin(self) -> None:
         super().on_message_begin()
         self._arm_header_deadline()
+        # A response that must give up on a consumer that reads nothing resets the connection:
+        # uvicorn's close would wait for the socket's buffer to drain, for ever.
+        self.scope[ABORT_CONNECTION] = self.transport.abort  # type: ignore[literal-required]
 
     def on_headers_complete(self) -> None:
         self._disarm_header_deadline()

@@ -99,6 +99,7 @@ from wordcast.storage.publication_log import PublicationLog
 from wordcast.storage.ratelimit import RateLimiter
 from wordcast.storage.recent import RecentPublications
 from wordcast.storage.redis import (
+    MAX_CONNECTIONS,
     NO_REPLICAS,
     Replication,
     connect,
@@ -145,14 +146,16 @@ class Store:
         events_max: int = EVENTS_MAX,
         wait_replicas: int | None = None,
         write_deadline_s: float = 5.0,
+        max_connections: int = MAX_CONNECTIONS,
     ) -> Store:
         """The stores of ``namespace`` at ``url``: on a Redis Cluster (``redis+cluster://``) under
         the namespace as a hash tag (``{wordcast}:sub:…``), so that all of them share one slot.
         Promised writes wait for ``wait_replicas`` replicas (:class:`~.redis.Replication`; by
         default one on a Redis Cluster, none on one Redis), and are refused if Redis has not
-        confirmed them within ``write_deadline_s``."""
+        confirmed them within ``write_deadline_s``. The pool holds ``max_connections``."""
         replication = Replication.default_for(url, wait_replicas, deadline_s=write_deadline_s)
-        return cls(connect(url), stored_namespace(url, namespace), events_max, replication)
+        client = connect(url, max_connections)
+        return cls(client, stored_namespace(url, namespace), events_max, replication)
 
     def outbox(self, matcher: int, reader: int | None = None) -> Outbox:
         """Matcher ``matcher``'s outbox, read by matcher ``reader`` (by default its own)."""

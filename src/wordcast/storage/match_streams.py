@@ -6,9 +6,11 @@ an entry's id is the position a consumer resumes after. It is bounded twice: ent
 the retention go, and so do the oldest beyond a number of entries; ``{ns}:matches:{tenant}:lost``
 keeps the id of the last entry dropped (with the bounds then in force), so that a consumer asking
 to resume from an older position is told exactly that it missed something, and what, instead of
-silently skipping it. A dispatcher that crashes between writing a message and acknowledging it in
-its outbox writes it again: the message's webhook-id, kept as long as the retention, makes the
-second write a no-op, so a consumer sees each message once.
+silently skipping it. ``{ns}:matches:{tenant}:last`` holds the id of the newest entry, so that a
+router can learn which of many streams moved with one small read each (:meth:`MatchStreams.heads`)
+instead of a blocked connection per consumer. A dispatcher that crashes between writing a
+message and acknowledging it in its outbox writes it again: the message's webhook-id, kept as
+long as the retention, makes the second write a no-op, so a consumer sees each message once.
 
 On a Redis Cluster each tenant's stream has a hash tag of its own, so tenants spread over the
 masters; its keys share that tag, so each write is one script in one slot.
@@ -27,18 +29,20 @@ from wordcast.errors import Gone
 from wordcast.storage.records import event_order
 from wordcast.storage.redis import on_cluster, translated
 
-# KEYS: the stream, its lost-key, then a de-duplication key per message; ARGV: the retention in
+# KEYS: the stream, its lost-key, its last-key, then a de-duplication key per message; ARGV: the retention in
 # ms, the most entries, then each message's body. Entries past either bound are dropped exactly
 # (an XTRIM by MINID just past the last of them), so the lost-key is exact too.
 APPEND = """
 local retention = tonumber(ARGV[1])
 local added = 0
-for i = 3, #KEYS do
+local newest = nil
+for i = 4, #KEYS do
   if redis.call('SET', KEYS[i], '1', 'NX', 'PX', retention) then
-    redis.call('XADD', KEYS[1], '*', 'body', ARGV[i])
+    newest = redis.call('XADD', KEYS[1], '*', 'body', ARGV[i - 1])
     added = added + 1
   end
 end
+if newest ~= nil then redis.call('SET', KEYS[3], newest) end
 local function later(a, b)
   if b == nil then return a end
   local am, as = string.match(a, '(%d+)-(%d+)')
@@ -112,7 +116,12 @@ class MatchStreams:
         if not messages:
             return 0
         key = self.key(tenant)
-        keys = [key, f"{key}:lost", *(f"{key}:seen:{msg_id}" for msg_id, _ in messages)]
+        keys = [
+            key,
+            f"{key}:lost",
+            f"{key}:last",
+            *(f"{key}:seen:{msg_id}" for msg_id, _ in messages),
+        ]
         bounds = [max(1, int(retention_s * 1000)), max(1, most)]
         args: list[str | int] = [*bounds, *(body for _, body in messages)]
         with translated("adding matches to the match stream"):
@@ -128,6 +137,18 @@ class MatchStreams:
                     return "0-0"
                 raise
         return str(info.get("last-generated-id") or "0-0")
+
+    async def heads(self, tenants: Sequence[str]) -> dict[str, str]:
+        """The newest entry's id of each of ``tenants``' streams that has one (one pipelined
+        round trip, whatever the number of tenants)."""
+        if not tenants:
+            return {}
+        pipe = self.client.pipeline(transaction=False)
+        for tenant in tenants:
+            pipe.get(f"{self.key(tenant)}:last")
+        with translated("reading the match streams' newest positions"):
+            found = await pipe.execute()
+        return {tenant: head for tenant, head in zip(tenants, found, strict=True) if head}
 
     async def lost(self, tenant: str) -> Lost | None:
         with translated("reading the match stream"):

@@ -96,8 +96,17 @@ def slot_namespace(namespace: str) -> str:
     return namespace if "{" in namespace else "{" + namespace + "}"
 
 
-def connect(url: str) -> Any:
-    """One client (and so one connection pool) per process; responses decoded as text."""
+POOL_WAIT_S = 5.0  # how long a command waits for a free pooled connection before it fails
+MAX_CONNECTIONS = 100
+
+
+def connect(url: str, max_connections: int = MAX_CONNECTIONS) -> Any:
+    """One client (and so one connection pool) per process; responses decoded as text.
+
+    The pool holds at most ``max_connections`` connections (per node on a Redis Cluster). On one
+    Redis a command that finds them all busy waits up to ``POOL_WAIT_S`` for one, rather than
+    failing at once with "Too many connections": a burst of requests queues instead of failing
+    every other request with it."""
     # Every command wordcast sends answers in milliseconds (a blocking read waits a second at
     # most): one that has not within the socket timeout means Redis is unreachable, and the
     # caller is told (a request gets 503; a background loop backs off and tries again) rather
@@ -111,19 +120,24 @@ def connect(url: str) -> Any:
         # A failover takes the cluster's node timeout to be noticed and a few seconds to
         # settle: commands are retried across it rather than failing at the first refusal.
         retry = Retry(ExponentialBackoff(cap=2.0, base=0.1), retries=8)
-        return _Cluster.from_url(node_url(url), retry=retry, **options)
+        return _Cluster.from_url(
+            node_url(url), retry=retry, max_connections=max_connections, **options
+        )
     # A pooled connection that Redis closed (a restart) fails its next command at once: that is
     # retried on a new connection, a few times; a timeout (connecting included) is not: see above.
     reconnect = Retry(
         ExponentialBackoff(cap=0.5, base=0.02), retries=3, supported_errors=(redis.ConnectionError,)
     )
-    return aioredis.Redis.from_url(
+    pool = aioredis.BlockingConnectionPool.from_url(
         url,
+        max_connections=max_connections,
+        timeout=POOL_WAIT_S,
         health_check_interval=15,
         retry=reconnect,
         retry_on_error=[redis.ConnectionError],
         **options,
     )
+    return aioredis.Redis.from_pool(pool)
 
 
 def answers(url: str, timeout_s: float = 1.0) -> str | None:

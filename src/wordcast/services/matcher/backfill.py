@@ -190,6 +190,7 @@ class Backfills:
                     index.alternatives,
                     state.settings.delivery_batch,
                     explain=state.settings.explain_matches,
+                    max_bytes=state.settings.message_max_bytes,
                 )
                 await self._record(found)
                 progress.matches += len(pairs)
@@ -197,11 +198,10 @@ class Backfills:
 
     async def _record(self, found: list[Message]) -> None:
         state = self.state
-        backlog = state.dispatcher.backlog
-        # The webhooks catch up first, as routers wait on a 503; the backlog is measured by the
-        # dispatcher's own polling, which no event announces.
-        while backlog.messages >= state.settings.outbox_max or backlog.memory_full:  # noqa: ASYNC110
-            await asyncio.sleep(0.5)
+        # The webhooks catch up first, as routers wait on a 503.
+        size = sum(len(m.body) for m in found)
+        await state.dispatcher.pressure.room_for(state.settings.outbox_max, size)
+        state.dispatcher.pressure.recorded(size)
         await state.outbox.put(found)
 
     def stats(self) -> list[dict[str, Any]]:

@@ -61,6 +61,9 @@ PUBLISH_TO_WEBHOOK = Histogram(
     "match (clocks of router and matcher hosts assumed in step)",
     buckets=(0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300),
 )
+# A message's bytes cost Redis about twice: its outbox entry and, for a stream delivery, its copy
+# in the tenant's match stream (with the stream's and the entry's own overhead).
+REDIS_BYTES_PER_MESSAGE_BYTE = 2
 BACKLOG_EVERY_SECONDS = 0.2  # how stale the backlog (the routers' back-pressure) may be
 OUTBOXES_EVERY_SECONDS = 5.0  # how soon a new matcher's outbox is read by the others
 TAKE_OVER_EVERY_SECONDS = 30.0  # how often entries a vanished consumer left are looked for
@@ -75,6 +78,52 @@ def _observe_latency(message: Message) -> None:
     LAG.observe(max(0.0, now - message.created))
     if message.published:
         PUBLISH_TO_WEBHOOK.observe(max(0.0, now - message.published))
+
+
+class BackPressure:
+    """What a matcher weighs before it records messages: the backlog the dispatcher measures
+    every ``BACKLOG_EVERY_SECONDS``, and what was recorded since."""
+
+    def __init__(self) -> None:
+        self.backlog = Backlog(messages=0, redis_used=0, redis_limit=0)
+        self._recorded = 0  # bytes of messages recorded since the backlog was last measured
+        self._measured = asyncio.Event()  # set at each measure
+
+    def measured(self, backlog: Backlog) -> None:
+        """A new measure, which counts what was recorded before it."""
+        self.backlog = backlog
+        self._recorded = 0
+        self._measured.set()
+
+    def refusal(self, outbox_max: int, size: int = 0) -> str | None:
+        """Why messages of ``size`` bytes may not be recorded now (None: they may): the outbox
+        is full, or Redis is, or would be once they are, counting what was recorded since the
+        last measure. Judged in bytes, so that one batch of large matches cannot overshoot
+        Redis's memory however few messages it makes."""
+        backlog = self.backlog
+        if backlog.messages >= outbox_max:
+            return "the outbox is full: webhooks are slower than matching"
+        if backlog.memory_full:
+            return f"{backlog.memory_text()}: webhooks are slower than matching"
+        needed = (self._recorded + size) * REDIS_BYTES_PER_MESSAGE_BYTE
+        if backlog.redis_limit and backlog.redis_used + needed > backlog.redis_limit:
+            return (
+                f"{backlog.memory_text()}, and these matches would take "
+                f"{size / 2**20:,.1f} MiB more: send fewer publications a request, or retry "
+                "once the webhooks and streams have caught up"
+            )
+        return None
+
+    def recorded(self, size: int) -> None:
+        """``size`` bytes of messages were recorded: counted against Redis's room until the next
+        measure sees them."""
+        self._recorded += size
+
+    async def room_for(self, outbox_max: int, size: int) -> None:
+        """Wait until :meth:`refusal` lets ``size`` bytes be recorded (judged at each measure)."""
+        while self.refusal(outbox_max, size) is not None:
+            self._measured.clear()
+            await self._measured.wait()
 
 
 class Dispatcher:
@@ -112,7 +161,11 @@ class Dispatcher:
         self._waiting = Retries(backoff_s, max_backoff_s)
         self.delivered = 0
         self.failed = 0
-        self.backlog = Backlog(messages=0, redis_used=0, redis_limit=0)
+        self.pressure = BackPressure()
+
+    @property
+    def backlog(self) -> Backlog:
+        return self.pressure.backlog
 
     @property
     def in_flight(self) -> int:
@@ -162,7 +215,7 @@ class Dispatcher:
         while True:
             WAITING.set(len(self._waiting))
             try:
-                self.backlog = await self._outbox.backlog(self._redis_memory_max)
+                self.pressure.measured(await self._outbox.backlog(self._redis_memory_max))
             except StoreUnavailable:
                 pass  # the delivery loop says so; the routers' batches fail to be recorded anyway
             else:

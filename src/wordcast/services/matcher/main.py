@@ -38,6 +38,7 @@ def create_app(settings: MatcherSettings | None = None) -> FastAPI:
             settings.events_max,
             settings.redis_wait_replicas,
             settings.redis_write_deadline_s,
+            settings.redis_max_connections,
         )
         state = MatcherState(settings, store)
         app.state.matcher = state

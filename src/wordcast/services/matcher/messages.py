@@ -1,12 +1,14 @@
 """A routed batch's matches, gathered into the messages a matcher records and delivers.
 
 A message holds a batch's matches for one callback URL of one tenant (at most ``delivery_batch``
-matches from at most ``MAX_SIGNERS`` subscriptions), signed later with each of those subscriptions'
-secrets, or for the tenant's match stream (``STREAM_DELIVERY`` as its URL; a subscription
-delivered both ways is in a message of each); its webhook-id is derived from the (subscription,
-publication) pairs it holds and their publisher and stream (which the message names once: every
-match of a routed batch has the same), the same on every attempt and redelivery. An alternative
-of a boolean query is delivered under its subscription's id.
+matches from at most ``MAX_SIGNERS`` subscriptions, in at most ``message_max_bytes``: what a
+message costs a router streaming it, or a receiver, is bounded in bytes as well as in matches),
+signed later with each of those subscriptions' secrets, or for the tenant's match stream
+(``STREAM_DELIVERY`` as its URL; a subscription delivered both ways is in a message of each). Its
+webhook-id is derived from the (subscription, publication) pairs it holds and their publisher and
+stream (which the message names once: every match of a routed batch has the same), the same on
+every attempt and redelivery. An alternative of a boolean query is delivered under its
+subscription's id.
 """
 
 from __future__ import annotations
@@ -36,6 +38,9 @@ class Batch:
     backfill: bool = False  # matches of a new subscription in recent publications
 
 
+MESSAGE_MAX_BYTES = 1 << 20  # the setting's default
+
+
 def messages(
     pairs: Sequence[tuple[str, int]],
     batch: Batch,
@@ -44,9 +49,11 @@ def messages(
     most: int,
     *,
     explain: bool = True,
+    max_bytes: int = MESSAGE_MAX_BYTES,
 ) -> list[Message]:
     """The messages for (stored subscription id, position) ``pairs`` of ``batch``, at most
-    ``most`` matches each; with ``explain``, each match says why (``matched``)."""
+    ``most`` matches and ``max_bytes`` bytes each (a message of one match may be larger: a match
+    is never split); with ``explain``, each match says why (``matched``)."""
     per_subscription: dict[str, list[int]] = {}
     for sub_id, position in pairs:
         per_subscription.setdefault(sub_id, []).append(position)
@@ -61,19 +68,24 @@ def messages(
     found: list[Message] = []
     now = time.time()
     explained = _Explanations(batch, alternatives, explain)
+    head, tail = _frame(batch)
+    room = max_bytes - len(head) - len(tail)
     for (tenant, url), sub_ids in per_endpoint.items():
-        chunk: list[tuple[Subscription, int]] = []
-        signers: set[str] = set()
+        chunk = _Chunk()
         for sub_id in sub_ids:
+            sub = subscriptions[sub_id]
             for position in per_subscription[sub_id]:
-                full = len(chunk) >= most
-                if full or (sub_id not in signers and len(signers) >= MAX_SIGNERS):
-                    found.append(_message(tenant, url, chunk, batch, explained, now))
-                    chunk, signers = [], set()
-                chunk.append((subscriptions[sub_id], position))
-                signers.add(sub_id)
-        if chunk:
-            found.append(_message(tenant, url, chunk, batch, explained, now))
+                delivered, encoded = _match(sub, position, batch, explained)
+                if chunk.pairs and (
+                    len(chunk.pairs) >= most
+                    or (sub_id not in chunk.signers and len(chunk.signers) >= MAX_SIGNERS)
+                    or chunk.size + len(encoded) + 1 > room
+                ):
+                    found.append(chunk.message(tenant, url, batch, head, tail, now))
+                    chunk = _Chunk()
+                chunk.add(sub_id, delivered, batch.publications[position][0], encoded)
+        if chunk.pairs:
+            found.append(chunk.message(tenant, url, batch, head, tail, now))
     return found
 
 
@@ -106,45 +118,60 @@ class _Explanations:
         return explain_clause(held[1], analysed, held[0], held[2])
 
 
-def _message(
-    tenant: str,
-    url: str,
-    chunk: list[tuple[Subscription, int]],
-    batch: Batch,
-    explained: _Explanations,
-    now: float,
-) -> Message:
-    # One pass, no call per match that can be spared: at 4 matches a publication this loop is a
-    # tenth of a matcher's time, bound by reading subscriptions scattered over its memory.
-    matches = []
-    pairs = []
-    publications = batch.publications
-    delivered_id = explained.delivered_id
-    matched = explained.matched if explained.wanted else None
-    for sub, position in chunk:
-        sub_id = sub.id if delivered_id is None else delivered_id(sub.id)
-        pub_id, text = publications[position][:2]
-        kind, written = ("pattern", sub.pattern) if sub.pattern else ("query", sub.query)
-        match: dict[str, Any] = {
-            "subscription_id": sub_id,
-            kind: written,
-            "publication_id": pub_id,
-            "text": text,
-        }
-        if matched is not None:
-            match["matched"] = matched(sub, position)
-        matches.append(match)
-        pairs.append((sub_id, pub_id))
-    signers = tuple(dict.fromkeys(sub_id for sub_id, _ in pairs))
-    # The publisher and the stream are the whole batch's: named once, for every match of it.
+def _frame(batch: Batch) -> tuple[bytes, bytes]:
+    """What a message's body holds before its matches and after them: the JSON of the whole
+    payload, whose matches are put in between (the publisher and the stream are the whole
+    batch's, named once for every match of it)."""
     payload: dict[str, Any] = {
         "type": "matches",
         "publisher": batch.publisher,
         "stream": batch.stream or None,
-        "matches": matches,
     }
-    if batch.backfill:
-        payload["backfill"] = True
-    body = orjson.dumps(payload).decode()
-    msg_id = webhook_id(pairs, batch.publisher, batch.stream)
-    return Message(signers, tenant, url, msg_id, body, len(pairs), now, batch.accepted)
+    head = orjson.dumps(payload)[:-1] + b',"matches":['
+    tail = b"]" + (b',"backfill":true' if batch.backfill else b"") + b"}"
+    return head, tail
+
+
+def _match(
+    sub: Subscription, position: int, batch: Batch, explained: _Explanations
+) -> tuple[str, bytes]:
+    """The id a match is delivered under, and its JSON."""
+    delivered_id = explained.delivered_id
+    sub_id = sub.id if delivered_id is None else delivered_id(sub.id)
+    pub_id, text = batch.publications[position][:2]
+    kind, written = ("pattern", sub.pattern) if sub.pattern else ("query", sub.query)
+    match: dict[str, Any] = {
+        "subscription_id": sub_id,
+        kind: written,
+        "publication_id": pub_id,
+        "text": text,
+    }
+    if explained.wanted:
+        match["matched"] = explained.matched(sub, position)
+    return sub_id, orjson.dumps(match)
+
+
+class _Chunk:
+    """The matches of one message as they are gathered: their JSON, pairs and signers."""
+
+    __slots__ = ("encoded", "pairs", "signers", "size")
+
+    def __init__(self) -> None:
+        self.encoded: list[bytes] = []
+        self.pairs: list[tuple[str, str]] = []
+        self.signers: set[str] = set()  # stored ids: each brings a secret to sign with
+        self.size = 0
+
+    def add(self, stored_id: str, delivered_id: str, pub_id: str, encoded: bytes) -> None:
+        self.encoded.append(encoded)
+        self.pairs.append((delivered_id, pub_id))
+        self.signers.add(stored_id)
+        self.size += len(encoded) + 1
+
+    def message(
+        self, tenant: str, url: str, batch: Batch, head: bytes, tail: bytes, now: float
+    ) -> Message:
+        body = (head + b",".join(self.encoded) + tail).decode()
+        signers = tuple(dict.fromkeys(sub_id for sub_id, _ in self.pairs))
+        msg_id = webhook_id(self.pairs, batch.publisher, batch.stream)
+        return Message(signers, tenant, url, msg_id, body, len(self.pairs), now, batch.accepted)

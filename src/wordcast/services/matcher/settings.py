@@ -8,6 +8,7 @@ from typing import Literal
 from pydantic import ByteSize, Field, model_validator
 from pydantic_settings import SettingsConfigDict
 
+from wordcast.limits import MAX_MESSAGE_BYTES
 from wordcast.services.common import ServiceSettings
 from wordcast.services.matcher.dispatcher import ATTEMPT_TIMEOUTS
 
@@ -65,6 +66,14 @@ class MatcherSettings(ServiceSettings):
         "machine's memory when Redis has none.",
     )
     delivery_batch: int = Field(default=500, ge=1, description="Matches per webhook POST at most.")
+    message_max_bytes: ByteSize = Field(
+        default=ByteSize(1 << 20),
+        ge=4096,
+        le=MAX_MESSAGE_BYTES,
+        description="Bytes a message (a webhook POST's body, a match stream event) holds at "
+        "most, as 1MiB or 256KiB; a message of one match may be larger (a match is never split). "
+        "What a message costs a router streaming it to a consumer that reads slowly.",
+    )
     explain_matches: bool = Field(
         default=True,
         description="Give each match its `matched` (the alternative, terms and spans that "

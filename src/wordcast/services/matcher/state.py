@@ -202,6 +202,7 @@ class MatcherState:
             index.alternatives,
             settings.delivery_batch,
             explain=settings.explain_matches,
+            max_bytes=settings.message_max_bytes,
         )
         count = len(publications)
         self.publications += count

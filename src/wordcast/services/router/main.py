@@ -42,6 +42,7 @@ def create_app(settings: RouterSettings | None = None) -> FastAPI:
             settings.events_max,
             settings.redis_wait_replicas,
             settings.redis_write_deadline_s,
+            settings.redis_max_connections,
         )
         state = RouterState(settings, store)
         app.state.router = state
@@ -53,6 +54,7 @@ def create_app(settings: RouterSettings | None = None) -> FastAPI:
                 in_background(state.shedder.run(), "load shedding"),
                 in_background(state.tenants.follow_revocations(), "key revocations"),
                 in_background(state.publishing.write_samples(), "publication log"),
+                in_background(state.match_streams.follow(), "match stream positions"),
             ):
                 yield
         finally:

@@ -16,17 +16,19 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import random
 import time
 import uuid
+from collections import Counter as CountOf
 from collections import deque
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from prometheus_client import Counter, Gauge, Histogram
 
-from wordcast.errors import MappingUnconfirmed, StoreUnavailable, Unavailable
+from wordcast.errors import MappingUnconfirmed, RateLimited, StoreUnavailable, Unavailable
 from wordcast.query.analysis import new_analyzer
 from wordcast.query.filters import Value, filter_terms
 from wordcast.query.languages import analyse_in_languages
@@ -49,6 +51,8 @@ LOG_FAILURES = Counter("wordcast_router_log_failures", "Batches whose sample was
 LOG_DROPPED = Counter(
     "wordcast_router_log_dropped", "Sampled publications dropped: the log's writer fell behind"
 )
+OFF_LOOP_CHARS = 64 * 1024  # a request of this much text is analysed in a thread
+YIELD_EVERY_TERMS = 20_000  # routing lets other work run this often (about a millisecond)
 SAMPLES_WAITING_MAX = 10_000  # samples held for the log's writer; beyond, new ones are dropped
 BATCH_SECONDS = Histogram("wordcast_router_batch_seconds", "Time to analyse and route one batch")
 # S³-TM §3.1's measures of the traffic this router routed under the active mapping version.
@@ -116,6 +120,7 @@ class Publishing:
         self.analyzer = new_analyzer()
         self._random = random.Random()
         self.stats = RoutingStats(settings.initial_matchers, 0)
+        self._chars_in_flight: CountOf[str] = CountOf()  # per publishing tenant
         self._samples: deque[tuple[float, tuple[str, ...]]] = deque()
         self._sampled = asyncio.Event()
         self._writing: asyncio.Future[None] | None = None
@@ -156,26 +161,30 @@ class Publishing:
                 f"{self.versions.report_fence_s:g} s, so it stops routing: a migration may retire "
                 "that version meanwhile"
             )
-        started = time.perf_counter()
-        accepted = time.time()
-        mapping = self.versions.view.active
-        version = mapping.version
-        ids, per_matcher, sampled, recent = self._route(
-            publications, mapping, attributes, languages
-        )
-        shedder = self.shedder
-        shedder.in_flight += len(ids)
-        sends = (
-            self.links.send(m, version, batch, publisher, stream, accepted)
-            for m, batch in per_matcher.items()
-        )
-        try:
-            with self.versions.in_use(version):
-                await asyncio.gather(*sends)
-        except Unavailable as exc:
-            raise Unavailable(f"{exc}; retry the batch (ids make retries safe)") from exc
-        finally:
-            shedder.in_flight -= len(ids)
+        size = sum(len(text) for _, text in publications)
+        with self._in_flight(publisher, size):
+            started = time.perf_counter()
+            accepted = time.time()
+            # The compiled analyser lets go of the GIL: other requests, and the router's report
+            # of its mapping version, go on meanwhile.
+            analyse = functools.partial(self._analyse, publications, attributes, languages)
+            analysed = await asyncio.to_thread(analyse) if size >= OFF_LOOP_CHARS else analyse()
+            mapping = self.versions.view.active
+            version = mapping.version
+            ids, per_matcher, sampled, recent = await self._route(publications, mapping, analysed)
+            shedder = self.shedder
+            shedder.in_flight += len(ids)
+            sends = (
+                self.links.send(m, version, batch, publisher, stream, accepted)
+                for m, batch in per_matcher.items()
+            )
+            try:
+                with self.versions.in_use(version):
+                    await asyncio.gather(*sends)
+            except Unavailable as exc:
+                raise Unavailable(f"{exc}; retry the batch (ids make retries safe)") from exc
+            finally:
+                shedder.in_flight -= len(ids)
         self._keep_samples(sampled)
         settings = self.settings
         if recent:
@@ -189,17 +198,40 @@ class Publishing:
         BATCH_SECONDS.observe(time.perf_counter() - started)
         return ids, len(per_matcher)
 
-    def _route(
+    @contextlib.contextmanager
+    def _in_flight(self, publisher: str, size: int) -> Iterator[None]:
+        """Count ``size`` characters of ``publisher``'s in flight here until the block ends;
+        RateLimited past ``tenant_chars_in_flight_max`` (one request is always let through), so
+        that one tenant's large requests cannot take the router from the others."""
+        most = self.settings.tenant_chars_in_flight_max
+        held = self._chars_in_flight[publisher]
+        if held and held + size > most:
+            raise RateLimited(
+                f"tenant {publisher!r} has {held:,} characters of publications in flight on this "
+                f"router already, and this request would take it past {most:,} "
+                "(WORDCAST_ROUTER_TENANT_CHARS_IN_FLIGHT_MAX): send it once those are answered",
+                retry_after_s=1,
+            )
+        self._chars_in_flight[publisher] = held + size
+        try:
+            yield
+        finally:
+            self._chars_in_flight[publisher] -= size
+            if self._chars_in_flight[publisher] <= 0:
+                del self._chars_in_flight[publisher]
+
+    async def _route(
         self,
         publications: Sequence[tuple[str | None, str]],
         mapping: HashMapping,
-        attributes: Sequence[Mapping[str, Value] | None] | None = None,
-        languages: Sequence[str | None] | None = None,
+        analysed: tuple[list[tuple[str, ...]], list[list[str]]],
     ) -> tuple[
         list[str], Routed, list[tuple[float, tuple[str, ...]]], list[tuple[str, str, list[str]]]
     ]:
         """The ids (given or made), what goes to each matcher, the sample for the log, and
-        what backfills read (when routers keep recent publications)."""
+        what backfills read (when routers keep recent publications), from each publication's
+        terms and filter terms (``analysed``). Lets other work run every ``YIELD_EVERY_TERMS``
+        terms routed: a request of long texts takes the event loop in slices."""
         ids: list[str] = []
         per_matcher: Routed = {}
         held, anchors = self._replica()
@@ -208,10 +240,15 @@ class Publishing:
         rate, sample_draw = self.settings.publication_log_rate, self._random.random
         sampled: list[tuple[float, tuple[str, ...]]] = []
         now = time.time()
-        analysed, filters = self._analyse(publications, attributes, languages)
+        terms_of, filters = analysed
         recent: list[tuple[str, str, list[str]]] = []
         keep_recent = self.settings.backfill_s > 0
-        for k, ((pub_id, text), terms) in enumerate(zip(publications, analysed, strict=True)):
+        routed_terms = 0
+        for k, ((pub_id, text), terms) in enumerate(zip(publications, terms_of, strict=True)):
+            routed_terms += len(terms)
+            if routed_terms >= YIELD_EVERY_TERMS:
+                routed_terms = 0
+                await asyncio.sleep(0)
             pub_id = pub_id or uuid.uuid4().hex
             ids.append(pub_id)
             # Routed on its words; its filter terms go along, for the matchers to check.

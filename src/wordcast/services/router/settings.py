@@ -5,6 +5,7 @@ from typing import Annotated, Literal
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import NoDecode, SettingsConfigDict
 
+from wordcast import limits
 from wordcast.defaults import DEFAULT_ADMIN_TOKEN, DEVELOPMENT_API_KEY
 from wordcast.services.common import ServiceSettings
 
@@ -65,6 +66,14 @@ class RouterSettings(ServiceSettings):
         ge=1,
         description="The recent publications kept hold at most this many published requests "
         "(each up to 1,000 publications), whatever their age: the bound on their memory.",
+    )
+    tenant_chars_in_flight_max: int = Field(
+        default=16 * 1024 * 1024,
+        ge=limits.MAX_BATCH_PUBLICATIONS * limits.MAX_TEXT_CHARS,
+        description="Characters of publications one tenant may have in flight on this router "
+        "(analysed, routed, not yet answered by the matchers) at once; a request past it gets a "
+        "429 (one request is always let through), so one tenant's large requests cannot stall "
+        "the others'.",
     )
     publication_log_rate: float = Field(
         default=0.01,
@@ -173,8 +182,28 @@ class RouterSettings(ServiceSettings):
     streams_max: int = Field(
         default=256,
         ge=1,
-        description="Match streams this router serves at once (each holds a Redis connection "
-        "while it waits); more get a 429.",
+        le=100_000,
+        description="Match streams this router serves at once; more get a 429. A waiting stream "
+        "holds no Redis connection (one task polls every followed tenant's newest position), "
+        "and streams read with at most a quarter of WORDCAST_REDIS_MAX_CONNECTIONS at once, so "
+        "this bounds sockets and memory (up to about 1.2 MB each for a consumer that stops "
+        "reading), not Redis connections.",
+    )
+    stream_poll_s: float = Field(
+        default=0.05,
+        gt=0,
+        le=5,
+        description="How often the router reads the newest position of each tenant it serves "
+        "match streams to (one pipelined read for all): what a match waits at most, beyond its "
+        "delivery, before a waiting stream reads it.",
+    )
+    stream_drain_timeout_s: float = Field(
+        default=30.0,
+        gt=0,
+        le=3600,
+        description="A match stream whose consumer has not taken what was written to it within "
+        "this is dropped (its connection reset, its buffer freed); the consumer resumes with "
+        "Last-Event-ID.",
     )
     console_learning: bool = Field(
         default=True,

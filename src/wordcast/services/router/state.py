@@ -58,7 +58,7 @@ class RouterState:
             settings, store, self.tenants, placer, self.follower, self.links
         )
         self.backfilling = Backfilling(settings, store, self.links, self.follower)
-        self.match_streams = MatchStreamServer(settings, store.match_streams)
+        self.match_streams = MatchStreamServer(settings, store.match_streams, self.tenants)
         self.learning = LearningRuns(settings, self.routing_insight)
         self.streams = SharedStreams(store, self.tenants, self.subscribing.delete_subscriptions)
         self.publishing = Publishing(

@@ -102,6 +102,13 @@ class Tenants:
         """Revoke a key (NotFound if the tenant has none with that id). This router forgets it at
         once; the others when they next read the revocations."""
         self._known_keys.pop(await self.store.tenants.revoke_api_key(tenant, key_id), None)
+        self._forgotten += 1
+
+    @property
+    def generation(self) -> int:
+        """Grows whenever keys may have been revoked: what holders of a checked key (an open
+        match stream) watch, to check it again."""
+        return self._forgotten
 
     async def forget_revoked(self) -> None:
         """Forget every remembered key if a key was revoked (on any router) since the last look."""

@@ -27,11 +27,10 @@ router = APIRouter(
 @router.post("/match", response_model=MatchResponse)
 async def match(batch: MatchRequest, state: ReadyState) -> MatchResponse:
     """Match a routed batch; 200 means its matches are recorded in the outbox (durable)."""
-    backlog = state.dispatcher.backlog
-    if backlog.messages >= state.settings.outbox_max:
-        raise Overloaded("the outbox is full: webhooks are slower than matching")
-    if backlog.memory_full:
-        raise Overloaded(f"{backlog.memory_text()}: webhooks are slower than matching")
+    dispatcher, outbox_max = state.dispatcher, state.settings.outbox_max
+    refused = dispatcher.pressure.refusal(outbox_max)
+    if refused is not None:
+        raise Overloaded(refused)
     flagged = set(batch.patterns)
     routed = [
         (pub_id, text, terms, k in flagged)
@@ -48,6 +47,11 @@ async def match(batch: MatchRequest, state: ReadyState) -> MatchResponse:
         stream=batch.stream,
         accepted=batch.accepted,
     )
+    size = sum(len(m.body) for m in messages)
+    refused = dispatcher.pressure.refusal(outbox_max, size)
+    if refused is not None:
+        raise Overloaded(refused)
+    dispatcher.pressure.recorded(size)
     await state.outbox.put(messages)
     return MatchResponse(matches=sum(m.matches for m in messages))
 

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Header
+from fastapi import APIRouter, Header, Request
 from fastapi.responses import StreamingResponse
 
+from wordcast.services.common import bearer_token
 from wordcast.services.router.deps import ReadyState, Tenant, TenantRoute
 from wordcast.services.schemas import ERRORS
 
@@ -31,18 +32,15 @@ LastEventId = Annotated[
             "content": {"text/event-stream": {}},
             "description": "Events 'matches' (id: the position; data: the JSON a webhook "
             "receives), 'gone' (fell behind what is kept), 'unavailable' (Redis failed: "
-            "reconnect with Last-Event-ID), and heartbeat comments.",
+            "reconnect with Last-Event-ID), 'revoked' (the API key was revoked), and heartbeat "
+            "comments. A consumer that takes nothing for WORDCAST_ROUTER_STREAM_DRAIN_TIMEOUT_S "
+            "is dropped; it resumes with Last-Event-ID.",
         },
         410: {"description": "Last-Event-ID is older than what is kept; the detail says what."},
     },
 )
 async def stream_matches(
-    state: ReadyState, tenant: Tenant, last_event_id: LastEventId = None
+    request: Request, state: ReadyState, tenant: Tenant, last_event_id: LastEventId = None
 ) -> StreamingResponse:
     """Your matches as they are found, from subscriptions delivered to the stream."""
-    after = await state.match_streams.start(tenant, last_event_id)
-    return StreamingResponse(
-        state.match_streams.events(tenant, after),
-        media_type="text/event-stream",
-        headers={"cache-control": "no-cache", "x-accel-buffering": "no"},
-    )
+    return await state.match_streams.serve(tenant, bearer_token(request), last_event_id)
