@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 SPEC := pyproject.toml
 
-.PHONY: run test test-hosts test-promtool test-browser test-unit test-redis-cluster lint unicode-tables bench bench-e2e bench-matcher bench-patterns bench-boolean bench-explain bench-languages bench-backfill bench-routing bench-routing-held bench-migration bench-shedding bench-subscribe bench-ingest bench-scale bench-delivery bench-stream bench-console bench-scale-out bench-capacity env java clean
+.PHONY: run test test-hosts test-promtool test-browser test-unit test-redis-cluster lint unicode-tables bench bench-e2e bench-matcher bench-patterns bench-boolean bench-explain bench-languages bench-backfill bench-routing bench-routing-held bench-migration bench-shedding bench-subscribe bench-ingest bench-scale bench-delivery bench-stream bench-soak-streams bench-console bench-scale-out bench-capacity env java clean
 
 # PySpark needs a Java runtime (17 or newer); it cannot come from PyPI, so say so clearly.
 java:
@@ -132,6 +132,10 @@ bench-delivery: $(STAMP)
 
 bench-stream: $(STAMP)
 	$(BIN)/python -m bench.stream
+
+# Ten minutes of match streams, reading and not, while 5,000 posts/s flow (not in `make bench`).
+bench-soak-streams: $(STAMP)
+	$(BIN)/python -m bench.soak_streams
 
 bench-console: $(STAMP) test-browser
 	$(BIN)/python -m bench.console

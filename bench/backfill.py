@@ -32,6 +32,7 @@ from wordcast.local.supervisor import free_port
 from wordcast.query.analysis import compiled_analyzer
 from wordcast.query.boolean import parse_query
 from wordcast.storage import Store
+from wordcast.storage.redis import connect_sync
 
 from .common import machine, write_json
 
@@ -60,8 +61,12 @@ async def _keep(cluster: Cluster, texts: list[str], total: int) -> list[tuple[st
 
 
 def _progress(cluster: Cluster, sub_id: str) -> dict[str, Any] | None:
+    token = connect_sync(cluster.redis_url).get(f"{cluster.namespace}:cluster:internal_token")
     for url in cluster.matcher_urls:
-        for backfill in httpx.get(f"{url}/stats", timeout=10).json()["backfills"]:
+        answer = httpx.get(
+            f"{url}/internal/backfills", headers={"authorization": f"Bearer {token}"}, timeout=10
+        )
+        for backfill in answer.json():
             if backfill["subscription_id"] == sub_id:
                 return dict(backfill)
     return None

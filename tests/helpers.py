@@ -25,7 +25,7 @@ from wordcast.defaults import DEFAULT_ADMIN_TOKEN, DEVELOPMENT_API_KEY
 from wordcast.local.redis_server import start_redis_server as start_redis_process
 from wordcast.local.supervisor import free_port
 from wordcast.storage.keys import Keys
-from wordcast.storage.redis import stored_namespace
+from wordcast.storage.redis import connect_sync, stored_namespace
 from wordcast.storage.shards import shard_of
 
 T = TypeVar("T")
@@ -73,6 +73,7 @@ async def eventually_async(
 
 # Requests as the development cluster's "dev" tenant.
 AUTH = {"authorization": f"Bearer {DEVELOPMENT_API_KEY}"}
+ADMIN = {"authorization": f"Bearer {DEFAULT_ADMIN_TOKEN}"}
 
 
 def start_redis_server(port: int, data: str, append_only: bool = False) -> subprocess.Popen[bytes]:
@@ -105,6 +106,13 @@ class RunningCluster:
             httpx.get(f"{url}/stats", timeout=5).json()["deliveries_pending"]
             for url in self.matcher_urls
         )
+
+
+def internal_token(cluster: RunningCluster, redis_url: str) -> str:
+    """The cluster's internal token (what routers show the matchers' /internal endpoints)."""
+    token = connect_sync(redis_url).get(f"{cluster.namespace}:cluster:internal_token")
+    assert token
+    return str(token)
 
 
 def tenant_key(cluster: RunningCluster, tenant: str) -> str:
@@ -230,10 +238,13 @@ def stop_cluster(cluster: RunningCluster) -> None:
 
 
 @contextlib.contextmanager
-def extra_router(cluster: RunningCluster, redis_url: str, **settings: str) -> Iterator[str]:
+def extra_router(
+    cluster: RunningCluster, redis_url: str, env: dict[str, str] | None = None, **settings: str
+) -> Iterator[str]:
     """Another router process on the cluster's Redis and matchers (``settings`` as
-    WORDCAST_ROUTER_* variables); yields its URL once it is ready."""
+    WORDCAST_ROUTER_* variables, ``env`` as it is); yields its URL once it is ready."""
     port = free_port()
+    extra = env or {}
     env = os.environ | {
         "REDIS_URL": redis_url,
         "WORDCAST_NAMESPACE": cluster.namespace,
@@ -243,6 +254,7 @@ def extra_router(cluster: RunningCluster, redis_url: str, **settings: str) -> It
         "WORDCAST_CALLBACK_ALLOW": "127.0.0.0/8,::1",  # as `wordcast up` allows its receivers
     }
     env |= {f"WORDCAST_ROUTER_{name.upper()}": value for name, value in settings.items()}
+    env |= extra
     process = subprocess.Popen(
         [sys.executable, "-m", "wordcast", "router"], env=env, stdout=subprocess.DEVNULL
     )

@@ -242,3 +242,77 @@ def test_slow_and_oversized_clients_all_at_once(fuzzed: RunningCluster) -> None:
             assert httpx.get(f"{url}/readyz", timeout=10).status_code == 200
     finally:
         hook.close()
+
+
+def _stream_never_read(router: httpx.URL, key: str) -> socket.socket:
+    """A match stream from the oldest kept, on a socket with a small buffer never read."""
+    sock = socket.create_connection((router.host, router.port))
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    sock.sendall(
+        f"GET /matches/stream HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {key}\r\n"
+        "Last-Event-ID: 0\r\n\r\n".encode()
+    )
+    return sock
+
+
+def test_many_streams_half_never_reading_while_their_matches_grow(fuzzed: RunningCluster) -> None:
+    """Three tenants each hold 15 streams that never read and one that does, while long posts
+    make messages of hundreds of KB for all of them: the reading ones get every match, the
+    others cost the router a bounded amount (the fixture asserts its peak), and the router
+    answers everyone else throughout."""
+    router = httpx.URL(fuzzed.router_url)
+    keys = []
+    for n in range(3):
+        made = httpx.post(
+            f"{fuzzed.router_url}/admin/tenants",
+            json={"tenant": f"streaming{n}"},
+            headers=ADMIN,
+            timeout=30,
+        )
+        assert made.status_code == 201, made.text
+        keys.append(made.json()["api_key"])
+    long_text = "gnu " + "wildebeest savanna " * 800  # about 15 KB
+    for key in keys:
+        made = httpx.post(
+            f"{fuzzed.router_url}/subscriptions/batch",
+            json={"subscriptions": [{"query": "gnu"}] * 10},
+            headers={"authorization": f"Bearer {key}"},
+            timeout=30,
+        )
+        assert made.status_code == 201, made.text
+    unread = [_stream_never_read(router, key) for key in keys for _ in range(15)]
+    try:
+        for _ in range(3):
+            for key in keys:
+                answer = httpx.post(
+                    f"{fuzzed.router_url}/publications",
+                    json={"publications": [{"text": long_text}] * 20},
+                    headers={"authorization": f"Bearer {key}"},
+                    timeout=60,
+                )
+                assert answer.status_code == 202, answer.text
+            assert httpx.get(f"{fuzzed.router_url}/readyz", timeout=10).status_code == 200
+
+        def read_every_match(key: str) -> int:
+            got = 0
+            with httpx.stream(
+                "GET",
+                f"{fuzzed.router_url}/matches/stream",
+                headers={"authorization": f"Bearer {key}", "last-event-id": "0"},
+                timeout=30,
+            ) as stream:
+                assert stream.status_code == 200
+                for line in stream.iter_lines():
+                    if line.startswith("data: "):
+                        got += len(orjson.loads(line[6:])["matches"])
+                        if got >= 3 * 20 * 10:
+                            break
+            return got
+
+        with concurrent.futures.ThreadPoolExecutor(3) as pool:
+            assert list(pool.map(read_every_match, keys)) == [600] * 3
+        stats = httpx.get(f"{fuzzed.router_url}/stats", timeout=10).json()
+        assert stats["match_streams"] >= 45
+    finally:
+        for sock in unread:
+            sock.close()

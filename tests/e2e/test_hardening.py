@@ -33,6 +33,7 @@ from tests.helpers import (
     RunningCluster,
     chunked,
     eventually,
+    internal_token,
     peak_growth,
     read_response,
     service_pid,
@@ -112,13 +113,6 @@ def test_a_declared_body_over_the_limit_is_a_413(hardened: RunningCluster) -> No
     assert response.status_code == 413, response.text
 
 
-def _internal_token(cluster: RunningCluster, redis_url: str) -> str:
-    client = connect_sync(redis_url)
-    token = client.get(f"{cluster.namespace}:cluster:internal_token")
-    assert token
-    return str(token)
-
-
 def test_matchers_bound_bodies_too(hardened: RunningCluster, redis_url: str) -> None:
     matcher = hardened.matcher_urls[0]
     pid = service_pid(matcher)
@@ -132,7 +126,7 @@ def test_matchers_bound_bodies_too(hardened: RunningCluster, redis_url: str) -> 
     assert stranger.status_code == 401, stranger.text
     assert grown[0] < 24, f"the matcher's memory peaked {grown[0]:.0f} MiB higher"
 
-    token = _internal_token(hardened, redis_url)
+    token = internal_token(hardened, redis_url)
     too_large = httpx.post(
         f"{matcher}/internal/match",
         content=chunked(limits.MAX_ROUTED_BATCH_BYTES + MIB, head=b'{"publications": [{"text": "'),

@@ -40,6 +40,21 @@ LOOPBACK = AddressPolicy.from_entries(["127.0.0.0/8", "::1"])
         "::a9fe:a9fe",  # IPv4-compatible
         "2001:0:a9fe:a9fe::1",  # Teredo, server 169.254.169.254
         "2001:0:4136:e378:8000:63bf:3fff:fdd2",  # Teredo
+        # IANA's special-purpose blocks, which Python 3.11's flags miss or may miss:
+        "fec0::1",  # site-local (deprecated): global to Python 3.11
+        "fef0::1",
+        "2001:db8::1",  # documentation
+        "3fff::1",  # documentation (RFC 9637)
+        "5f00::1",  # SRv6 SIDs
+        "100::1",  # discard-only
+        "64:ff9b:1::a00:1",  # local-use translation
+        "2001:2::1",  # benchmarking
+        "4000::1",  # outside the global unicast space
+        "192.0.0.8",  # IETF protocol assignments
+        "192.88.99.1",  # 6to4 relay anycast
+        "198.18.0.1",  # benchmarking
+        "203.0.113.9",  # documentation
+        "255.255.255.255",
     ],
 )
 def test_forbidden_addresses(address: str) -> None:
@@ -55,6 +70,8 @@ def test_forbidden_addresses(address: str) -> None:
         "2002:808:808::1",  # 6to4 of a public address
         "64:ff9b::808:808",  # NAT64 of a public address: DNS64 gives these on IPv6-only networks
         "::ffff:8.8.8.8",
+        "2a00:1450:4001:81c::200e",
+        "2001:4860:4860::8888",  # in 2001::/16, outside IETF's 2001::/23
     ],
 )
 def test_public_addresses(address: str) -> None:
@@ -89,3 +106,10 @@ def test_names_are_resolved_and_checked() -> None:
             await resolve("http://no-such-host.invalid/hook", LOOPBACK)
 
     asyncio.run(scenario())
+
+
+def test_an_ipv6_literal_callback_gets_a_bracketed_host_header() -> None:
+    target = asyncio.run(resolve("http://[::1]:18101/hook", LOOPBACK))
+    assert target.host_header == "[::1]:18101"
+    assert asyncio.run(resolve("http://[::1]/hook", LOOPBACK)).host_header == "[::1]"
+    assert asyncio.run(resolve("http://127.0.0.1:9/hook", LOOPBACK)).host_header == "127.0.0.1:9"

@@ -98,7 +98,8 @@ class ServiceSettings(BaseSettings):
         validation_alias=AliasChoices("WORDCAST_REDIS_MAX_CONNECTIONS"),
         description="Connections a process keeps to Redis at most (to each node of a Redis "
         "Cluster). A command that finds them all busy waits up to 5 s for one. A router's match "
-        "streams hold none while they wait, and read with at most a quarter of them at once.",
+        "streams hold none while they wait, and read on a few more of their own (a quarter of "
+        "this, at most 8).",
     )
     log_level: str = "info"
     events_max: int = Field(

@@ -9,7 +9,9 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    StrictInt,
     UrlConstraints,
+    field_validator,
     model_validator,
 )
 
@@ -101,7 +103,7 @@ class SubscriptionIn(Strict):
         "Unique within your tenant; giving it to a different subscription is a 409.",
         examples=["subs.jsonl:1207"],
     )
-    backfill_minutes: int | None = Field(
+    backfill_minutes: StrictInt | None = Field(
         default=None,
         ge=1,
         le=1_440,
@@ -109,6 +111,21 @@ class SubscriptionIn(Strict):
         "(those the routers keep: WORDCAST_ROUTER_BACKFILL_S), marked `backfill: true`, "
         "while live matches flow. One subscription at a time (POST /subscriptions).",
     )
+
+    @field_validator("query", "pattern")
+    @classmethod
+    def _no_control_characters(cls, value: str | None) -> str | None:
+        # A NUL or another control character reaches logs, consoles and receivers as it is.
+        if value is not None and any((c < " " and c not in "\t\n\r") or c == "\x7f" for c in value):
+            raise ValueError("must not contain control characters (such as NUL)")
+        return value
+
+    @field_validator("callback_url")
+    @classmethod
+    def _a_port_one_can_reach(cls, value: AnyHttpUrl | None) -> AnyHttpUrl | None:
+        if value is not None and value.port == 0:
+            raise ValueError("port 0 cannot be connected to: give the receiver's port")
+        return value
 
     @model_validator(mode="after")
     def _one_kind(self) -> SubscriptionIn:

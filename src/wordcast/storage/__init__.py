@@ -102,6 +102,7 @@ from wordcast.storage.redis import (
     MAX_CONNECTIONS,
     NO_REPLICAS,
     Replication,
+    body_readers,
     connect,
     stored_namespace,
 )
@@ -121,8 +122,10 @@ class Store:
         namespace: str = "wordcast",
         events_max: int = EVENTS_MAX,
         replication: Replication = NO_REPLICAS,
+        bodies: Any = None,
     ) -> None:
         self._client = client
+        self._bodies = bodies
         self.ns = namespace
         self.keys = Keys(namespace)
         self.replication = replication
@@ -136,7 +139,7 @@ class Store:
         self.recent = RecentPublications(client, self.keys)
         self.mappings = MappingStore(client, namespace, self.shards)
         self.dead_letters = DeadLetters(client, namespace)
-        self.match_streams = MatchStreams(client, namespace)
+        self.match_streams = MatchStreams(client, namespace, bodies)
 
     @classmethod
     def connect(
@@ -155,7 +158,9 @@ class Store:
         confirmed them within ``write_deadline_s``. The pool holds ``max_connections``."""
         replication = Replication.default_for(url, wait_replicas, deadline_s=write_deadline_s)
         client = connect(url, max_connections)
-        return cls(client, stored_namespace(url, namespace), events_max, replication)
+        # Match stream messages are read as the bytes they are written out as: no decoded copy.
+        bodies = connect(url, body_readers(max_connections), decode=False)
+        return cls(client, stored_namespace(url, namespace), events_max, replication, bodies)
 
     def outbox(self, matcher: int, reader: int | None = None) -> Outbox:
         """Matcher ``matcher``'s outbox, read by matcher ``reader`` (by default its own)."""
@@ -166,3 +171,5 @@ class Store:
 
     async def aclose(self) -> None:
         await self._client.aclose()
+        if self._bodies is not None:
+            await self._bodies.aclose()

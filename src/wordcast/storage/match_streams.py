@@ -94,10 +94,12 @@ class Lost:
 class MatchStreams:
     """Every tenant's match stream in namespace ``namespace``."""
 
-    def __init__(self, client: aioredis.Redis, namespace: str) -> None:
+    def __init__(self, client: aioredis.Redis, namespace: str, bodies: Any = None) -> None:
         self.client: Any = client
         self.ns = namespace
         self._append = self.client.register_script(APPEND)
+        # What reads messages: a client that leaves them as bytes, if given.
+        self._bodies: Any = bodies if bodies is not None else client
 
     def key(self, tenant: str) -> str:
         if on_cluster(self.client):
@@ -155,20 +157,23 @@ class MatchStreams:
             fields = await self.client.hgetall(f"{self.key(tenant)}:lost")
         return _lost(fields)
 
-    async def read(self, tenant: str, after: str, count: int) -> list[tuple[str, str]]:
-        """Up to ``count`` (id, body) entries after ``after``, at once; raises Gone when entries
-        after ``after`` were dropped (read in one transaction with them, so never a gap)."""
+    async def read(self, tenant: str, after: str, count: int) -> list[tuple[str, bytes]]:
+        """Up to ``count`` (id, body) entries after ``after``, at once, each body the bytes it
+        was written as; raises Gone when entries after ``after`` were dropped (read in one
+        transaction with them, so never a gap)."""
         key = self.key(tenant)
-        pipe = self.client.pipeline(transaction=True)
+        pipe = self._bodies.pipeline(transaction=True)
         pipe.hgetall(f"{key}:lost")
         pipe.xread({key: after}, count=count)
         with translated("reading the match stream"):
             fields, reply = await pipe.execute()
-        lost = _lost(fields)
+        lost = _lost({_text(k): _text(v) for k, v in (fields or {}).items()})
         if lost is not None:
             lost.check(after)
         return [
-            (entry_id, entry["body"]) for _, entries in reply or [] for entry_id, entry in entries
+            (_text(entry_id), _bytes(entry.get(b"body", entry.get("body", b""))))
+            for _, entries in reply or []
+            for entry_id, entry in entries
         ]
 
     async def wait(self, tenant: str, after: str, block_ms: int) -> bool:
@@ -176,6 +181,14 @@ class MatchStreams:
         with translated("waiting on the match stream"):
             reply = await self.client.xread({self.key(tenant): after}, count=1, block=block_ms)
         return bool(reply)
+
+
+def _text(value: str | bytes) -> str:
+    return value.decode() if isinstance(value, bytes) else value
+
+
+def _bytes(value: str | bytes) -> bytes:
+    return value.encode() if isinstance(value, str) else value
 
 
 def _lost(fields: dict[str, str] | None) -> Lost | None:

@@ -100,8 +100,15 @@ POOL_WAIT_S = 5.0  # how long a command waits for a free pooled connection befor
 MAX_CONNECTIONS = 100
 
 
-def connect(url: str, max_connections: int = MAX_CONNECTIONS) -> Any:
-    """One client (and so one connection pool) per process; responses decoded as text.
+def body_readers(max_connections: int) -> int:
+    """How many connections read match stream messages at once (each may hold a message's
+    worth of buffer while it reads): few, as each read takes a millisecond or so."""
+    return max(2, min(8, max_connections // 4))
+
+
+def connect(url: str, max_connections: int = MAX_CONNECTIONS, decode: bool = True) -> Any:
+    """One client (and so one connection pool) per process; responses decoded as text unless
+    ``decode`` is false (then bytes, as Redis holds them).
 
     The pool holds at most ``max_connections`` connections (per node on a Redis Cluster). On one
     Redis a command that finds them all busy waits up to ``POOL_WAIT_S`` for one, rather than
@@ -112,7 +119,7 @@ def connect(url: str, max_connections: int = MAX_CONNECTIONS) -> Any:
     # caller is told (a request gets 503; a background loop backs off and tries again) rather
     # than kept waiting for a retry that would wait as long again.
     options: dict[str, Any] = {
-        "decode_responses": True,
+        "decode_responses": decode,
         "socket_timeout": SOCKET_TIMEOUT_S,
         "socket_connect_timeout": CONNECT_TIMEOUT_S,
     }

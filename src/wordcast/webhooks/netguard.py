@@ -39,6 +39,60 @@ _TRANSLATED_TO_IPV4 = (
 )
 
 
+# IANA's special-purpose address registries (IPv4: RFC 6890 and its updates; IPv6 likewise), the
+# blocks that are not globally reachable, written out rather than left to the ``ipaddress``
+# module's flags alone, which differ across Python versions (3.11 counts fec0::/10 as global).
+_NOT_GLOBAL_IPV4 = tuple(
+    ipaddress.IPv4Network(block)
+    for block in (
+        "0.0.0.0/8",  # "this network"
+        "10.0.0.0/8",  # private use
+        "100.64.0.0/10",  # shared address space (carrier-grade NAT)
+        "127.0.0.0/8",  # loopback
+        "169.254.0.0/16",  # link-local (cloud metadata services)
+        "172.16.0.0/12",  # private use
+        "192.0.0.0/24",  # IETF protocol assignments
+        "192.0.2.0/24",  # documentation (TEST-NET-1)
+        "192.88.99.0/24",  # 6to4 relay anycast (deprecated)
+        "192.168.0.0/16",  # private use
+        "198.18.0.0/15",  # benchmarking
+        "198.51.100.0/24",  # documentation (TEST-NET-2)
+        "203.0.113.0/24",  # documentation (TEST-NET-3)
+        "224.0.0.0/4",  # multicast
+        "240.0.0.0/4",  # reserved, and the limited broadcast address
+    )
+)
+_NOT_GLOBAL_IPV6 = tuple(
+    ipaddress.IPv6Network(block)
+    for block in (
+        "::/128",  # unspecified
+        "::1/128",  # loopback
+        "64:ff9b:1::/48",  # local-use IPv4/IPv6 translation
+        "100::/64",  # discard-only
+        "100:0:0:1::/64",  # dummy prefix
+        "2001::/23",  # IETF protocol assignments (Teredo's 2001::/32 among them)
+        "2001:db8::/32",  # documentation
+        "3fff::/20",  # documentation
+        "5f00::/16",  # segment routing (SRv6) SIDs
+        "fc00::/7",  # unique local
+        "fe80::/10",  # link-local
+        "fec0::/10",  # site-local (deprecated, RFC 3879)
+        "ff00::/8",  # multicast
+    )
+)
+_GLOBAL_UNICAST_IPV6 = ipaddress.IPv6Network("2000::/3")  # the only IPv6 space allocated for it
+
+
+def special_purpose(address: IPAddress) -> bool:
+    """Whether ``address`` is in a block IANA's registries say is not globally reachable (or,
+    for IPv6, outside the global unicast space altogether)."""
+    if isinstance(address, ipaddress.IPv4Address):
+        return any(address in block for block in _NOT_GLOBAL_IPV4)
+    if address not in _GLOBAL_UNICAST_IPV6:
+        return True
+    return any(address in block for block in _NOT_GLOBAL_IPV6)
+
+
 def embedded_ipv4(address: ipaddress.IPv6Address) -> list[ipaddress.IPv4Address]:
     """The IPv4 addresses an IPv6 address carries, in every form that reaches them: IPv4-mapped,
     6to4 (2002::/16), Teredo (2001::/32: its server and client), NAT64 (64:ff9b::/96),
@@ -78,6 +132,8 @@ class AddressPolicy:
                 return False  # a private IPv4 address wrapped in IPv6 is still private
             if embedded and any(address in network for network in _TRANSLATED_TO_IPV4):
                 return True
+        if special_purpose(address):
+            return False
         return not (
             address.is_loopback
             or address.is_private
@@ -105,7 +161,10 @@ class Target:
     def host_header(self) -> str:
         """The original authority, so virtual hosts and TLS see the name, not the address."""
         port = self.url.port
-        return f"{self.url.raw_host.decode('ascii')}:{port}" if port else self.host
+        host = self.url.raw_host.decode("ascii")
+        if ":" in host:
+            host = f"[{host}]"  # an IPv6 literal, bracketed as in the URL (RFC 9110 §7.2)
+        return f"{host}:{port}" if port else host
 
 
 async def resolve(url: str, policy: AddressPolicy) -> Target:
@@ -122,6 +181,8 @@ async def resolve(url: str, policy: AddressPolicy) -> Target:
             "receiver as HTTP Basic auth with every delivery and shown wherever the URL is; "
             "verify the webhook signature instead, or put a token in the path"
         )
+    if parsed.port == 0:
+        raise UnsafeCallback("callback URL port 0 cannot be connected to")
     port = parsed.port or (443 if parsed.scheme == "https" else 80)
     try:
         literal: IPAddress | None = ipaddress.ip_address(host)

@@ -26,7 +26,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -203,6 +203,16 @@ class Backfills:
         await state.dispatcher.pressure.room_for(state.settings.outbox_max, size)
         state.dispatcher.pressure.recorded(size)
         await state.outbox.put(found)
+
+    def summary(self) -> dict[str, int]:
+        """How many backfills are in each state, and what they read and found, all told (no
+        subscription named: the matcher's /stats answers anyone who reaches it)."""
+        counted = Counter(p.state for p in self.progress.values())
+        return {
+            **{state: counted[state] for state in sorted(counted)},
+            "publications": sum(p.publications for p in self.progress.values()),
+            "matches": sum(p.matches for p in self.progress.values()),
+        }
 
     def stats(self) -> list[dict[str, Any]]:
         return [

@@ -12,9 +12,11 @@ with its CronJob can turn runs off (``WORDCAST_ROUTER_CONSOLE_LEARNING=false``).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import importlib.util
 import os
 import shutil
+import signal
 import sys
 from collections import deque
 from collections.abc import Awaitable, Callable
@@ -24,6 +26,7 @@ from wordcast.errors import Conflict, Unavailable
 from wordcast.services.router.settings import RouterSettings
 
 OUTPUT_LINES = 40  # the end of the job's output, kept to show
+STOP_S = 5.0  # how long a run stopped with the router may take to end before it is killed
 
 
 class LearningRuns:
@@ -62,10 +65,16 @@ class LearningRuns:
                 "this router cannot run the Spark job: it needs pyspark (pip install "
                 "'wordcast[spark]') and Java 17; run wordcast learn where they are"
             )
-        self.before = await self._measure()
+        # Running from here, before the first await: simultaneous starts get the 409 above.
+        previous = self.state, self.detail
+        self.state, self.detail = "running", "learning a SALB mapping from the logged traffic"
+        try:
+            self.before = await self._measure()
+        except BaseException:
+            self.state, self.detail = previous
+            raise
         self.after = None
         self.output.clear()
-        self.state, self.detail = "running", "learning a SALB mapping from the logged traffic"
         self._task = asyncio.create_task(self._run())
 
     async def _run(self) -> None:
@@ -78,6 +87,8 @@ class LearningRuns:
                 stdin=asyncio.subprocess.DEVNULL,
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.STDOUT,
+                # Its own process group: stopping the run stops the JVM that Spark starts too.
+                start_new_session=True,
             )
             assert process.stdout is not None
             async for line in process.stdout:
@@ -100,9 +111,19 @@ class LearningRuns:
         self.state = "succeeded"
 
     async def aclose(self) -> None:
-        """Stop a run under way (its Spark job with it)."""
-        if self._process is not None and self._process.returncode is None:
-            self._process.terminate()
+        """Stop a run under way: its whole process group, the Spark job's JVM with it."""
+        process = self._process
+        if process is not None and process.returncode is None:
+            _signal_group(process.pid, signal.SIGTERM)
+            try:
+                await asyncio.wait_for(process.wait(), STOP_S)
+            except TimeoutError:
+                _signal_group(process.pid, signal.SIGKILL)
         if self._task is not None:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
+
+
+def _signal_group(pid: int, sig: signal.Signals) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, sig)  # the group the run leads (start_new_session)

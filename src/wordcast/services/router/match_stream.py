@@ -13,9 +13,9 @@ What a stream costs a router is bounded, whatever its consumer does:
 - **No Redis connection while it waits.** One task per router (:meth:`MatchStreamServer.follow`)
   reads the newest position of every followed tenant's stream every ``stream_poll_s``, one small
   pipelined read for all of them, and wakes the streams whose tenant's stream moved; a stream
-  then reads what is new without blocking, at most a quarter of the process's Redis connections
-  (``WORDCAST_REDIS_MAX_CONNECTIONS``) reading at once. A thousand idle streams hold no
-  connection, so they cannot starve the router's other requests of them.
+  then reads what is new without blocking, on a few connections of their own (a quarter of
+  ``WORDCAST_REDIS_MAX_CONNECTIONS``, at most 8). A thousand idle streams hold no connection,
+  so they cannot starve the router's other requests of them.
 - **Bounded memory per connection.** Matches are read from Redis only after the previous read
   was written, a read holds about ``READ_BYTES`` (or one message, when messages are larger), and
   it is written in pieces of ``PIECE_BYTES``: uvicorn holds one piece while the socket is full.
@@ -50,13 +50,13 @@ from wordcast.services.router.tenants import KEY_CACHE_SECONDS, Tenants
 from wordcast.storage.dead_letters import is_stream_id
 from wordcast.storage.match_streams import MatchStreams
 from wordcast.storage.records import event_order
+from wordcast.storage.redis import body_readers
 
 log = logging.getLogger(__name__)
 
 READ_BYTES = 256 * 1024  # what one read from Redis holds, about (or one message, if larger)
 READ_MOST = 500  # messages a read takes at most
 PIECE_BYTES = 64 * 1024  # what is handed to the connection at once
-PIECE_CHARS = 16 * 1024  # a message's text encoded at once (up to 4 bytes a character)
 RETRY_MS = 1_000  # how soon a browser's EventSource reconnects after the stream ends
 RECHECK_S = 5.0  # a stream reads even without news this often: news may have been missed
 
@@ -91,7 +91,7 @@ class MatchStreamServer:
         self._open: Counter[str] = Counter()
         self._heads: dict[str, str] = {}  # each followed tenant's newest position, as last read
         self._moved: dict[str, asyncio.Event] = {}  # set (and replaced) when a head moves
-        self._reads = asyncio.Semaphore(max(1, settings.redis_max_connections // 4))
+        self._reads = asyncio.Semaphore(body_readers(settings.redis_max_connections))
 
     @property
     def open(self) -> int:
@@ -200,7 +200,7 @@ class MatchStreamServer:
 
     async def events(
         self, tenant: str, after: str, still_valid: Callable[[], Awaitable[bool]]
-    ) -> AsyncGenerator[bytes, None]:
+    ) -> AsyncGenerator[bytes | memoryview, None]:
         """The stream's bytes from after ``after`` until the consumer leaves, falls behind what
         is kept (``gone``), Redis fails (``unavailable``) or its key is revoked (``revoked``)."""
         # The position it starts after, at once: a consumer that loses the connection before
@@ -259,7 +259,7 @@ class EventStream(StreamingResponse):
     and the stream ends; its slot is given back however the response ends."""
 
     def __init__(
-        self, events: AsyncGenerator[bytes, None], slot: StreamSlot, drain_s: float
+        self, events: AsyncGenerator[bytes | memoryview, None], slot: StreamSlot, drain_s: float
     ) -> None:
         super().__init__(
             events,
@@ -305,17 +305,24 @@ class EventStream(StreamingResponse):
         await send({"type": "http.response.body", "body": b"", "more_body": False})
 
 
-async def _pieces(entries: list[tuple[str, str]]) -> AsyncGenerator[bytes, None]:
-    """The events of (id, body) ``entries``, in pieces of about ``PIECE_BYTES``."""
+async def _pieces(entries: list[tuple[str, bytes]]) -> AsyncGenerator[bytes | memoryview, None]:
+    """The events of (id, body) ``entries``, in pieces of at most ``PIECE_BYTES``: small events
+    gathered into one piece, a large body handed over in slices of itself (no copy)."""
     written = bytearray()
     for entry_id, body in entries:
         written += f"id: {entry_id}\nevent: matches\ndata: ".encode()
-        for start in range(0, len(body), PIECE_CHARS):
-            written += body[start : start + PIECE_CHARS].encode()
-            if len(written) >= PIECE_BYTES:
-                yield bytes(written)
-                written.clear()
+        if len(written) + len(body) <= PIECE_BYTES:
+            written += body
+        else:
+            yield bytes(written)
+            written.clear()
+            view = memoryview(body)
+            for start in range(0, len(body), PIECE_BYTES):
+                yield view[start : start + PIECE_BYTES]
         written += b"\n\n"
+        if len(written) >= PIECE_BYTES:
+            yield bytes(written)
+            written.clear()
     if written:
         yield bytes(written)
 

@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import logging
 import random
+import threading
 import time
 import uuid
 from collections import Counter as CountOf
@@ -29,7 +29,7 @@ from typing import Any
 from prometheus_client import Counter, Gauge, Histogram
 
 from wordcast.errors import MappingUnconfirmed, RateLimited, StoreUnavailable, Unavailable
-from wordcast.query.analysis import new_analyzer
+from wordcast.query.analysis import TermAnalyzer, new_analyzer
 from wordcast.query.filters import Value, filter_terms
 from wordcast.query.languages import analyse_in_languages
 from wordcast.query.patterns import normalise
@@ -118,6 +118,10 @@ class Publishing:
         self.shedder = shedder
         self._replica = replica  # the router's current word holders and anchor owners
         self.analyzer = new_analyzer()
+        # Large requests are analysed in worker threads, one at a time, with an analyser of
+        # their own: the compiled one keeps a cache it borrows exclusively while it works.
+        self._thread_analyzer = new_analyzer()
+        self._thread_analysing = threading.Lock()
         self._random = random.Random()
         self.stats = RoutingStats(settings.initial_matchers, 0)
         self._chars_in_flight: CountOf[str] = CountOf()  # per publishing tenant
@@ -167,8 +171,12 @@ class Publishing:
             accepted = time.time()
             # The compiled analyser lets go of the GIL: other requests, and the router's report
             # of its mapping version, go on meanwhile.
-            analyse = functools.partial(self._analyse, publications, attributes, languages)
-            analysed = await asyncio.to_thread(analyse) if size >= OFF_LOOP_CHARS else analyse()
+            if size >= OFF_LOOP_CHARS:
+                analysed = await asyncio.to_thread(
+                    self._analyse_in_thread, publications, attributes, languages
+                )
+            else:
+                analysed = self._analyse(publications, attributes, languages, self.analyzer)
             mapping = self.versions.view.active
             version = mapping.version
             ids, per_matcher, sampled, recent = await self._route(publications, mapping, analysed)
@@ -279,15 +287,25 @@ class Publishing:
                     per_matcher.setdefault(matcher, []).append(flagged)
         return ids, per_matcher, sampled, recent
 
-    def _analyse(
+    def _analyse_in_thread(
         self,
         publications: Sequence[tuple[str | None, str]],
         attributes: Sequence[Mapping[str, Value] | None] | None,
         languages: Sequence[str | None] | None,
     ) -> tuple[list[tuple[str, ...]], list[list[str]]]:
+        with self._thread_analysing:
+            return self._analyse(publications, attributes, languages, self._thread_analyzer)
+
+    def _analyse(
+        self,
+        publications: Sequence[tuple[str | None, str]],
+        attributes: Sequence[Mapping[str, Value] | None] | None,
+        languages: Sequence[str | None] | None,
+        analyzer: TermAnalyzer,
+    ) -> tuple[list[tuple[str, ...]], list[list[str]]]:
         """Each publication's terms (in English, and in its own language) and filter terms."""
         texts = [text for _, text in publications]
-        english = self.analyzer.term_tuples(texts)
+        english = analyzer.term_tuples(texts)
         detect = self.settings.detect_languages
         if not detect and languages is None and attributes is None:
             return english, []

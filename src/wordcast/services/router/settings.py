@@ -185,7 +185,7 @@ class RouterSettings(ServiceSettings):
         le=100_000,
         description="Match streams this router serves at once; more get a 429. A waiting stream "
         "holds no Redis connection (one task polls every followed tenant's newest position), "
-        "and streams read with at most a quarter of WORDCAST_REDIS_MAX_CONNECTIONS at once, so "
+        "and streams read on a few connections of their own (at most 8), so "
         "this bounds sockets and memory (up to about 1.2 MB each for a consumer that stops "
         "reading), not Redis connections.",
     )

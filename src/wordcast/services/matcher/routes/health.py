@@ -35,7 +35,9 @@ async def stats(state: State) -> dict[str, Any]:
         "delivery_failures": state.dispatcher.failed,
         "streamed": state.dispatcher.streams.streamed,
         "event_position": state.follower.position,
-        "backfills": state.backfills.stats(),
+        # Counts only: the list names subscriptions, so it answers routers alone
+        # (GET /internal/backfills).
+        "backfills": state.backfills.summary(),
     }
 
 

@@ -3,6 +3,8 @@ with subscription events."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from fastapi import APIRouter, Depends
 
 from wordcast.errors import Overloaded
@@ -63,6 +65,12 @@ async def backfill(request: BackfillRequest, state: ReadyState) -> None:
     # The router sent this after the subscription took effect here: its records are held.
     await state.follower.catch_up(until=request.until_event)
     state.backfills.start(request.records, request.since, request.until)
+
+
+@router.get("/backfills")
+async def backfills(state: ReadyState) -> list[dict[str, Any]]:
+    """Each backfill this matcher ran or runs: its subscription's records, window and progress."""
+    return state.backfills.stats()
 
 
 @router.post("/sync", status_code=204)
