@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import multiprocessing
 import socket
 import threading
@@ -62,6 +63,8 @@ def _follow(router: str, keys: list[str], connected: Any, over: Any, answers: An
                 if not done:
                     if ended.is_set() and time.monotonic() - last >= QUIET_S:
                         reading.cancel()
+                        with contextlib.suppress(BaseException):
+                            await reading
                         break
                     continue
                 try:
@@ -203,6 +206,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "consumers_complete": complete["complete"],
         "consumer_errors": sum(errors for _, errors in answers),
         "messages_per_tenant": complete["messages"],
+        "matches": complete["matches"],
+        "matches_per_post": complete["matches"] / max(1, sent * BATCH),
         "router_rss_at_warmup_mib": warm[0] if warm else None,
         "router_rss_max_after_warmup_mib": max(warm) if warm else None,
         "router_rss_ratio": max(warm) / warm[0] if warm else None,
@@ -221,14 +226,18 @@ def _completeness(
     """Whether each fast consumer saw exactly its tenant's stream, each message once."""
     client = connect_sync(cluster.redis_url)
     tenant_of = {key: tenant for tenant, key in keys.items()}
-    kept = {
-        tenant: [entry_id for entry_id, _ in client.xrange(f"{cluster.namespace}:matches:{tenant}")]
-        for tenant in tenants
-    }
+    entries = {tenant: client.xrange(f"{cluster.namespace}:matches:{tenant}") for tenant in tenants}
+    kept = {tenant: [entry_id for entry_id, _ in found] for tenant, found in entries.items()}
+    matches = sum(
+        len(orjson.loads(fields["body"])["matches"])
+        for found in entries.values()
+        for _, fields in found
+    )
     complete = sum(
         1 for key, (seen, _) in zip(fast_keys, answers, strict=True) if seen == kept[tenant_of[key]]
     )
-    return {"complete": complete, "messages": {t: len(ids) for t, ids in kept.items()}}
+    messages = {t: len(ids) for t, ids in kept.items()}
+    return {"complete": complete, "messages": messages, "matches": matches}
 
 
 def plot(result: dict[str, Any], path: Path) -> None:
