@@ -12,6 +12,7 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.e2e.support import check_exact, delivered_after
 from tests.helpers import (
     AUTH,
     Receiver,
@@ -25,8 +26,6 @@ from wordcast.client import RouterClient
 from wordcast.corpus.workload import Post, post_queries, sample_posts
 from wordcast.query.analysis import analyze, term_positions
 from wordcast.query.boolean import evaluate, parse_tree
-
-from .test_e2e import _check, _delivered_after
 
 pytestmark = pytest.mark.e2e
 
@@ -110,8 +109,8 @@ def test_a_new_subscription_gets_the_recent_matches_and_then_the_live_ones(
             0.5,
             "every backfill done",
         )
-        delivered = _delivered_after(cluster, receiver, offset, len(backfilled | live))
-        _check([pair for pair in delivered if pair[0] in queries], backfilled | live)
+        delivered = delivered_after(cluster, receiver, offset, len(backfilled | live))
+        check_exact([pair for pair in delivered if pair[0] in queries], backfilled | live)
         # The backfills found exactly the matches in the publications before.
         assert sum(b["matches"] for b in _backfills(cluster, redis_url, set(queries))) == len(
             backfilled

@@ -17,6 +17,7 @@ import httpx
 import pytest
 from standardwebhooks import Webhook
 
+from tests.e2e.support import publish_posts, subscribe_terms
 from tests.helpers import (
     AUTH,
     Receiver,
@@ -34,8 +35,6 @@ from wordcast.local.supervisor import free_port
 from wordcast.query.analysis import analyze
 from wordcast.storage.redis import connect_sync
 from wordcast.testing.bruteforce import match_pairs
-
-from .test_e2e import _publish, _subscribe
 
 pytestmark = pytest.mark.e2e
 
@@ -329,7 +328,7 @@ def test_the_client_publishes_through_a_matcher_restart_and_loses_nothing(
         _behave(receiver)
         posts = sample_posts(4_000, seed=808)
         queries = post_queries(posts[:2_000], 300, seed=31)
-        subscriptions = _subscribe(cluster, queries, receiver.hook)
+        subscriptions = subscribe_terms(cluster, queries, receiver.hook)
         published = [Post(f"restart:{p.id}", p.text) for p in posts[2_000:]]
         expected = match_pairs(subscriptions, {p.id: analyze(p.text) for p in published})
         assert len(expected) > 500, "the workload should produce plenty of matches"
@@ -359,7 +358,7 @@ def test_the_client_publishes_through_a_router_restart(redis_url: str, receiver:
     try:
         _behave(receiver)
         posts = sample_posts(1_000, seed=909)
-        subscriptions = _subscribe(cluster, post_queries(posts, 100, seed=5), receiver.hook)
+        subscriptions = subscribe_terms(cluster, post_queries(posts, 100, seed=5), receiver.hook)
         expected = match_pairs(subscriptions, {p.id: analyze(p.text) for p in posts})
         body = [{"id": p.id, "text": p.text} for p in posts]
 
@@ -396,7 +395,7 @@ def test_a_killed_matcher_hands_its_pending_deliveries_to_its_successor(
         expected = match_pairs(subs, {p.id: analyze(p.text) for p in published})
         assert len(expected) > 500
         offset = receiver.count()
-        _publish(cluster, published)
+        publish_posts(cluster, published)
         stats = httpx.get(f"{cluster.matcher_urls[0]}/stats").json()
         assert stats["deliveries_pending"] > 0, "the subscriber should still be behind"
         os.kill(stats["pid"], signal.SIGKILL)

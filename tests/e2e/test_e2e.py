@@ -2,21 +2,24 @@
 
 from __future__ import annotations
 
-import asyncio
 import os
 import re
 import signal
 import subprocess
 import sys
 import time
-import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
 import pytest
 
+from tests.e2e.support import (
+    check_exact,
+    delivered_after,
+    engine_cluster,
+    publish_posts,
+    subscribe_terms,
+)
 from tests.helpers import (
     AUTH,
     ROOT,
@@ -25,14 +28,10 @@ from tests.helpers import (
     eventually,
     extra_router,
     placed_on,
-    start_cluster,
-    stop_cluster,
     wordcast_cli,
 )
-from wordcast.client import RouterClient
 from wordcast.corpus.workload import Post, post_queries, sample_posts
 from wordcast.defaults import DEFAULT_ADMIN_TOKEN
-from wordcast.engines.termstats import TermStats
 from wordcast.query.analysis import analyze
 from wordcast.routing.mapping import HashMapping
 from wordcast.storage.redis import connect_sync
@@ -41,61 +40,19 @@ from wordcast.testing.bruteforce import match_pairs
 pytestmark = pytest.mark.e2e
 
 
-def _subscribe(cluster: RunningCluster, queries: list[str], hook: str) -> dict[str, frozenset[str]]:
-    async def run() -> list[dict[str, object]]:
-        async with RouterClient(cluster.router_url) as client:
-            return await client.subscribe_many(queries, hook, progress=False)
-
-    created = asyncio.run(run())
-    # The oracle analyses the queries itself rather than trusting what the router says.
-    return {str(c["id"]): analyze(str(c["query"])) for c in created}
-
-
-def _publish(cluster: RunningCluster, posts: list[Post]) -> None:
-    async def run() -> None:
-        async with RouterClient(cluster.router_url, concurrency=4) as client:
-            await client.publish_many([{"id": p.id, "text": p.text} for p in posts], progress=False)
-
-    asyncio.run(run())
-
-
-def _delivered_after(
-    cluster: RunningCluster, receiver: Receiver, offset: int, expected: int
-) -> list[tuple[str, str]]:
-    """Wait until the matchers are idle and the expected number arrived, then a little longer."""
-    eventually(
-        lambda: len(receiver.pairs(offset)) >= expected and cluster.pending_deliveries() == 0,
-        120,
-        0.2,
-        f"{expected} deliveries with the matchers idle",
-    )
-    time.sleep(0.5)  # anything extra would have arrived by now
-    return receiver.pairs(offset)
-
-
-def _check(delivered: list[tuple[str, str]], expected: set[tuple[str, str]]) -> None:
-    got = set(delivered)
-    missing, extra = expected - got, got - expected
-    assert not missing, f"{len(missing)} matches never delivered, e.g. {sorted(missing)[:5]}"
-    assert not extra, (
-        f"{len(extra)} deliveries the oracle does not expect, e.g. {sorted(extra)[:5]}"
-    )
-    assert len(delivered) == len(got), "a match was delivered twice"
-
-
 def test_cluster_delivers_exactly_the_oracle_matches_and_survives_a_matcher_kill(
     cluster: RunningCluster, receiver: Receiver
 ) -> None:
     posts = sample_posts(15_000, seed=2024)
     queries = post_queries(posts[:10_000], 1_000, seed=99)
-    subscriptions = _subscribe(cluster, queries, receiver.hook)
+    subscriptions = subscribe_terms(cluster, queries, receiver.hook)
     assert len(subscriptions) == 1_000
 
     first = posts[:10_000]
     expected = match_pairs(subscriptions, {p.id: analyze(p.text) for p in first})
     assert len(expected) > 5_000, "the workload should produce plenty of matches"
-    _publish(cluster, first)
-    _check(_delivered_after(cluster, receiver, 0, len(expected)), expected)
+    publish_posts(cluster, first)
+    check_exact(delivered_after(cluster, receiver, 0, len(expected)), expected)
 
     # A matcher dies hard; the supervisor restarts it and it rebuilds its trie from Redis.
     offset = receiver.count()
@@ -115,8 +72,8 @@ def test_cluster_delivers_exactly_the_oracle_matches_and_survives_a_matcher_kill
 
     second = [Post(f"again:{p.id}", p.text) for p in posts[5_000:15_000]]
     expected = match_pairs(subscriptions, {p.id: analyze(p.text) for p in second})
-    _publish(cluster, second)
-    _check(_delivered_after(cluster, receiver, offset, len(expected)), expected)
+    publish_posts(cluster, second)
+    check_exact(delivered_after(cluster, receiver, offset, len(expected)), expected)
 
 
 def test_deleted_subscription_stops_matching(cluster: RunningCluster, receiver: Receiver) -> None:
@@ -140,7 +97,7 @@ def test_deleted_subscription_stops_matching(cluster: RunningCluster, receiver: 
     )
     assert response.status_code == 202
     assert response.json()["ids"] == ["zoo-1"]
-    delivered = _delivered_after(cluster, receiver, offset, 1)
+    delivered = delivered_after(cluster, receiver, offset, 1)
     assert delivered == [(kept_id, "zoo-1")]
 
 
@@ -177,7 +134,7 @@ def test_a_word_goes_only_to_a_matcher_holding_a_subscription_with_it(
     after = routed()
     assert after[placed] == before[placed] + 1
     assert sum(after) == sum(before) + 1
-    assert _delivered_after(cluster, receiver, offset, 1) == [(sub.json()["id"], "both")]
+    assert delivered_after(cluster, receiver, offset, 1) == [(sub.json()["id"], "both")]
     assert router.delete(f"/subscriptions/{sub.json()['id']}").status_code == 204
 
 
@@ -241,7 +198,7 @@ def test_status_shows_what_each_matcher_holds(cluster: RunningCluster, redis_url
     it), as the router asks each matcher's /stats."""
 
     client = connect_sync(redis_url)
-    _subscribe(cluster, ["status check", "held where"], "http://127.0.0.1:9/hook")
+    subscribe_terms(cluster, ["status check", "held where"], "http://127.0.0.1:9/hook")
     placed = [len(placed_on(client, cluster.namespace, m)) for m in range(2)]
     # Operators only: matcher URLs and process ids are not a tenant's business.
     assert (
@@ -314,31 +271,13 @@ def test_every_matcher_engine_delivers_the_oracle_matches(
 ) -> None:
     posts = sample_posts(4_000, seed=77)
     with engine_cluster(redis_url, engine, posts[:2_000], tmp_path) as cluster:
-        subscriptions = _subscribe(cluster, post_queries(posts, 400, seed=78), receiver.hook)
+        subscriptions = subscribe_terms(cluster, post_queries(posts, 400, seed=78), receiver.hook)
         offset = receiver.count()
         published = [Post(f"{engine}:{p.id}", p.text) for p in posts[2_000:]]
         expected = match_pairs(subscriptions, {p.id: analyze(p.text) for p in published})
         assert len(expected) > 500
-        _publish(cluster, published)
-        _check(_delivered_after(cluster, receiver, offset, len(expected)), expected)
-
-
-@contextmanager
-def engine_cluster(
-    redis_url: str, engine: str, sample: list[Post], tmp_path: Path
-) -> Iterator[RunningCluster]:
-    """A cluster whose matchers run ``engine``, with term statistics of ``sample``."""
-    stats = TermStats.from_documents(analyze(p.text) for p in sample)
-    stats_file = tmp_path / "stats.json"
-    stats.save(stats_file)
-    env = {"WORDCAST_MATCHER_ENGINE": engine, "WORDCAST_MATCHER_TERM_STATS": str(stats_file)}
-    cluster = start_cluster(redis_url, f"test-{engine}-{uuid.uuid4().hex[:6]}", env=env)
-    try:
-        engines = {httpx.get(f"{u}/stats").json()["engine"] for u in cluster.matcher_urls}
-        assert engines == {engine}
-        yield cluster
-    finally:
-        stop_cluster(cluster)
+        publish_posts(cluster, published)
+        check_exact(delivered_after(cluster, receiver, offset, len(expected)), expected)
 
 
 def test_a_router_of_several_workers_answers_as_one(
@@ -346,7 +285,7 @@ def test_a_router_of_several_workers_answers_as_one(
 ) -> None:
     """WORDCAST_ROUTER_WORKERS=2: two processes answer on one port, each routes what it accepts
     to every matcher it concerns, and /metrics, whichever answers, counts for both."""
-    subscribed = _subscribe(cluster, ["wombat burrow"], receiver.hook)
+    subscribed = subscribe_terms(cluster, ["wombat burrow"], receiver.hook)
     offset = receiver.count()
     with extra_router(cluster, redis_url, workers="2") as url:
         answered: set[int] = set()
@@ -363,8 +302,8 @@ def test_a_router_of_several_workers_answers_as_one(
                 f"{url}/publications", json={"publications": [post]}, headers=AUTH, timeout=30
             )
             assert accepted.status_code == 202, accepted.text
-        delivered = _delivered_after(cluster, receiver, offset, len(posts))
-        _check(delivered, {(sub_id, p["id"]) for sub_id in subscribed for p in posts})
+        delivered = delivered_after(cluster, receiver, offset, len(posts))
+        check_exact(delivered, {(sub_id, p["id"]) for sub_id in subscribed for p in posts})
         for _ in range(6):
             metrics = httpx.get(f"{url}/metrics", timeout=10).text
             counted = re.search(r"^wordcast_router_publications_total (\S+)$", metrics, re.M)

@@ -14,6 +14,14 @@ import orjson
 import pytest
 import redis
 
+from tests.e2e.support import (
+    boolean_oracle,
+    check_exact,
+    delivered_after,
+    engine_cluster,
+    publish_posts,
+    subscribe_queries,
+)
 from tests.helpers import AUTH, Receiver, RunningCluster, placed_on
 from wordcast.client import RouterClient
 from wordcast.corpus.workload import (
@@ -29,21 +37,7 @@ from wordcast.query.filters import filter_terms
 from wordcast.query.languages import SNOWBALL, Detector, analyse_in_languages
 from wordcast.storage.redis import connect_sync
 
-from .test_e2e import _check, _delivered_after, _publish, engine_cluster
-
 pytestmark = pytest.mark.e2e
-
-
-def _oracle(queries: dict[str, str], posts: list[Post]) -> set[tuple[str, str]]:
-    """Each query's tree evaluated as written on each post's terms and their positions."""
-    trees = {sid: parse_tree(query) for sid, query in queries.items()}
-    return {
-        (sid, post.id)
-        for post in posts
-        for terms, positions in [(analyze(post.text), term_positions(post.text))]
-        for sid, tree in trees.items()
-        if evaluate(tree, terms, positions)
-    }
 
 
 def _words_only(queries: dict[str, str], posts: list[Post]) -> set[tuple[str, str]]:
@@ -56,14 +50,6 @@ def _words_only(queries: dict[str, str], posts: list[Post]) -> set[tuple[str, st
         for sid, query in queries.items()
         if any(set(clause.words) <= terms for clause in parse_query(query).clauses)
     }
-
-
-def _subscribe(cluster: RunningCluster, queries: list[str], hook: str) -> dict[str, str]:
-    async def run() -> list[dict[str, object]]:
-        async with RouterClient(cluster.router_url) as client:
-            return await client.subscribe_many(queries, hook, progress=False)
-
-    return {str(c["id"]): str(c["query"]) for c in asyncio.run(run())}
 
 
 def _records(client: redis.Redis, namespace: str, matchers: int) -> int:
@@ -82,7 +68,7 @@ def test_boolean_queries_deliver_exactly_the_oracle_matches_once(
     records_before = _records(store, cluster.namespace, len(cluster.matcher_urls))
 
     # Most through the batch API, a few one at a time (the single-subscription path).
-    queries = _subscribe(cluster, boolean[:380] + plain, receiver.hook)
+    queries = subscribe_queries(cluster, boolean[:380] + plain, receiver.hook)
     for query in boolean[380:]:
         created = router.post(
             "/subscriptions", json={"query": query, "callback_url": receiver.hook}
@@ -99,7 +85,7 @@ def test_boolean_queries_deliver_exactly_the_oracle_matches_once(
     assert len(shown["alternatives"]) == len(parse_query(boolean[0]).clauses)
 
     offset = receiver.count()
-    expected = _oracle(queries, first)
+    expected = boolean_oracle(queries, first)
     # Each query parsed and each post analysed once (per pair, this loop took a minute).
     clauses = [parse_query(q).clauses for q in queries.values()]
     analysed = [analyze(post.text) for post in first]
@@ -108,8 +94,8 @@ def test_boolean_queries_deliver_exactly_the_oracle_matches_once(
     )
     assert len(expected) > 3_000, len(expected)
     assert overlapping > 50, overlapping
-    _publish(cluster, first)
-    _check(_delivered_after(cluster, receiver, offset, len(expected)), expected)
+    publish_posts(cluster, first)
+    check_exact(delivered_after(cluster, receiver, offset, len(expected)), expected)
 
     # Deleting a boolean query deletes every alternative; the others keep matching exactly.
     gone = [sid for sid, q in queries.items() if "OR" in q or "NOT" in q][:150]
@@ -122,9 +108,9 @@ def test_boolean_queries_deliver_exactly_the_oracle_matches_once(
         records_before + remaining
     )
     offset = receiver.count()
-    expected = _oracle(queries, second)
-    _publish(cluster, second)
-    _check(_delivered_after(cluster, receiver, offset, len(expected)), expected)
+    expected = boolean_oracle(queries, second)
+    publish_posts(cluster, second)
+    check_exact(delivered_after(cluster, receiver, offset, len(expected)), expected)
 
     # A query that would match nearly everything is refused and nothing is stored.
     refused = router.post(
@@ -141,17 +127,17 @@ def test_phrase_and_proximity_queries_deliver_exactly_the_oracle_matches(
     cluster: RunningCluster, receiver: Receiver
 ) -> None:
     posts = [Post(f"span:{p.id}", p.text) for p in sample_posts(1_500, seed=1313)]
-    queries = _subscribe(cluster, post_span_queries(posts, 80, seed=131), receiver.hook)
-    expected = _oracle(queries, posts)
+    queries = subscribe_queries(cluster, post_span_queries(posts, 80, seed=131), receiver.hook)
+    expected = boolean_oracle(queries, posts)
     # Positions must bite: posts holding every word a phrase or window needs, in other places.
     words_only = _words_only(queries, posts)
     assert len(expected) > 80, len(expected)
     assert len(words_only - expected) > 20, len(words_only - expected)
     offset = receiver.count()
-    _publish(cluster, posts)
+    publish_posts(cluster, posts)
     # The module's earlier subscriptions (the same tenant's) match some of these posts too.
-    delivered = _delivered_after(cluster, receiver, offset, len(expected))
-    _check([pair for pair in delivered if pair[0] in queries], expected)
+    delivered = delivered_after(cluster, receiver, offset, len(expected))
+    check_exact([pair for pair in delivered if pair[0] in queries], expected)
 
     # Each match says why: the alternative that delivers, and where its spans hold in the text.
     raw = httpx.get(receiver.url + "/deliveries/raw", timeout=30).json()
@@ -195,7 +181,7 @@ def test_attribute_filters_deliver_exactly_the_oracle_matches(
               '{q} source:"web crawl" score:2']  # fmt: skip
     words = post_queries(posts, 160, seed=141, sizes=(1, 1, 2))
     texts = [rng.choice(shapes).format(q=words[2 * k], r=words[2 * k + 1]) for k in range(80)]
-    queries = _subscribe(cluster, texts, receiver.hook)
+    queries = subscribe_queries(cluster, texts, receiver.hook)
     trees = {sid: parse_tree(query) for sid, query in queries.items()}
     expected = {
         (sid, post.id)
@@ -218,8 +204,8 @@ def test_attribute_filters_deliver_exactly_the_oracle_matches(
             )
 
     asyncio.run(publish())
-    delivered = _delivered_after(cluster, receiver, offset, len(expected))
-    _check([pair for pair in delivered if pair[0] in queries], expected)
+    delivered = delivered_after(cluster, receiver, offset, len(expected))
+    check_exact([pair for pair in delivered if pair[0] in queries], expected)
 
 
 def test_languages_deliver_exactly_the_oracle_matches(
@@ -250,7 +236,7 @@ def test_languages_deliver_exactly_the_oracle_matches(
         if words:
             queries_written.append(f"{words[0]} " + rng.choice(["-lang:en", "lang:de", ""]))
     assert len(queries_written) > 40
-    queries = _subscribe(cluster, queries_written, receiver.hook)
+    queries = subscribe_queries(cluster, queries_written, receiver.hook)
     terms_of, codes = analyse_in_languages(
         [p.text for p in posts],
         [tuple(analyze(p.text)) for p in posts],
@@ -278,8 +264,8 @@ def test_languages_deliver_exactly_the_oracle_matches(
             )  # fmt: skip
 
     asyncio.run(publish())
-    delivered = _delivered_after(cluster, receiver, offset, len(expected))
-    _check([pair for pair in delivered if pair[0] in queries], expected)
+    delivered = delivered_after(cluster, receiver, offset, len(expected))
+    check_exact([pair for pair in delivered if pair[0] in queries], expected)
 
 
 @pytest.mark.parametrize("engine", ["trie", "querynote"])  # the default is tested above
@@ -288,12 +274,12 @@ def test_every_matcher_engine_delivers_the_oracle_matches_of_boolean_queries(
 ) -> None:
     posts = sample_posts(3_000, seed=313)
     with engine_cluster(redis_url, engine, posts[:1_500], tmp_path) as cluster:
-        queries = _subscribe(
+        queries = subscribe_queries(
             cluster, post_boolean_queries(posts[:1_500], 200, seed=31), receiver.hook
         )
         offset = receiver.count()
         published = [Post(f"boolean-{engine}:{p.id}", p.text) for p in posts[1_500:]]
-        expected = _oracle(queries, published)
+        expected = boolean_oracle(queries, published)
         assert len(expected) > 500
-        _publish(cluster, published)
-        _check(_delivered_after(cluster, receiver, offset, len(expected)), expected)
+        publish_posts(cluster, published)
+        check_exact(delivered_after(cluster, receiver, offset, len(expected)), expected)

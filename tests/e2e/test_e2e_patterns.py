@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
-import asyncio
 import os
-import re
 import time
 
 import httpx
 import pytest
 
+from tests.e2e.support import (
+    check_exact,
+    create_subscriptions,
+    delivered_after,
+    pattern_oracle,
+    publish_posts,
+)
 from tests.helpers import (
     AUTH,
     Receiver,
@@ -20,40 +25,9 @@ from tests.helpers import (
 )
 from wordcast.corpus.workload import Post, post_patterns, post_queries, sample_posts
 from wordcast.query.analysis import analyze
-from wordcast.query.patterns import normalise, parse
 from wordcast.testing.bruteforce import match_pairs
 
-from .test_e2e import _check, _delivered_after, _publish
-
 pytestmark = pytest.mark.e2e
-
-
-def _pattern_oracle(patterns: dict[str, str], posts: list[Post]) -> set[tuple[str, str]]:
-    """re.search of each pattern's regular expression on each post's normalised text."""
-    compiled = {sid: re.compile(parse(p).regex(), re.DOTALL) for sid, p in patterns.items()}
-    return {
-        (sid, post.id)
-        for post in posts
-        for sid, regex in compiled.items()
-        if regex.search(normalise(post.text))
-    }
-
-
-def _create(router_url: str, bodies: list[dict[str, str]]) -> list[dict[str, object]]:
-    async def run() -> list[dict[str, object]]:
-        async with httpx.AsyncClient(base_url=router_url, timeout=60, headers=AUTH) as client:
-            semaphore = asyncio.Semaphore(16)
-
-            async def one(body: dict[str, str]) -> dict[str, object]:
-                async with semaphore:
-                    response = await client.post("/subscriptions", json=body)
-                    assert response.status_code == 201, response.text
-                    created: dict[str, object] = response.json()
-                    return created
-
-            return list(await asyncio.gather(*(one(b) for b in bodies)))
-
-    return asyncio.run(run())
 
 
 @pytest.fixture(scope="module")
@@ -70,12 +44,12 @@ def test_patterns_and_keywords_deliver_exactly_the_oracle_matches(
     hook = receiver.hook
     patterns = post_patterns(posts[:3_000], 400, seed=7)
     queries = post_queries(posts[:3_000], 300, seed=8)
-    created = _create(
+    created = create_subscriptions(
         pattern_cluster.router_url, [{"pattern": p, "callback_url": hook} for p in patterns]
     )
     assert all(c["kind"] == "pattern" and c["anchor"] for c in created)
     by_id = {str(c["id"]): str(c["pattern"]) for c in created}
-    keyword_created = _create(
+    keyword_created = create_subscriptions(
         pattern_cluster.router_url, [{"query": q, "callback_url": hook} for q in queries]
     )
     keywords = {str(c["id"]): analyze(str(c["query"])) for c in keyword_created}
@@ -89,14 +63,14 @@ def test_patterns_and_keywords_deliver_exactly_the_oracle_matches(
     assert max(loads) < 400 * 0.5, loads
 
     published = [Post(f"pat:{p.id}", p.text) for p in posts[3_000:]]
-    expected = _pattern_oracle(by_id, published) | match_pairs(
+    expected = pattern_oracle(by_id, published) | match_pairs(
         keywords, {p.id: analyze(p.text) for p in published}
     )
-    pattern_matches = _pattern_oracle(by_id, published)
+    pattern_matches = pattern_oracle(by_id, published)
     assert len(pattern_matches) > 300, "the workload should make plenty of pattern matches"
     offset = receiver.count()
-    _publish(pattern_cluster, published)
-    _check(_delivered_after(pattern_cluster, receiver, offset, len(expected)), expected)
+    publish_posts(pattern_cluster, published)
+    check_exact(delivered_after(pattern_cluster, receiver, offset, len(expected)), expected)
 
     # Deleting half of the patterns stops exactly those from matching.
     router = httpx.Client(base_url=pattern_cluster.router_url, timeout=30, headers=AUTH)
@@ -105,12 +79,12 @@ def test_patterns_and_keywords_deliver_exactly_the_oracle_matches(
         assert router.delete(f"/subscriptions/{sub_id}").status_code == 204
     kept = {sid: p for sid, p in by_id.items() if sid not in set(gone)}
     again = [Post(f"again:{p.id}", p.text) for p in published]
-    expected = _pattern_oracle(kept, again) | match_pairs(
+    expected = pattern_oracle(kept, again) | match_pairs(
         keywords, {p.id: analyze(p.text) for p in again}
     )
     offset = receiver.count()
-    _publish(pattern_cluster, again)
-    _check(_delivered_after(pattern_cluster, receiver, offset, len(expected)), expected)
+    publish_posts(pattern_cluster, again)
+    check_exact(delivered_after(pattern_cluster, receiver, offset, len(expected)), expected)
 
 
 def test_a_pattern_added_on_one_router_reaches_another_within_seconds(
@@ -145,7 +119,7 @@ def test_a_pattern_added_on_one_router_reaches_another_within_seconds(
             f"{other}/publications", json={"id": "late", "text": probe}, headers=AUTH
         )
         assert response.status_code == 202
-        delivered = _delivered_after(pattern_cluster, receiver, offset, 1)
+        delivered = delivered_after(pattern_cluster, receiver, offset, 1)
         # The probe that was first routed to the pattern matched too, and its delivery may come
         # after the offset was read (the more likely on a Redis Cluster, whose outboxes are polled).
         assert [pair for pair in delivered if pair[1] == "late"] == [(sub_id, "late")]

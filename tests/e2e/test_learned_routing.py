@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import threading
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -18,6 +17,14 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
+from tests.e2e.support import (
+    AlternatingPublisher,
+    boolean_oracle,
+    check_exact,
+    delivered_after,
+    subscribe_queries,
+    subscribe_terms,
+)
 from tests.helpers import (
     AUTH,
     Receiver,
@@ -34,10 +41,6 @@ from wordcast.query.analysis import analyze
 from wordcast.routing.mapping import HashMapping, copy_name
 from wordcast.storage import Store
 from wordcast.testing.bruteforce import match_pairs
-
-from .test_e2e import _check, _delivered_after, _subscribe
-from .test_e2e_boolean import _oracle as _boolean_oracle
-from .test_e2e_boolean import _subscribe as _subscribe_boolean
 
 pytestmark = pytest.mark.e2e
 
@@ -87,46 +90,6 @@ def _hot_mapping(posts: list[Post]) -> tuple[dict[str, int], dict[str, int], dic
     return words, dict.fromkeys(hot, 3), {w: frequency[w] for w in hot}
 
 
-class Stream:
-    """Publishes posts in batches of 50 alternating routers, paced; the last ten batches wait
-    until ``finish`` is set, so that the swaps always happen while publications flow. ``gates``
-    hold back more: the batch at each index waits until its event is set, so that a test whose
-    changes take long on a loaded machine still has batches left to send during each of them."""
-
-    def __init__(
-        self, urls: list[str], posts: list[Post], gates: dict[int, threading.Event] | None = None
-    ) -> None:
-        self.urls, self.posts = urls, posts
-        self.sent = 0
-        self.refused: str | None = None  # what a router answered when it refused a batch
-        self.finish = threading.Event()
-        self.gates = dict(gates or {})
-        self.thread = threading.Thread(target=self._run, daemon=True)
-        self.thread.start()
-
-    def _run(self) -> None:
-        batches = [self.posts[i : i + 50] for i in range(0, len(self.posts), 50)]
-        self.gates[len(batches) - 10] = self.finish
-        with httpx.Client(timeout=60, headers=AUTH) as client:
-            for index, batch in enumerate(batches):
-                if index in self.gates:
-                    self.gates[index].wait(120)
-                url = self.urls[index % len(self.urls)]
-                body = {"publications": [{"id": p.id, "text": p.text} for p in batch]}
-                response = client.post(f"{url}/publications", json=body)
-                if response.status_code != 202:
-                    self.refused = f"batch {index} to {url}: {response.status_code} {response.text}"
-                    return
-                self.sent = index + 1
-                time.sleep(0.1)
-
-    def end(self) -> None:
-        """Let the last batches go and wait for them; a refused batch fails the test here."""
-        self.finish.set()
-        self.thread.join(120)
-        assert self.refused is None, self.refused
-
-
 def _wait_for(redis_url: str, namespace: str, active: int, timeout: float = 60) -> None:
     eventually(
         lambda: _state(redis_url, namespace)[1:] == (active, (active, active)),
@@ -147,14 +110,14 @@ def test_two_live_mapping_swaps_lose_and_duplicate_nothing(
         hot = sorted(splits)
         queries = post_queries(learning, 500, seed=5)
         queries += [hot[0], f"{hot[0]} {hot[1]}", " ".join(hot[2:4]), hot[4]]
-        subscriptions = _subscribe(swap_cluster, queries, receiver.hook)
+        subscriptions = subscribe_terms(swap_cluster, queries, receiver.hook)
         # Boolean queries: alternatives of hot words alone are multicast like any others.
         boolean_queries = post_boolean_queries(learning, 80, seed=7)
         boolean_queries += [f"{hot[0]} OR {hot[2]}", f"{hot[1]} -{hot[3]}"]
-        boolean = _subscribe_boolean(swap_cluster, boolean_queries, receiver.hook)
+        boolean = subscribe_queries(swap_cluster, boolean_queries, receiver.hook)
 
         learned = learn([analyze(p.text) for p in learning], MATCHERS, seed=3)
-        publisher = Stream([swap_cluster.router_url, slow_url], stream)
+        publisher = AlternatingPublisher([swap_cluster.router_url, slow_url], stream)
 
         time.sleep(2)
         first = _run(redis_url, namespace, "write", MATCHERS, learned.words, learned.versions)
@@ -162,7 +125,7 @@ def test_two_live_mapping_swaps_lose_and_duplicate_nothing(
         _wait_for(redis_url, namespace, 1)
         at_first = publisher.sent
         # Subscriptions added between the swaps are placed for whatever versions are in use.
-        late = _subscribe(swap_cluster, post_queries(learning, 100, seed=6), receiver.hook)
+        late = subscribe_terms(swap_cluster, post_queries(learning, 100, seed=6), receiver.hook)
         subscriptions |= late
         second = _run(redis_url, namespace, "write", MATCHERS, words, splits, frequencies)
         assert second == 2
@@ -204,10 +167,10 @@ def test_two_live_mapping_swaps_lose_and_duplicate_nothing(
 
         # Subscriptions added after the first swap missed the posts published before them.
         analysed = {p.id: analyze(p.text) for p in stream}
-        expected = match_pairs(early, analysed) | _boolean_oracle(boolean, stream)
-        delivered = _delivered_after(swap_cluster, receiver, 0, len(expected))
+        expected = match_pairs(early, analysed) | boolean_oracle(boolean, stream)
+        delivered = delivered_after(swap_cluster, receiver, 0, len(expected))
         late_pairs = [pair for pair in delivered if pair[0] in late]
-        _check([pair for pair in delivered if pair[0] not in late], expected)
+        check_exact([pair for pair in delivered if pair[0] not in late], expected)
         assert len(expected) > 2_000, "the stream should produce plenty of matches"
         assert set(late_pairs) <= match_pairs(late, analysed)
         assert len(late_pairs) == len(set(late_pairs)), "a match was delivered twice"
@@ -220,7 +183,7 @@ def test_two_live_mapping_swaps_lose_and_duplicate_nothing(
         offset = receiver.count()
         expected_again = match_pairs(
             subscriptions, {p.id: analyze(p.text) for p in again}
-        ) | _boolean_oracle(boolean, again)
+        ) | boolean_oracle(boolean, again)
         assert len({pid for _, pid in expected_again}) > 30, "most of the batch should match"
         for _ in range(2):
             body = {"publications": [{"id": p.id, "text": p.text} for p in again]}
@@ -239,8 +202,8 @@ def test_two_live_mapping_swaps_lose_and_duplicate_nothing(
 def _delivered_with_ids(
     cluster: RunningCluster, receiver: Receiver, offset: int, count: int
 ) -> list[tuple[tuple[str, str], str]]:
-    """The (pair, webhook-id) deliveries after ``offset``, once ``_delivered_after`` has waited."""
-    _delivered_after(cluster, receiver, offset, count)
+    """The (pair, webhook-id) deliveries after ``offset``, once ``delivered_after`` has waited."""
+    delivered_after(cluster, receiver, offset, count)
     got = httpx.get(f"{receiver.url}/deliveries", params={"offset": offset}, timeout=30).json()
     pairs = [(str(s), str(p)) for s, p in got["pairs"]]
     return list(zip(pairs, got["webhook_ids"], strict=True))

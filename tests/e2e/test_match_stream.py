@@ -15,6 +15,7 @@ from collections.abc import AsyncGenerator, AsyncIterator
 import httpx
 import pytest
 
+from tests.e2e.support import boolean_oracle, publish_posts
 from tests.helpers import (
     Receiver,
     RunningCluster,
@@ -26,9 +27,6 @@ from tests.helpers import (
 from wordcast.client import RouterClient, StreamedMatches, StreamLost
 from wordcast.corpus.workload import Post, post_boolean_queries, post_queries, sample_posts
 from wordcast.storage import Store
-
-from .test_e2e import _publish
-from .test_e2e_boolean import _oracle
 
 pytestmark = pytest.mark.e2e
 
@@ -74,7 +72,7 @@ async def _following_then_publishing(
     stream = client.matches(on_connect=lambda _: connected.set())
     reading = asyncio.ensure_future(anext(stream))
     await asyncio.wait_for(connected.wait(), 30)
-    await asyncio.to_thread(_publish, cluster, posts)
+    await asyncio.to_thread(publish_posts, cluster, posts)
     got += _ours(await reading, ours)
     return stream
 
@@ -96,8 +94,8 @@ def test_a_consumer_that_leaves_for_10_s_and_resumes_misses_nothing_and_sees_not
     assert all(sub["delivery"] == ["stream"] and sub["callback_url"] is None for sub in subs)
     by_id = {str(sub["id"]): str(sub["query"]) for sub in subs}
     first, second = posts[:1_000], posts[1_000:]
-    expected_first = _oracle(by_id, first)
-    expected = expected_first | _oracle(by_id, second)
+    expected_first = boolean_oracle(by_id, first)
+    expected = expected_first | boolean_oracle(by_id, second)
     assert len(expected_first) >= 50
     assert len(expected) - len(expected_first) >= 50
 
@@ -108,7 +106,7 @@ def test_a_consumer_that_leaves_for_10_s_and_resumes_misses_nothing_and_sees_not
             last = await _take(stream, set(by_id), len(expected_first), got)
             await stream.aclose()  # the connection goes; the matches go on
             away = time.monotonic()
-            await asyncio.to_thread(_publish, cluster, second)
+            await asyncio.to_thread(publish_posts, cluster, second)
             await asyncio.sleep(10 - (time.monotonic() - away))
             resumed = client.matches(last)
             await _take(resumed, set(by_id), len(expected), got)
@@ -138,7 +136,7 @@ def test_delivery_both_ways_reaches_the_webhook_and_the_stream(
     assert all(sub["delivery"] == ["webhook", "stream"] for sub in subs)
     assert all(sub["callback_url"] == receiver.hook for sub in subs)
     by_id = {str(sub["id"]): str(sub["query"]) for sub in subs}
-    expected = _oracle(by_id, posts)
+    expected = boolean_oracle(by_id, posts)
     assert expected
     offset = receiver.count()
 

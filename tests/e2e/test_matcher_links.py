@@ -8,68 +8,19 @@ also stands in for matchers that only need to answer (:func:`serving`).
 from __future__ import annotations
 
 import asyncio
-import socket
-import struct
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
 import pytest
 
+from tests.e2e.support import DroppingServer, serving
 from wordcast.errors import MatcherUnavailable
 from wordcast.services.router.matchers import MatcherLinks
 from wordcast.services.router.settings import RouterSettings
 from wordcast.storage import Store
 from wordcast.storage.redis import connect
-
-ANSWER = (
-    b'HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 13\r\n\r\n{"matches":7}'
-)
-
-
-@dataclass
-class DroppingServer:
-    """Resets the first ``drops`` connections once it has read a request; answers every request
-    on the others (or never, if ``silent``). Keeps every request body it read."""
-
-    drops: int = 0
-    silent: bool = False
-    bodies: list[bytes] = field(default_factory=list)
-
-    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        while True:
-            try:
-                head = await reader.readuntil(b"\r\n\r\n")
-            except asyncio.IncompleteReadError:  # the client closed the connection
-                writer.close()
-                return
-            length = next(
-                int(line.split(b":")[1])
-                for line in head.split(b"\r\n")
-                if line.lower().startswith(b"content-length:")
-            )
-            self.bodies.append(await reader.readexactly(length))
-            if len(self.bodies) <= self.drops:
-                sock = writer.get_extra_info("socket")
-                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-                writer.close()
-                return
-            if self.silent:
-                await asyncio.sleep(60)
-            writer.write(ANSWER)
-            await writer.drain()
-
-
-@asynccontextmanager
-async def serving(server: DroppingServer) -> AsyncIterator[str]:
-    """``server`` listening on a free local port; yields its URL."""
-    listening = await asyncio.start_server(server.handle, "127.0.0.1", 0)
-    try:
-        yield f"http://127.0.0.1:{listening.sockets[0].getsockname()[1]}"
-    finally:
-        listening.close()
 
 
 @asynccontextmanager

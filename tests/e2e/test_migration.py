@@ -10,6 +10,7 @@ from dataclasses import replace
 
 import pytest
 
+from tests.e2e.support import DroppingServer, serving
 from wordcast.corpus.files import pypi_posts
 from wordcast.errors import MappingUnconfirmed, NotFound
 from wordcast.ops.migration import BATCH, move_to, retire
@@ -24,8 +25,6 @@ from wordcast.storage.events import EventFollower
 from wordcast.storage.mappings import MappingStore
 from wordcast.storage.records import Subscription
 from wordcast.storage.redis import connect
-
-from .test_matcher_links import DroppingServer, serving
 
 MATCHERS = 6
 

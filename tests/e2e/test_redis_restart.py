@@ -12,13 +12,12 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests.e2e.support import check_exact, delivered_after, publish_posts
 from tests.helpers import AUTH, Receiver, start_cluster, start_redis_server, stop_cluster
 from wordcast.corpus.workload import Post, post_queries, sample_posts
 from wordcast.local.supervisor import free_port
 from wordcast.query.analysis import analyze
 from wordcast.testing.bruteforce import match_pairs
-
-from .test_e2e import _check, _delivered_after, _publish
 
 pytestmark = pytest.mark.e2e
 
@@ -113,18 +112,18 @@ def test_cluster_survives_a_redis_restart(own_redis: RestartableRedis, receiver:
 
         # And matching and delivery work as before: exactly the oracle for a fresh batch.
         cluster.wait_ready()
-        _delivered_after(cluster, receiver, 0, 0)  # let the outage's stragglers finish
+        delivered_after(cluster, receiver, 0, 0)  # let the outage's stragglers finish
         after = [Post(f"after:{p.id}", p.text) for p in posts[3_000:]]
         expected = match_pairs(subs, {p.id: analyze(p.text) for p in after})
         assert len(expected) > 300
         offset = receiver.count()
-        _publish(cluster, after)
+        publish_posts(cluster, after)
         delivered = [
             pair
-            for pair in _delivered_after(cluster, receiver, offset, len(expected))
+            for pair in delivered_after(cluster, receiver, offset, len(expected))
             if pair[1].startswith("after:")
         ]
-        _check(delivered, expected)
+        check_exact(delivered, expected)
     finally:
         stop_cluster(cluster)
 

@@ -30,6 +30,16 @@ import httpx
 import pytest
 import redis
 
+from tests.e2e.support import (
+    AlternatingPublisher,
+    boolean_oracle,
+    check_exact,
+    create_subscriptions,
+    pattern_oracle,
+    publish_posts,
+    subscribe_queries,
+    subscribe_terms,
+)
 from tests.helpers import (
     Receiver,
     RunningCluster,
@@ -47,12 +57,6 @@ from wordcast.query.boolean import parse_query
 from wordcast.routing.placement import decode
 from wordcast.storage.redis import connect_sync, stored_namespace
 from wordcast.testing.bruteforce import match_pairs
-
-from .test_e2e import _check, _publish, _subscribe
-from .test_e2e_boolean import _oracle as _boolean_oracle
-from .test_e2e_boolean import _subscribe as _subscribe_boolean
-from .test_e2e_patterns import _create, _pattern_oracle
-from .test_learned_routing import Stream
 
 pytestmark = pytest.mark.e2e
 
@@ -136,12 +140,12 @@ def test_scaling_up_and_down_under_a_stream_loses_and_duplicates_nothing(
     assert receiver.count() == 0, "this module's receiver starts empty"
     posts = sample_posts(7_000, seed=515)
     learning, stream = posts[:3_000], posts[3_000:]
-    keywords = _subscribe(cluster, post_queries(learning, 400, seed=51), receiver.hook)
-    boolean = _subscribe_boolean(
+    keywords = subscribe_terms(cluster, post_queries(learning, 400, seed=51), receiver.hook)
+    boolean = subscribe_queries(
         cluster, post_boolean_queries(learning, 100, seed=53), receiver.hook
     )
     alternatives = sum(len(parse_query(q).clauses) for q in boolean.values())
-    created = _create(
+    created = create_subscriptions(
         cluster.router_url,
         [
             {"pattern": p, "callback_url": receiver.hook}
@@ -159,7 +163,7 @@ def test_scaling_up_and_down_under_a_stream_loses_and_duplicates_nothing(
         # Scaling up may take longer than the stream on a loaded machine: the batches from
         # the 20th last on wait for it, so that some are left to flow while scaling down.
         scaled_up = threading.Event()
-        publisher = Stream(
+        publisher = AlternatingPublisher(
             [cluster.router_url, slow_url], stream, gates={len(stream) // 50 - 20: scaled_up}
         )
         time.sleep(2)
@@ -247,10 +251,10 @@ def test_scaling_up_and_down_under_a_stream_loses_and_duplicates_nothing(
     assert "scaling to" not in status.stdout, "the cluster has the number wanted"
 
     analysed = {p.id: analyze(p.text) for p in stream}
-    expected = match_pairs(keywords, analysed) | _pattern_oracle(patterns, stream)
-    expected |= _boolean_oracle(boolean, stream)
+    expected = match_pairs(keywords, analysed) | pattern_oracle(patterns, stream)
+    expected |= boolean_oracle(boolean, stream)
     assert len(expected) > 2_000, "the stream should produce plenty of matches"
-    _check(_quiet(client, namespace, receiver, len(expected)), expected)
+    check_exact(_quiet(client, namespace, receiver, len(expected)), expected)
 
 
 @pytest.mark.parametrize(
@@ -417,7 +421,7 @@ def test_a_router_writes_a_version_for_the_number_wanted_once_the_cluster_can_ta
     move is under way."""
     from prometheus_client import REGISTRY
 
-    from tests.unit.test_kube import CONFIG, cronjob_api
+    from tests.unit.support import KUBE_CONFIG, cronjob_api
     from wordcast.ops.kube import CronJobRun
     from wordcast.services.router import scale
 
@@ -429,7 +433,7 @@ def test_a_router_writes_a_version_for_the_number_wanted_once_the_cluster_can_ta
             store, mappings = state.store, state.versions.mappings
             follower = state.versions.scale
             assert follower.learner is not None
-            follower.learner = CronJobRun("learn-mapping", CONFIG, transport=cronjob_api(jobs))
+            follower.learner = CronJobRun("learn-mapping", KUBE_CONFIG, transport=cronjob_api(jobs))
             await store.cluster.want_matchers(3)
             await store.cluster.register_matcher(
                 2, "http://127.0.0.1:3"
@@ -486,13 +490,13 @@ def test_a_router_following_the_statefulset_copies_its_replicas(
     it follows; scaling to 0 stops pods without re-mapping and is not copied."""
     import httpx2
 
-    from tests.unit.test_kube import CONFIG, _scale
+    from tests.unit.support import KUBE_CONFIG, scale_body
     from wordcast.ops.kube import StatefulSetReplicas
 
     replicas = {"now": 5}
 
     def api(request: httpx2.Request) -> httpx2.Response:
-        return httpx2.Response(200, json=_scale({"replicas": replicas["now"]}))
+        return httpx2.Response(200, json=scale_body({"replicas": replicas["now"]}))
 
     async def scenario() -> None:
         following = {"follow_statefulset": "matcher", "follow_poll_s": 0.2}
@@ -501,7 +505,7 @@ def test_a_router_following_the_statefulset_copies_its_replicas(
             await state.versions.scale.aclose()
             transport = httpx2.MockTransport(api)
             state.versions.scale.statefulset = StatefulSetReplicas(
-                "matcher", CONFIG, transport=transport
+                "matcher", KUBE_CONFIG, transport=transport
             )
             await state.versions.step()
             assert await store.cluster.matchers_wanted() == 5
@@ -552,7 +556,9 @@ def test_a_removed_matcher_that_is_gone_does_not_hold_the_cluster_on_the_old_ver
     try:
         posts = sample_posts(3_000, seed=616)
         already = receiver.count()
-        keywords = _subscribe(cluster, post_queries(posts[:1_000], 300, seed=61), receiver.hook)
+        keywords = subscribe_terms(
+            cluster, post_queries(posts[:1_000], 300, seed=61), receiver.hook
+        )
         held = placed_on(client, namespace, 2)
         assert len(held) > 30, "matcher 2 should hold a share"
         os.kill(frozen, signal.SIGSTOP)
@@ -577,14 +583,14 @@ def test_a_removed_matcher_that_is_gone_does_not_hold_the_cluster_on_the_old_ver
             assert set(moved) <= {"0", "1"}
             assert _stats(cluster.router_url)["matchers"] == 2
             stream = posts[1_000:]
-            _publish(cluster, stream)
+            publish_posts(cluster, stream)
         finally:
             os.kill(frozen, signal.SIGCONT)
         analysed = {p.id: analyze(p.text) for p in stream}
         expected = match_pairs(keywords, analysed)
         assert len(expected) > 200
         delivered = _quiet(client, namespace, receiver, already + len(expected))[already:]
-        _check(delivered, expected)
+        check_exact(delivered, expected)
     finally:
         stop_cluster(cluster)
 
@@ -603,8 +609,10 @@ def test_scale_with_a_learned_mapping_writes_only_that_version(
     try:
         posts = sample_posts(4_000, seed=717)
         already = receiver.count()
-        keywords = _subscribe(cluster, post_queries(posts[:1_500], 300, seed=71), receiver.hook)
-        _publish(cluster, posts[:1_500])  # every one is logged (rate 1): the learner's input
+        keywords = subscribe_terms(
+            cluster, post_queries(posts[:1_500], 300, seed=71), receiver.hook
+        )
+        publish_posts(cluster, posts[:1_500])  # every one is logged (rate 1): the learner's input
         result = _scale(cluster, redis_url, "3", "--algorithm", "salb")
         assert result.returncode == 0, result.stdout + result.stderr
         assert "mapping v1 for 3 matchers written" in result.stdout
@@ -616,11 +624,13 @@ def test_scale_with_a_learned_mapping_writes_only_that_version(
         assert "has not registered" not in logged
         assert "not usable" not in logged
         assert len(placed_on(client, namespace, 2)) > 0, "LASP moved some to matcher 2"
-        _publish(cluster, posts[1_500:])
+        publish_posts(cluster, posts[1_500:])
         analysed = {p.id: analyze(p.text) for p in posts}
         expected = match_pairs(keywords, analysed)
         assert len(expected) > 300
-        _check(_quiet(client, namespace, receiver, already + len(expected))[already:], expected)
+        check_exact(
+            _quiet(client, namespace, receiver, already + len(expected))[already:], expected
+        )
     finally:
         stop_cluster(cluster)
 

@@ -19,6 +19,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
+from tests.e2e.support import boolean_oracle, pattern_oracle, publish_posts
 from tests.helpers import RunningCluster
 from wordcast.corpus.workload import (
     Post,
@@ -28,10 +29,6 @@ from wordcast.corpus.workload import (
     sample_posts,
 )
 from wordcast.local.supervisor import free_port
-
-from .test_e2e import _publish
-from .test_e2e_boolean import _oracle as _query_oracle
-from .test_e2e_patterns import _pattern_oracle
 
 pytestmark = pytest.mark.e2e
 
@@ -95,7 +92,7 @@ def _watched_and_expected(
     """Posts, 3 queries and a pattern with a handful of matches each, and the matches shown."""
     posts = list({p.text: p for p in sample_posts(1_500, seed=seed)}.values())
     candidates = post_queries(posts, 40, seed=81) + post_boolean_queries(posts, 20, seed=82)
-    oracle = _query_oracle({q: q for q in candidates}, posts)
+    oracle = boolean_oracle({q: q for q in candidates}, posts)
     hits = Counter(label for label, _ in oracle)
     # A handful of matches each: enough to judge, few enough to read.
     queries = [q for q in candidates if 2 <= hits[q] <= 40][:3]
@@ -104,7 +101,7 @@ def _watched_and_expected(
     by_id = {p.id: p for p in posts}
     expected = Counter(
         (label, _as_shown(by_id[post_id].text))
-        for label, post_id in oracle | _pattern_oracle({patterns[0]: patterns[0]}, posts)
+        for label, post_id in oracle | pattern_oracle({patterns[0]: patterns[0]}, posts)
         if label in queries or label == patterns[0]
     )
     return posts, queries, patterns, expected
@@ -130,7 +127,7 @@ def _publish_and_stop(
 ) -> None:
     """Publish, read until the matches expected are shown, Ctrl-C the watch: it ends cleanly,
     having shown exactly them."""
-    _publish(cluster, posts)
+    publish_posts(cluster, posts)
     _read_shown(process, lines, expected)
     os.killpg(process.pid, signal.SIGINT)
     rest, _ = process.communicate(timeout=60)
@@ -184,13 +181,13 @@ def test_watch_with_a_webhook_shows_the_oracles_matches_refuses_forgeries_and_cl
 def test_watch_stops_after_count_matches(cluster: RunningCluster) -> None:
     posts = sample_posts(300, seed=909)
     candidates = post_queries(posts, 30, seed=91)
-    hits = Counter(label for label, _ in _query_oracle({q: q for q in candidates}, posts))
+    hits = Counter(label for label, _ in boolean_oracle({q: q for q in candidates}, posts))
     query = max(candidates, key=lambda q: hits[q])
     assert hits[query] >= 3
     lines: list[str] = []
     with _watch(cluster, None, query, "--count", "3", "--seconds", "120") as process:
         _read_until(process, lines, "watching 1 subscriptions")
-        _publish(cluster, posts)
+        publish_posts(cluster, posts)
         out, _ = process.communicate(timeout=90)
     lines += out.splitlines(keepends=True)
     assert process.returncode == 0, "".join(lines)

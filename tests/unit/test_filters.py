@@ -8,7 +8,7 @@ import random
 
 import pytest
 
-from tests.unit.test_spans import delivered_by_alternatives
+from tests.unit.support import delivered_by_alternatives
 from wordcast.errors import InvalidInput
 from wordcast.query.analysis import analyze
 from wordcast.query.boolean import evaluate, parse_query, parse_tree

@@ -10,37 +10,17 @@ manifests give the routers and matchers the right to ask is checked in test_depl
 from __future__ import annotations
 
 import asyncio
-import json
 from typing import Any
 
 import httpx2
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from lightkube.config.kubeconfig import KubeConfig
 
+from tests.unit.support import CRONJOB, KUBE_CONFIG, cronjob_api, scale_body
 from wordcast.errors import KubernetesUnavailable
 from wordcast.ops.kube import CronJobRun, StatefulSetReplicas
 from wordcast.ops.scaling import version_for
-
-CONFIG = KubeConfig.from_dict(
-    {
-        "clusters": [{"name": "c", "cluster": {"server": "https://kubernetes.test"}}],
-        "users": [{"name": "u", "user": {"token": "account-token"}}],
-        "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u", "namespace": "wc"}}],
-        "current-context": "x",
-    }
-)
-
-
-def _scale(spec: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "kind": "Scale",
-        "apiVersion": "autoscaling/v1",
-        "metadata": {"name": "matcher", "namespace": "wc"},
-        "spec": spec,
-        "status": {"replicas": 4},
-    }
 
 
 def _read(name: str, respond: Any) -> tuple[int | str, list[httpx2.Request]]:
@@ -51,7 +31,7 @@ def _read(name: str, respond: Any) -> tuple[int | str, list[httpx2.Request]]:
         return respond(request)  # type: ignore[no-any-return]
 
     async def read() -> int | str:
-        replicas = StatefulSetReplicas(name, CONFIG, transport=httpx2.MockTransport(handler))
+        replicas = StatefulSetReplicas(name, KUBE_CONFIG, transport=httpx2.MockTransport(handler))
         try:
             return await replicas.get()
         except KubernetesUnavailable as exc:
@@ -63,7 +43,9 @@ def _read(name: str, respond: Any) -> tuple[int | str, list[httpx2.Request]]:
 
 
 def test_reads_the_scale_subresource_of_the_named_statefulset() -> None:
-    replicas, asked = _read("matcher", lambda _: httpx2.Response(200, json=_scale({"replicas": 6})))
+    replicas, asked = _read(
+        "matcher", lambda _: httpx2.Response(200, json=scale_body({"replicas": 6}))
+    )
     assert replicas == 6, "spec (asked for), not status (running now)"
     [request] = asked
     assert request.method == "GET"
@@ -72,7 +54,7 @@ def test_reads_the_scale_subresource_of_the_named_statefulset() -> None:
 
 
 def test_a_statefulset_scaled_to_zero_has_no_replicas_field() -> None:
-    replicas, _ = _read("matcher", lambda _: httpx2.Response(200, json=_scale({})))
+    replicas, _ = _read("matcher", lambda _: httpx2.Response(200, json=scale_body({})))
     assert replicas == 0
 
 
@@ -111,56 +93,9 @@ def test_outside_a_pod_without_a_kubeconfig_says_so(monkeypatch: pytest.MonkeyPa
         asyncio.run(read())
 
 
-CRONJOB = {
-    "kind": "CronJob",
-    "apiVersion": "batch/v1",
-    "metadata": {"name": "learn-mapping", "namespace": "wc", "uid": "c0ffee-uid"},
-    "spec": {
-        "schedule": "15 3 * * *",
-        "jobTemplate": {
-            "metadata": {"labels": {"team": "search"}},
-            "spec": {
-                "backoffLimit": 1,
-                "template": {
-                    "metadata": {"labels": {"app": "learn-mapping"}},
-                    "spec": {
-                        "restartPolicy": "Never",
-                        "containers": [
-                            {"name": "learn", "image": "wordcast:0.1.0", "args": ["learn"]}
-                        ],
-                    },
-                },
-            },
-        },
-    },
-}
-
-
-def cronjob_api(created: list[dict[str, Any]], create_status: int = 201) -> Any:
-    """An API that has the learner's CronJob and records the Jobs created from it."""
-
-    def handler(request: httpx2.Request) -> httpx2.Response:
-        path = request.url.path
-        if (
-            request.method == "GET"
-            and path == "/apis/batch/v1/namespaces/wc/cronjobs/learn-mapping"
-        ):
-            return httpx2.Response(200, json=CRONJOB)
-        if request.method == "POST" and path == "/apis/batch/v1/namespaces/wc/jobs":
-            body = json.loads(request.content)
-            if create_status != 201:
-                status = {"kind": "Status", "code": create_status, "message": "refused"}
-                return httpx2.Response(create_status, json=status)
-            created.append(body)
-            return httpx2.Response(201, json=body)
-        return httpx2.Response(404, json={"kind": "Status", "code": 404, "message": "no " + path})
-
-    return httpx2.MockTransport(handler)
-
-
 def _start(job: str, transport: Any, cronjob: str = "learn-mapping") -> bool | str:
     async def start() -> bool | str:
-        run = CronJobRun(cronjob, CONFIG, transport=transport)
+        run = CronJobRun(cronjob, KUBE_CONFIG, transport=transport)
         try:
             return await run.start(job)
         except KubernetesUnavailable as exc:

@@ -4,15 +4,13 @@ brute-force reading of the token list, and bad syntax is refused naming the prob
 from __future__ import annotations
 
 import random
-from collections.abc import Mapping, Sequence
-from collections.abc import Set as AbstractSet
 
 import pytest
 
+from tests.unit.support import delivered_by_alternatives
 from wordcast.errors import InvalidInput
-from wordcast.query.alternatives import HeldAlternatives
 from wordcast.query.analysis import analyze, term_positions, token_terms
-from wordcast.query.boolean import BooleanQuery, evaluate, parse_query, parse_tree, part_id
+from wordcast.query.boolean import evaluate, parse_query, parse_tree
 from wordcast.query.spans import Span
 
 VOCABULARY = ["white", "house", "of", "cards", "senate", "vote", "the", "big", "apple", "a", "x"]
@@ -38,26 +36,6 @@ def _spans(node: object) -> list[Span]:
         return [node]
     children = getattr(node, "children", None) or [getattr(node, "child", None)]
     return [span for child in children if child is not None for span in _spans(child)]
-
-
-def delivered_by_alternatives(
-    read: BooleanQuery,
-    terms: AbstractSet[str],
-    positions: Mapping[str, Sequence[int]] | None = None,
-) -> list[tuple[str, int]]:
-    """The matcher's check, for one post: each alternative that matched on its words is a
-    candidate, and HeldAlternatives keeps the one that delivers (if any)."""
-    held = HeldAlternatives()
-    stored = [part_id("q", k) for k in range(len(read.clauses))]
-    if not read.is_plain:
-        for stored_id in stored:
-            held.add(stored_id, read)
-    candidates = [
-        (stored_id, 0)
-        for stored_id, clause in zip(stored, read.clauses, strict=True)
-        if set(clause.words) <= terms
-    ]
-    return held.delivering(candidates, lambda _: terms, lambda _: positions or {})
 
 
 @pytest.mark.parametrize(
