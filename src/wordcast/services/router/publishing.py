@@ -18,23 +18,20 @@ import asyncio
 import contextlib
 import logging
 import random
-import threading
 import time
 import uuid
-from collections import Counter as CountOf
 from collections import deque
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from prometheus_client import Counter, Gauge, Histogram
 
-from wordcast.errors import MappingUnconfirmed, RateLimited, StoreUnavailable, Unavailable
-from wordcast.query.analysis import TermAnalyzer, new_analyzer
-from wordcast.query.filters import Value, filter_terms
-from wordcast.query.languages import analyse_in_languages
+from wordcast.errors import MappingUnconfirmed, StoreUnavailable, Unavailable
+from wordcast.query.filters import Value
 from wordcast.query.patterns import normalise
 from wordcast.routing.anchors import AnchorIndex
 from wordcast.routing.mapping import HashMapping, WordHolders, keyed_draw, route_held
+from wordcast.services.router.analysing import CharsInFlight, PublicationAnalysis
 from wordcast.services.router.matchers import MatcherLinks
 from wordcast.services.router.overload import LoadShedder
 from wordcast.services.router.settings import RouterSettings
@@ -51,7 +48,6 @@ LOG_FAILURES = Counter("wordcast_router_log_failures", "Batches whose sample was
 LOG_DROPPED = Counter(
     "wordcast_router_log_dropped", "Sampled publications dropped: the log's writer fell behind"
 )
-OFF_LOOP_CHARS = 64 * 1024  # a request of this much text is analysed in a thread
 YIELD_EVERY_TERMS = 20_000  # routing lets other work run this often (about a millisecond)
 SAMPLES_WAITING_MAX = 10_000  # samples held for the log's writer; beyond, new ones are dropped
 BATCH_SECONDS = Histogram("wordcast_router_batch_seconds", "Time to analyse and route one batch")
@@ -117,14 +113,10 @@ class Publishing:
         self.links = links
         self.shedder = shedder
         self._replica = replica  # the router's current word holders and anchor owners
-        self.analyzer = new_analyzer()
-        # Large requests are analysed in worker threads, one at a time, with an analyser of
-        # their own: the compiled one keeps a cache it borrows exclusively while it works.
-        self._thread_analyzer = new_analyzer()
-        self._thread_analysing = threading.Lock()
+        self.analysis = PublicationAnalysis(settings.detect_languages)
         self._random = random.Random()
         self.stats = RoutingStats(settings.initial_matchers, 0)
-        self._chars_in_flight: CountOf[str] = CountOf()  # per publishing tenant
+        self.in_flight = CharsInFlight(settings.tenant_chars_in_flight_max)
         self._samples: deque[tuple[float, tuple[str, ...]]] = deque()
         self._sampled = asyncio.Event()
         self._writing: asyncio.Future[None] | None = None
@@ -165,18 +157,10 @@ class Publishing:
                 f"{self.versions.report_fence_s:g} s, so it stops routing: a migration may retire "
                 "that version meanwhile"
             )
-        size = sum(len(text) for _, text in publications)
-        with self._in_flight(publisher, size):
+        with self.in_flight.hold(publisher, sum(len(text) for _, text in publications)):
             started = time.perf_counter()
             accepted = time.time()
-            # The compiled analyser lets go of the GIL: other requests, and the router's report
-            # of its mapping version, go on meanwhile.
-            if size >= OFF_LOOP_CHARS:
-                analysed = await asyncio.to_thread(
-                    self._analyse_in_thread, publications, attributes, languages
-                )
-            else:
-                analysed = self._analyse(publications, attributes, languages, self.analyzer)
+            analysed = await self.analysis.analyse(publications, attributes, languages)
             mapping = self.versions.view.active
             version = mapping.version
             ids, per_matcher, sampled, recent = await self._route(publications, mapping, analysed)
@@ -205,28 +189,6 @@ class Publishing:
             self.stats.record(len(ids), {m: len(b) for m, b in per_matcher.items()})
         BATCH_SECONDS.observe(time.perf_counter() - started)
         return ids, len(per_matcher)
-
-    @contextlib.contextmanager
-    def _in_flight(self, publisher: str, size: int) -> Iterator[None]:
-        """Count ``size`` characters of ``publisher``'s in flight here until the block ends;
-        RateLimited past ``tenant_chars_in_flight_max`` (one request is always let through), so
-        that one tenant's large requests cannot take the router from the others."""
-        most = self.settings.tenant_chars_in_flight_max
-        held = self._chars_in_flight[publisher]
-        if held and held + size > most:
-            raise RateLimited(
-                f"tenant {publisher!r} has {held:,} characters of publications in flight on this "
-                f"router already, and this request would take it past {most:,} "
-                "(WORDCAST_ROUTER_TENANT_CHARS_IN_FLIGHT_MAX): send it once those are answered",
-                retry_after_s=1,
-            )
-        self._chars_in_flight[publisher] = held + size
-        try:
-            yield
-        finally:
-            self._chars_in_flight[publisher] -= size
-            if self._chars_in_flight[publisher] <= 0:
-                del self._chars_in_flight[publisher]
 
     async def _route(
         self,
@@ -286,33 +248,6 @@ class Publishing:
                 for matcher in pattern_targets:
                     per_matcher.setdefault(matcher, []).append(flagged)
         return ids, per_matcher, sampled, recent
-
-    def _analyse_in_thread(
-        self,
-        publications: Sequence[tuple[str | None, str]],
-        attributes: Sequence[Mapping[str, Value] | None] | None,
-        languages: Sequence[str | None] | None,
-    ) -> tuple[list[tuple[str, ...]], list[list[str]]]:
-        with self._thread_analysing:
-            return self._analyse(publications, attributes, languages, self._thread_analyzer)
-
-    def _analyse(
-        self,
-        publications: Sequence[tuple[str | None, str]],
-        attributes: Sequence[Mapping[str, Value] | None] | None,
-        languages: Sequence[str | None] | None,
-        analyzer: TermAnalyzer,
-    ) -> tuple[list[tuple[str, ...]], list[list[str]]]:
-        """Each publication's terms (in English, and in its own language) and filter terms."""
-        texts = [text for _, text in publications]
-        english = analyzer.term_tuples(texts)
-        detect = self.settings.detect_languages
-        if not detect and languages is None and attributes is None:
-            return english, []
-        given = languages if languages is not None else [None] * len(texts)
-        terms, codes = analyse_in_languages(texts, english, given, detect)
-        attributes = attributes if attributes is not None else [None] * len(texts)
-        return terms, [filter_terms(a, code) for a, code in zip(attributes, codes, strict=True)]
 
     def _keep_samples(self, sampled: list[tuple[float, tuple[str, ...]]]) -> None:
         room = SAMPLES_WAITING_MAX - len(self._samples)

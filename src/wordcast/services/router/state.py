@@ -2,7 +2,7 @@
 
 Keyword subscriptions are placed with LASP among the eligible matchers of every mapping version in
 use (:mod:`.placing`), registered and deleted for tenants (:mod:`.subscribing`); publications are
-analysed and multicast (:mod:`.publishing`). Which versions are in use, and moving the
+analysed (:mod:`.analysing`) and multicast (:mod:`.publishing`). Which versions are in use, and moving the
 subscriptions when a new one appears, is :mod:`.versions`; the requests to matchers are
 :mod:`.matchers`; API keys are :mod:`.tenants`, shared streams :mod:`.streams`, each tenant's match stream
 :mod:`.match_stream`; what the console shows of routing is :mod:`.insight`, and its learning

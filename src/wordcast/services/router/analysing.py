@@ -1,0 +1,106 @@
+"""A published request's analysis, kept from stalling the router, and each tenant's share of it.
+
+Each text is analysed into its terms in English and in its own language (detected when not
+given: :mod:`wordcast.query.languages`), and its attributes into filter terms
+(:mod:`wordcast.query.filters`). A request of ``OFF_LOOP_CHARS`` or more is analysed in a worker
+thread: the compiled analyser lets go of the GIL, so other tenants' requests, and the router's
+report of its mapping version, go on meanwhile. The compiled analyser keeps a cache it borrows
+exclusively while it works, so the worker threads share one analyser of their own, one request
+at a time, and the event loop keeps another.
+
+:class:`CharsInFlight` bounds the characters of one tenant's publications a router has in flight
+at once: past it a request is refused (429) unless it is the tenant's only one, so one tenant's
+large requests cannot take the router from the others.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+from collections import Counter
+from collections.abc import Iterator, Mapping, Sequence
+
+from wordcast.errors import RateLimited
+from wordcast.query.analysis import TermAnalyzer, new_analyzer
+from wordcast.query.filters import Value, filter_terms
+from wordcast.query.languages import analyse_in_languages
+
+OFF_LOOP_CHARS = 64 * 1024  # a request of this much text is analysed in a worker thread
+
+# Each publication's terms, and its filter terms (empty when no publication has any).
+Analysed = tuple[list[tuple[str, ...]], list[list[str]]]
+
+
+class PublicationAnalysis:
+    def __init__(self, detect_languages: bool) -> None:
+        self.detect_languages = detect_languages
+        self._analyzer = new_analyzer()
+        self._thread_analyzer = new_analyzer()
+        self._thread_analysing = threading.Lock()
+
+    async def analyse(
+        self,
+        publications: Sequence[tuple[str | None, str]],
+        attributes: Sequence[Mapping[str, Value] | None] | None,
+        languages: Sequence[str | None] | None,
+    ) -> Analysed:
+        """Each publication's terms (in English, and in its own language) and filter terms;
+        ``attributes[k]`` and ``languages[k]`` what publication k says of itself."""
+        if sum(len(text) for _, text in publications) < OFF_LOOP_CHARS:
+            return self._analyse(publications, attributes, languages, self._analyzer)
+        return await asyncio.to_thread(self._analyse_in_thread, publications, attributes, languages)
+
+    def _analyse_in_thread(
+        self,
+        publications: Sequence[tuple[str | None, str]],
+        attributes: Sequence[Mapping[str, Value] | None] | None,
+        languages: Sequence[str | None] | None,
+    ) -> Analysed:
+        with self._thread_analysing:
+            return self._analyse(publications, attributes, languages, self._thread_analyzer)
+
+    def _analyse(
+        self,
+        publications: Sequence[tuple[str | None, str]],
+        attributes: Sequence[Mapping[str, Value] | None] | None,
+        languages: Sequence[str | None] | None,
+        analyzer: TermAnalyzer,
+    ) -> Analysed:
+        texts = [text for _, text in publications]
+        english = analyzer.term_tuples(texts)
+        detect = self.detect_languages
+        if not detect and languages is None and attributes is None:
+            return english, []
+        given = languages if languages is not None else [None] * len(texts)
+        terms, codes = analyse_in_languages(texts, english, given, detect)
+        attributes = attributes if attributes is not None else [None] * len(texts)
+        return terms, [filter_terms(a, code) for a, code in zip(attributes, codes, strict=True)]
+
+
+class CharsInFlight:
+    """The characters of each tenant's publications in flight on this router."""
+
+    def __init__(self, most: int) -> None:
+        self.most = most
+        self._held: Counter[str] = Counter()
+
+    @contextlib.contextmanager
+    def hold(self, tenant: str, size: int) -> Iterator[None]:
+        """Count ``size`` characters of ``tenant``'s in flight until the block ends; RateLimited
+        past ``most`` (``tenant_chars_in_flight_max``) unless nothing else of the tenant is."""
+        held = self._held[tenant]
+        if held and held + size > self.most:
+            raise RateLimited(
+                f"tenant {tenant!r} has {held:,} characters of publications in flight on this "
+                f"router already, and this request would take it past {self.most:,} "
+                "(WORDCAST_ROUTER_TENANT_CHARS_IN_FLIGHT_MAX): send it once those are answered",
+                retry_after_s=1,
+            )
+        self._held[tenant] = held + size
+        try:
+            yield
+        finally:
+            self._held[tenant] -= size
+            if self._held[tenant] <= 0:
+                del self._held[tenant]

@@ -1,0 +1,36 @@
+"""docs/TOUR.md names the steps of wordcast's main paths as ``path:function``: each must exist."""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+STEP = re.compile(r"`(src/[\w/]+\.py):([\w.]+)`")
+
+
+def _defined(path: Path) -> set[str]:
+    """Every function and class of a module, methods as Class.method."""
+    names: set[str] = set()
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            names.add(node.name)
+        if isinstance(node, ast.ClassDef):
+            names |= {
+                f"{node.name}.{item.name}"
+                for item in node.body
+                if isinstance(item, ast.FunctionDef | ast.AsyncFunctionDef)
+            }
+    return names
+
+
+def test_every_step_of_the_tour_exists() -> None:
+    steps = STEP.findall((ROOT / "docs" / "TOUR.md").read_text())
+    assert len(steps) >= 30
+    missing = [
+        f"{path}:{name}"
+        for path, name in steps
+        if not (ROOT / path).is_file() or name not in _defined(ROOT / path)
+    ]
+    assert not missing, f"docs/TOUR.md names steps that do not exist: {missing}"
