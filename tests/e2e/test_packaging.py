@@ -40,6 +40,7 @@ def test_the_wheel_holds_the_package_the_spark_jobs_and_the_command(wheel: Path)
         "wordcast/learning/salb.py",
         "wordcast/_core.abi3.so",  # the compiled core
         "wordcast/_core.pyi",
+        "wordcast/py.typed",  # users' type checkers read the stubs and the client's hints
         "wordcast/spark_jobs/learn_mapping.py",
         "wordcast/spark_jobs/term_stats.py",
         "wordcast/services/static/console.html",  # the web console, with no build step
