@@ -61,10 +61,15 @@ class ServiceSettings(BaseSettings):
 
     model_config = SettingsConfigDict(extra="ignore", populate_by_name=True)
 
-    host: str = "127.0.0.1"
-    port: int = 8000
+    host: str = Field(
+        default="127.0.0.1",
+        description="The address the service listens on (0.0.0.0 in a container).",
+    )
+    port: int = Field(default=8000, description="The port the service listens on.")
     redis_url: str = Field(
         default="redis://127.0.0.1:6379/0",
+        description="The Redis the cluster keeps its state in: redis://, rediss://, unix://, or "
+        "redis+cluster://host:port for a Redis Cluster (one node of it).",
         validation_alias=AliasChoices("WORDCAST_REDIS_URL", "REDIS_URL"),
     )
     namespace: str = Field(
@@ -101,7 +106,9 @@ class ServiceSettings(BaseSettings):
         "streams hold none while they wait, and read on a few more of their own (a quarter of "
         "this, at most 8).",
     )
-    log_level: str = "info"
+    log_level: str = Field(
+        default="info", description="debug, info, warning or error (uvicorn's levels)."
+    )
     events_max: int = Field(
         default=EVENTS_MAX,
         ge=1_000,

@@ -16,7 +16,7 @@ from wordcast.services.matcher.dispatcher import ATTEMPT_TIMEOUTS
 class MatcherSettings(ServiceSettings):
     model_config = SettingsConfigDict(env_prefix="WORDCAST_MATCHER_", extra="ignore")
 
-    port: int = 8101
+    port: int = Field(default=8101, description="The port the matcher listens on.")
     ordinal: int = Field(
         default=-1,
         description="This matcher's index; taken from a StatefulSet host name (matcher-3) if unset.",
@@ -85,12 +85,21 @@ class MatcherSettings(ServiceSettings):
         ge=1,
         description="Delivery attempts at once (a message backing off holds none).",
     )
-    delivery_timeout_s: float = 10.0
-    delivery_attempts: int = Field(default=8, ge=1)
+    delivery_timeout_s: float = Field(
+        default=10.0,
+        gt=0,
+        description="Each wait of a delivery attempt for the network (connecting, sending, the "
+        "answer); an attempt lasts at most three of them.",
+    )
+    delivery_attempts: int = Field(
+        default=8, ge=1, description="Attempts a message gets before it is a dead letter."
+    )
     delivery_backoff_s: float = Field(
         default=0.5, gt=0, description="First retry's backoff ceiling; doubles per attempt."
     )
-    delivery_max_backoff_s: float = Field(default=60.0, gt=0)
+    delivery_max_backoff_s: float = Field(
+        default=60.0, gt=0, description="The longest pause between two attempts."
+    )
     shutdown_drain_s: float = Field(
         default=5.0,
         ge=0,

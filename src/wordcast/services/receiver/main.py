@@ -26,9 +26,12 @@ from wordcast.services.pages import serve_pages
 class ReceiverSettings(ServiceSettings):
     model_config = SettingsConfigDict(env_prefix="WORDCAST_RECEIVER_", extra="ignore")
 
-    port: int = 8200
-    quiet: bool = False
-    record: bool = True
+    port: int = Field(default=8200, description="The port the receiver listens on.")
+    quiet: bool = Field(default=False, description="Print nothing per delivery.")
+    record: bool = Field(
+        default=True,
+        description="Keep the (subscription, publication) pairs received, for GET /deliveries.",
+    )
 
 
 class Inbox:

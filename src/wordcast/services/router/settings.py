@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import Field, SecretStr, field_validator, model_validator
+from pydantic import BaseModel, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import NoDecode, SettingsConfigDict
 
 from wordcast import limits
@@ -12,12 +12,53 @@ from wordcast.services.common import ServiceSettings
 __all__ = ["DEFAULT_ADMIN_TOKEN", "DEVELOPMENT_API_KEY", "RouterSettings"]
 
 
-class RouterSettings(ServiceSettings):
+class MatchStreamLimits(BaseModel):
+    """What a router's match streams may cost it (:mod:`wordcast.services.router.match_stream`)."""
+
+    stream_heartbeat_s: float = Field(
+        default=15.0,
+        gt=0,
+        le=300,
+        description="An idle match stream (GET /matches/stream) sends a comment this often, so "
+        "proxies do not close it.",
+    )
+    streams_max: int = Field(
+        default=256,
+        ge=1,
+        le=100_000,
+        description="Match streams this router serves at once; more get a 429. A waiting stream "
+        "holds no Redis connection (one task polls every followed tenant's newest position), "
+        "and streams read on a few connections of their own (at most 8), so "
+        "this bounds sockets and memory (up to about 1.2 MB each for a consumer that stops "
+        "reading), not Redis connections.",
+    )
+    stream_poll_s: float = Field(
+        default=0.05,
+        gt=0,
+        le=5,
+        description="How often the router reads the newest position of each tenant it serves "
+        "match streams to (one pipelined read for all): what a match waits at most, beyond its "
+        "delivery, before a waiting stream reads it.",
+    )
+    stream_drain_timeout_s: float = Field(
+        default=30.0,
+        gt=0,
+        le=3600,
+        description="A match stream whose consumer has not taken what was written to it within "
+        "this is dropped (its connection reset, its buffer freed); the consumer resumes with "
+        "Last-Event-ID.",
+    )
+    streams_per_tenant: int = Field(
+        default=16, ge=1, description="Match streams one tenant may hold open on this router."
+    )
+
+
+class RouterSettings(ServiceSettings, MatchStreamLimits):
     model_config = SettingsConfigDict(
         env_prefix="WORDCAST_ROUTER_", extra="ignore", populate_by_name=True
     )
 
-    port: int = 8000
+    port: int = Field(default=8000, description="The port the router listens on.")
     workers: int = Field(
         default=1,
         ge=1,
@@ -84,7 +125,12 @@ class RouterSettings(ServiceSettings):
     publication_log_max: int = Field(
         default=1_000_000, ge=1, description="The log keeps about this many newest entries."
     )
-    sync_timeout_s: float = 5.0
+    sync_timeout_s: float = Field(
+        default=5.0,
+        gt=0,
+        description="How long the router waits for a matcher to take a subscription change "
+        "(or start a backfill) before it answers without it.",
+    )
     mapping_poll_s: float = Field(
         default=2.0,
         gt=0,
@@ -121,8 +167,12 @@ class RouterSettings(ServiceSettings):
     # LASP's f(x) = slope·x + intercept: trie lookups per publication against a trie of x unique
     # words, fitted by `make bench-routing` (S³-TM Fig. 4.1; BENCHMARKS.md) on tweet-based
     # subscriptions over pypi summaries. The scale cancels out of LASP's choice; the ratio stays.
-    lasp_cost_slope: float = Field(default=0.00037, gt=0)
-    lasp_cost_intercept: float = Field(default=16.1, ge=0)
+    lasp_cost_slope: float = Field(
+        default=0.00037, gt=0, description="LASP's f(x) slope: trie lookups per unique word."
+    )
+    lasp_cost_intercept: float = Field(
+        default=16.1, ge=0, description="LASP's f(x) intercept: lookups of an empty trie."
+    )
     environment: Literal["development", "production"] = Field(
         default="production",
         validation_alias="WORDCAST_ENVIRONMENT",
@@ -133,7 +183,9 @@ class RouterSettings(ServiceSettings):
         default=SecretStr(DEFAULT_ADMIN_TOKEN),
         description="Bearer token of the admin operations (creating tenants' API keys).",
     )
-    max_subscriptions_per_tenant: int = Field(default=100_000, ge=1)
+    max_subscriptions_per_tenant: int = Field(
+        default=100_000, ge=1, description="Subscriptions one tenant may hold (422 past it)."
+    )
     publications_per_second: float = Field(
         default=50_000.0, gt=0, description="Each tenant's sustained publication rate limit."
     )
@@ -172,46 +224,10 @@ class RouterSettings(ServiceSettings):
         ge=0,
         description="How long a rotated-out signing secret still signs deliveries.",
     )
-    stream_heartbeat_s: float = Field(
-        default=15.0,
-        gt=0,
-        le=300,
-        description="An idle match stream (GET /matches/stream) sends a comment this often, so "
-        "proxies do not close it.",
-    )
-    streams_max: int = Field(
-        default=256,
-        ge=1,
-        le=100_000,
-        description="Match streams this router serves at once; more get a 429. A waiting stream "
-        "holds no Redis connection (one task polls every followed tenant's newest position), "
-        "and streams read on a few connections of their own (at most 8), so "
-        "this bounds sockets and memory (up to about 1.2 MB each for a consumer that stops "
-        "reading), not Redis connections.",
-    )
-    stream_poll_s: float = Field(
-        default=0.05,
-        gt=0,
-        le=5,
-        description="How often the router reads the newest position of each tenant it serves "
-        "match streams to (one pipelined read for all): what a match waits at most, beyond its "
-        "delivery, before a waiting stream reads it.",
-    )
-    stream_drain_timeout_s: float = Field(
-        default=30.0,
-        gt=0,
-        le=3600,
-        description="A match stream whose consumer has not taken what was written to it within "
-        "this is dropped (its connection reset, its buffer freed); the consumer resumes with "
-        "Last-Event-ID.",
-    )
     console_learning: bool = Field(
         default=True,
         description="Whether the console's admin may start a learning run (wordcast learn, a "
         "Spark job) as a child process of this router; turn off where the CronJob learns.",
-    )
-    streams_per_tenant: int = Field(
-        default=16, ge=1, description="Match streams one tenant may hold open on this router."
     )
 
     @field_validator("matcher_urls", mode="before")
