@@ -1,10 +1,13 @@
-"""docs/TOUR.md names the steps of wordcast's main paths as ``path:function``: each must exist."""
+"""docs/TOUR.md names the steps of wordcast's main paths, and docs/GLOSSARY.md the code of each
+idea, as ``path:function`` (or ``path:Class.method``): each must exist."""
 
 from __future__ import annotations
 
 import ast
 import re
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 STEP = re.compile(r"`(src/[\w/]+\.py):([\w.]+)`")
@@ -25,12 +28,13 @@ def _defined(path: Path) -> set[str]:
     return names
 
 
-def test_every_step_of_the_tour_exists() -> None:
-    steps = STEP.findall((ROOT / "docs" / "TOUR.md").read_text())
-    assert len(steps) >= 30
+@pytest.mark.parametrize(("page", "least"), [("TOUR.md", 30), ("GLOSSARY.md", 25)])
+def test_every_name_the_docs_give_exists(page: str, least: int) -> None:
+    steps = STEP.findall((ROOT / "docs" / page).read_text())
+    assert len(steps) >= least
     missing = [
         f"{path}:{name}"
         for path, name in steps
         if not (ROOT / path).is_file() or name not in _defined(ROOT / path)
     ]
-    assert not missing, f"docs/TOUR.md names steps that do not exist: {missing}"
+    assert not missing, f"docs/{page} names code that does not exist: {missing}"
