@@ -28,6 +28,7 @@ import os
 import re
 import unicodedata
 from collections.abc import Iterable
+from importlib import resources
 from typing import Protocol
 
 import regex
@@ -35,18 +36,15 @@ import Stemmer
 
 MAX_TOKEN_CHARS = 64
 
-# Snowball's English stop word list, plus the contraction fragments tokenising leaves behind.
+# Snowball's English stop word list, plus the contraction fragments tokenising leaves behind: one
+# file, which the compiled analyser reads too (rust/src/analysis.rs, by include_str!).
 STOP_WORDS: frozenset[str] = frozenset(
-    """
-    a about above after again against all am an and any are aren as at be because been before being
-    below between both but by can cannot could couldn did didn do does doesn doing don down during each
-    few for from further had hadn has hasn have haven having he her here hers herself him himself his
-    how i if in into is isn it its itself let ll me more most mustn my myself no nor not of off on once
-    only or other ought our ours ourselves out over own re same shan she should shouldn so some such
-    than that the their theirs them themselves then there these they this those through to too under
-    until up ve very was wasn we were weren what when where which while who whom why will with won
-    would wouldn you your yours yourself yourselves
-    """.split()  # noqa: SIM905 - a word list reads better as text
+    line.strip()
+    for line in resources.files("wordcast.query")
+    .joinpath("stop_words.txt")
+    .read_text()
+    .splitlines()
+    if line.strip() and not line.startswith("#")
 )
 
 STEM_CACHE_WORDS = 100_000
