@@ -2,7 +2,9 @@
 
 The location is ``WORDCAST_CORPUS_DIR`` if set (and then only there: a wrong setting is reported,
 not silently replaced by another copy), else ``shared/corpus`` in the parent of the current
-directory or of the source checkout. A pip-installed wordcast ships no corpus.
+directory or of the source checkout, else, in a source checkout, the sample the repository
+carries (``corpus/``: every 8th PyPI summary and every 10th Debian description), so that a clone
+anywhere runs its demo and its tests. A pip-installed wordcast ships no corpus.
 """
 
 from __future__ import annotations
@@ -28,9 +30,11 @@ def corpus_dir() -> Path:
         candidates = [Path(configured)]
     else:
         candidates = [Path.cwd().parent / "shared" / "corpus"]
-        source = Path(__file__).resolve().parents[1]
+        source = Path(__file__).resolve().parents[2]  # src/ in a checkout
         if source.name == "src":  # a source checkout, not site-packages
             candidates.append(source.parent.parent / "shared" / "corpus")
+            # A clone anywhere else: the sample the repository carries (corpus/README.md).
+            candidates.append(source.parent / "corpus")
     for candidate in candidates:
         if (candidate / PYPI).exists():
             return candidate
