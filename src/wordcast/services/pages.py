@@ -54,7 +54,8 @@ class SecurityHeaders:
         self.app = app
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or not str(scope["path"]).startswith(PAGES):
+        path = str(scope.get("path", ""))
+        if scope["type"] != "http" or (path != "/" and not path.startswith(PAGES)):
             await self.app(scope, receive, send)
             return
 
@@ -89,9 +90,39 @@ def serve_pages(app: FastAPI) -> None:
     app.add_middleware(SecurityHeaders)
 
 
+LANDING_PAGE = """<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>{title}</title>
+<link rel="icon" href="/favicon.ico">
+<link rel="stylesheet" href="/assets/wordcast/console.css">
+</head>
+<body>
+<main class="landing">
+<h1>{title}</h1>
+<p>Keyword, boolean and wildcard subscriptions matched against a stream of publications.</p>
+<ul>
+<li><a href="/console">The web console</a>: subscriptions, live matches, dead letters, routing.</li>
+<li><a href="/docs">The API docs</a>: every route, tried from the browser.</li>
+<li><a href="/stats">/stats</a> and <a href="/metrics">/metrics</a>: what this router is doing.</li>
+</ul>
+</main>
+</body>
+</html>
+"""
+
+
 def serve_console(app: FastAPI) -> None:
     """The web console at /console: a page over the router's own API (its script logs in with
-    the key given, a tenant's or the admin token, and keeps it for the browser tab only)."""
+    the key given, a tenant's or the admin token, and keeps it for the browser tab only); and at
+    / a page that leads to it and to the docs."""
+    landing = LANDING_PAGE.format(title=app.title)
+
+    @app.get("/", include_in_schema=False)
+    async def home() -> HTMLResponse:
+        return HTMLResponse(landing)
 
     @app.get("/console", include_in_schema=False)
     async def console() -> FileResponse:
