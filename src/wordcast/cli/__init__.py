@@ -16,11 +16,13 @@ from wordcast.cli.common import DEFAULT_ROUTER, default_router, fail
 from wordcast.errors import WordcastError
 
 USAGE = """\
-wordcast up [--matchers N] [--port P] [--no-demo]   start a local cluster in the foreground
-wordcast subscribe QUERY --callback URL             register a keyword subscription
-                                                    (QUERY may use OR, NOT, -word, parentheses:
-                                                    quote it, 'senate -house')
-wordcast subscribe --pattern 'pie*tea' --callback URL  register a wildcard pattern
+wordcast up [--matchers N] [--port P] [--data-dir DIR] [--no-demo]
+                                                    start a local cluster in the foreground
+wordcast subscribe QUERY [--callback URL]           register a keyword subscription, delivered
+                                                    to your match stream (wordcast watch), or
+                                                    POSTed to URL (QUERY may use OR, NOT, -word,
+                                                    parentheses: quote it, 'senate -house')
+wordcast subscribe --pattern 'pie*tea' [--callback URL]  register a wildcard pattern
 wordcast subscribe --file subs.jsonl [--callback URL]  import a JSON Lines file of subscriptions;
                                                     run again after an interruption: it resumes,
                                                     without duplicates

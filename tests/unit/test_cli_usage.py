@@ -1,0 +1,48 @@
+"""The usage lines `wordcast --help` opens with say what each command takes, as its parser does:
+an option shown is one the command has, and one shown without brackets is one it requires,
+unless it chooses the line's form (the first option, or one after a |: --pattern, --file)."""
+
+from __future__ import annotations
+
+import argparse
+import re
+
+from wordcast.cli import USAGE, build_parser
+
+
+def _commands() -> dict[str, argparse.ArgumentParser]:
+    parser = build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return dict(sub.choices)
+
+
+def _options(parser: argparse.ArgumentParser) -> dict[str, argparse.Action]:
+    return {option: action for action in parser._actions for option in action.option_strings}
+
+
+def test_every_option_the_usage_names_is_the_commands_and_brackets_say_optional() -> None:
+    commands = _commands()
+    checked = 0
+    for line in USAGE.splitlines():
+        found = re.match(r"wordcast (\w+)(.*?)(?:\s{2,}|$)", line)
+        if not found or found.group(1) not in commands:
+            continue
+        command = found.group(1)
+        # "deadletters | replay ID... | replay --all": each | may name another command.
+        for part in found.group(2).split("|"):
+            words = part.split()
+            if words and words[0] in commands:
+                command, part = words[0], part.replace(words[0], "", 1)
+            actions = _options(commands[command])
+            optional = set(re.findall(r"\[[^\]]*?(--[\w-]+)", part))
+            form = re.match(r"\s*(--[\w-]+)", part)  # the option that chooses the line's form
+            for option in re.findall(r"--[\w-]+", part):
+                assert option in actions, f"{line.strip()!r}: wordcast {command} has no {option}"
+                if option not in optional and (form is None or option != form.group(1)):
+                    assert actions[option].required, f"{line.strip()!r}: {option} is optional"
+                checked += 1
+    assert checked >= 10
+
+
+def test_the_usage_shows_up_keeping_its_data() -> None:
+    assert "--data-dir" in USAGE
