@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import re
 import subprocess
 import uuid
 
@@ -250,6 +251,33 @@ def test_the_cli_makes_lists_and_revokes_keys(cluster: RunningCluster) -> None:
     )
     assert unknown.returncode == 2
     assert "HTTP 401: unknown API key" in unknown.stderr
+
+
+def test_the_cli_lists_tenants_and_says_when_a_tenant_had_keys(cluster: RunningCluster) -> None:
+    tenant = f"grace-{uuid.uuid4().hex[:6]}"
+    first = wordcast_cli("tenant", "create", tenant, router=cluster.router_url)
+    assert json.loads(first.stdout)["new_tenant"] is True
+    assert "had API keys already" not in first.stderr
+    second = wordcast_cli("tenant", "create", tenant, router=cluster.router_url)
+    key = json.loads(second.stdout)
+    assert key["new_tenant"] is False
+    assert f"{tenant} had API keys already: this is another, and they stay valid" in second.stderr
+    made = httpx.post(
+        f"{cluster.router_url}/subscriptions",
+        json={"query": "grace hopper"},
+        headers={"authorization": f"Bearer {key['api_key']}"},
+        timeout=30,
+    )
+    assert made.status_code == 201, made.text
+    listed = wordcast_cli("tenant", "list", router=cluster.router_url)
+    assert listed.returncode == 0, listed.stderr
+    lines = listed.stdout.splitlines()
+    assert f"{tenant}  2 API keys, 1 subscription" in lines
+    assert lines == sorted(lines)
+    assert re.fullmatch(r"\d+ tenants?", listed.stderr.strip())
+    refused = wordcast_cli("tenant", "list", tenant, router=cluster.router_url)
+    assert refused.returncode == 2
+    assert "none with list" in refused.stderr
 
 
 def test_production_refuses_the_default_admin_token() -> None:

@@ -37,6 +37,7 @@ wordcast watch QUERY... [--pattern P]               subscribe, show matches as t
 wordcast deadletters | replay ID... | replay --all  deliveries given up on; send them again
 wordcast status                                     mapping version, spread, imbalance, loads
 wordcast tenant create|keys|revoke NAME [KEY_ID]    a tenant's API keys (admin token)
+wordcast tenant list                                every tenant, its keys and subscriptions
 wordcast stream create|list|grant|revoke|delete …   shared streams between tenants (admin)
 wordcast bench NAME [ARGS]                          run a benchmark of the source checkout
 wordcast learn                                      learn a routing mapping with Spark

@@ -28,8 +28,24 @@ def cmd_tenant(args: argparse.Namespace) -> int:
     async def run() -> int:
         async with RouterClient(args.router, api_key=admin_token(args)) as client:
             if args.action == "create":
-                print(json.dumps(await client.create_tenant_key(args.tenant), indent=2))
+                key = await client.create_tenant_key(args.tenant)
+                print(json.dumps(key, indent=2))
                 print("the key is shown only now: keep it", file=sys.stderr)
+                if not key["new_tenant"]:
+                    print(
+                        f"{args.tenant} had API keys already: this is another, and they stay "
+                        f"valid (wordcast tenant keys {args.tenant}; revoke with wordcast tenant "
+                        "revoke)",
+                        file=sys.stderr,
+                    )
+            elif args.action == "list":
+                tenants = await client.tenants()
+                for found in tenants:
+                    print(
+                        f"{found['tenant']}  {counted(found['keys'], 'API key')}, "
+                        f"{counted(found['subscriptions'], 'subscription')}"
+                    )
+                print(counted(len(tenants), "tenant"), file=sys.stderr)
             elif args.action == "keys":
                 keys = await client.tenant_keys(args.tenant)
                 for key in keys:
@@ -47,6 +63,8 @@ def cmd_tenant(args: argparse.Namespace) -> int:
 
     if (args.action == "revoke") != (args.key_id is not None):
         return fail("give KEY_ID with revoke, and only with revoke")
+    if (args.action == "list") != (args.tenant is None):
+        return fail("give a tenant's NAME with create, keys and revoke, and none with list")
     result, error = against_router(args.router, run())
     if error:
         return fail(error)
@@ -107,8 +125,8 @@ def register(sub: Any) -> None:
         "if new) and prints it, the only time it is shown; `keys` lists a tenant's keys by id; "
         "`revoke` makes one stop working.",
     )
-    tenant.add_argument("action", choices=("create", "keys", "revoke"))
-    tenant.add_argument("tenant", help="the tenant's name (letters, digits, _ . -)")
+    tenant.add_argument("action", choices=("create", "list", "keys", "revoke"))
+    tenant.add_argument("tenant", nargs="?", help="the tenant's name (letters, digits, _ . -)")
     tenant.add_argument("key_id", nargs="?", metavar="KEY_ID", help="with revoke: the key's id")
     add_admin_token_option(tenant)
     add_router_option(tenant)

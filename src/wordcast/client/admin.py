@@ -13,10 +13,16 @@ class AdminCalls:
     async def _call(self, method: str, path: str, **request: Any) -> Any:
         raise NotImplementedError
 
-    async def create_tenant_key(self, tenant: str) -> dict[str, str]:
-        """A new API key for ``tenant`` (made if new): ``{"tenant", "api_key", "key_id"}``."""
-        result: dict[str, str] = await self._call("POST", "/admin/tenants", json={"tenant": tenant})
+    async def create_tenant_key(self, tenant: str) -> dict[str, Any]:
+        """A new API key for ``tenant`` (made if new): ``{"tenant", "api_key", "key_id",
+        "new_tenant"}``."""
+        result: dict[str, Any] = await self._call("POST", "/admin/tenants", json={"tenant": tenant})
         return result
+
+    async def tenants(self) -> list[dict[str, Any]]:
+        """Every tenant with an API key, by name: ``{"tenant", "keys", "subscriptions"}``."""
+        answer = await self._call("GET", "/admin/tenants")
+        return list(answer["tenants"])
 
     async def tenant_keys(self, tenant: str) -> list[dict[str, Any]]:
         """``tenant``'s API keys, oldest first: ``{"key_id", "created"}`` (the keys are not kept)."""

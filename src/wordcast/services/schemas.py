@@ -316,6 +316,20 @@ class TenantKey(BaseModel):
     tenant: str
     api_key: str = Field(description="Send as Authorization: Bearer <api_key>; shown only once.")
     key_id: str = Field(description="Names the key when it is listed or revoked.")
+    new_tenant: bool = Field(
+        description="Whether the tenant was made with this key; false: it had keys already, and "
+        "they stay valid beside this one."
+    )
+
+
+class TenantOut(BaseModel):
+    tenant: str
+    keys: int = Field(description="API keys it holds.")
+    subscriptions: int
+
+
+class TenantsOut(BaseModel):
+    tenants: list[TenantOut] = Field(description="Every tenant with an API key, by name.")
 
 
 class ApiKeyOut(BaseModel):

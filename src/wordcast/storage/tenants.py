@@ -28,6 +28,29 @@ class TenantStore:
                 await pipe.execute()
         return key_id
 
+    async def has_keys(self, tenant: str) -> bool:
+        with translated("reading a tenant's API keys"):
+            return bool(await self.client.exists(self.keys.tenant_keys(tenant)))
+
+    async def tenants(self) -> list[tuple[str, int, int]]:
+        """Every tenant that has an API key: (name, keys, subscriptions), by name. A tenant is
+        made with its first key, so the keys' hashes are the list (a scan, for the admin)."""
+        pattern = self.keys.tenant_keys("*")
+        head, _, tail = pattern.partition("*")
+        with translated("listing the tenants"):
+            names = sorted(
+                {
+                    key[len(head) : len(key) - len(tail)]
+                    async for key in self.client.scan_iter(match=pattern, count=1000)
+                }
+            )
+            pipe = self.client.pipeline(transaction=False)
+            for name in names:
+                pipe.hlen(self.keys.tenant_keys(name))
+                pipe.scard(self.keys.tenant_subs(name))
+            counts = await pipe.execute() if names else []
+        return [(name, int(counts[2 * k]), int(counts[2 * k + 1])) for k, name in enumerate(names)]
+
     async def api_keys(self, tenant: str) -> dict[str, float]:
         """A tenant's API keys: id -> when it was made (Unix time)."""
         with translated("listing a tenant's API keys"):

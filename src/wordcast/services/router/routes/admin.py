@@ -20,6 +20,8 @@ from wordcast.services.schemas import (
     TenantIn,
     TenantKey,
     TenantKeys,
+    TenantOut,
+    TenantsOut,
 )
 from wordcast.storage.tenants import API_KEY_ID_CHARS
 
@@ -69,9 +71,18 @@ _STREAM = {"stream": "$response.body#/stream"}
     },
 )
 async def create_tenant_key(body: TenantIn, state: ReadyState) -> TenantKey:
-    """A new API key for a tenant (created if new). The key is shown only in this answer."""
+    """A new API key for a tenant (created if new: ``new_tenant`` says which). The key is shown
+    only in this answer."""
+    new_tenant = not await state.store.tenants.has_keys(body.tenant)
     api_key, key_id = await state.tenants.create_api_key(body.tenant)
-    return TenantKey(tenant=body.tenant, api_key=api_key, key_id=key_id)
+    return TenantKey(tenant=body.tenant, api_key=api_key, key_id=key_id, new_tenant=new_tenant)
+
+
+@router.get("/tenants", response_model=TenantsOut, operation_id="list_tenants")
+async def list_tenants(state: ReadyState) -> TenantsOut:
+    """Every tenant that has an API key, by name, with its keys and subscriptions counted."""
+    found = await state.store.tenants.tenants()
+    return TenantsOut(tenants=[TenantOut(tenant=t, keys=k, subscriptions=s) for t, k, s in found])
 
 
 @router.get("/tenants/{tenant}/keys", response_model=TenantKeys, operation_id="list_tenant_keys")
