@@ -176,6 +176,11 @@ def test_failing_receiver_is_retried_then_dead_lettered_then_replayed(
     assert letter["payload"]["matches"][0]["publication_id"] == "w-2"  # type: ignore[index]
     stats = [httpx.get(f"{u}/stats").json() for u in delivery_cluster.matcher_urls]
     assert sum(s["deliveries_pending"] for s in stats) == 0  # nothing left behind in the outbox
+    # The matcher's log names it by the id the API and `wordcast replay` take.
+    _wait(
+        lambda: any(f"wordcast replay {letter['id']}" in line for line in delivery_cluster.output),
+        what="the dead letter in the matcher's log",
+    )
 
     # Admin sees it too; another tenant does not.
     admin = {"authorization": "Bearer wordcast-development-admin-token"}

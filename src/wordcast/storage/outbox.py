@@ -354,11 +354,10 @@ class Outbox:
         with translated("acknowledging deliveries"):
             await pipe.execute()
 
-    async def dead_letter(
-        self, entry_id: str, message: Message, reason: str, attempts: int
-    ) -> None:
+    async def dead_letter(self, entry_id: str, message: Message, reason: str, attempts: int) -> str:
         """Move a message to its tenant's dead letters, atomically with acknowledging it (on a
-        Redis Cluster in two ordered steps: see the module's docstring)."""
+        Redis Cluster in two ordered steps: see the module's docstring); returns the dead
+        letter's id, the one ``wordcast replay`` and the API take."""
         await self.locate()
         fields = message.fields() | {
             "reason": reason[:500],
@@ -368,14 +367,17 @@ class Outbox:
         dead = self.dead_key(message.tenant)
         with translated("dead-lettering a delivery"):
             if self.spread:  # two slots: the dead letter first, then the entry let go
-                await self.client.xadd(dead, fields, maxlen=DEAD_LETTERS_MAX, approximate=True)
+                dead_id = await self.client.xadd(
+                    dead, fields, maxlen=DEAD_LETTERS_MAX, approximate=True
+                )
                 pipe = self.client.pipeline(transaction=True)
             else:
                 pipe = self.client.pipeline(transaction=True)
                 pipe.xadd(dead, fields, maxlen=DEAD_LETTERS_MAX, approximate=True)
             pipe.xack(self.key, GROUP, entry_id)
             pipe.xdel(self.key, entry_id)
-            await pipe.execute()
+            done = await pipe.execute()
+        return str(dead_id if self.spread else done[0])
 
 
 def _live(entries: Sequence[tuple[str, dict[str, str] | None]]) -> list[tuple[str, Message]]:

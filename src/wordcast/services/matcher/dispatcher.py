@@ -358,10 +358,19 @@ class Dispatcher:
                 FAILED.labels(outcome).inc()
                 return False
             if outcome == "refused" or attempt >= self._attempts:
-                await outbox.dead_letter(entry_id, message, reason, attempt)
+                dead_id = await outbox.dead_letter(entry_id, message, reason, attempt)
                 FAILED.labels("dead_letter").inc()
                 self.failed += message.matches
-                log.warning("dead-lettered %s after %d attempts: %s", entry_id, attempt, reason)
+                # Named by the id `wordcast replay` and GET /deadletters take.
+                log.warning(
+                    "gave up on a delivery of tenant %r after %d attempts: dead letter %s "
+                    "(wordcast replay %s): %s",
+                    message.tenant,
+                    attempt,
+                    dead_id,
+                    dead_id,
+                    reason,
+                )
                 return False
         except StoreUnavailable as exc:
             # Not acknowledged: the entry stays pending and is delivered again later.
