@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
+import json
+import os
 import re
+import signal
 import socket
 import subprocess
 import sys
@@ -14,6 +18,7 @@ import pytest
 
 from tests.helpers import AUTH, ROOT, Receiver, RunningCluster, eventually, wordcast_cli
 from wordcast.cli.bench import BENCHMARKS, module_of
+from wordcast.client import RouterClient
 from wordcast.local.supervisor import free_port
 
 
@@ -274,3 +279,60 @@ def test_the_readmes_python_example_runs_offline_against_a_local_cluster(
     assert ran.returncode == 0, ran.stderr[-3000:]
     assert "routed to" in ran.stdout
     assert "streamed A fast HTTP server" in ran.stdout
+
+
+def _demo_until_registered(data: Path, port: int) -> tuple[list[str], int]:
+    """`wordcast up --data-dir` with a small demo, stopped once its subscriptions are in: what
+    it printed, and how many subscriptions the development tenant then held."""
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "wordcast",
+            "up",
+            "--data-dir",
+            str(data),
+            "--port",
+            str(port),
+            "--demo-subscriptions",
+            "20",
+        ],
+        env={k: v for k, v in os.environ.items() if k != "REDIS_URL"} | {"PYTHONUNBUFFERED": "1"},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    assert process.stdout is not None
+    seen: list[str] = []
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            line = process.stdout.readline()
+            if not line:
+                break
+            seen.append(line)
+            if "subscriptions registered" in line:
+                return seen, asyncio.run(_count_subscriptions(f"http://127.0.0.1:{port}"))
+    finally:
+        process.send_signal(signal.SIGINT)
+        process.wait(30)
+    raise AssertionError("the demo did not register:\n" + "".join(seen[-30:]))
+
+
+async def _count_subscriptions(router: str) -> int:
+    async with RouterClient(router) as client:
+        return len([sub async for sub in client.subscriptions()])
+
+
+def test_the_demo_started_again_on_its_data_dir_holds_one_set_of_subscriptions(
+    tmp_path: Path,
+) -> None:
+    port = free_port()
+    first, held = _demo_until_registered(tmp_path, port)
+    assert not any("previous demo" in line for line in first)
+    second, held_again = _demo_until_registered(tmp_path, port)
+    assert held_again == held > 20
+    deleted = [line for line in second if "subscriptions of the previous demo deleted" in line]
+    assert deleted, "".join(second[-30:])
+    recorded = json.loads((tmp_path / "demo-subscriptions.json").read_text())
+    assert f"demo: {len(recorded)} subscriptions of the previous demo deleted" in deleted[0]

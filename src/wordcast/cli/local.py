@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import itertools
+import json
 import os
 import time
 from pathlib import Path
@@ -57,8 +58,15 @@ def cmd_receiver(args: argparse.Namespace) -> int:
     return serve(create_app(settings), settings, "warning")
 
 
+DEMO_RECORD = "demo-subscriptions.json"  # in the cluster's data directory
+
+
 async def _demo(cluster: object, subscriptions: int, rate: float) -> None:
-    """Register corpus-drawn subscriptions, then publish corpus posts at a readable pace forever."""
+    """Register corpus-drawn subscriptions, then publish corpus posts at a readable pace forever.
+
+    The ids registered are recorded in the cluster's data directory: a cluster started again on
+    the same ``--data-dir`` deletes the previous run's demo subscriptions first (they deliver to
+    that run's receiver, on another port), so the demo holds one set however often it starts."""
     from wordcast.client import RouterClient
     from wordcast.corpus.workload import (
         post_boolean_queries,
@@ -74,9 +82,15 @@ async def _demo(cluster: object, subscriptions: int, rate: float) -> None:
     queries = post_queries(posts, subscriptions, sizes=(2, 2, 3))
     boolean = post_boolean_queries(posts, max(1, subscriptions // 5))
     patterns = post_patterns(posts, max(1, subscriptions // 3), min_length=6, max_length=12)
+    record = cluster.data_dir / DEMO_RECORD
     async with RouterClient(cluster.router_url) as client:
-        await client.subscribe_many(queries + boolean, cluster.callback_url)
-        await client.subscribe_many(patterns, cluster.callback_url, kind="pattern")
+        if record.exists():
+            previous = json.loads(record.read_text())
+            await client.unsubscribe_many(previous, progress=False)
+            print(f"demo: {len(previous)} subscriptions of the previous demo deleted", flush=True)
+        made = await client.subscribe_many(queries + boolean, cluster.callback_url)
+        made += await client.subscribe_many(patterns, cluster.callback_url, kind="pattern")
+        record.write_text(json.dumps([str(sub["id"]) for sub in made]))
         print(
             f"demo: {len(queries)} keyword subscriptions registered, e.g. {queries[:3]}, "
             f"{len(boolean)} boolean queries, e.g. {boolean[:2]}, and "
