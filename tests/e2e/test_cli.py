@@ -16,7 +16,15 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.helpers import AUTH, ROOT, Receiver, RunningCluster, eventually, wordcast_cli
+from tests.helpers import (
+    AUTH,
+    ROOT,
+    Receiver,
+    RunningCluster,
+    eventually,
+    tenant_key,
+    wordcast_cli,
+)
 from wordcast.cli.bench import BENCHMARKS, module_of
 from wordcast.client import RouterClient
 from wordcast.local.supervisor import free_port
@@ -336,3 +344,29 @@ def test_the_demo_started_again_on_its_data_dir_holds_one_set_of_subscriptions(
     assert deleted, "".join(second[-30:])
     recorded = json.loads((tmp_path / "demo-subscriptions.json").read_text())
     assert f"demo: {len(recorded)} subscriptions of the previous demo deleted" in deleted[0]
+
+
+def test_subscriptions_are_listed_sorted_and_filtered(cluster: RunningCluster) -> None:
+    key = tenant_key(cluster, "lister")
+    queries = ["zebra web", "apple web", "Mango", "banana split"]
+    for query in queries:
+        made = httpx.post(
+            f"{cluster.router_url}/subscriptions",
+            json={"query": query},
+            headers={"authorization": f"Bearer {key}"},
+            timeout=30,
+        )
+        assert made.status_code == 201, made.text
+    env = {"WORDCAST_API_KEY": key}
+    listed = wordcast_cli("subscriptions", "--json", router=cluster.router_url, env=env)
+    assert [json.loads(line)["query"] for line in listed.stdout.splitlines()] == sorted(
+        queries, key=str.casefold
+    )
+    matched = wordcast_cli("subscriptions", "--match", "WEB", router=cluster.router_url, env=env)
+    assert matched.returncode == 0, matched.stderr
+    lines = matched.stdout.splitlines()
+    assert len(lines) == 2
+    assert "apple web" in lines[0]
+    assert "zebra web" in lines[1]
+    assert "of 4 subscriptions, these hold 'WEB':" in matched.stderr
+    assert "2 subscriptions" in matched.stderr

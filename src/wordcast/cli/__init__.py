@@ -26,7 +26,7 @@ wordcast subscribe --pattern 'pie*tea' [--callback URL]  register a wildcard pat
 wordcast subscribe --file subs.jsonl [--callback URL]  import a JSON Lines file of subscriptions;
                                                     run again after an interruption: it resumes,
                                                     without duplicates
-wordcast subscriptions [--json]                     list your subscriptions
+wordcast subscriptions [--match TEXT] [--json]      list your subscriptions, sorted
 wordcast unsubscribe ID... | --all                  delete subscriptions
 wordcast secret ID                                  rotate a subscription's signing secret
 wordcast publish TEXT... | --corpus N | --json      publish texts, corpus posts, or JSON lines

@@ -141,8 +141,27 @@ def _by_ids(
 
 
 def cmd_subscriptions(args: argparse.Namespace) -> int:
-    """List the tenant's subscriptions, one line (or JSON object) each."""
-    return _list(args, lambda client: client.subscriptions(), describe, "subscription")
+    """List the tenant's subscriptions, one line (or JSON object) each, sorted by their query or
+    pattern (then id); with --match, only those whose query or pattern holds the text."""
+    wanted = (args.match or "").casefold()
+
+    async def sorted_subscriptions(client: RouterClient) -> AsyncIterator[dict[str, Any]]:
+        found = [sub async for sub in client.subscriptions()]
+        shown = [sub for sub in found if wanted in _written(sub).casefold()]
+        shown.sort(key=lambda sub: (_written(sub).casefold(), str(sub["id"])))
+        for sub in shown:
+            yield sub
+        if wanted:
+            print(
+                f"of {counted(len(found), 'subscription')}, these hold {args.match!r}:",
+                file=sys.stderr,
+            )
+
+    return _list(args, sorted_subscriptions, describe, "subscription")
+
+
+def _written(sub: dict[str, Any]) -> str:
+    return str(sub.get("query") or sub.get("pattern") or "")
 
 
 def cmd_unsubscribe(args: argparse.Namespace) -> int:
@@ -399,6 +418,9 @@ def register(sub: Any) -> None:
         "subscriptions", "list your subscriptions: id, matcher, query, callback", cmd_subscriptions
     )
     subscriptions.add_argument("--json", action="store_true", help="one JSON object per line")
+    subscriptions.add_argument(
+        "--match", metavar="TEXT", help="only those whose query or pattern holds TEXT (any case)"
+    )
     unsubscribe = command("unsubscribe", "delete subscriptions by id, or --all", cmd_unsubscribe)
     unsubscribe.add_argument("ids", nargs="*", metavar="ID")
     unsubscribe.add_argument("--all", action="store_true", help="every subscription of yours")
