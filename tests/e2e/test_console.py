@@ -105,6 +105,7 @@ def test_a_tenant_logs_in_creates_a_subscription_sees_a_match_arrive_and_deletes
     cluster: RunningCluster, browser: Any
 ) -> None:
     from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.expected_conditions import alert_is_present
     from selenium.webdriver.support.ui import Select
 
     router = cluster.router_url
@@ -141,6 +142,7 @@ def test_a_tenant_logs_in_creates_a_subscription_sees_a_match_arrive_and_deletes
     _by_id(browser, "search-text").submit()
 
     _view(browser, "matches")
+    assert _by_id(browser, "notice").text == ""  # the subscriptions view's notice stayed there
     _wait(browser, lambda d: "following" in _by_id(d, "stream-state").text, "the stream followed")
     # The duck is outside the Basic Multilingual Plane: one code point, two UTF-16 units.
     text = f"\U0001f986 a Platypus swims past the console at {time.time()}"
@@ -163,7 +165,15 @@ def test_a_tenant_logs_in_creates_a_subscription_sees_a_match_arrive_and_deletes
         lambda d: d.find_elements(By.CSS_SELECTOR, f"#subscriptions tr[data-id='{sub_id}']"),
         "the subscription listed",
     )[0]
+    # Deleting asks first: dismissed, nothing happens; accepted, the subscription goes.
     row.find_element(By.XPATH, ".//button[text()='Delete']").click()
+    asked = _wait(browser, alert_is_present(), "the confirmation")
+    assert "platypus swims" in asked.text
+    asked.dismiss()
+    still = httpx.get(f"{router}/subscriptions/{sub_id}", headers=AUTH, timeout=10)
+    assert still.status_code == 200
+    row.find_element(By.XPATH, ".//button[text()='Delete']").click()
+    _wait(browser, alert_is_present(), "the confirmation").accept()
     _wait(
         browser,
         lambda d: not d.find_elements(By.CSS_SELECTOR, f"#subscriptions tr[data-id='{sub_id}']"),

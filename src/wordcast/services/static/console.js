@@ -108,6 +108,8 @@ const VIEWS = {
 
 function show(name) {
   clearInterval(refreshing);
+  notice(""); // a notice belongs to the view it came from
+
   for (const view of document.querySelectorAll(".view")) view.hidden = view.id !== `${name}-view`;
   for (const b of document.querySelectorAll("nav button[data-view]")) {
     b.classList.toggle("current", b.dataset.view === name);
@@ -256,7 +258,10 @@ function addSubscriptionRow(sub, first = false) {
   cell(row, sub.delivery.map((d) => (d === "webhook" ? sub.callback_url : "stream")).join(" + "));
   cell(row, sub.matcher, "num");
   const actions = cell(row, "");
+  const label = sub.kind === "pattern" ? `pattern ${sub.pattern}` : sub.query;
   button(actions, "Rotate secret", async () => {
+    const ask = `Rotate the signing secret of "${label}"? The old secret keeps signing for its grace period.`;
+    if (!window.confirm(ask)) return;
     try {
       const answer = await api("POST", `/subscriptions/${sub.id}/secret`);
       notice(`New signing secret of ${sub.id}: ${answer.secret}`);
@@ -265,6 +270,7 @@ function addSubscriptionRow(sub, first = false) {
     }
   });
   button(actions, "Delete", async () => {
+    if (!window.confirm(`Delete the subscription "${label}"? Its matches stop at once.`)) return;
     try {
       await api("DELETE", `/subscriptions/${sub.id}`);
       row.remove();
