@@ -274,6 +274,31 @@ def test_the_admin_sees_the_cluster_the_load_per_matcher_and_replays_a_dead_lett
     assert _problems(browser) == []
 
 
+def test_live_matches_say_where_matches_come_from_and_start_from_the_oldest_kept(
+    cluster: RunningCluster, browser: Any
+) -> None:
+    from selenium.webdriver.common.by import By
+
+    router = cluster.router_url
+    made = httpx.post(
+        f"{router}/subscriptions", json={"query": "echidna waddles"}, headers=AUTH, timeout=10
+    )
+    assert made.status_code == 201, made.text
+    text = f"an echidna waddles by, before the console opened, at {time.time()}"
+    post = {"publications": [{"text": text}]}
+    assert httpx.post(f"{router}/publications", json=post, headers=AUTH, timeout=10).is_success
+    _log_in(browser, router, DEV_KEY)
+    _view(browser, "matches")
+    hint = _by_id(browser, "matches-view").find_element(By.CLASS_NAME, "hint").text
+    assert "webhook" in hint
+    assert "wordcast watch" in hint
+    _wait(browser, lambda d: "following" in _by_id(d, "stream-state").text, "the stream followed")
+    assert text not in _by_id(browser, "matches").text  # from now: the earlier match is not here
+    _by_id(browser, "from-oldest").click()
+    _wait(browser, lambda d: text in _by_id(d, "matches").text, "the earlier match shown")
+    assert _problems(browser) == []
+
+
 def test_the_routers_root_leads_to_the_console_and_the_docs(
     cluster: RunningCluster, browser: Any
 ) -> None:

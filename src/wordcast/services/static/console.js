@@ -94,7 +94,7 @@ function logOut() {
 }
 
 const VIEWS = {
-  matches: follow,
+  matches: () => follow(),
   subscriptions: () => loadSubscriptions(true),
   deadletters: () => loadDeadLetters($("deadletters"), "/deadletters", null),
   cluster: async () => {
@@ -123,12 +123,13 @@ function stopFollowing() {
   following = null;
 }
 
-async function follow() {
+// From now (``from`` null), or after a position: "0" is the oldest match the stream keeps.
+async function follow(from = null) {
   if (following) return;
   await labelSubscriptions();
   following = new AbortController();
   const { signal } = following;
-  let lastId = null;
+  let lastId = from;
   while (!signal.aborted) {
     $("stream-state").textContent = "connecting";
     try {
@@ -482,6 +483,11 @@ document.addEventListener("DOMContentLoaded", () => {
     loadSubscriptions(false).catch((error) => notice(error.message, true)),
   );
   $("learn").addEventListener("click", startLearning);
+  $("from-oldest").addEventListener("click", () => {
+    stopFollowing();
+    $("matches").replaceChildren();
+    follow("0").catch((error) => notice(error.message, true));
+  });
   $("admin-deadletters-form").addEventListener("submit", (event) => {
     event.preventDefault();
     const tenant = $("admin-deadletters-tenant").value.trim();
