@@ -361,13 +361,11 @@ class Dispatcher:
                 dead_id = await outbox.dead_letter(entry_id, message, reason, attempt)
                 FAILED.labels("dead_letter").inc()
                 self.failed += message.matches
-                # Named by the id `wordcast replay` and GET /deadletters take.
-                log.warning(
-                    "gave up on a delivery of tenant %r after %d attempts: dead letter %s "
-                    "(wordcast replay %s): %s",
-                    message.tenant,
+                log.warning(  # by the id `wordcast replay` and GET /deadletters take
+                    "gave up after %d attempts: dead letter %s of tenant %r (wordcast replay %s): %s",
                     attempt,
                     dead_id,
+                    message.tenant,
                     dead_id,
                     reason,
                 )
