@@ -270,25 +270,6 @@ def test_make_run_takes_a_port_and_installs_only_what_running_needs(tmp_path: Pa
     assert planned.splitlines()[-1].endswith("wordcast up --port 18555")
 
 
-def test_the_readmes_python_example_runs_offline_against_a_local_cluster(
-    cluster: RunningCluster, receiver: Receiver
-) -> None:
-    """README's Python example, as written, against a local cluster and a local receiver (their
-    ports in place of 8000 and 8200): nothing in it reaches beyond this machine."""
-    readme = (ROOT / "README.md").read_text()
-    assert "example.com" not in readme
-    start = readme.index("```python\n", readme.index("From Python")) + len("```python\n")
-    code = readme[start : readme.index("```", start)]
-    code = code.replace("http://127.0.0.1:8000", cluster.router_url)
-    code = code.replace("http://127.0.0.1:8200/hook", receiver.hook)
-    ran = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False
-    )
-    assert ran.returncode == 0, ran.stderr[-3000:]
-    assert "routed to" in ran.stdout
-    assert "streamed A fast HTTP server" in ran.stdout
-
-
 def _demo_until_registered(data: Path, port: int) -> tuple[list[str], int]:
     """`wordcast up --data-dir` with a small demo, stopped once its subscriptions are in: what
     it printed, and how many subscriptions the development tenant then held."""
