@@ -115,6 +115,42 @@ def internal_token(cluster: RunningCluster, redis_url: str) -> str:
     return str(token)
 
 
+@contextlib.contextmanager
+def wordcast_up_until(
+    marker: str, *args: str, cwd: Path | None = None, env: dict[str, str] | None = None
+) -> Iterator[list[str]]:
+    """``wordcast up ARGS``, read until a line holding ``marker`` (or its output ends, or 120 s
+    pass); yields the lines printed by then with the cluster still up, and stops it with Ctrl-C
+    (as a user would) when the block ends."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "wordcast", "up", *args],
+        cwd=cwd,
+        env=(env if env is not None else dict(os.environ)) | {"PYTHONUNBUFFERED": "1"},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    assert process.stdout is not None
+    seen: list[str] = []
+    deadline = time.monotonic() + 120
+    try:
+        while time.monotonic() < deadline:
+            line = process.stdout.readline()
+            if not line:
+                break
+            seen.append(line)
+            if marker in line:
+                break
+        yield seen
+    finally:
+        process.send_signal(signal.SIGINT)
+        try:
+            process.wait(30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            raise
+
+
 def tenant_key(cluster: RunningCluster, tenant: str) -> str:
     """A new API key for ``tenant`` (made if new), asked of the cluster's router as its admin."""
     response = httpx.post(

@@ -6,10 +6,8 @@ import asyncio
 import json
 import os
 import re
-import signal
 import socket
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -24,6 +22,7 @@ from tests.helpers import (
     eventually,
     tenant_key,
     wordcast_cli,
+    wordcast_up_until,
 )
 from wordcast.cli.bench import BENCHMARKS, module_of
 from wordcast.client import RouterClient
@@ -273,38 +272,11 @@ def test_make_run_takes_a_port_and_installs_only_what_running_needs(tmp_path: Pa
 def _demo_until_registered(data: Path, port: int) -> tuple[list[str], int]:
     """`wordcast up --data-dir` with a small demo, stopped once its subscriptions are in: what
     it printed, and how many subscriptions the development tenant then held."""
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "wordcast",
-            "up",
-            "--data-dir",
-            str(data),
-            "--port",
-            str(port),
-            "--demo-subscriptions",
-            "20",
-        ],
-        env={k: v for k, v in os.environ.items() if k != "REDIS_URL"} | {"PYTHONUNBUFFERED": "1"},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    assert process.stdout is not None
-    seen: list[str] = []
-    try:
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            line = process.stdout.readline()
-            if not line:
-                break
-            seen.append(line)
-            if "subscriptions registered" in line:
-                return seen, asyncio.run(_count_subscriptions(f"http://127.0.0.1:{port}"))
-    finally:
-        process.send_signal(signal.SIGINT)
-        process.wait(30)
+    env = {k: v for k, v in os.environ.items() if k != "REDIS_URL"}
+    args = ("--data-dir", str(data), "--port", str(port), "--demo-subscriptions", "20")
+    with wordcast_up_until("subscriptions registered", *args, env=env) as seen:
+        if seen and "subscriptions registered" in seen[-1]:
+            return seen, asyncio.run(_count_subscriptions(f"http://127.0.0.1:{port}"))
     raise AssertionError("the demo did not register:\n" + "".join(seen[-30:]))
 
 

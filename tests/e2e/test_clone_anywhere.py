@@ -5,15 +5,13 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
-from tests.helpers import ROOT
+from tests.helpers import ROOT, wordcast_up_until
 from wordcast.local.supervisor import free_port
 
 pytestmark = pytest.mark.e2e
@@ -68,31 +66,7 @@ def test_the_demo_shows_matches_in_a_clone_with_no_shared_folder(
     alone: tuple[Path, dict[str, str]],
 ) -> None:
     copy, env = alone
-    process = subprocess.Popen(
-        [sys.executable, "-m", "wordcast", "up", "--port", str(free_port())],
-        cwd=copy,
-        env=env | {"PYTHONUNBUFFERED": "1"},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    assert process.stdout is not None
-    seen: list[str] = []
-    deadline = time.monotonic() + 120
-    try:
-        while time.monotonic() < deadline:
-            line = process.stdout.readline()
-            if not line:
-                break
-            seen.append(line)
-            if "match  " in line:
-                break
-    finally:
-        process.send_signal(signal.SIGINT)
-        try:
-            process.wait(30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            raise
+    with wordcast_up_until("match  ", "--port", str(free_port()), cwd=copy, env=env) as seen:
+        pass
     assert any("match  " in line for line in seen), "".join(seen[-40:])
     assert any("demo:" in line for line in seen)

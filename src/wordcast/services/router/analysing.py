@@ -44,10 +44,12 @@ class PublicationAnalysis:
         publications: Sequence[tuple[str | None, str]],
         attributes: Sequence[Mapping[str, Value] | None] | None,
         languages: Sequence[str | None] | None,
+        size: int,
     ) -> Analysed:
         """Each publication's terms (in English, and in its own language) and filter terms;
-        ``attributes[k]`` and ``languages[k]`` what publication k says of itself."""
-        if sum(len(text) for _, text in publications) < OFF_LOOP_CHARS:
+        ``attributes[k]`` and ``languages[k]`` what publication k says of itself, ``size`` the
+        characters of their texts."""
+        if size < OFF_LOOP_CHARS:
             return self._analyse(publications, attributes, languages, self._analyzer)
         return await asyncio.to_thread(self._analyse_in_thread, publications, attributes, languages)
 

@@ -157,10 +157,11 @@ class Publishing:
                 f"{self.versions.report_fence_s:g} s, so it stops routing: a migration may retire "
                 "that version meanwhile"
             )
-        with self.in_flight.hold(publisher, sum(len(text) for _, text in publications)):
+        size = sum(len(text) for _, text in publications)
+        with self.in_flight.hold(publisher, size):
             started = time.perf_counter()
             accepted = time.time()
-            analysed = await self.analysis.analyse(publications, attributes, languages)
+            analysed = await self.analysis.analyse(publications, attributes, languages, size)
             mapping = self.versions.view.active
             version = mapping.version
             ids, per_matcher, sampled, recent = await self._route(publications, mapping, analysed)
