@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 
-from wordcast.services.matcher.dispatcher import REDIS_BYTES_PER_MESSAGE_BYTE, BackPressure
+from wordcast.services.matcher.back_pressure import REDIS_BYTES_PER_MESSAGE_BYTE, BackPressure
 from wordcast.storage.outbox import Backlog
 
 MIB = 1 << 20

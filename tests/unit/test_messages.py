@@ -67,7 +67,14 @@ def test_bodies_are_the_whole_payloads_json_and_every_match_is_in_one_message() 
         pairs = [(rng.choice(list(subscriptions)), rng.randrange(300)) for _ in range(3000)]
         pairs = list(dict.fromkeys(pairs))
         found = messages(
-            pairs, batch, subscriptions, alternatives, most=100, explain=False, max_bytes=max_bytes
+            pairs,
+            batch,
+            subscriptions,
+            alternatives,
+            most=100,
+            explain=False,
+            max_bytes=max_bytes,
+            signers_max=MAX_SIGNERS,
         )
         assert len(found) > 3000 * 100 // max_bytes  # the byte bound split them
 

@@ -1,7 +1,8 @@
 """The ``wordcast`` command line: one module per group of commands, each adding its own to the
 parser (``register``): :mod:`.local` (a local cluster, single services), :mod:`.api` (talking to a
-router), :mod:`.status` (the cluster, for an operator), :mod:`.tenants` (API keys and shared
-streams, as admin), :mod:`.routing` (learning, scaling, draining) and :mod:`.bench`.
+router), :mod:`.endpoints` (webhook endpoints), :mod:`.status` (the cluster, for an operator),
+:mod:`.tenants` (API keys and shared streams, as admin), :mod:`.routing` (learning, scaling,
+draining) and :mod:`.bench`.
 
 May import anything: it is the top of the package."""
 
@@ -11,7 +12,7 @@ import argparse
 import os
 import sys
 
-from wordcast.cli import api, bench, local, routing, status, tenants
+from wordcast.cli import api, bench, endpoints, local, routing, status, tenants
 from wordcast.cli.common import DEFAULT_ROUTER, default_router, fail
 from wordcast.errors import WordcastError
 
@@ -28,7 +29,10 @@ wordcast subscribe --file subs.jsonl [--callback URL]  import a JSON Lines file 
                                                     without duplicates
 wordcast subscriptions [--match TEXT] [--json]      list your subscriptions, sorted
 wordcast unsubscribe ID... | --all                  delete subscriptions
-wordcast secret ID                                  rotate a subscription's signing secret
+wordcast secret ID                                  rotate the signing secret of a
+                                                    subscription's endpoint
+wordcast endpoint list|create|show|update|rotate|delete …  your webhook endpoints, each with
+                                                    one signing secret, and their health
 wordcast publish TEXT... | --corpus N | --json      publish texts, corpus posts, or JSON lines
                                                     ({"id", "text"}) read from stdin; --stream S
                                                     to a shared stream
@@ -54,7 +58,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="wordcast", description=USAGE, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     sub = parser.add_subparsers(dest="command", required=True)
-    for commands in (local, api, status, tenants, routing, bench):
+    for commands in (local, api, endpoints, status, tenants, routing, bench):
         commands.register(sub)
     return parser
 

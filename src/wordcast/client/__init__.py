@@ -20,6 +20,7 @@ import httpx
 import orjson
 
 from wordcast.client.admin import AdminCalls
+from wordcast.client.endpoints import EndpointCalls
 from wordcast.client.errors import ApiError, RouterUnreachable, raise_for_status
 from wordcast.client.matches import StreamedMatches, StreamLost, follow
 
@@ -67,7 +68,7 @@ class Progress:
             sys.stderr.flush()
 
 
-class RouterClient(AdminCalls):
+class RouterClient(AdminCalls, EndpointCalls):
     def __init__(
         self,
         base_url: str,

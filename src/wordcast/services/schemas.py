@@ -22,6 +22,9 @@ CallbackUrl = Annotated[
     AnyHttpUrl,
     UrlConstraints(max_length=limits.MAX_CALLBACK_URL_CHARS, allowed_schemes=["http", "https"]),
 ]
+EndpointId = Annotated[
+    str, Field(pattern=r"^ep_[0-9a-f]{24}$", description="A webhook endpoint's id (ep_…).")
+]
 
 
 Delivery = Literal["webhook", "stream"]
@@ -80,6 +83,11 @@ class SubscriptionIn(Strict):
         description="http(s) URL that receives the matches as POST requests (when delivery "
         "includes webhook).",
         examples=["https://example.com/hooks/wordcast"],
+    )
+    endpoint_id: EndpointId | None = Field(
+        default=None,
+        description="One of your webhook endpoints (POST /endpoints) to POST the matches to, "
+        "instead of a callback_url (which finds, or makes, your endpoint for that URL).",
     )
     delivery: list[Delivery] | None = Field(
         default=None,
@@ -140,15 +148,25 @@ class SubscriptionIn(Strict):
             return self
         if len(set(delivery)) < len(delivery):
             raise ValueError(f"delivery names {delivery[0]!r} twice")
-        if "webhook" in delivery and self.callback_url is None:
-            raise ValueError("delivery 'webhook' needs a callback_url")
-        if "webhook" not in delivery and self.callback_url is not None:
-            raise ValueError("a callback_url is given but delivery does not include 'webhook'")
+        webhook = self.callback_url is not None or self.endpoint_id is not None
+        if "webhook" in delivery and not webhook:
+            raise ValueError("delivery 'webhook' needs a callback_url or an endpoint_id")
+        if "webhook" not in delivery and webhook:
+            raise ValueError(
+                "a callback_url or endpoint_id is given but delivery does not include 'webhook'"
+            )
         return self
 
-    def address(self) -> str:
-        """Its deliveries as stored (:func:`wordcast.storage.records.delivery_address`)."""
-        webhook = str(self.callback_url) if self.callback_url is not None else ""
+    @model_validator(mode="after")
+    def _one_webhook(self) -> SubscriptionIn:
+        if self.callback_url is not None and self.endpoint_id is not None:
+            raise ValueError("give a callback_url or an endpoint_id, not both")
+        return self
+
+    def address(self, endpoint_url: str = "") -> str:
+        """Its deliveries as stored (:func:`wordcast.storage.records.delivery_address`), its
+        endpoint's URL given when it names one."""
+        webhook = str(self.callback_url) if self.callback_url is not None else endpoint_url
         to_stream = "stream" in self.delivery if self.delivery else not webhook
         return delivery_address(webhook, to_stream)
 
@@ -209,6 +227,9 @@ class SubscriptionOut(BaseModel):
     callback_url: str | None = Field(
         description="Where its matches are POSTed; null when they go to the match stream only."
     )
+    endpoint_id: str | None = Field(
+        default=None, description="The webhook endpoint of its callback_url."
+    )
     delivery: list[Delivery]
     stream: str | None = Field(
         default=None,
@@ -220,7 +241,8 @@ class SubscriptionOut(BaseModel):
     )
     secret: str | None = Field(
         default=None,
-        description="The Standard Webhooks signing secret (whsec_…); only in the creation answer.",
+        description="The Standard Webhooks signing secret (whsec_…) of its endpoint; only in "
+        "the creation answer.",
     )
 
 

@@ -44,6 +44,8 @@ Keys (all under a namespace, ``wordcast`` by default, so several clusters can sh
 ``{ns}:streams``            set of the names of the shared streams an admin made
 ``{ns}:stream:{s}:grants``  hash tenant -> "publish subscribe" (either or both): who may publish
                             to shared stream s and who may subscribe to it
+``{ns}:tenant:{t}:endpoints`` and ``…:endpoint-urls``, ``{ns}:endpoint:{id}:health``,
+``{ns}:endpoints-epoch``    tenants' webhook endpoints, each with one signing secret (:mod:`.endpoints`)
 ``{ns}:secrets-epoch``      counter moved by every rotation of a signing secret: dispatchers keep the
                             secrets they read until it moves (or the subscription's deletion arrives)
 ``{ns}:events``             stream of subscription changes (add, del, and move when a mapping change
@@ -89,6 +91,7 @@ from __future__ import annotations
 from typing import Any
 
 from wordcast.storage.dead_letters import DeadLetters
+from wordcast.storage.endpoints import EndpointStore
 from wordcast.storage.events import EventLog
 from wordcast.storage.keys import Keys
 from wordcast.storage.mappings import MappingStore
@@ -134,6 +137,7 @@ class Store:
         self.word_maps = WordMaps(client, self.shards)
         self.events = EventLog(client, self.shards)
         self.tenants = TenantStore(client, self.keys)
+        self.endpoints = EndpointStore(client, self.keys)
         self.cluster = ClusterStore(client, self.keys, self.shards)
         self.publication_log = PublicationLog(client, self.keys)
         self.recent = RecentPublications(client, self.keys)

@@ -20,6 +20,7 @@ class Keys:
         self.matchers_wanted = f"{ns}:cluster:matchers"
         self.follows = f"{ns}:cluster:follows"
         self.secrets_epoch = f"{ns}:secrets-epoch"
+        self.endpoints_epoch = f"{ns}:endpoints-epoch"
 
     def sub(self, sub_id: str) -> str:
         return f"{self.ns}:sub:{sub_id}"
@@ -47,3 +48,12 @@ class Keys:
 
     def stream_grants(self, stream: str) -> str:
         return f"{self.ns}:stream:{stream}:grants"
+
+    def tenant_endpoints(self, tenant: str) -> str:
+        return f"{self.ns}:tenant:{tenant}:endpoints"
+
+    def tenant_endpoint_urls(self, tenant: str) -> str:
+        return f"{self.ns}:tenant:{tenant}:endpoint-urls"
+
+    def endpoint_health(self, endpoint_id: str) -> str:
+        return f"{self.ns}:endpoint:{endpoint_id}:health"

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from wordcast.routing.placement import Placement, decode, matchers_of
 
@@ -24,6 +24,12 @@ class Subscription:
     secret: str = field(default="", repr=False)
     placements: tuple[Placement, ...] = ()
     stream: str = ""  # a shared stream it listens to; "" for its own tenant's publications
+    # Not stored with it: in a creation answer, its webhook endpoint and that one's secret.
+    endpoint_id: str = ""
+
+    def answered(self, endpoint_id: str, secret: str) -> Subscription:
+        """As a creation answer shows it: with its endpoint's id and secret."""
+        return replace(self, endpoint_id=endpoint_id, secret=secret)
 
     @property
     def is_pattern(self) -> bool:

@@ -191,6 +191,7 @@ class Backfills:
                     state.settings.delivery_batch,
                     explain=state.settings.explain_matches,
                     max_bytes=state.settings.message_max_bytes,
+                    signers_max=state.settings.signers_max,
                 )
                 await self._record(found)
                 progress.matches += len(pairs)

@@ -30,6 +30,8 @@ import time
 from prometheus_client import Counter, Gauge, Histogram
 
 from wordcast.errors import StoreUnavailable
+from wordcast.services.matcher.back_pressure import BackPressure
+from wordcast.services.matcher.endpoints import DeliveryEndpoints
 from wordcast.services.matcher.retries import Retries
 from wordcast.services.matcher.streaming import StreamDelivery
 from wordcast.services.matcher.webhook import ATTEMPTS, Webhooks
@@ -44,12 +46,7 @@ FAILED = Counter("wordcast_deliveries_failed", "Messages given up on", ["reason"
 TAKEN_OVER = Counter(
     "wordcast_deliveries_taken_over", "Messages taken over from a consumer that left them pending"
 )
-OUTBOX_DEPTH = Gauge("wordcast_outbox_depth", "Messages recorded and not yet acknowledged")
 WAITING = Gauge("wordcast_deliveries_waiting", "Messages backing off until their next attempt")
-REDIS_MEMORY = Gauge("wordcast_redis_memory_bytes", "Bytes Redis holds (INFO used_memory)")
-REDIS_MEMORY_LIMIT = Gauge(
-    "wordcast_redis_memory_limit_bytes", "Bytes Redis may hold before matchers refuse batches"
-)
 LAG = Histogram(
     "wordcast_delivery_lag_seconds",
     "From a match being recorded to its 2xx",
@@ -61,16 +58,13 @@ PUBLISH_TO_WEBHOOK = Histogram(
     "match (clocks of router and matcher hosts assumed in step)",
     buckets=(0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300),
 )
-# A message's bytes cost Redis about twice: its outbox entry and, for a stream delivery, its copy
-# in the tenant's match stream (with the stream's and the entry's own overhead).
-REDIS_BYTES_PER_MESSAGE_BYTE = 2
-BACKLOG_EVERY_SECONDS = 0.2  # how stale the backlog (the routers' back-pressure) may be
 OUTBOXES_EVERY_SECONDS = 5.0  # how soon a new matcher's outbox is read by the others
 TAKE_OVER_EVERY_SECONDS = 30.0  # how often entries a vanished consumer left are looked for
 ATTEMPT_TIMEOUTS = 3  # an attempt's deadline, in delivery timeouts (resolve, connect, exchange)
 # Messages backing off between attempts wait as their entry ids (about 200 bytes each), not in a
 # delivery slot; past this many no new message is read until some of them are done.
 WAITING_MAX = 100_000
+FAILING_ENDPOINT_WAIT_S = 1.0  # a message whose failing endpoint has its share of slots waits
 
 
 def _observe_latency(message: Message) -> None:
@@ -78,52 +72,6 @@ def _observe_latency(message: Message) -> None:
     LAG.observe(max(0.0, now - message.created))
     if message.published:
         PUBLISH_TO_WEBHOOK.observe(max(0.0, now - message.published))
-
-
-class BackPressure:
-    """What a matcher weighs before it records messages: the backlog the dispatcher measures
-    every ``BACKLOG_EVERY_SECONDS``, and what was recorded since."""
-
-    def __init__(self) -> None:
-        self.backlog = Backlog(messages=0, redis_used=0, redis_limit=0)
-        self._recorded = 0  # bytes of messages recorded since the backlog was last measured
-        self._measured = asyncio.Event()  # set at each measure
-
-    def measured(self, backlog: Backlog) -> None:
-        """A new measure, which counts what was recorded before it."""
-        self.backlog = backlog
-        self._recorded = 0
-        self._measured.set()
-
-    def refusal(self, outbox_max: int, size: int = 0) -> str | None:
-        """Why messages of ``size`` bytes may not be recorded now (None: they may): the outbox
-        is full, or Redis is, or would be once they are, counting what was recorded since the
-        last measure. Judged in bytes, so that one batch of large matches cannot overshoot
-        Redis's memory however few messages it makes."""
-        backlog = self.backlog
-        if backlog.messages >= outbox_max:
-            return "the outbox is full: webhooks are slower than matching"
-        if backlog.memory_full:
-            return f"{backlog.memory_text()}: webhooks are slower than matching"
-        needed = (self._recorded + size) * REDIS_BYTES_PER_MESSAGE_BYTE
-        if backlog.redis_limit and backlog.redis_used + needed > backlog.redis_limit:
-            return (
-                f"{backlog.memory_text()}, and these matches would take "
-                f"{size / 2**20:,.1f} MiB more: send fewer publications a request, or retry "
-                "once the webhooks and streams have caught up"
-            )
-        return None
-
-    def recorded(self, size: int) -> None:
-        """``size`` bytes of messages were recorded: counted against Redis's room until the next
-        measure sees them."""
-        self._recorded += size
-
-    async def room_for(self, outbox_max: int, size: int) -> None:
-        """Wait until :meth:`refusal` lets ``size`` bytes be recorded (judged at each measure)."""
-        while self.refusal(outbox_max, size) is not None:
-            self._measured.clear()
-            await self._measured.wait()
 
 
 class Dispatcher:
@@ -142,13 +90,15 @@ class Dispatcher:
         redis_memory_max: int = 0,
         stream_retention_s: float = 3600.0,
         stream_max_messages: int = 100_000,
+        endpoints: DeliveryEndpoints | None = None,
     ) -> None:
         self._outbox = outbox
         self._redis_memory_max = redis_memory_max
         self._concurrency = concurrency
         self._attempts = attempts
         self._take_over_after_s = take_over_after_s
-        self._webhooks = Webhooks(store, address_policy, concurrency, timeout_s)
+        self.endpoints = endpoints or DeliveryEndpoints(store, slots=concurrency)
+        self._webhooks = Webhooks(store, address_policy, concurrency, timeout_s, self.endpoints)
         self.streams = StreamDelivery(store.match_streams, stream_retention_s, stream_max_messages)
         self.secrets = self._webhooks.secrets
         # httpx's timeout bounds each wait for the network, not the exchange: a receiver that
@@ -186,6 +136,7 @@ class Dispatcher:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         self._waiting.clear()  # still pending in Redis, as every message not yet delivered
+        await self.endpoints.flush(force=True)
         for acks in self._acks.values():
             await acks.close()
         await self._webhooks.aclose()
@@ -203,26 +154,18 @@ class Dispatcher:
         slowly, then takes slots only for its attempts, and the other webhooks' messages are
         delivered meanwhile instead of queueing behind its backoff.
         """
-        measuring = asyncio.create_task(self._measure_backlog())
+        measuring = asyncio.create_task(
+            self.pressure.measure_forever(self._outbox, self._redis_memory_max, self._tally)
+        )
         try:
             await self._deliver_forever()
         finally:
             measuring.cancel()
 
-    async def _measure_backlog(self) -> None:
-        """The routers' back-pressure, measured on its own clock: the delivery loop can wait on
-        its slots for as long as a slow webhook takes, while matches keep coming in."""
-        while True:
-            WAITING.set(len(self._waiting))
-            try:
-                self.pressure.measured(await self._outbox.backlog(self._redis_memory_max))
-            except StoreUnavailable:
-                pass  # the delivery loop says so; the routers' batches fail to be recorded anyway
-            else:
-                OUTBOX_DEPTH.set(self.backlog.messages)
-                REDIS_MEMORY.set(self.backlog.redis_used)
-                REDIS_MEMORY_LIMIT.set(self.backlog.redis_limit)
-            await asyncio.sleep(BACKLOG_EVERY_SECONDS)
+    async def _tally(self) -> None:
+        """What is recorded alongside each measure of the back-pressure."""
+        WAITING.set(len(self._waiting))
+        await self.endpoints.flush()
 
     async def _deliver_forever(self) -> None:
         delay = 0.1
@@ -243,7 +186,7 @@ class Dispatcher:
                         await self._wait_for_slot_or_retry()
                         continue
                     if time.monotonic() - looked >= OUTBOXES_EVERY_SECONDS:
-                        await self._discover(cursors)
+                        await _discover(self._outbox, cursors)
                         looked = time.monotonic()
                     entries = await self._read(cursors, free, self._waiting.block_ms())
                     if time.monotonic() - took_over >= TAKE_OVER_EVERY_SECONDS:
@@ -261,15 +204,6 @@ class Dispatcher:
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 5.0)
                 # Whatever we read and did not finish is still pending: the cursors start over.
-
-    async def _discover(self, cursors: dict[Outbox, str]) -> None:
-        """Start reading the outboxes not read yet: all of them at first, later a matcher's added
-        since, each from our own pending entries there."""
-        known = {outbox.key for outbox in cursors}
-        for outbox in await self._outbox.every_outbox():
-            if outbox.key not in known:
-                await outbox.ensure_group()
-                cursors[outbox] = "0"
 
     async def _start_due(self, free: int) -> int:
         """Start the retries that are due, as many as ``free`` slots allow, their messages read
@@ -316,6 +250,11 @@ class Dispatcher:
 
     def _start(self, outbox: Outbox, entry_id: str, message: Message, attempts: int = 0) -> None:
         self._active.add((outbox.key, entry_id))
+        if not self.endpoints.may_start(message.tenant, message.callback_url):
+            # Its endpoint is failing and holds its share of the slots: wait, not counted as an
+            # attempt, so that the other endpoints' messages are delivered meanwhile.
+            self._waiting.wait(outbox, entry_id, max(1, attempts), FAILING_ENDPOINT_WAIT_S)
+            return
         task = asyncio.create_task(self._deliver(outbox, entry_id, message, attempts))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
@@ -325,7 +264,8 @@ class Dispatcher:
         one, unless that was the last."""
         retrying = False
         try:
-            retrying = await self._attempt_and_record(outbox, entry_id, message, made + 1)
+            with self.endpoints.attempting(message.tenant, message.callback_url):
+                retrying = await self._attempt_and_record(outbox, entry_id, message, made + 1)
         finally:
             if not retrying:
                 self._active.discard((outbox.key, entry_id))
@@ -357,10 +297,11 @@ class Dispatcher:
                 await acks.ack(entry_id)
                 FAILED.labels(outcome).inc()
                 return False
-            if outcome == "refused" or attempt >= self._attempts:
+            if outcome in ("refused", "disabled") or attempt >= self._attempts:
                 dead_id = await outbox.dead_letter(entry_id, message, reason, attempt)
                 FAILED.labels("dead_letter").inc()
                 self.failed += message.matches
+                self._webhooks.gave_up(message)
                 log.warning(  # by the id `wordcast replay` and GET /deadletters take
                     "gave up after %d attempts: dead letter %s of tenant %r (wordcast replay %s): %s",
                     attempt,
@@ -376,6 +317,16 @@ class Dispatcher:
             return False
         self._waiting.wait(outbox, entry_id, attempt, wait)
         return True
+
+
+async def _discover(ours: Outbox, cursors: dict[Outbox, str]) -> None:
+    """Start reading the outboxes not read yet: all of them at first, later a matcher's added
+    since, each from our own pending entries there."""
+    known = {outbox.key for outbox in cursors}
+    for outbox in await ours.every_outbox():
+        if outbox.key not in known:
+            await outbox.ensure_group()
+            cursors[outbox] = "0"
 
 
 async def _take_over(

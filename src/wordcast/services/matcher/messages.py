@@ -1,9 +1,10 @@
 """A routed batch's matches, gathered into the messages a matcher records and delivers.
 
-A message holds a batch's matches for one callback URL of one tenant (at most ``delivery_batch``
-matches from at most ``MAX_SIGNERS`` subscriptions, in at most ``message_max_bytes``: what a
-message costs a router streaming it, or a receiver, is bounded in bytes as well as in matches),
-signed later with each of those subscriptions' secrets, or for the tenant's match stream
+A message holds a batch's matches for one callback URL of one tenant, its webhook endpoint (at
+most ``delivery_batch`` matches in at most ``message_max_bytes``: what a message costs a router
+streaming it, or a receiver, is bounded in bytes as well as in matches), signed later with the
+endpoint's secret (and, while the migration window is open, with the secrets of its
+subscriptions too, at most ``signers_max`` of them), or for the tenant's match stream
 (``STREAM_DELIVERY`` as its URL; a subscription delivered both ways is in a message of each). Its
 webhook-id is derived from the (subscription, publication) pairs it holds and their publisher and
 stream (which the message names once: every match of a routed batch has the same), the same on
@@ -23,7 +24,7 @@ import orjson
 from wordcast.query.alternatives import HeldAlternatives
 from wordcast.query.explain import AnalysedText, explain_clause, explain_pattern, explain_terms
 from wordcast.services.matcher.index import Routed
-from wordcast.storage.outbox import MAX_SIGNERS, Message, webhook_id
+from wordcast.storage.outbox import Message, webhook_id
 from wordcast.storage.records import STREAM_DELIVERY, Subscription, delivery_of
 
 
@@ -50,10 +51,13 @@ def messages(
     *,
     explain: bool = True,
     max_bytes: int = MESSAGE_MAX_BYTES,
+    signers_max: int | None = None,
 ) -> list[Message]:
     """The messages for (stored subscription id, position) ``pairs`` of ``batch``, at most
     ``most`` matches and ``max_bytes`` bytes each (a message of one match may be larger: a match
-    is never split); with ``explain``, each match says why (``matched``)."""
+    is never split), for at most ``signers_max`` subscriptions each if given; with ``explain``,
+    each match says why (``matched``)."""
+    signers = signers_max or len(subscriptions) + 1
     per_subscription: dict[str, list[int]] = {}
     for sub_id, position in pairs:
         per_subscription.setdefault(sub_id, []).append(position)
@@ -78,7 +82,7 @@ def messages(
                 delivered, encoded = _match(sub, position, batch, explained)
                 if chunk.pairs and (
                     len(chunk.pairs) >= most
-                    or (sub_id not in chunk.signers and len(chunk.signers) >= MAX_SIGNERS)
+                    or (sub_id not in chunk.signers and len(chunk.signers) >= signers)
                     or chunk.size + len(encoded) + 1 > room
                 ):
                     found.append(chunk.message(tenant, url, batch, head, tail, now))

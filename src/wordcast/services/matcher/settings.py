@@ -2,6 +2,8 @@ from __future__ import annotations
 
 import os
 import re
+import time
+from datetime import datetime
 from pathlib import Path
 from typing import Literal
 
@@ -11,6 +13,7 @@ from pydantic_settings import SettingsConfigDict
 from wordcast.limits import MAX_MESSAGE_BYTES
 from wordcast.services.common import ServiceSettings
 from wordcast.services.matcher.dispatcher import ATTEMPT_TIMEOUTS
+from wordcast.storage.outbox import MAX_SIGNERS
 
 
 class MatcherSettings(ServiceSettings):
@@ -100,6 +103,28 @@ class MatcherSettings(ServiceSettings):
     delivery_max_backoff_s: float = Field(
         default=60.0, gt=0, description="The longest pause between two attempts."
     )
+    endpoint_disable_after_s: float = Field(
+        default=5 * 86400.0,
+        gt=0,
+        description="A webhook endpoint whose attempts have all failed for this long is "
+        "disabled, with the reason shown (GET /endpoints); its messages then go to the dead "
+        "letters. Enabling it again (PATCH /endpoints/{id}) resumes delivery.",
+    )
+    failing_endpoint_slots: float = Field(
+        default=0.25,
+        gt=0,
+        le=1,
+        description="The share of the delivery slots an endpoint whose last attempt failed may "
+        "hold: a failing receiver cannot take the slots the healthy ones need.",
+    )
+    subscription_signatures_until: datetime | None = Field(
+        default=None,
+        description="The end of the migration window to one secret per endpoint, as an ISO "
+        "date (2027-03-01T00:00:00Z): until then, messages carry the signature of each "
+        "subscription's own secret (those created before endpoints have one) besides the "
+        "endpoint's, so receivers verifying with a subscription's secret keep verifying. "
+        "Unset: the endpoint's secret alone signs, once per message.",
+    )
     shutdown_drain_s: float = Field(
         default=5.0,
         ge=0,
@@ -125,6 +150,18 @@ class MatcherSettings(ServiceSettings):
         description="The most messages a tenant's match stream keeps, whatever their age: "
         "what bounds its memory when matches come faster than the retention assumes.",
     )
+
+    @property
+    def subscription_signatures_end(self) -> float:
+        """The migration window's end as Unix time (0: no window)."""
+        until = self.subscription_signatures_until
+        return until.timestamp() if until is not None else 0.0
+
+    @property
+    def signers_max(self) -> int | None:
+        """Subscriptions a message may carry matches for: bounded by their signatures while the
+        migration window is open, else not at all (one secret signs)."""
+        return MAX_SIGNERS if time.time() < self.subscription_signatures_end else None
 
     @property
     def longest_delivery_s(self) -> float:

@@ -20,6 +20,7 @@ from wordcast.errors import StoreUnavailable
 from wordcast.query.boolean import PART_SEPARATOR
 from wordcast.services.matcher.backfill import Backfills
 from wordcast.services.matcher.dispatcher import Dispatcher
+from wordcast.services.matcher.endpoints import DeliveryEndpoints
 from wordcast.services.matcher.index import MatcherIndex, Routed
 from wordcast.services.matcher.messages import Batch, messages
 from wordcast.services.matcher.settings import MatcherSettings
@@ -62,6 +63,13 @@ class MatcherState:
             redis_memory_max=settings.redis_memory_max,
             stream_retention_s=settings.stream_retention_s,
             stream_max_messages=settings.stream_max_messages,
+            endpoints=DeliveryEndpoints(
+                store,
+                settings.endpoint_disable_after_s,
+                settings.failing_endpoint_slots,
+                settings.delivery_concurrency,
+                settings.subscription_signatures_end,
+            ),
         )
         self.publications = 0
         self.matches = 0
@@ -203,6 +211,7 @@ class MatcherState:
             settings.delivery_batch,
             explain=settings.explain_matches,
             max_bytes=settings.message_max_bytes,
+            signers_max=settings.signers_max,
         )
         count = len(publications)
         self.publications += count

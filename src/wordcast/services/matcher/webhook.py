@@ -2,8 +2,11 @@
 
 Each message is signed (:mod:`wordcast.webhooks.signing`) as the Standard Webhooks specification says
 (``webhook-id``, ``webhook-timestamp``, ``webhook-signature``: HMAC-SHA256 over
-``id.timestamp.body``) with the secret of every subscription it carries matches for (and a
-previous secret too during a rotation's grace period); any one of them verifies it. The callback
+``id.timestamp.body``) with the secret of its endpoint (:mod:`.endpoints`; and a previous secret
+too during a rotation's grace period), and while the migration window is open with the secret of
+every subscription it carries matches for that has one of its own; any one of them verifies it.
+A message whose subscriptions are all deleted is dropped; one to a disabled endpoint is not sent
+(it becomes a dead letter, to be replayed once the endpoint is enabled again). The callback
 address is resolved and checked (:mod:`wordcast.webhooks.netguard`) before every attempt, and the
 connection goes to the address checked. Of the answer only the status, headers and the first few
 KiB are read. A 410 deletes the subscriptions (the receiver said it is gone for good).
@@ -12,6 +15,7 @@ KiB are read. A 410 deletes the subscriptions (the receiver said it is gone for 
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Sequence
 from datetime import UTC, datetime
 
@@ -21,9 +25,10 @@ from prometheus_client import Counter
 from wordcast import limits
 from wordcast.errors import UnresolvableCallback, UnsafeCallback
 from wordcast.services.matcher.connections import Connections
+from wordcast.services.matcher.endpoints import DeliveryEndpoints, KnownEndpoint
 from wordcast.services.matcher.secrets import SigningSecrets
 from wordcast.storage import Store
-from wordcast.storage.outbox import Message
+from wordcast.storage.outbox import MAX_SIGNERS, Message
 from wordcast.webhooks import retry_after
 from wordcast.webhooks.netguard import AddressPolicy, resolve
 from wordcast.webhooks.signing import Signer, signature_header
@@ -33,33 +38,71 @@ log = logging.getLogger(__name__)
 ATTEMPTS = Counter("wordcast_delivery_attempts", "Webhook POSTs made", ["outcome"])
 
 # (outcome, reason, seconds the receiver asked us to wait); outcome is one of delivered, gone
-# (410), deleted (the subscriptions are gone), refused (a forbidden address) or retry.
+# (410), deleted (the subscriptions are gone), refused (a forbidden address), disabled (the
+# endpoint is) or retry.
 Outcome = tuple[str, str, float | None]
 
 
 class Webhooks:
     """Makes delivery attempts, with ``slots`` connections at most."""
 
-    def __init__(self, store: Store, policy: AddressPolicy, slots: int, timeout_s: float) -> None:
+    def __init__(
+        self,
+        store: Store,
+        policy: AddressPolicy,
+        slots: int,
+        timeout_s: float,
+        endpoints: DeliveryEndpoints,
+    ) -> None:
         self._store = store
         self._policy = policy
         self._connections = Connections(slots, timeout_s)
         self.secrets = SigningSecrets(store)
+        self.endpoints = endpoints
 
     async def aclose(self) -> None:
         await self._connections.aclose()
 
-    async def _signers_of(self, message: Message) -> list[Signer]:
-        """A signer for each secret of the message's subscriptions that still exist."""
+    async def _signers_of(self, message: Message) -> tuple[KnownEndpoint, list[Signer]] | None:
+        """The message's endpoint and its signers (None: every subscription it is for is gone)."""
         known = await self.secrets.signers_of(message.subscription_ids)
-        return [signer for sub_id in message.subscription_ids for signer in known[sub_id] or ()]
+        if all(known[sub_id] is None for sub_id in message.subscription_ids):
+            return None
+        endpoint = await self.endpoints.of(message.tenant, message.callback_url)
+        signers = list(endpoint.signers)
+        if time.time() < self.endpoints.subscription_signatures_until:
+            own = [signer for sub_id in message.subscription_ids for signer in known[sub_id] or ()]
+            signers += own[: 2 * MAX_SIGNERS]
+        return endpoint, signers
 
-    async def attempt(self, message: Message) -> tuple[str, str, float | None]:
+    async def attempt(self, message: Message) -> Outcome:
         """One POST: (outcome, reason, seconds the receiver asked us to wait)."""
-        signers = await self._signers_of(message)
-        if not signers:
+        found = await self._signers_of(message)
+        if found is None:
             ATTEMPTS.labels("subscription_deleted").inc()
             return "deleted", "the subscription was deleted", None
+        known, signers = found
+        endpoint = known.endpoint
+        if not endpoint.enabled:
+            ATTEMPTS.labels("endpoint_disabled").inc()
+            why = f": {endpoint.disabled_reason}" if endpoint.disabled_reason else ""
+            return "disabled", f"endpoint {endpoint.id} is disabled{why}", None
+        started = time.monotonic()
+        outcome = await self._post(message, signers)
+        self.endpoints.attempted(
+            endpoint,
+            outcome[0] == "delivered",
+            time.monotonic() - started,
+            outcome[1],
+            message.matches,
+        )
+        return outcome
+
+    def gave_up(self, message: Message) -> None:
+        """Count the message's matches as failed in its endpoint's health (if it has one)."""
+        self.endpoints.gave_up_on(message.tenant, message.callback_url, message.matches)
+
+    async def _post(self, message: Message, signers: Sequence[Signer]) -> Outcome:
         try:
             target = await resolve(message.callback_url, self._policy)
         except UnresolvableCallback as exc:

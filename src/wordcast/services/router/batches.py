@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Collection, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from wordcast.errors import Conflict, LimitExceeded, StoreUnavailable
@@ -49,7 +49,7 @@ class Existing:
     """What earlier requests with a batch's idempotency keys stored."""
 
     held: set[str]  # record ids, alternatives included
-    first: dict[str, Subscription] = field(default_factory=dict)  # their records, with secrets
+    first: dict[str, Subscription] = field(default_factory=dict)  # their records
 
     def records_to_store(
         self, ids: Sequence[str | None], terms_or_anchors: Sequence[BooleanQuery | str]
@@ -100,8 +100,7 @@ async def existing(
                 f"subscription {index}: the key {item.key!r} made a different subscription "
                 f"({sub.id}); nothing was stored"
             )
-        secrets = (await store.subscriptions.signing_secrets_of([sub_id]))[sub_id]
-        stored.first[sub_id] = replace(sub, secret=secrets[0] if secrets else "")
+        stored.first[sub_id] = sub
     return stored
 
 

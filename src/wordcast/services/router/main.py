@@ -20,6 +20,7 @@ from wordcast.services.pages import serve_console, serve_pages
 from wordcast.services.router.routes import (
     admin,
     deadletters,
+    endpoints,
     health,
     matches,
     publications,
@@ -74,6 +75,7 @@ def create_app(settings: RouterSettings | None = None) -> FastAPI:
         BodySizeLimit, max_bytes=limits.MAX_REQUEST_BYTES, timeout_s=settings.body_timeout_s
     )
     app.include_router(subscriptions.router)
+    app.include_router(endpoints.router)
     app.include_router(publications.router)
     app.include_router(deadletters.router)
     app.include_router(matches.router)

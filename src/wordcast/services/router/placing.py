@@ -10,9 +10,7 @@ loaded. If the mapping window moves between placing and storing, it is placed ag
 
 from __future__ import annotations
 
-import base64
 import random
-import secrets
 import time
 import uuid
 from collections.abc import Callable, Collection, Sequence
@@ -77,11 +75,6 @@ class Placer:
         self._anchors = anchors  # the router's current anchor owners (its replica's)
         self._random = random.Random()
 
-    @staticmethod
-    def new_secret() -> str:
-        """A Standard Webhooks signing secret: whsec_ and 24 random bytes in base64."""
-        return "whsec_" + base64.b64encode(secrets.token_bytes(24)).decode()
-
     async def add_queries(
         self,
         items: Sequence[QueryItem],
@@ -106,7 +99,7 @@ class Placer:
         same idempotency key), as are those in ``held``, stored already; one refused because
         the mapping window moved is placed again. Returns each item's subscription id.
         """
-        firsts, records = _records(items, held, self.new_secret)
+        firsts, records = _records(items, held)
         for _ in range(5):
             if not records:
                 return firsts
@@ -247,12 +240,13 @@ class Placer:
         window: str = "0 0",
         **fields: Any,
     ) -> Stored:
-        """Store a validated, placed subscription (under a fresh id and secret unless given);
+        """Store a validated, placed subscription (under a fresh id unless given; its secret is
+        its endpoint's, and only subscriptions from before endpoints have one of their own);
         the caller announces it (once, for a whole batch)."""
         sub = Subscription(
             id=sub_id or uuid.uuid4().hex,
             created=time.time(),
-            secret=self.new_secret() if secret is None else secret,
+            secret=secret or "",
             **fields,
         )
         event_id = await self.store.subscriptions.add(
@@ -261,16 +255,13 @@ class Placer:
         return sub, event_id
 
 
-def _records(
-    items: Sequence[QueryItem], held: Collection[str], new_secret: Callable[[], str]
-) -> tuple[list[str], list[_Record]]:
+def _records(items: Sequence[QueryItem], held: Collection[str]) -> tuple[list[str], list[_Record]]:
     """Each item's id, and the records to store: an item's alternatives, but those ``held``."""
     firsts: list[str] = []
     records: list[_Record] = []
     for item in items:
         first = item.sub_id or uuid.uuid4().hex
         firsts.append(first)
-        secret = new_secret()
         for part, clause in enumerate(item.analysed.clauses):
             if part_id(first, part) not in held:
                 records.append(
@@ -280,7 +271,7 @@ def _records(
                         item.callback_url,
                         item.stream,
                         part_id(first, part),
-                        secret if part == 0 else "",
+                        "",
                         item.index,
                     )
                 )

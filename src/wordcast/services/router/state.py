@@ -1,9 +1,10 @@
 """The router's state: its parts, wired together.
 
 Keyword subscriptions are placed with LASP among the eligible matchers of every mapping version in
-use (:mod:`.placing`), registered and deleted for tenants (:mod:`.subscribing`); publications are
-analysed (:mod:`.analysing`) and multicast (:mod:`.publishing`). Which versions are in use, and moving the
-subscriptions when a new one appears, is :mod:`.versions`; the requests to matchers are
+use (:mod:`.placing`), registered and deleted for tenants (:mod:`.subscribing`), delivered to
+their webhook endpoints (:mod:`.endpoints`); publications are analysed (:mod:`.analysing`) and
+multicast (:mod:`.publishing`). Which versions are in use, and moving the subscriptions when a
+new one appears, is :mod:`.versions`; the requests to matchers are
 :mod:`.matchers`; API keys are :mod:`.tenants`, shared streams :mod:`.streams`, each tenant's match stream
 :mod:`.match_stream`; what the console shows of routing is :mod:`.insight`, and its learning
 runs :mod:`.learning`; the replica of the
@@ -19,6 +20,7 @@ from typing import Any
 from wordcast.routing.lasp import LinearCost
 from wordcast.routing.mapping import HashMapping
 from wordcast.services.router.backfilling import Backfilling
+from wordcast.services.router.endpoints import Endpoints
 from wordcast.services.router.insight import hot_words, load_figures
 from wordcast.services.router.learning import LearningRuns
 from wordcast.services.router.match_stream import MatchStreamServer
@@ -57,6 +59,7 @@ class RouterState:
         self.subscribing = Subscribing(
             settings, store, self.tenants, placer, self.follower, self.links
         )
+        self.endpoints = Endpoints(settings, store, self.subscribing.delete_subscriptions)
         self.backfilling = Backfilling(settings, store, self.links, self.follower)
         self.match_streams = MatchStreamServer(settings, store.match_streams, self.tenants)
         self.learning = LearningRuns(settings, self.routing_insight)

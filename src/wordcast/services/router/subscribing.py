@@ -1,5 +1,5 @@
 """A tenant's subscriptions: registered (one, or a batch all or nothing), listed, deleted, their
-secrets rotated, their dead letters replayed.
+dead letters replayed (their secrets are their endpoints': :mod:`.endpoints`).
 
 Every item is analysed and every callback checked before anything is stored, so bad input changes
 nothing; a change is made effective on the matchers concerned (and this router) before the client
@@ -10,7 +10,6 @@ and again after (:meth:`Subscribing._still_granted`).
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Iterable, Sequence
 
 from wordcast.errors import (
@@ -267,14 +266,6 @@ class Subscribing:
         if sub.tenant != tenant:
             raise NotFound(f"no subscription with id {sub_id!r}")
         return sub
-
-    async def rotate_secret(self, sub_id: str, tenant: str) -> str:
-        """A new signing secret; the old one keeps working for the grace period."""
-        await self.owned(sub_id, tenant)
-        secret = self.placer.new_secret()
-        grace_until = time.time() + self.settings.secret_grace_s
-        await self.store.subscriptions.rotate_secret(sub_id, secret, grace_until)
-        return secret
 
     async def replay(self, tenant: str, dead_id: str) -> Message:
         """Send a dead letter again: back into the outbox of its subscription's matcher."""

@@ -4,7 +4,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Query
 
-from wordcast.errors import InvalidInput
+from wordcast.errors import InvalidInput, NotFound
 from wordcast.query.boolean import has_operators, parse_query
 from wordcast.services.router.batches import BatchItem
 from wordcast.services.router.deps import ReadyState, Tenant, TenantRoute
@@ -56,6 +56,7 @@ def _out(sub: Subscription) -> SubscriptionOut:
             anchor=sub.anchor,
             terms=[],
             callback_url=sub.webhook_url or None,
+            endpoint_id=sub.endpoint_id or None,
             delivery=_delivery(sub),
             stream=sub.stream or None,
             matcher=sub.matcher,
@@ -67,6 +68,7 @@ def _out(sub: Subscription) -> SubscriptionOut:
         terms=list(sub.terms),
         alternatives=_alternatives(sub.query),
         callback_url=sub.webhook_url or None,
+        endpoint_id=sub.endpoint_id or None,
         delivery=_delivery(sub),
         stream=sub.stream or None,
         matcher=sub.matcher,
@@ -107,22 +109,25 @@ async def create_subscription(
     backfill, if it asked for one, started)."""
     stream = body.stream or ""
     minutes = body.backfill_minutes
+    address = await _address(body, state, tenant)
     if minutes is not None:
         state.backfilling.check(minutes)
     if body.key is not None:  # the batch path finds what an earlier request stored
         kind, text = (
             ("pattern", body.pattern) if body.pattern is not None else ("query", body.query)
         )
-        item = BatchItem(kind, text or "", body.address(), stream, body.key)
+        item = BatchItem(kind, text or "", address, stream, body.key)
         sub = (await state.subscribing.subscribe_batch([item], tenant))[0]
     elif body.pattern is not None:
-        sub = await state.subscribing.subscribe_pattern(
-            body.pattern, body.address(), tenant, stream
-        )
+        sub = await state.subscribing.subscribe_pattern(body.pattern, address, tenant, stream)
     else:
         assert body.query is not None  # the schema admits exactly one of the two
-        sub = await state.subscribing.subscribe(body.query, body.address(), tenant, stream)
-    update: dict[str, object] = {"secret": sub.secret}
+        sub = await state.subscribing.subscribe(body.query, address, tenant, stream)
+    [sub] = await state.endpoints.answered(tenant, [sub])
+    update: dict[str, object] = {
+        "secret": sub.secret or None,
+        "endpoint_id": sub.endpoint_id or None,
+    }
     if minutes is not None:
         alternatives = 1 if sub.pattern else len(parse_query(sub.query).clauses)
         update["backfill"] = await state.backfilling.start(sub, alternatives, minutes)
@@ -146,19 +151,25 @@ async def create_subscriptions(
                 f"subscriptions[{n}]: backfill_minutes is for one subscription at a time "
                 "(POST /subscriptions)"
             )
-    items = [
-        BatchItem(
-            "pattern" if item.pattern is not None else "query",
-            item.pattern if item.pattern is not None else item.query or "",
-            item.address(),
-            item.stream or "",
-            item.key,
+    items = []
+    for n, item in enumerate(body.subscriptions):
+        try:
+            address = await _address(item, state, tenant)
+        except NotFound as exc:
+            raise NotFound(f"subscriptions[{n}]: {exc}") from exc
+        items.append(
+            BatchItem(
+                "pattern" if item.pattern is not None else "query",
+                item.pattern if item.pattern is not None else item.query or "",
+                address,
+                item.stream or "",
+                item.key,
+            )
         )
-        for item in body.subscriptions
-    ]
     subs = await state.subscribing.subscribe_batch(items, tenant)
+    subs = await state.endpoints.answered(tenant, subs)
     return SubscriptionsOut(
-        subscriptions=[_out(sub).model_copy(update={"secret": sub.secret}) for sub in subs]
+        subscriptions=[_out(sub).model_copy(update={"secret": sub.secret or None}) for sub in subs]
     )
 
 
@@ -195,6 +206,7 @@ async def list_subscriptions(
     if q is not None:
         wanted = q.casefold()
         subs = [s for s in subs if wanted in (s.pattern or s.query).casefold()]
+    subs = await state.endpoints.shown(tenant, subs)
     return SubscriptionPage(subscriptions=[_out(s) for s in subs], next_cursor=next_cursor)
 
 
@@ -202,7 +214,8 @@ async def list_subscriptions(
 async def get_subscription(
     sub_id: SubscriptionId, state: ReadyState, tenant: Tenant
 ) -> SubscriptionOut:
-    return _out(await state.subscribing.owned(sub_id, tenant))
+    sub = await state.subscribing.owned(sub_id, tenant)
+    return _out((await state.endpoints.shown(tenant, [sub]))[0])
 
 
 @router.delete("/{sub_id}", status_code=204, operation_id="delete_subscription")
@@ -212,5 +225,14 @@ async def delete_subscription(sub_id: SubscriptionId, state: ReadyState, tenant:
 
 @router.post("/{sub_id}/secret", response_model=SecretOut, operation_id="rotate_secret")
 async def rotate_secret(sub_id: SubscriptionId, state: ReadyState, tenant: Tenant) -> SecretOut:
-    """Replace the signing secret; deliveries carry both signatures during the grace period."""
-    return SecretOut(secret=await state.subscribing.rotate_secret(sub_id, tenant))
+    """Replace the signing secret of the subscription's webhook endpoint (every subscription
+    delivering there shares it); deliveries carry both signatures during the grace period."""
+    sub = await state.subscribing.owned(sub_id, tenant)
+    return SecretOut(secret=await state.endpoints.rotate_for(sub))
+
+
+async def _address(body: SubscriptionIn, state: ReadyState, tenant: str) -> str:
+    """Where the subscription delivers, as stored: its endpoint named by id is its URL."""
+    if body.endpoint_id is None:
+        return body.address()
+    return body.address(await state.endpoints.url_of(tenant, body.endpoint_id))
