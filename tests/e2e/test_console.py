@@ -123,7 +123,7 @@ def test_a_tenant_logs_in_creates_a_subscription_sees_a_match_arrive_and_deletes
     sub_id = row.get_attribute("data-id")
     assert "platypus swims" in row.text
     assert "stream" in row.text
-    assert "signing secret" in _by_id(browser, "notice").text
+    assert f"Created {sub_id}" == _by_id(browser, "notice").text  # stream only: no secret
     stored = httpx.get(f"{router}/subscriptions/{sub_id}", headers=AUTH, timeout=10).json()
     assert stored["delivery"] == ["stream"]
     for wanted, found in (("PLATYPUS", True), ("no such words", False)):
@@ -183,6 +183,54 @@ def test_a_tenant_logs_in_creates_a_subscription_sees_a_match_arrive_and_deletes
     assert gone.status_code == 404
     assert _problems(browser) == []
     assert _other_origins(browser, router) == []
+
+
+def test_a_tenant_manages_its_webhook_endpoints(cluster: RunningCluster, browser: Any) -> None:
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.expected_conditions import alert_is_present
+
+    router = cluster.router_url
+    url = f"http://127.0.0.1:{free_port()}/console-hook"
+    _log_in(browser, router, DEV_KEY)
+    _view(browser, "endpoints")
+    _by_id(browser, "endpoint-url").send_keys(url)
+    _by_id(browser, "endpoint-description").send_keys("from the console")
+    _by_id(browser, "endpoint-description").submit()
+    _wait(browser, lambda d: "signing secret: whsec_" in _by_id(d, "notice").text, "the secret")
+    made = next(
+        e
+        for e in httpx.get(f"{router}/endpoints", headers=AUTH, timeout=10).json()["endpoints"]
+        if e["url"] == url
+    )
+
+    def row() -> Any:
+        found = [
+            r for r in browser.find_elements(By.CSS_SELECTOR, "#endpoints tr") if url in r.text
+        ]
+        return found[0] if found else None
+
+    assert "from the console" in row().text
+    assert "0 delivered" in row().text
+    row().find_element(By.XPATH, ".//button[text()='Disable']").click()
+    _wait(browser, lambda d: row() is not None and "disabled" in row().text, "disabled")
+    shown = httpx.get(f"{router}/endpoints/{made['id']}", headers=AUTH, timeout=10).json()
+    assert not shown["enabled"]
+    row().find_element(By.XPATH, ".//button[text()='Enable']").click()
+    _wait(browser, lambda d: row() is not None and "enabled" in row().text, "enabled again")
+
+    row().find_element(By.XPATH, ".//button[text()='Rotate secret']").click()
+    _wait(browser, alert_is_present(), "the confirmation").accept()
+    _wait(browser, lambda d: "New signing secret" in _by_id(d, "notice").text, "rotated")
+    secret = httpx.get(f"{router}/endpoints/{made['id']}/secret", headers=AUTH, timeout=10)
+    assert secret.json()["secret"] != made["secret"]
+    assert secret.json()["secret"] in _by_id(browser, "notice").text
+
+    row().find_element(By.XPATH, ".//button[text()='Delete']").click()
+    _wait(browser, alert_is_present(), "the confirmation").accept()
+    _wait(browser, lambda d: row() is None, "the row gone")
+    gone = httpx.get(f"{router}/endpoints/{made['id']}", headers=AUTH, timeout=10)
+    assert gone.status_code == 404
+    assert _problems(browser) == []
 
 
 def test_a_wrong_key_is_refused_with_the_routers_reason(

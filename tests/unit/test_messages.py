@@ -137,3 +137,26 @@ def test_each_delivery_gets_its_own_message_and_both_get_one_each() -> None:
     by_url = {message.callback_url: message.subscription_ids for message in found}
     assert by_url == {hook: ("web", "both"), STREAM_DELIVERY: ("sse", "both")}
     assert all(message.tenant == "t" for message in found)
+
+
+def test_without_a_signers_bound_a_message_holds_any_number_of_subscriptions() -> None:
+    """One secret signs (the endpoint's): a batch's matches for one URL are not split by how
+    many subscriptions they are for."""
+    subscriptions = {
+        f"s{k}": Subscription(f"s{k}", "w", ("w",), "http://x/hook", 0, tenant="acme")
+        for k in range(200)
+    }
+    pairs = [(sub_id, 0) for sub_id in subscriptions]
+    batch = Batch([("p0", "w", ("w",), False)], "acme", "")
+    found = messages(pairs, batch, subscriptions, HeldAlternatives(), most=1000, explain=False)
+    assert [m.matches for m in found] == [200]
+    bounded = messages(
+        pairs,
+        batch,
+        subscriptions,
+        HeldAlternatives(),
+        most=1000,
+        explain=False,
+        signers_max=MAX_SIGNERS,
+    )
+    assert [m.matches for m in bounded] == [64, 64, 64, 8]

@@ -55,7 +55,7 @@ class _Server(uvicorn.Server):
 class Watched:
     id: str
     label: str  # the query or pattern, as given
-    verifier: Webhook
+    verifier: Webhook | None  # None: delivered to the match stream only, which nobody signs
 
 
 class _Watch:
@@ -93,7 +93,9 @@ class _Watch:
                 continue
             created = await client.subscribe_many(items, callback_url, kind=kind, progress=False)
             for item, sub in zip(items, created, strict=True):
-                self.watched[sub["id"]] = Watched(sub["id"], item, Webhook(sub["secret"]))
+                secret = sub.get("secret")
+                verifier = Webhook(secret) if secret else None
+                self.watched[sub["id"]] = Watched(sub["id"], item, verifier)
         self._registered.set()
 
     async def _finish(self, client: RouterClient, keep: bool) -> None:
@@ -216,7 +218,7 @@ class Watcher(_Watch):
     def _signed_by_ours(self, raw: bytes, headers: dict[str, str], ids: set[str]) -> bool:
         for sub_id in ids:
             watched = self.watched.get(sub_id)
-            if watched is None:
+            if watched is None or watched.verifier is None:
                 continue
             try:
                 watched.verifier.verify(raw, headers, json_parse=False)

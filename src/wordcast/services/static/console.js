@@ -96,6 +96,7 @@ function logOut() {
 const VIEWS = {
   matches: () => follow(),
   subscriptions: () => loadSubscriptions(true),
+  endpoints: loadEndpoints,
   deadletters: () => loadDeadLetters($("deadletters"), "/deadletters", null),
   cluster: async () => {
     await loadCluster();
@@ -261,11 +262,11 @@ function addSubscriptionRow(sub, first = false) {
   const actions = cell(row, "");
   const label = sub.kind === "pattern" ? `pattern ${sub.pattern}` : sub.query;
   button(actions, "Rotate secret", async () => {
-    const ask = `Rotate the signing secret of "${label}"? The old secret keeps signing for its grace period.`;
+    const ask = `Rotate the signing secret of the endpoint of "${label}" (every subscription there shares it)? The old secret keeps signing for its grace period.`;
     if (!window.confirm(ask)) return;
     try {
       const answer = await api("POST", `/subscriptions/${sub.id}/secret`);
-      notice(`New signing secret of ${sub.id}: ${answer.secret}`);
+      notice(`New signing secret of ${sub.id}'s endpoint: ${answer.secret}`);
     } catch (error) {
       notice(error.message, true);
     }
@@ -292,7 +293,76 @@ async function createSubscription(event) {
     const sub = await api("POST", "/subscriptions", body);
     addSubscriptionRow(sub, true);
     $("new-text").value = "";
-    notice(`Created ${sub.id}; its signing secret: ${sub.secret}`);
+    const secret = sub.secret ? `; its endpoint's signing secret: ${sub.secret}` : "";
+    notice(`Created ${sub.id}${secret}`);
+  } catch (error) {
+    notice(error.message, true);
+  }
+}
+
+// -- webhook endpoints -----------------------------------------------------------------------
+function health(h) {
+  const text = `${h.delivered} delivered, ${h.failed} failed; ${h.attempts_ok} attempts ok (${h.latency_ms.toFixed(1)} ms), ${h.attempts_failed} failed`;
+  return h.failing_since ? `${text}; failing: ${h.last_error}` : text;
+}
+
+async function loadEndpoints() {
+  const body = $("endpoints");
+  body.textContent = "";
+  const answer = await api("GET", "/endpoints");
+  for (const endpoint of answer.endpoints) addEndpointRow(body, endpoint);
+  if (!answer.endpoints.length) notice("No endpoints yet: a subscription with a webhook makes one.");
+}
+
+function addEndpointRow(body, endpoint) {
+  const row = body.insertRow();
+  cell(row, endpoint.id);
+  cell(row, endpoint.description ? `${endpoint.url} (${endpoint.description})` : endpoint.url);
+  const state = endpoint.enabled ? "enabled" : `disabled${endpoint.disabled_reason ? `: ${endpoint.disabled_reason}` : ""}`;
+  cell(row, state);
+  cell(row, endpoint.health ? health(endpoint.health) : "");
+  const actions = cell(row, "");
+  const act = async (work) => {
+    try {
+      await work();
+      await loadEndpoints();
+    } catch (error) {
+      notice(error.message, true);
+    }
+  };
+  button(actions, endpoint.enabled ? "Disable" : "Enable", () =>
+    act(async () => {
+      await api("PATCH", `/endpoints/${endpoint.id}`, { enabled: !endpoint.enabled });
+      notice(`${endpoint.enabled ? "Disabled" : "Enabled"} ${endpoint.id}`);
+    }),
+  );
+  button(actions, "Rotate secret", () => {
+    const ask = `Rotate the signing secret of ${endpoint.url}? The old secret keeps signing for its grace period.`;
+    if (!window.confirm(ask)) return;
+    act(async () => {
+      const answer = await api("POST", `/endpoints/${endpoint.id}/secret`);
+      notice(`New signing secret of ${endpoint.id}: ${answer.secret}`);
+    });
+  });
+  button(actions, "Delete", () => {
+    const ask = `Delete the endpoint ${endpoint.url}, and every subscription delivering there?`;
+    if (!window.confirm(ask)) return;
+    act(async () => {
+      await api("DELETE", `/endpoints/${endpoint.id}?cascade=true`);
+      notice(`Deleted ${endpoint.id}`);
+    });
+  });
+}
+
+async function createEndpoint(event) {
+  event.preventDefault();
+  const body = { url: $("endpoint-url").value, description: $("endpoint-description").value };
+  try {
+    const endpoint = await api("POST", "/endpoints", body);
+    $("endpoint-url").value = "";
+    $("endpoint-description").value = "";
+    await loadEndpoints();
+    notice(`Created ${endpoint.id}; its signing secret: ${endpoint.secret}`);
   } catch (error) {
     notice(error.message, true);
   }
@@ -474,6 +544,7 @@ document.addEventListener("DOMContentLoaded", () => {
     b.addEventListener("click", () => show(b.dataset.view));
   }
   $("create").addEventListener("submit", createSubscription);
+  $("create-endpoint").addEventListener("submit", createEndpoint);
   $("search").addEventListener("submit", (event) => {
     event.preventDefault();
     searchText = $("search-text").value.trim();
