@@ -36,6 +36,7 @@ from wordcast.query.boolean import evaluate, parse_query, parse_tree
 from wordcast.query.filters import filter_terms
 from wordcast.query.languages import SNOWBALL, Detector, analyse_in_languages
 from wordcast.storage.redis import connect_sync
+from wordcast.webhooks.payload import matches_of
 
 pytestmark = pytest.mark.e2e
 
@@ -144,7 +145,7 @@ def test_phrase_and_proximity_queries_deliver_exactly_the_oracle_matches(
     explained = [
         m
         for r in raw
-        for m in orjson.loads(r["body"])["matches"]
+        for m in matches_of(orjson.loads(r["body"]))
         if m["subscription_id"] in queries
     ]
     assert explained

@@ -46,6 +46,7 @@ from wordcast.defaults import DEFAULT_ADMIN_TOKEN
 from wordcast.local.supervisor import free_port
 from wordcast.storage.outbox import webhook_id
 from wordcast.storage.redis import connect_sync
+from wordcast.webhooks.payload import matches_of
 
 pytestmark = pytest.mark.e2e
 
@@ -266,7 +267,7 @@ def _delivered(receiver: Receiver, sub_ids: set[str]) -> list[tuple[str, dict[st
         named = {"publisher": message["publisher"], "stream": message["stream"]}
         found += [
             (request["headers"]["webhook-id"], match | named)
-            for match in message["matches"]
+            for match in matches_of(message)
             if match["subscription_id"] in sub_ids
         ]
     return found

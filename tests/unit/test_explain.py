@@ -22,6 +22,7 @@ from wordcast.query.explain import (
 from wordcast.query.patterns import normalise, parse
 from wordcast.services.matcher.messages import Batch, messages
 from wordcast.storage.records import Subscription
+from wordcast.webhooks.payload import matches_of
 
 VOCABULARY = ["White", "house", "of", "cards", "Senate", "vote", "the", "big", "apple", "a", "x"]
 SEPARATORS = [" ", "  ", ", ", "\n", " — ", "\u200d ", "\t"]
@@ -108,7 +109,7 @@ def test_each_delivered_match_names_the_alternative_that_delivers_it() -> None:
     delivered = {
         (m["subscription_id"], m["publication_id"]): m["matched"]
         for message in found
-        for m in orjson.loads(message.body)["matches"]
+        for m in matches_of(orjson.loads(message.body))
     }
     assert delivered[("q", "p0")]["alternative"] == 1  # the phrase, before senate vote
     assert delivered[("q", "p0")]["spans"] == {'"white hous"': [[4, 15]]}

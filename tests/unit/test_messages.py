@@ -4,14 +4,17 @@ as the JSON of the whole payload (the fragments they are put together from must 
 from __future__ import annotations
 
 import random
+from typing import Any
 
 import orjson
+import pytest
 
 from wordcast.query.alternatives import HeldAlternatives
 from wordcast.query.boolean import parse_query, part_id
 from wordcast.services.matcher.messages import Batch, messages
 from wordcast.storage.outbox import MAX_SIGNERS, webhook_id
 from wordcast.storage.records import STREAM_DELIVERY, Subscription, delivery_address
+from wordcast.webhooks.payload import matches_of
 
 AWKWARD = [
     'quote " and \\ slash',
@@ -43,7 +46,27 @@ def _expected_body(batch: Batch, matches: list[tuple[Subscription, str, int]]) -
     ).decode()
 
 
-def test_bodies_are_the_whole_payloads_json_and_every_match_is_in_one_message() -> None:
+def _expected_v2_body(batch: Batch, body: dict[str, Any]) -> str:
+    """The version 2 payload encoded whole, its publications in the order the body names them."""
+    return orjson.dumps(
+        {
+            "type": "matches",
+            "version": 2,
+            "publisher": batch.publisher,
+            "stream": batch.stream or None,
+            "publications": [{"id": p["id"], "text": p["text"]} for p in body["publications"]],
+            "matches": [
+                {"subscription_id": m["subscription_id"], "publication": m["publication"]}
+                for m in body["matches"]
+            ],
+        }
+    ).decode()
+
+
+@pytest.mark.parametrize("version", [1, 2])
+def test_bodies_are_the_whole_payloads_json_and_every_match_is_in_one_message(
+    version: int,
+) -> None:
     rng = random.Random(7)
     alternatives = HeldAlternatives()
     subscriptions: dict[str, Subscription] = {}
@@ -75,12 +98,23 @@ def test_bodies_are_the_whole_payloads_json_and_every_match_is_in_one_message() 
             explain=False,
             max_bytes=max_bytes,
             signers_max=MAX_SIGNERS,
+            version=version,
         )
         assert len(found) > 3000 * 100 // max_bytes  # the byte bound split them
 
         seen: list[tuple[str, str]] = []
         for message in found:
             body = orjson.loads(message.body)
+            if version == 2:
+                assert message.body == _expected_v2_body(batch, body)
+                # Each publication named once, and each named by a match.
+                named = [p["id"] for p in body["publications"]]
+                assert len(set(named)) == len(named)
+                assert {m["publication"] for m in body["matches"]} == set(range(len(named)))
+                body["matches"] = matches_of(body)
+                for m in body["matches"]:
+                    sub = subscriptions[_stored_id(m, subscriptions)]
+                    m.update({"pattern": sub.pattern} if sub.is_pattern else {"query": sub.query})
             matches = [
                 (
                     subscriptions[stored],
@@ -90,7 +124,8 @@ def test_bodies_are_the_whole_payloads_json_and_every_match_is_in_one_message() 
                 for m in body["matches"]
                 for stored in [_stored_id(m, subscriptions)]
             ]
-            assert message.body == _expected_body(batch, matches)
+            if version == 1:
+                assert message.body == _expected_body(batch, matches)
             delivered = [(m["subscription_id"], m["publication_id"]) for m in body["matches"]]
             assert message.webhook_id == webhook_id(delivered, "acme", stream)
             assert message.subscription_ids == tuple(dict.fromkeys(d for d, _ in delivered))

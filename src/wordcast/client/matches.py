@@ -17,6 +17,7 @@ import orjson
 from httpx_sse import aconnect_sse
 
 from wordcast.client.errors import RouterUnreachable, raise_for_status
+from wordcast.webhooks.payload import matches_of
 
 # No byte for this long (the router sends a heartbeat every 15 s by default) means a dead link.
 READ_TIMEOUT_S = 60.0
@@ -31,8 +32,9 @@ class StreamedMatches:
 
     @property
     def matches(self) -> list[dict[str, Any]]:
-        matches: list[dict[str, Any]] = self.body.get("matches", [])
-        return matches
+        """Its matches, each with its ``publication_id`` and ``text`` whatever the payload's
+        version (:mod:`wordcast.webhooks.payload`)."""
+        return matches_of(self.body)
 
 
 class StreamLost(Exception):

@@ -38,6 +38,7 @@ from starlette.routing import Route
 from wordcast import limits
 from wordcast.client import RouterClient, RouterUnreachable
 from wordcast.services.common import BodySizeLimit, header_timeout
+from wordcast.webhooks.payload import matches_of
 
 # A delivery can arrive before the answer that names its subscription (a publication routed
 # meanwhile); it waits this long for the registration to finish, then is refused for a retry.
@@ -201,7 +202,7 @@ class Watcher(_Watch):
     async def _hook(self, request: Request) -> Response:
         raw = await request.body()
         try:
-            matches = orjson.loads(raw)["matches"]
+            matches = matches_of(orjson.loads(raw))
             ids = {str(match["subscription_id"]) for match in matches}
         except (orjson.JSONDecodeError, KeyError, TypeError) as exc:
             return Response(f"not a match delivery: {exc}", status_code=400)

@@ -192,6 +192,7 @@ class Backfills:
                     explain=state.settings.explain_matches,
                     max_bytes=state.settings.message_max_bytes,
                     signers_max=state.settings.signers_max,
+                    version=state.settings.message_version,
                 )
                 await self._record(found)
                 progress.matches += len(pairs)

@@ -40,6 +40,7 @@ class Batch:
 
 
 MESSAGE_MAX_BYTES = 1 << 20  # the setting's default
+MESSAGE_VERSION = 2  # the setting's default
 
 
 def messages(
@@ -52,11 +53,12 @@ def messages(
     explain: bool = True,
     max_bytes: int = MESSAGE_MAX_BYTES,
     signers_max: int | None = None,
+    version: int = MESSAGE_VERSION,
 ) -> list[Message]:
     """The messages for (stored subscription id, position) ``pairs`` of ``batch``, at most
     ``most`` matches and ``max_bytes`` bytes each (a message of one match may be larger: a match
     is never split), for at most ``signers_max`` subscriptions each if given; with ``explain``,
-    each match says why (``matched``)."""
+    each match says why (``matched``). ``version`` is the payload's shape (module docstring)."""
     signers = signers_max or len(subscriptions) + 1
     per_subscription: dict[str, list[int]] = {}
     for sub_id, position in pairs:
@@ -72,24 +74,24 @@ def messages(
     found: list[Message] = []
     now = time.time()
     explained = _Explanations(batch, alternatives, explain)
-    head, tail = _frame(batch)
-    room = max_bytes - len(head) - len(tail)
+    frame = _Frame(batch, version)
+    room = max_bytes - frame.size
     for (tenant, url), sub_ids in per_endpoint.items():
-        chunk = _Chunk()
+        chunk = _Chunk(frame)
         for sub_id in sub_ids:
             sub = subscriptions[sub_id]
             for position in per_subscription[sub_id]:
-                delivered, encoded = _match(sub, position, batch, explained)
+                delivered, encoded = _match(sub, position, batch, explained, version)
                 if chunk.pairs and (
                     len(chunk.pairs) >= most
                     or (sub_id not in chunk.signers and len(chunk.signers) >= signers)
-                    or chunk.size + len(encoded) + 1 > room
+                    or chunk.size + chunk.cost(position, encoded) > room
                 ):
-                    found.append(chunk.message(tenant, url, batch, head, tail, now))
-                    chunk = _Chunk()
-                chunk.add(sub_id, delivered, batch.publications[position][0], encoded)
+                    found.append(chunk.message(tenant, url, batch, now))
+                    chunk = _Chunk(frame)
+                chunk.add(sub_id, delivered, position, encoded)
         if chunk.pairs:
-            found.append(chunk.message(tenant, url, batch, head, tail, now))
+            found.append(chunk.message(tenant, url, batch, now))
     return found
 
 
@@ -122,60 +124,100 @@ class _Explanations:
         return explain_clause(held[1], analysed, held[0], held[2])
 
 
-def _frame(batch: Batch) -> tuple[bytes, bytes]:
-    """What a message's body holds before its matches and after them: the JSON of the whole
-    payload, whose matches are put in between (the publisher and the stream are the whole
-    batch's, named once for every match of it)."""
-    payload: dict[str, Any] = {
-        "type": "matches",
-        "publisher": batch.publisher,
-        "stream": batch.stream or None,
-    }
-    head = orjson.dumps(payload)[:-1] + b',"matches":['
-    tail = b"]" + (b',"backfill":true' if batch.backfill else b"") + b"}"
-    return head, tail
+class _Frame:
+    """What a message's body holds around its matches (and, in version 2, its publications):
+    the JSON of the whole payload, whose parts are put in between. The publisher and the stream
+    are the whole batch's, named once for every match of it."""
+
+    def __init__(self, batch: Batch, version: int) -> None:
+        self.version = version
+        self.publications = batch.publications
+        payload: dict[str, Any] = {"type": "matches"}
+        if version >= 2:
+            payload["version"] = version
+        payload |= {"publisher": batch.publisher, "stream": batch.stream or None}
+        self.head = orjson.dumps(payload)[:-1]
+        self.tail = b"]" + (b',"backfill":true' if batch.backfill else b"") + b"}"
+        if version >= 2:
+            self.head += b',"publications":['
+            self.between = b'],"matches":['
+        else:
+            self.head += b',"matches":['
+            self.between = b""
+        self.size = len(self.head) + len(self.between) + len(self.tail)
+
+    def publication(self, position: int) -> bytes:
+        """A publication as version 2 names it, once a message."""
+        pub_id, text = self.publications[position][:2]
+        return orjson.dumps({"id": pub_id, "text": text})
 
 
 def _match(
-    sub: Subscription, position: int, batch: Batch, explained: _Explanations
+    sub: Subscription, position: int, batch: Batch, explained: _Explanations, version: int
 ) -> tuple[str, bytes]:
-    """The id a match is delivered under, and its JSON."""
+    """The id a match is delivered under, and its JSON: whole in version 1; in version 2 with
+    ``"publication":0``, the 0 replaced by its publication's place once it is in a message."""
     delivered_id = explained.delivered_id
     sub_id = sub.id if delivered_id is None else delivered_id(sub.id)
-    pub_id, text = batch.publications[position][:2]
-    kind, written = ("pattern", sub.pattern) if sub.pattern else ("query", sub.query)
-    match: dict[str, Any] = {
-        "subscription_id": sub_id,
-        kind: written,
-        "publication_id": pub_id,
-        "text": text,
-    }
+    match: dict[str, Any]
+    if version >= 2:
+        match = {"subscription_id": sub_id, "publication": 0}
+    else:
+        pub_id, text = batch.publications[position][:2]
+        kind, written = ("pattern", sub.pattern) if sub.pattern else ("query", sub.query)
+        match = {"subscription_id": sub_id, kind: written, "publication_id": pub_id, "text": text}
     if explained.wanted:
         match["matched"] = explained.matched(sub, position)
     return sub_id, orjson.dumps(match)
 
 
 class _Chunk:
-    """The matches of one message as they are gathered: their JSON, pairs and signers."""
+    """The matches of one message as they are gathered: their JSON, pairs and signers, and (in
+    version 2) the publications they name, each once."""
 
-    __slots__ = ("encoded", "pairs", "signers", "size")
+    __slots__ = ("encoded", "frame", "pairs", "places", "publications", "signers", "size")
 
-    def __init__(self) -> None:
+    def __init__(self, frame: _Frame) -> None:
+        self.frame = frame
         self.encoded: list[bytes] = []
         self.pairs: list[tuple[str, str]] = []
         self.signers: set[str] = set()  # stored ids: each brings a secret to sign with
+        self.places: dict[int, int] = {}  # position in the batch -> place in the message
+        self.publications: list[bytes] = []
         self.size = 0
 
-    def add(self, stored_id: str, delivered_id: str, pub_id: str, encoded: bytes) -> None:
+    def cost(self, position: int, encoded: bytes) -> int:
+        """The bytes a match adds to the message (with its publication, if new to it)."""
+        if self.frame.version < 2:
+            return len(encoded) + 1
+        place = self.places.get(position)
+        if place is not None:
+            return len(encoded) + len(str(place))  # its place replaces a 0, plus a comma
+        return len(encoded) + len(str(len(self.places))) + len(self.frame.publication(position)) + 1
+
+    def add(self, stored_id: str, delivered_id: str, position: int, encoded: bytes) -> None:
+        frame = self.frame
+        if frame.version >= 2:
+            place = self.places.get(position)
+            if place is None:
+                place = self.places[position] = len(self.publications)
+                publication = frame.publication(position)
+                self.publications.append(publication)
+                self.size += len(publication) + 1
+            cut = encoded.index(_PLACE) + len(_PLACE) - 1
+            encoded = encoded[:cut] + str(place).encode() + encoded[cut + 1 :]
         self.encoded.append(encoded)
-        self.pairs.append((delivered_id, pub_id))
+        self.pairs.append((delivered_id, frame.publications[position][0]))
         self.signers.add(stored_id)
         self.size += len(encoded) + 1
 
-    def message(
-        self, tenant: str, url: str, batch: Batch, head: bytes, tail: bytes, now: float
-    ) -> Message:
-        body = (head + b",".join(self.encoded) + tail).decode()
+    def message(self, tenant: str, url: str, batch: Batch, now: float) -> Message:
+        frame = self.frame
+        parts = (frame.head, b",".join(self.publications), frame.between, b",".join(self.encoded))
+        body = (b"".join(parts) + frame.tail).decode()
         signers = tuple(dict.fromkeys(sub_id for sub_id, _ in self.pairs))
         msg_id = webhook_id(self.pairs, batch.publisher, batch.stream)
         return Message(signers, tenant, url, msg_id, body, len(self.pairs), now, batch.accepted)
+
+
+_PLACE = b'"publication":0'  # in a version 2 match's JSON, where its publication's place goes

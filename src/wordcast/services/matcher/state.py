@@ -212,6 +212,7 @@ class MatcherState:
             explain=settings.explain_matches,
             max_bytes=settings.message_max_bytes,
             signers_max=settings.signers_max,
+            version=settings.message_version,
         )
         count = len(publications)
         self.publications += count

@@ -21,6 +21,7 @@ from pydantic_settings import SettingsConfigDict
 from wordcast import limits
 from wordcast.services.common import BodySizeLimit, OrjsonRoute, ServiceSettings
 from wordcast.services.pages import serve_pages
+from wordcast.webhooks.payload import matches_of
 
 
 class ReceiverSettings(ServiceSettings):
@@ -83,10 +84,10 @@ async def hook(request: Request) -> Response:
     raw = await request.body()
     try:
         body = orjson.loads(raw)
-        matches = body["matches"]
-        if not isinstance(matches, list):
+        if not isinstance(body.get("matches"), list):
             raise TypeError("matches must be a list")
-    except (orjson.JSONDecodeError, KeyError, TypeError) as exc:
+        matches = matches_of(body)
+    except (orjson.JSONDecodeError, KeyError, TypeError, IndexError, AttributeError) as exc:
         raise HTTPException(400, f"not a match delivery: {exc}") from exc
     webhook_headers = {k: v for k, v in request.headers.items() if k.startswith("webhook-")}
     inbox.raw.append({"headers": webhook_headers, "body": raw.decode()})

@@ -214,9 +214,19 @@ function appendHighlighted(parent, text, ranges) {
   parent.appendChild(document.createTextNode(points.slice(at).join("")));
 }
 
+// Each match with its publication's id and text, whatever the payload's version (version 2
+// names each publication once, and its matches refer to it by place).
+function matchesOf(body) {
+  if ((body.version || 1) < 2) return body.matches;
+  return body.matches.map((match) => {
+    const publication = body.publications[match.publication];
+    return { ...match, publication_id: publication.id, text: publication.text };
+  });
+}
+
 function showMatches(body) {
   const list = $("matches");
-  for (const match of body.matches) {
+  for (const match of matchesOf(body)) {
     const item = document.createElement("li");
     const label = document.createElement("span");
     label.className = "label";
