@@ -163,6 +163,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             warm = _warm_up(cluster, args, pool, matches_per_post, run_no, shedding)
             print(f"run {run_no + 1}/{args.runs}: publishing for {args.seconds:g}s…", flush=True)
             cpu_before = cpu_seconds(cluster)
+            bytes_before = httpx.get(f"{cluster.receiver_url}/stats", timeout=10).json()["bytes"]
             commands_before = redis_commands(cluster)
             usec_before = redis_command_usec(cluster)
             spies = profile(cluster, f"{args.name}-run{run_no + 1}") if args.profile else []
@@ -203,6 +204,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 for u, before in zip(cluster.matcher_urls, warm.per_matcher, strict=True)
             ]
             router = httpx.get(f"{cluster.router_url}/stats", timeout=10).json()
+            received = httpx.get(f"{cluster.receiver_url}/stats", timeout=10).json()["bytes"]
             latency = publish_to_webhook(cluster.matcher_urls)
             result = {
                 "publications": count,
@@ -224,6 +226,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 "redis_nodes": [str(p) for p in cluster.redis_node_ports],  # redis-k: the k-th
                 "cpu_us_per_publication": {n: 1e6 * s / count for n, s in cpu.items()},
                 "cpu_us_per_match": {n: 1e6 * s / max(delivered, 1) for n, s in cpu.items()},
+                "cpu_us_per_publication_all": 1e6 * sum(cpu.values()) / count,
+                "bytes_per_match": (received - bytes_before) / max(delivered, 1),
             }
             print(
                 f"  {result['accepted_per_s']:,.0f} publications/s accepted, "
@@ -231,7 +235,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 f"{delivered:,}/{expected:,} matches delivered "
                 f"({' + '.join(f'{d:,}' for d in per_matcher)} by the matchers); "
                 f"publish→webhook p50 {latency['p50'] * 1000:,.0f} ms, "
-                f"p99 {latency['p99'] * 1000:,.0f} ms"
+                f"p99 {latency['p99'] * 1000:,.0f} ms; "
+                f"{result['cpu_us_per_publication_all']:,.0f} µs of CPU a publication (all), "
+                f"{result['bytes_per_match']:,.0f} bytes a match delivered"
                 + (
                     f"; {router['shedding']['shed_copies']:,} copies shed, spread "
                     f"{router['mapping']['spread']:.2f}"

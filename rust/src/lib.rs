@@ -19,7 +19,7 @@ use std::collections::HashMap;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::pybacked::PyBackedStr;
-use pyo3::types::{PyFrozenSet, PyList, PyString, PyTuple};
+use pyo3::types::{PyBytes, PyFrozenSet, PyList, PyMemoryView, PyString, PyTuple};
 use rustc_hash::{FxHashMap, FxHashSet};
 
 use crate::interner::{Interner, TermId};
@@ -59,6 +59,13 @@ fn known_ids(interner: &Interner, terms: &Bound<'_, PyAny>) -> PyResult<Vec<Term
     ids.sort_unstable();
     ids.dedup();
     Ok(ids)
+}
+
+/// A ``memoryview`` of unsigned 32-bit integers (format ``"I"``) holding `values`.
+fn u32_buffer<'py>(py: Python<'py>, values: &[u32]) -> PyResult<Bound<'py, PyAny>> {
+    let bytes: Vec<u8> = values.iter().flat_map(|v| v.to_ne_bytes()).collect();
+    let view = PyMemoryView::from(&PyBytes::new(py, &bytes))?;
+    view.call_method1("cast", ("I",))
 }
 
 /// Move the distinct values of a sorted slice to its front; how many there are.
@@ -433,6 +440,33 @@ impl CompactTrie {
                 })
                 .collect()
         }))
+    }
+
+    /// ``match_many`` as two flat buffers of unsigned 32-bit integers (``memoryview``s cast to
+    /// ``"I"``): the ids matched, publication after publication, and where each publication's
+    /// run starts (``offsets[k]:offsets[k + 1]`` is publication k's; one more offset than
+    /// publications). No Python object per match; the GIL released while matching.
+    fn match_many_flat<'py>(
+        &self,
+        py: Python<'py>,
+        batch: &Bound<'py, PyAny>,
+    ) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyAny>)> {
+        let mut items = Vec::new();
+        for terms in batch.try_iter()? {
+            items.push(known_ids(&self.interner, &terms?)?);
+        }
+        let trie = &self.trie;
+        let (ids, offsets) = py.detach(|| {
+            let (mut ids, mut stack) = (Vec::new(), Vec::new());
+            let mut offsets = Vec::with_capacity(items.len() + 1);
+            offsets.push(0u32);
+            for item in &items {
+                trie.matches(item, &mut ids, &mut stack);
+                offsets.push(ids.len() as u32);
+            }
+            (ids, offsets)
+        });
+        Ok((u32_buffer(py, &ids)?, u32_buffer(py, &offsets)?))
     }
 
     /// Nodes, root included.

@@ -186,7 +186,6 @@ def test_a_tenant_logs_in_creates_a_subscription_sees_a_match_arrive_and_deletes
 
 
 def test_a_tenant_manages_its_webhook_endpoints(cluster: RunningCluster, browser: Any) -> None:
-    from selenium.webdriver.common.by import By
     from selenium.webdriver.support.expected_conditions import alert_is_present
 
     router = cluster.router_url
@@ -203,31 +202,44 @@ def test_a_tenant_manages_its_webhook_endpoints(cluster: RunningCluster, browser
         if e["url"] == url
     )
 
-    def row() -> Any:
-        found = [
-            r for r in browser.find_elements(By.CSS_SELECTOR, "#endpoints tr") if url in r.text
-        ]
-        return found[0] if found else None
+    def row_text() -> str:
+        # Read in one script: the table is redrawn after each action, which leaves an element
+        # found a moment before stale.
+        text: str = browser.execute_script(
+            "return [...document.querySelectorAll('#endpoints tr')]"
+            ".map((r) => r.innerText).find((t) => t.includes(arguments[0])) || ''",
+            url,
+        )
+        return text
 
-    assert "from the console" in row().text
-    assert "0 delivered" in row().text
-    row().find_element(By.XPATH, ".//button[text()='Disable']").click()
-    _wait(browser, lambda d: row() is not None and "disabled" in row().text, "disabled")
+    def click(label: str) -> None:
+        browser.execute_script(
+            "[...document.querySelectorAll('#endpoints tr')]"
+            ".find((r) => r.innerText.includes(arguments[0])).querySelectorAll('button')"
+            ".forEach((b) => { if (b.textContent === arguments[1]) b.click(); })",
+            url,
+            label,
+        )
+
+    assert "from the console" in row_text()
+    assert "0 delivered" in row_text()
+    click("Disable")
+    _wait(browser, lambda d: "\tdisabled" in row_text(), "disabled")
     shown = httpx.get(f"{router}/endpoints/{made['id']}", headers=AUTH, timeout=10).json()
     assert not shown["enabled"]
-    row().find_element(By.XPATH, ".//button[text()='Enable']").click()
-    _wait(browser, lambda d: row() is not None and "enabled" in row().text, "enabled again")
+    click("Enable")
+    _wait(browser, lambda d: "\tenabled" in row_text(), "enabled again")
 
-    row().find_element(By.XPATH, ".//button[text()='Rotate secret']").click()
+    click("Rotate secret")
     _wait(browser, alert_is_present(), "the confirmation").accept()
     _wait(browser, lambda d: "New signing secret" in _by_id(d, "notice").text, "rotated")
     secret = httpx.get(f"{router}/endpoints/{made['id']}/secret", headers=AUTH, timeout=10)
     assert secret.json()["secret"] != made["secret"]
     assert secret.json()["secret"] in _by_id(browser, "notice").text
 
-    row().find_element(By.XPATH, ".//button[text()='Delete']").click()
+    click("Delete")
     _wait(browser, alert_is_present(), "the confirmation").accept()
-    _wait(browser, lambda d: row() is None, "the row gone")
+    _wait(browser, lambda d: row_text() == "", "the row gone")
     gone = httpx.get(f"{router}/endpoints/{made['id']}", headers=AUTH, timeout=10)
     assert gone.status_code == 404
     assert _problems(browser) == []

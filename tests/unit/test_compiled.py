@@ -162,6 +162,10 @@ def test_bulk_loads_and_heavy_churn_match_as_the_oracle_does() -> None:
             items = [rng.sample(words, 12) for _ in range(20)]
             got = compiled.match_many(items)
             assert [sorted(g) for g in got] == [sorted(oracle.match(i)) for i in items]
+            ids, offsets = compiled.match_many_flat(items)
+            assert (ids.format, offsets.format, len(offsets)) == ("I", "I", len(items) + 1)
+            flat = [list(ids[offsets[k] : offsets[k + 1]]) for k in range(len(items))]
+            assert flat == got  # the same ids, in the same order
     assert len(compiled) == len(live)
     assert compiled.is_compressed()
 

@@ -29,3 +29,22 @@ def test_taking_over_sooner_than_a_delivery_can_last_is_refused() -> None:
     assert settings.delivery_take_over_after_s > settings.longest_delivery_s
     with pytest.raises(ValueError, match="longest a delivery can take"):
         MatcherSettings(ordinal=0, delivery_take_over_after_s=settings.longest_delivery_s)
+
+
+def test_the_delivery_settings_of_endpoints_and_messages_read_from_the_environment(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("WORDCAST_MATCHER_MESSAGE_VERSION", "1")
+    monkeypatch.setenv("WORDCAST_MATCHER_SUBSCRIPTION_SIGNATURES_UNTIL", "2100-01-01T00:00:00Z")
+    monkeypatch.setenv("WORDCAST_MATCHER_FAILING_ENDPOINT_SLOTS", "0.5")
+    settings = MatcherSettings(ordinal=0)
+    assert settings.message_version == 1
+    assert settings.subscription_signatures_end == 4102444800.0
+    assert settings.signers_max == 64  # the window is open: messages bound their signers
+    assert settings.failing_endpoint_slots == 0.5
+    monkeypatch.setenv("WORDCAST_MATCHER_MESSAGE_VERSION", "3")
+    with pytest.raises(ValueError, match="less than or equal to 2"):
+        MatcherSettings(ordinal=0)
+    monkeypatch.delenv("WORDCAST_MATCHER_MESSAGE_VERSION")
+    monkeypatch.delenv("WORDCAST_MATCHER_SUBSCRIPTION_SIGNATURES_UNTIL")
+    assert MatcherSettings(ordinal=0).signers_max is None  # no window: one secret signs

@@ -77,8 +77,10 @@ class MatcherSettings(ServiceSettings):
         "most, as 1MiB or 256KiB; a message of one match may be larger (a match is never split). "
         "What a message costs a router streaming it to a consumer that reads slowly.",
     )
-    message_version: Literal[1, 2] = Field(
+    message_version: int = Field(
         default=2,
+        ge=1,
+        le=2,
         description="The shape of a message's JSON (docs/schemas/matches-v2.json): 2 names each "
         "publication once and its matches refer to it; 1, the shape before, repeats the "
         "publication's text and the subscription's query in every match, for receivers "

@@ -45,6 +45,7 @@ class Inbox:
         self.behaviour = Behaviour()
         self.requests = 0
         self.matches = 0
+        self.bytes = 0  # of the bodies received
 
     def take(self, matches: list[dict[str, Any]], webhook_id: str) -> None:
         self.requests += 1
@@ -91,6 +92,7 @@ async def hook(request: Request) -> Response:
         raise HTTPException(400, f"not a match delivery: {exc}") from exc
     webhook_headers = {k: v for k, v in request.headers.items() if k.startswith("webhook-")}
     inbox.raw.append({"headers": webhook_headers, "body": raw.decode()})
+    inbox.bytes += len(raw)
     inbox.take(matches, webhook_headers.get("webhook-id", ""))
     return Response(status_code=behaviour.status)
 
@@ -122,7 +124,7 @@ async def raw_deliveries(request: Request) -> list[dict[str, Any]]:
 @router.get("/stats")
 async def stats(request: Request) -> dict[str, int]:
     inbox: Inbox = request.app.state.inbox
-    return {"requests": inbox.requests, "matches": inbox.matches}
+    return {"requests": inbox.requests, "matches": inbox.matches, "bytes": inbox.bytes}
 
 
 @router.get("/healthz")
