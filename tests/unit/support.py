@@ -1,5 +1,5 @@
-"""What unit test modules share: the matcher's check of one post's alternatives, and a fake
-Kubernetes API."""
+"""What unit test modules share: the matcher's check of one post's alternatives, a matcher's
+boolean, plain and pattern subscriptions, and a fake Kubernetes API."""
 
 from __future__ import annotations
 
@@ -12,7 +12,23 @@ import httpx2
 from lightkube.config.kubeconfig import KubeConfig
 
 from wordcast.query.alternatives import HeldAlternatives
-from wordcast.query.boolean import BooleanQuery, part_id
+from wordcast.query.boolean import BooleanQuery, parse_query, part_id
+from wordcast.storage.records import Subscription
+
+
+def held_subscriptions(query: str) -> tuple[HeldAlternatives, dict[str, Subscription]]:
+    """What a matcher holds for a boolean ``query`` (its alternatives ``q~k``), a plain query
+    (``plain``: senate) and a pattern (``wild``: h?use* s*e)."""
+    read = parse_query(query)
+    held = HeldAlternatives()
+    subscriptions = {}
+    for part in range(len(read.clauses)):
+        stored = part_id("q", part)
+        held.add(stored, read)
+        subscriptions[stored] = Subscription(stored, query, read.clauses[part].words, "u", 0)
+    subscriptions["plain"] = Subscription("plain", "senate", ("senat",), "u", 0)
+    subscriptions["wild"] = Subscription("wild", "", (), "u", 0, pattern="h?use* s*e")
+    return held, subscriptions
 
 
 def delivered_by_alternatives(

@@ -9,10 +9,10 @@ import re
 
 import orjson
 
+from tests.unit.support import held_subscriptions
 from wordcast.errors import InvalidInput
-from wordcast.query.alternatives import HeldAlternatives
 from wordcast.query.analysis import analyze, normalised_tokens, term_positions, token_offsets
-from wordcast.query.boolean import parse_query, part_id
+from wordcast.query.boolean import parse_query
 from wordcast.query.explain import (
     AnalysedText,
     _normalised_with_origin,
@@ -21,7 +21,6 @@ from wordcast.query.explain import (
 )
 from wordcast.query.patterns import normalise, parse
 from wordcast.services.matcher.messages import Batch, messages
-from wordcast.storage.records import Subscription
 from wordcast.webhooks.payload import matches_of
 
 VOCABULARY = ["White", "house", "of", "cards", "Senate", "vote", "the", "big", "apple", "a", "x"]
@@ -84,16 +83,7 @@ def test_explanations_point_at_every_term_and_span_of_the_alternative_that_deliv
 
 
 def test_each_delivered_match_names_the_alternative_that_delivers_it() -> None:
-    query = '"white house" OR (senate vote) OR apple'
-    read = parse_query(query)
-    held = HeldAlternatives()
-    subscriptions = {}
-    for part in range(len(read.clauses)):
-        stored = part_id("q", part)
-        held.add(stored, read)
-        subscriptions[stored] = Subscription(stored, query, read.clauses[part].words, "u", 0)
-    subscriptions["plain"] = Subscription("plain", "senate", ("senat",), "u", 0)
-    subscriptions["wild"] = Subscription("wild", "", (), "u", 0, pattern="h?use* s*e")
+    held, subscriptions = held_subscriptions('"white house" OR (senate vote) OR apple')
     texts = ["The White House: senate vote", "apple senate, no vote", "house Senate vote"]
     publications = [(f"p{k}", text, tuple(analyze(text)), True) for k, text in enumerate(texts)]
     candidates = [

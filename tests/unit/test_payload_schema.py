@@ -12,11 +12,10 @@ import pytest
 from jsonschema import Draft202012Validator
 from referencing import Registry, Resource
 
-from wordcast.query.alternatives import HeldAlternatives
+from tests.unit.support import held_subscriptions
 from wordcast.query.analysis import analyze
-from wordcast.query.boolean import parse_query, part_id
+from wordcast.query.boolean import part_id
 from wordcast.services.matcher.messages import Batch, messages
-from wordcast.storage.records import Subscription
 from wordcast.webhooks.payload import matches_of
 
 SCHEMAS = Path(__file__).parents[2] / "docs" / "schemas"
@@ -36,16 +35,9 @@ def _validator(version: int) -> Draft202012Validator:
 
 
 def _messages(version: int, explain: bool, backfill: bool) -> list[dict[str, Any]]:
-    query = '"white house" OR (senate vote -poll) OR lang:en apple'
-    read = parse_query(query)
-    held = HeldAlternatives()
-    subscriptions = {}
-    for part in range(len(read.clauses)):
-        stored = part_id("q", part)
-        held.add(stored, read)
-        subscriptions[stored] = Subscription(stored, query, read.clauses[part].words, "u", 0)
-    subscriptions["plain"] = Subscription("plain", "senate", ("senat",), "u", 0)
-    subscriptions["wild"] = Subscription("wild", "", (), "u", 0, pattern="h?use* s*e")
+    held, subscriptions = held_subscriptions(
+        '"white house" OR (senate vote -poll) OR lang:en apple'
+    )
     texts = ["The White House: senate vote", "apple senate, vote 🦆", "house Senate vote"]
     publications = [
         (f"p{k}", text, (*analyze(text), "lang:en"), True) for k, text in enumerate(texts)
