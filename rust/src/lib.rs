@@ -50,10 +50,24 @@ fn strings(terms: &Bound<'_, PyAny>) -> PyResult<Vec<String>> {
 /// The sorted, distinct ids of the terms of `terms` this interner knows, without copying them.
 fn known_ids(interner: &Interner, terms: &Bound<'_, PyAny>) -> PyResult<Vec<TermId>> {
     let mut ids = Vec::new();
-    for item in terms.try_iter()? {
-        let item = item?;
+    let mut take = |item: &Bound<'_, PyAny>| -> PyResult<()> {
         if let Some(id) = interner.get(item.cast::<PyString>()?.to_str()?) {
             ids.push(id);
+        }
+        Ok(())
+    };
+    // A list or a tuple is read by index: no iterator object, no reference counted per step.
+    if let Ok(list) = terms.cast::<PyList>() {
+        for item in list.iter() {
+            take(&item)?;
+        }
+    } else if let Ok(tuple) = terms.cast::<PyTuple>() {
+        for item in tuple.iter() {
+            take(&item)?;
+        }
+    } else {
+        for item in terms.try_iter()? {
+            take(&item?)?;
         }
     }
     ids.sort_unstable();
