@@ -10,6 +10,7 @@ import orjson
 import pytest
 
 from wordcast.query.alternatives import HeldAlternatives
+from wordcast.query.analysis import term_positions
 from wordcast.query.boolean import parse_query, part_id
 from wordcast.services.matcher.messages import Batch, messages
 from wordcast.storage.outbox import MAX_SIGNERS, webhook_id
@@ -195,3 +196,78 @@ def test_without_a_signers_bound_a_message_holds_any_number_of_subscriptions() -
         signers_max=MAX_SIGNERS,
     )
     assert [m.matches for m in bounded] == [64, 64, 64, 8]
+
+
+@pytest.mark.parametrize("version", [1, 2])
+def test_explained_bodies_are_the_whole_payloads_json_byte_for_byte(version: int) -> None:
+    """With explanations, every match's ``matched`` is what :mod:`wordcast.query.explain` says,
+    and the body is the JSON of the whole payload however it was put together."""
+    from tests.unit.support import held_subscriptions
+    from wordcast.query.analysis import analyze
+    from wordcast.query.explain import AnalysedText, explain_clause, explain_pattern, explain_terms
+
+    rng = random.Random(40)
+    held, subscriptions = held_subscriptions('"white house" OR (senate vote -poll) OR apple')
+    words = ["white", "house", "senate", "vote", "apple", "ünïcödé", 'quote"d', "tab\there"]
+    for n in range(60):  # plain conjunctions, some of terms that need escaping
+        terms = tuple(sorted({analyze(w).__iter__().__next__() for w in rng.sample(words, 2)}))
+        subscriptions[f"s{n}"] = Subscription(f"s{n}", " ".join(terms), terms, "u", 0)
+    texts = [" ".join(rng.choice(words) for _ in range(rng.randint(3, 12))) for _ in range(80)]
+    texts += ["The White House: senate vote 🦆", "house Senate vote ⑴ apple"]
+    publications = [(f"p{k}", t, tuple(analyze(t)), True) for k, t in enumerate(texts)]
+    pairs = [
+        (sub_id, k)
+        for k, (_, _, terms, _) in enumerate(publications)
+        for sub_id, sub in subscriptions.items()
+        if (sub.pattern and k % 7 == 0) or (sub.terms and set(sub.terms) <= set(terms))
+    ]
+    pairs = held.delivering(
+        pairs, lambda k: frozenset(publications[k][2]), lambda k: term_positions(texts[k])
+    )
+    batch = Batch(publications, "acme", "")
+    found = messages(pairs, batch, subscriptions, held, most=7, max_bytes=2_000, version=version)
+
+    def matched(stored: str, k: int) -> object:
+        sub = subscriptions[stored]
+        if sub.pattern:
+            return explain_pattern(sub.pattern, texts[k])
+        clause = held.clause(stored)
+        analysed = AnalysedText(texts[k])
+        if clause is None:
+            return explain_terms(sub.terms, analysed)
+        return explain_clause(clause[1], analysed, clause[0], clause[2])
+
+    by_delivered = {(held.subscription_id(stored), k): stored for stored, k in pairs}
+    seen = 0
+    for message in found:
+        body = orjson.loads(message.body)
+        matches = matches_of(body)
+        k_of = [int(m["publication_id"][1:]) for m in matches]
+        stored = [
+            by_delivered[(m["subscription_id"], k)] for m, k in zip(matches, k_of, strict=True)
+        ]
+        expected: dict[str, Any] = {"type": "matches"}
+        if version == 2:
+            named = list(dict.fromkeys(k_of))
+            expected |= {"version": 2, "publisher": "acme", "stream": None}
+            expected["publications"] = [{"id": f"p{k}", "text": texts[k]} for k in named]
+            expected["matches"] = [
+                {"subscription_id": m["subscription_id"], "publication": named.index(k)}
+                | {"matched": matched(s, k)}
+                for m, s, k in zip(matches, stored, k_of, strict=True)
+            ]
+        else:
+            expected |= {"publisher": "acme", "stream": None}
+            expected["matches"] = [
+                {"subscription_id": m["subscription_id"]}
+                | (
+                    {"pattern": subscriptions[s].pattern}
+                    if subscriptions[s].pattern
+                    else {"query": subscriptions[s].query}
+                )
+                | {"publication_id": f"p{k}", "text": texts[k], "matched": matched(s, k)}
+                for m, s, k in zip(matches, stored, k_of, strict=True)
+            ]
+        assert message.body == orjson.dumps(expected).decode()
+        seen += len(matches)
+    assert seen == len(pairs) > 100

@@ -22,7 +22,7 @@ from typing import Any
 import orjson
 
 from wordcast.query.alternatives import HeldAlternatives
-from wordcast.query.explain import AnalysedText, explain_clause, explain_pattern, explain_terms
+from wordcast.query.explain import AnalysedText, explain_clause, explain_pattern
 from wordcast.services.matcher.index import Routed
 from wordcast.storage.outbox import Message, webhook_id
 from wordcast.storage.records import STREAM_DELIVERY, Subscription, delivery_of
@@ -81,15 +81,15 @@ def messages(
         for sub_id in sub_ids:
             sub = subscriptions[sub_id]
             for position in per_subscription[sub_id]:
-                delivered, encoded = _match(sub, position, batch, explained, version)
+                delivered, head, rest = _match(sub, position, batch, explained, version)
                 if chunk.pairs and (
                     len(chunk.pairs) >= most
                     or (sub_id not in chunk.signers and len(chunk.signers) >= signers)
-                    or chunk.size + chunk.cost(position, encoded) > room
+                    or chunk.size + chunk.cost(position, head, rest) > room
                 ):
                     found.append(chunk.message(tenant, url, batch, now))
                     chunk = _Chunk(frame)
-                chunk.add(sub_id, delivered, position, encoded)
+                chunk.add(sub_id, delivered, position, head, rest)
         if chunk.pairs:
             found.append(chunk.message(tenant, url, batch, now))
     return found
@@ -106,22 +106,40 @@ class _Explanations:
         self.delivered_id = None if self.alternatives is None else alternatives.subscription_id
         self.wanted = wanted
         self._texts: dict[int, AnalysedText] = {}
+        self._parts: dict[int, dict[str, bytes]] = {}  # position -> term -> '"term":[[s,e]]'
 
-    def matched(self, sub: Subscription, position: int) -> dict[str, Any]:
+    def matched(self, sub: Subscription, position: int) -> bytes:
+        """The JSON of the match's ``matched``."""
         text = self.publications[position][1]
         if sub.pattern:
-            return explain_pattern(sub.pattern, text)
-        analysed = self._texts.get(position)
-        if analysed is None:
-            terms = self.publications[position][2]
-            # The router names the language among the filter terms (lang:de).
-            language = next((t[5:] for t in terms if t.startswith("lang:")), None)
-            analysed = self._texts[position] = AnalysedText(text, language)
+            return orjson.dumps(explain_pattern(sub.pattern, text))
+        analysed = self._analysed(position)
         alternatives = self.alternatives
         held = None if alternatives is None else alternatives.clause(sub.id)
         if held is None:
-            return explain_terms(sub.terms, analysed)
-        return explain_clause(held[1], analysed, held[0], held[2])
+            # A plain conjunction, most matches: its terms' parts, each encoded once for every
+            # match of the publication, put together as explain_terms's JSON would be.
+            parts = self._parts.get(position)
+            if parts is None:
+                parts = self._parts[position] = {}
+            offsets = analysed.term_offsets
+            encoded = []
+            for term in sub.terms:
+                part = parts.get(term)
+                if part is None:
+                    part = parts[term] = orjson.dumps({term: offsets.get(term, [])})[1:-1]
+                encoded.append(part)
+            return b'{"terms":{' + b",".join(encoded) + b"}}"
+        return orjson.dumps(explain_clause(held[1], analysed, held[0], held[2]))
+
+    def _analysed(self, position: int) -> AnalysedText:
+        analysed = self._texts.get(position)
+        if analysed is None:
+            text, terms = self.publications[position][1:3]
+            # The router names the language among the filter terms (lang:de).
+            language = next((t[5:] for t in terms if t.startswith("lang:")), None)
+            analysed = self._texts[position] = AnalysedText(text, language)
+        return analysed
 
 
 class _Frame:
@@ -132,6 +150,7 @@ class _Frame:
     def __init__(self, batch: Batch, version: int) -> None:
         self.version = version
         self.publications = batch.publications
+        self._encoded: dict[int, bytes] = {}
         payload: dict[str, Any] = {"type": "matches"}
         if version >= 2:
             payload["version"] = version
@@ -147,28 +166,29 @@ class _Frame:
         self.size = len(self.head) + len(self.between) + len(self.tail)
 
     def publication(self, position: int) -> bytes:
-        """A publication as version 2 names it, once a message."""
-        pub_id, text = self.publications[position][:2]
-        return orjson.dumps({"id": pub_id, "text": text})
+        """A publication as version 2 names it, once a message (encoded once a batch)."""
+        encoded = self._encoded.get(position)
+        if encoded is None:
+            pub_id, text = self.publications[position][:2]
+            encoded = self._encoded[position] = orjson.dumps({"id": pub_id, "text": text})
+        return encoded
 
 
 def _match(
     sub: Subscription, position: int, batch: Batch, explained: _Explanations, version: int
-) -> tuple[str, bytes]:
-    """The id a match is delivered under, and its JSON: whole in version 1; in version 2 with
-    ``"publication":0``, the 0 replaced by its publication's place once it is in a message."""
+) -> tuple[str, bytes, bytes | None]:
+    """The id a match is delivered under, and its JSON: in version 2 as the part before its
+    publication's place in the message and the part after it (the place is known once it is in
+    a message); in version 1 whole (and None)."""
     delivered_id = explained.delivered_id
     sub_id = sub.id if delivered_id is None else delivered_id(sub.id)
-    match: dict[str, Any]
+    matched = b',"matched":' + explained.matched(sub, position) + b"}" if explained.wanted else b"}"
     if version >= 2:
-        match = {"subscription_id": sub_id, "publication": 0}
-    else:
-        pub_id, text = batch.publications[position][:2]
-        kind, written = ("pattern", sub.pattern) if sub.pattern else ("query", sub.query)
-        match = {"subscription_id": sub_id, kind: written, "publication_id": pub_id, "text": text}
-    if explained.wanted:
-        match["matched"] = explained.matched(sub, position)
-    return sub_id, orjson.dumps(match)
+        return sub_id, b'{"subscription_id":' + orjson.dumps(sub_id) + b',"publication":', matched
+    pub_id, text = batch.publications[position][:2]
+    kind, written = ("pattern", sub.pattern) if sub.pattern else ("query", sub.query)
+    match = {"subscription_id": sub_id, kind: written, "publication_id": pub_id, "text": text}
+    return sub_id, orjson.dumps(match)[:-1] + matched, None
 
 
 class _Chunk:
@@ -186,26 +206,29 @@ class _Chunk:
         self.publications: list[bytes] = []
         self.size = 0
 
-    def cost(self, position: int, encoded: bytes) -> int:
+    def cost(self, position: int, head: bytes, rest: bytes | None) -> int:
         """The bytes a match adds to the message (with its publication, if new to it)."""
-        if self.frame.version < 2:
-            return len(encoded) + 1
+        if rest is None:
+            return len(head) + 1
         place = self.places.get(position)
         if place is not None:
-            return len(encoded) + len(str(place))  # its place replaces a 0, plus a comma
-        return len(encoded) + len(str(len(self.places))) + len(self.frame.publication(position)) + 1
+            return len(head) + len(str(place)) + len(rest) + 1
+        new = len(str(len(self.places))) + len(self.frame.publication(position)) + 1
+        return len(head) + len(rest) + 1 + new
 
-    def add(self, stored_id: str, delivered_id: str, position: int, encoded: bytes) -> None:
+    def add(
+        self, stored_id: str, delivered_id: str, position: int, head: bytes, rest: bytes | None
+    ) -> None:
         frame = self.frame
-        if frame.version >= 2:
+        encoded = head
+        if rest is not None:
             place = self.places.get(position)
             if place is None:
                 place = self.places[position] = len(self.publications)
                 publication = frame.publication(position)
                 self.publications.append(publication)
                 self.size += len(publication) + 1
-            cut = encoded.index(_PLACE) + len(_PLACE) - 1
-            encoded = encoded[:cut] + str(place).encode() + encoded[cut + 1 :]
+            encoded = head + str(place).encode() + rest
         self.encoded.append(encoded)
         self.pairs.append((delivered_id, frame.publications[position][0]))
         self.signers.add(stored_id)
@@ -218,6 +241,3 @@ class _Chunk:
         signers = tuple(dict.fromkeys(sub_id for sub_id, _ in self.pairs))
         msg_id = webhook_id(self.pairs, batch.publisher, batch.stream)
         return Message(signers, tenant, url, msg_id, body, len(self.pairs), now, batch.accepted)
-
-
-_PLACE = b'"publication":0'  # in a version 2 match's JSON, where its publication's place goes
