@@ -19,7 +19,7 @@ use std::collections::HashMap;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::pybacked::PyBackedStr;
-use pyo3::types::{PyBytes, PyFrozenSet, PyList, PyMemoryView, PyString, PyTuple};
+use pyo3::types::{PyBytes, PyDict, PyFrozenSet, PyList, PyMemoryView, PyString, PyTuple};
 use rustc_hash::{FxHashMap, FxHashSet};
 
 use crate::interner::{Interner, TermId};
@@ -192,6 +192,51 @@ impl Analyzer {
         Ok(out)
     }
 
+    /// Where each term of each text occurs, in code points of the text (a token's run, as
+    /// ``wordcast.query.analysis.token_offsets`` gives it), written as the JSON member a
+    /// match's ``matched`` names them by: ``{term: b'"term":[[start,end],…]'}``, terms in the
+    /// order they first occur (a term of an ASCII text is plain ASCII: nothing to escape); None
+    /// for a text that is not ASCII, which the reference reads (``AnalysedText``). What the
+    /// matcher puts explanations together from, with no Python object per occurrence.
+    fn term_parts_many<'py>(
+        &mut self,
+        py: Python<'py>,
+        texts: &Bound<'py, PyAny>,
+    ) -> PyResult<Vec<Option<Bound<'py, PyDict>>>> {
+        let (occurrences, learned) = self.occurrences(py, texts)?;
+        let mut out = Vec::with_capacity(occurrences.len());
+        for found in occurrences {
+            let Some(found) = found else {
+                out.push(None);
+                continue;
+            };
+            // Each term's member, in the order terms first occur.
+            let mut order: Vec<u32> = Vec::new();
+            let mut members: FxHashMap<u32, String> = FxHashMap::default();
+            for (id, start, end) in found {
+                let id = if id >= UNSEEN {
+                    learned[(id - UNSEEN) as usize]
+                } else {
+                    id
+                };
+                let member = members.entry(id).or_insert_with(|| {
+                    order.push(id);
+                    String::new()
+                });
+                member.push_str(if member.is_empty() { "" } else { "," });
+                member.push_str(&format!("[{start},{end}]"));
+            }
+            let dict = PyDict::new(py);
+            for id in order {
+                let term = self.terms[id as usize].bind(py);
+                let json = format!("\"{}\":[{}]", term.to_str()?, members[&id]);
+                dict.set_item(term, PyBytes::new(py, json.as_bytes()))?;
+            }
+            out.push(Some(dict));
+        }
+        Ok(out)
+    }
+
     /// Words remembered (bounded: the memory of a long-running router stays flat).
     fn __len__(&self) -> usize {
         self.term_of.len()
@@ -199,6 +244,39 @@ impl Analyzer {
 }
 
 impl Analyzer {
+    /// The kept tokens of each ASCII text as (term id, start, end), with the ids of the words
+    /// first seen here (those at UNSEEN + k), the texts tokenised with the GIL released.
+    fn occurrences(
+        &mut self,
+        py: Python<'_>,
+        texts: &Bound<'_, PyAny>,
+    ) -> PyResult<(Occurrences, Vec<u32>)> {
+        if self.term_of.len() > REMEMBERED_WORDS {
+            self.term_of.clear();
+            self.terms.clear();
+            self.term_ids.clear();
+        }
+        let mut backed: Vec<Option<PyBackedStr>> = Vec::new();
+        for text in texts.try_iter()? {
+            let text = text?.cast_into::<PyString>()?;
+            backed.push(text.extract::<PyBackedStr>().ok().filter(|t| t.is_ascii()));
+        }
+        let (occurrences, unseen, dropped) = {
+            let term_of = &self.term_of;
+            let stop = &self.stop;
+            py.detach(|| ascii_occurrences(&backed, term_of, stop))
+        };
+        for word in dropped {
+            self.term_of.insert(word, DROPPED);
+        }
+        let learned = if unseen.is_empty() {
+            Vec::new()
+        } else {
+            self.learn(py, unseen)?
+        };
+        Ok((occurrences, learned))
+    }
+
     /// Each text's term ids (or Python for the reference to read), the GIL released while the
     /// texts are tokenised; words not seen before are stemmed afterwards, all at once.
     fn read<'py>(
@@ -268,6 +346,67 @@ impl Analyzer {
         }
         Ok(learned)
     }
+}
+
+/// (term id, start, end) of each kept token of each ASCII text, in order (None for the others);
+/// a word not seen before gets UNSEEN + its place among the unseen words, returned (each once)
+/// with the dropped words not seen before, as [`read_texts`] does.
+type Occurrences = Vec<Option<Vec<(u32, usize, usize)>>>;
+
+fn ascii_occurrences(
+    texts: &[Option<PyBackedStr>],
+    term_of: &analysis::Words,
+    stop: &FxHashMap<&'static str, ()>,
+) -> (Occurrences, Vec<String>, FxHashSet<String>) {
+    let mut unseen: FxHashMap<String, u32> = FxHashMap::default();
+    let mut dropped: FxHashSet<String> = FxHashSet::default();
+    let mut out = Vec::with_capacity(texts.len());
+    let mut lower = String::new();
+    for text in texts {
+        let Some(text) = text else {
+            out.push(None);
+            continue;
+        };
+        lower.clear();
+        lower.push_str(text);
+        lower.make_ascii_lowercase();
+        let bytes = lower.as_bytes();
+        let mut found = Vec::new();
+        let mut at = 0;
+        while at < bytes.len() {
+            if !bytes[at].is_ascii_alphanumeric() {
+                at += 1;
+                continue;
+            }
+            let start = at;
+            while at < bytes.len() && bytes[at].is_ascii_alphanumeric() {
+                at += 1;
+            }
+            let token = &lower[start..at];
+            if token.len() < 2 {
+                continue; // one character, dropped without a lookup
+            }
+            // ASCII: a byte offset is a code point offset.
+            match term_of.get(token) {
+                Some(DROPPED) => {}
+                Some(id) => found.push((id, start, at)),
+                None if analysis::kept(token, stop) => {
+                    let next = unseen.len() as u32;
+                    let place = *unseen.entry(token.to_string()).or_insert(next);
+                    found.push((UNSEEN + place, start, at));
+                }
+                None => {
+                    dropped.insert(token.to_string());
+                }
+            }
+        }
+        out.push(Some(found));
+    }
+    let mut words = vec![String::new(); unseen.len()];
+    for (word, at) in unseen {
+        words[at as usize] = word;
+    }
+    (out, words, dropped)
 }
 
 /// The term ids of every text (or Python for those the tables cannot vouch for); a kept word not

@@ -15,6 +15,10 @@ class Analyzer:
         """``terms`` of each text, the GIL released while they are read."""
     def term_tuples(self, texts: Iterable[str]) -> list[tuple[str, ...]]:
         """The terms of each text as a tuple (each once, in no particular order)."""
+    def term_parts_many(self, texts: Iterable[str]) -> list[dict[str, bytes] | None]:
+        """Where each term of each ASCII text occurs (``AnalysedText.term_offsets``), as the
+        JSON member ``b'"term":[[start,end],…]'``; None for a text that is not ASCII.
+        Tokenised with the GIL released."""
     def __len__(self) -> int: ...
 
 class CompactTrie:

@@ -13,13 +13,16 @@ import random
 import threading
 import time
 
+import orjson
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from wordcast import _core
+from wordcast.corpus.workload import sample_posts
 from wordcast.engines.compact_trie import CompactTrie
 from wordcast.query.analysis import Analyzer, compiled_analyzer
+from wordcast.query.explain import AnalysedText, compiled_term_parts
 from wordcast.testing.bruteforce import BruteForce
 
 REFERENCE = Analyzer()
@@ -61,6 +64,40 @@ def test_the_compiled_analyser_reads_any_text_as_the_reference_does(text: str) -
     [as_tuple] = COMPILED.term_tuples([text])  # type: ignore[attr-defined]
     assert frozenset(as_tuple) == REFERENCE.terms(text)
     assert len(as_tuple) == len(set(as_tuple))
+
+
+ascii_text = st.text(alphabet=st.characters(max_codepoint=127), max_size=300)
+ascii_words = st.lists(
+    st.sampled_from(["The", "RUNNING", "runs", "a", "x" * 65, "Works", "12", "C3PO", "i.e.", "-"]),
+    max_size=20,
+).map(lambda words: " ".join(words))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.one_of(ascii_text, ascii_words, any_text), max_size=8))
+def test_compiled_offsets_are_the_references_for_every_ascii_text(texts: list[str]) -> None:
+    """What a match's explanation says of a publication: the same terms at the same offsets,
+    in the same order, read compiled (ASCII) or left to the reference (anything else)."""
+    found = compiled_term_parts(texts)
+    for text, parts in zip(texts, found, strict=True):
+        if not text.isascii():
+            assert parts is None
+            continue
+        assert parts == _reference_parts(text), text
+
+
+def test_compiled_offsets_on_the_corpora() -> None:
+    texts = [post.text for post in sample_posts(3_000)]
+    assert sum(t.isascii() for t in texts) > 2_000
+    for text, parts in zip(texts, compiled_term_parts(texts), strict=True):
+        assert parts is None or parts == _reference_parts(text), text
+
+
+def _reference_parts(text: str) -> dict[str, bytes]:
+    """Each term's occurrences as the reference finds them, written as a matched's JSON has
+    them (in the order the terms first occur)."""
+    offsets = AnalysedText(text).term_offsets
+    return {term: orjson.dumps({term: where})[1:-1] for term, where in offsets.items()}
 
 
 def test_a_megabyte_of_text_and_a_batch_of_hostile_texts() -> None:

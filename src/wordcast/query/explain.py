@@ -18,12 +18,13 @@ Pure: imports only the query package.
 
 from __future__ import annotations
 
+import os
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from functools import lru_cache
 from typing import Any
 
-from wordcast.query.analysis import terms_of_tokens, token_offsets
+from wordcast.query.analysis import compiled_analyzer, terms_of_tokens, token_offsets
 from wordcast.query.boolean import Clause
 from wordcast.query.languages import ENGLISH, SNOWBALL, analyzer_for
 from wordcast.query.patterns import normalise, parse
@@ -64,6 +65,24 @@ class AnalysedText:
     def offsets(self, first: int, last: int) -> tuple[int, int]:
         """The text's offsets from the token at position ``first`` to the one at ``last``."""
         return self._spans[first][0], self._spans[last][1]
+
+
+_compiled: Any = None  # the compiled analyser that reads offsets, made at first use
+
+
+def compiled_term_parts(texts: Sequence[str]) -> list[dict[str, bytes] | None]:
+    """For each English text, its :attr:`AnalysedText.term_offsets` as the JSON members of a
+    ``matched``'s ``terms`` (``b'"term":[[start,end]]'``), read by the compiled analyser
+    (``wordcast._core``) for many texts at once; None for a text it leaves to
+    :class:`AnalysedText` (one that is not ASCII), and for every text when
+    ``WORDCAST_ANALYZER=python`` asks for the reference."""
+    global _compiled
+    if os.environ.get("WORDCAST_ANALYZER", "compiled") == "python":
+        return [None] * len(texts)
+    if _compiled is None:
+        _compiled = compiled_analyzer()
+    found: list[dict[str, bytes] | None] = _compiled.term_parts_many(texts)
+    return found
 
 
 def explain_terms(words: Iterable[str], text: AnalysedText) -> dict[str, Any]:

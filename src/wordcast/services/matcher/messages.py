@@ -15,14 +15,20 @@ subscription's id.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import orjson
 
 from wordcast.query.alternatives import HeldAlternatives
-from wordcast.query.explain import AnalysedText, explain_clause, explain_pattern
+from wordcast.query.explain import (
+    AnalysedText,
+    compiled_term_parts,
+    explain_clause,
+    explain_pattern,
+)
+from wordcast.query.languages import ENGLISH
 from wordcast.services.matcher.index import Routed
 from wordcast.storage.outbox import Message, webhook_id
 from wordcast.storage.records import STREAM_DELIVERY, Subscription, delivery_of
@@ -74,6 +80,7 @@ def messages(
     found: list[Message] = []
     now = time.time()
     explained = _Explanations(batch, alternatives, explain)
+    explained.read({position for _, position in pairs})
     frame = _Frame(batch, version)
     room = max_bytes - frame.size
     for (tenant, url), sub_ids in per_endpoint.items():
@@ -108,12 +115,22 @@ class _Explanations:
         self._texts: dict[int, AnalysedText] = {}
         self._parts: dict[int, dict[str, bytes]] = {}  # position -> term -> '"term":[[s,e]]'
 
+    def read(self, positions: Iterable[int]) -> None:
+        """Read the offsets of the English publications among ``positions`` at once, compiled
+        (the others are analysed one by one when a match needs them)."""
+        if not self.wanted:
+            return
+        english = [k for k in sorted(positions) if _language(self.publications[k][2]) in _ENGLISH]
+        texts = [self.publications[k][1] for k in english]
+        for k, parts in zip(english, compiled_term_parts(texts), strict=True):
+            if parts is not None:
+                self._parts[k] = parts
+
     def matched(self, sub: Subscription, position: int) -> bytes:
         """The JSON of the match's ``matched``."""
         text = self.publications[position][1]
         if sub.pattern:
             return orjson.dumps(explain_pattern(sub.pattern, text))
-        analysed = self._analysed(position)
         alternatives = self.alternatives
         held = None if alternatives is None else alternatives.clause(sub.id)
         if held is None:
@@ -122,24 +139,31 @@ class _Explanations:
             parts = self._parts.get(position)
             if parts is None:
                 parts = self._parts[position] = {}
-            offsets = analysed.term_offsets
             encoded = []
             for term in sub.terms:
                 part = parts.get(term)
-                if part is None:
-                    part = parts[term] = orjson.dumps({term: offsets.get(term, [])})[1:-1]
+                if part is None:  # read by the reference, or a term absent (a filter's)
+                    offsets = self._analysed(position).term_offsets.get(term, [])
+                    part = parts[term] = orjson.dumps({term: offsets})[1:-1]
                 encoded.append(part)
             return b'{"terms":{' + b",".join(encoded) + b"}}"
+        analysed = self._analysed(position)
         return orjson.dumps(explain_clause(held[1], analysed, held[0], held[2]))
 
     def _analysed(self, position: int) -> AnalysedText:
         analysed = self._texts.get(position)
         if analysed is None:
             text, terms = self.publications[position][1:3]
-            # The router names the language among the filter terms (lang:de).
-            language = next((t[5:] for t in terms if t.startswith("lang:")), None)
-            analysed = self._texts[position] = AnalysedText(text, language)
+            analysed = self._texts[position] = AnalysedText(text, _language(terms))
         return analysed
+
+
+_ENGLISH = (None, ENGLISH)  # the languages whose offsets the compiled analyser reads
+
+
+def _language(terms: Iterable[str]) -> str | None:
+    """The language the router named among a publication's filter terms (lang:de), if any."""
+    return next((t[5:] for t in terms if t.startswith("lang:")), None)
 
 
 class _Frame:
