@@ -202,9 +202,12 @@ class Watcher(_Watch):
     async def _hook(self, request: Request) -> Response:
         raw = await request.body()
         try:
-            matches = matches_of(orjson.loads(raw))
+            body = orjson.loads(raw)
+            if not isinstance(body.get("matches"), list):
+                raise TypeError("matches must be a list")
+            matches = matches_of(body)
             ids = {str(match["subscription_id"]) for match in matches}
-        except (orjson.JSONDecodeError, KeyError, TypeError) as exc:
+        except (orjson.JSONDecodeError, KeyError, TypeError, IndexError, AttributeError) as exc:
             return Response(f"not a match delivery: {exc}", status_code=400)
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._registered.wait(), REGISTRATION_WAIT_S)
