@@ -54,12 +54,15 @@ class Inbox:
             self.pairs.extend((m["subscription_id"], m["publication_id"]) for m in matches)
             self.webhook_ids.extend(webhook_id for _ in matches)
         if not self.quiet:
-            lines = [
-                f"match  {m.get('query') or m.get('pattern', '')!r:<32} <- {m.get('text', '')[:90]!r}"
-                for m in matches
-            ]
+            # A version 2 match names its subscription by id only (version 1 by its query too).
+            lines = [f"match  {_label(m):<32} <- {m.get('text', '')[:90]!r}" for m in matches]
             sys.stdout.write("\n".join(lines) + "\n")
             sys.stdout.flush()
+
+
+def _label(match: dict[str, Any]) -> str:
+    written = match.get("query") or match.get("pattern")
+    return repr(written) if written else f"subscription {str(match['subscription_id'])[:12]}…"
 
 
 class Behaviour(BaseModel):
