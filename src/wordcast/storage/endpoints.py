@@ -163,7 +163,7 @@ class EndpointStore:
         self.keys = keys
         self._for_url = client.register_script(_FOR_URL)
         self._replace = client.register_script(_REPLACE)
-        self._health = client.register_script(_HEALTH)
+        self._add_health = client.register_script(_HEALTH)
         self._records = keys.tenant_endpoints
         self._urls = keys.tenant_endpoint_urls
         self._health_key = keys.endpoint_health
@@ -270,7 +270,8 @@ class EndpointStore:
         with translated("reading endpoints' health"):
             replies = await pipe.execute() if ids else []
         return {
-            endpoint_id: _health(fields) for endpoint_id, fields in zip(ids, replies, strict=True)
+            endpoint_id: _health_of(fields)
+            for endpoint_id, fields in zip(ids, replies, strict=True)
         }
 
     async def record_health(
@@ -278,7 +279,7 @@ class EndpointStore:
     ) -> str:
         """Add a dispatcher's tally; returns the reason the endpoint was disabled now, or ""."""
         with translated("recording endpoints' health"):
-            reason = await self._health(
+            reason = await self._add_health(
                 keys=[self._health_key(endpoint_id), self._records(tenant), self._epoch],
                 args=[
                     endpoint_id,
@@ -313,7 +314,7 @@ class HealthTally:
     last_success: float = 0.0
 
 
-def _health(fields: dict[str, str]) -> EndpointHealth:
+def _health_of(fields: dict[str, str]) -> EndpointHealth:
     ok = int(fields.get("attempts_ok", 0))
     return EndpointHealth(
         delivered=int(fields.get("delivered", 0)),
