@@ -190,7 +190,7 @@ class EndpointStore:
         if not new:
             raise Conflict(f"endpoint {made.id} has this URL already: update it instead")
         if not enabled:
-            made = await self.update(tenant, made.id, enabled=False)
+            made = await self.update(made, enabled=False)
         return made
 
     async def get(self, tenant: str, endpoint_id: str) -> Endpoint:
@@ -215,10 +215,11 @@ class EndpointStore:
             found = await self.client.hvals(self._records(tenant))
         return sorted((Endpoint.decoded(text) for text in found), key=lambda e: (e.created, e.id))
 
-    async def update(self, tenant: str, endpoint_id: str, **changes: Any) -> Endpoint:
-        """The endpoint with ``changes`` (url, description, enabled, secret…) made; enabling it
-        clears the reason it was disabled, and its failing streak."""
-        old = await self.get(tenant, endpoint_id)
+    async def update(self, old: Endpoint, **changes: Any) -> Endpoint:
+        """Endpoint ``old`` (as the caller read it) with ``changes`` (url, description, enabled,
+        secret…) made; enabling it clears the reason it was disabled, and its failing streak.
+        NotFound if it was deleted meanwhile."""
+        tenant, endpoint_id = old.tenant, old.id
         if changes.get("enabled"):
             changes.setdefault("disabled_reason", "")
         new = replace(old, **changes)
@@ -239,8 +240,7 @@ class EndpointStore:
         """A new secret; the current one keeps signing for ``grace_s`` seconds."""
         old = await self.get(tenant, endpoint_id)
         return await self.update(
-            tenant,
-            endpoint_id,
+            old,
             secret=new_secret(),
             previous_secret=old.secret,
             previous_until=time.time() + grace_s,

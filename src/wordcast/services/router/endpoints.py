@@ -82,7 +82,7 @@ class Endpoints:
                     f"{len(held)} subscriptions deliver to endpoint {endpoint_id}, by its URL: "
                     "make a new endpoint for the new URL and subscribe there instead"
                 )
-        return await self.store.update(tenant, endpoint_id, **changes)
+        return await self.store.update(old, **changes)
 
     async def rotate(self, tenant: str, endpoint_id: str) -> Endpoint:
         return await self.store.rotate(tenant, endpoint_id, self.settings.secret_grace_s)
