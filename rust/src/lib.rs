@@ -9,12 +9,14 @@
 
 mod analysis;
 mod interner;
+mod messages;
 mod patterns;
 mod querynote;
 mod trie;
 mod unicode_tables;
 
 use std::collections::HashMap;
+use std::fmt::Write;
 
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
@@ -96,6 +98,9 @@ fn dedup_sorted(values: &mut [TermId]) -> usize {
 
 // -- analysis ---------------------------------------------------------------------------------
 
+/// (term, its JSON member of `matched`) of a text, in the order terms first occur.
+pub(crate) type TermParts = Vec<(String, String)>;
+
 /// An id above every term's: a word first seen in this call, numbered among the unseen.
 const UNSEEN: u32 = 1 << 31;
 /// What a remembered word that analysis drops (a stop word, one too long) stands for.
@@ -103,7 +108,7 @@ const DROPPED: u32 = u32::MAX;
 
 /// The analyser, compiled: ``terms(text)`` equals the Python reference's for every text.
 #[pyclass(module = "wordcast._core")]
-struct Analyzer {
+pub(crate) struct Analyzer {
     stem_words: Py<PyAny>,
     fallback: Py<PyAny>,
     stop: FxHashMap<&'static str, ()>,
@@ -203,6 +208,35 @@ impl Analyzer {
         py: Python<'py>,
         texts: &Bound<'py, PyAny>,
     ) -> PyResult<Vec<Option<Bound<'py, PyDict>>>> {
+        let mut out = Vec::new();
+        for parts in self.term_parts(py, texts)? {
+            let Some(parts) = parts else {
+                out.push(None);
+                continue;
+            };
+            let dict = PyDict::new(py);
+            for (term, json) in parts {
+                dict.set_item(term, PyBytes::new(py, json.as_bytes()))?;
+            }
+            out.push(Some(dict));
+        }
+        Ok(out)
+    }
+
+    /// Words remembered (bounded: the memory of a long-running router stays flat).
+    fn __len__(&self) -> usize {
+        self.term_of.len()
+    }
+}
+
+impl Analyzer {
+    /// ``term_parts_many``'s answer in Rust: for each ASCII text, (term, ``"term":[[s,e],…]``)
+    /// in the order terms first occur; None for a text that is not ASCII.
+    pub(crate) fn term_parts(
+        &mut self,
+        py: Python<'_>,
+        texts: &Bound<'_, PyAny>,
+    ) -> PyResult<Vec<Option<TermParts>>> {
         let (occurrences, learned) = self.occurrences(py, texts)?;
         let mut out = Vec::with_capacity(occurrences.len());
         for found in occurrences {
@@ -223,27 +257,22 @@ impl Analyzer {
                     order.push(id);
                     String::new()
                 });
-                member.push_str(if member.is_empty() { "" } else { "," });
-                member.push_str(&format!("[{start},{end}]"));
+                if !member.is_empty() {
+                    member.push(',');
+                }
+                let _ = write!(member, "[{start},{end}]");
             }
-            let dict = PyDict::new(py);
+            let mut parts = Vec::with_capacity(order.len());
             for id in order {
-                let term = self.terms[id as usize].bind(py);
-                let json = format!("\"{}\":[{}]", term.to_str()?, members[&id]);
-                dict.set_item(term, PyBytes::new(py, json.as_bytes()))?;
+                let term = self.terms[id as usize].bind(py).to_str()?.to_owned();
+                let json = format!("\"{term}\":[{}]", members[&id]);
+                parts.push((term, json));
             }
-            out.push(Some(dict));
+            out.push(Some(parts));
         }
         Ok(out)
     }
 
-    /// Words remembered (bounded: the memory of a long-running router stays flat).
-    fn __len__(&self) -> usize {
-        self.term_of.len()
-    }
-}
-
-impl Analyzer {
     /// The kept tokens of each ASCII text as (term id, start, end), with the ids of the words
     /// first seen here (those at UNSEEN + k), the texts tokenised with the GIL released.
     fn occurrences(
@@ -646,5 +675,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<CompactTrie>()?;
     m.add_class::<querynote::QueryNote>()?;
     m.add_class::<patterns::Patterns>()?;
+    m.add_class::<messages::Deliveries>()?;
     Ok(())
 }

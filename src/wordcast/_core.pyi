@@ -65,3 +65,40 @@ class Patterns:
     def remove(self, sub_id: int) -> bool: ...
     def match(self, text: str) -> list[int]: ...
     def match_many(self, texts: Sequence[str]) -> list[list[int]]: ...
+
+class Deliveries:
+    """What writing a match of each compact trie number needs, and the messages of a batch
+    written from the trie's flat answer (``wordcast.services.matcher.compiled_messages``)."""
+
+    def __init__(self) -> None: ...
+    def __len__(self) -> int: ...
+    def set_many(
+        self,
+        numbers: Sequence[int],
+        ids: Sequence[str],
+        terms: Sequence[Sequence[str]],
+        groups: Sequence[tuple[int | None, int | None]],
+        audiences: Sequence[int],
+        plain: Sequence[bool],
+    ) -> None: ...
+    def forget(self, numbers: Sequence[int]) -> None: ...
+    def write(
+        self,
+        numbers: memoryview,
+        offsets: memoryview,
+        wanted: int,
+        ids: Sequence[str],
+        texts: Sequence[str],
+        analyzer: Analyzer,
+        given: Mapping[int, Mapping[str, bytes]],
+        frame: tuple[bytes, bytes, bytes],
+        publisher: str,
+        stream: str,
+        most: int,
+        max_bytes: int,
+        signers: int,
+        explain: bool,
+    ) -> tuple[list[tuple[int, str, str, int, tuple[str, ...]]], list[tuple[int, int]], int]:
+        """The messages of the plain matches of a batch, as (group, body, webhook-id, matches,
+        subscription ids); the (number, position) of the other matches, for the reference; and
+        how many matches the messages hold. The GIL released while writing."""

@@ -110,6 +110,19 @@ class CompiledCompactTrie:
             for i in found
         ]
 
+    def match_flat(self, batch: Sequence[Iterable[str]]) -> tuple[memoryview, memoryview]:
+        """The numbers matched, publication after publication, and where each publication's
+        run starts (``CompactTrie.match_many_flat``): no Python object per match. A number
+        names a subscription through :meth:`name_of`."""
+        return self._core.match_many_flat(batch)
+
+    def number_of(self, sub_id: str) -> int | None:
+        """The number ``sub_id`` is indexed under, if it is."""
+        return self._ids.numbers.get(sub_id)
+
+    def name_of(self, number: int) -> str:
+        return self._ids.names[number]  # type: ignore[return-value]
+
 
 class CompiledQueryNote:
     """QueryNote with its second layer compiled: the term collection (which terms a query's

@@ -65,6 +65,9 @@ class MatcherIndex:
         # one audience held (one tenant, no shared stream) a batch needs no filtering at all.
         self.audience_of: dict[str, str] = {}
         self.audiences: Counter[str] = Counter()
+        # The ids of subscriptions changed since a compiled writer last read them (None: no
+        # writer follows this index; see .compiled_messages).
+        self.changed: set[str] | None = None
 
     def __len__(self) -> int:
         return len(self.subscriptions)
@@ -79,9 +82,12 @@ class MatcherIndex:
         plain_ids: list[str] = []
         plain_terms: list[Sequence[str]] = []
         subscriptions, audience_of, audiences = self.subscriptions, self.audience_of, self.audiences
+        changed = self.changed
         for sub in subs:
             if sub.id in subscriptions:
                 continue  # read twice (a scan may list an element twice): the same record
+            if changed is not None:
+                changed.add(sub.id)
             if sub.placements is everywhere and not sub.pattern:
                 plain_ids.append(sub.id)
                 plain_terms.append(sub.terms)
@@ -101,6 +107,8 @@ class MatcherIndex:
         for event in events:
             sub = event.subscription
             held = self.subscriptions.get(sub.id)
+            if self.changed is not None:
+                self.changed.add(sub.id)
             if event.op != "del" and self.ordinal in sub.matchers:
                 if held is None:  # replays of an add are harmless
                     self._index(sub)
@@ -187,6 +195,14 @@ class MatcherIndex:
         ``version`` (``drawn[k]``: the hot-word copies drawn for publication k) that this
         matcher is to deliver."""
         pairs = self.terms.match_batch([terms for _, _, terms, _ in publications])
+        pairs += self.pairs_beside_terms(publications, drawn)
+        return self.delivering(pairs, publications, version, drawn, publisher, stream)
+
+    def pairs_beside_terms(
+        self, publications: Sequence[Routed], drawn: Sequence[dict[str, int]] | None
+    ) -> list[tuple[str, int]]:
+        """The matches found by the hot words' and the patterns' indexes (not yet checked)."""
+        pairs: list[tuple[str, int]] = []
         if self.hot and drawn:
             for position, copies in enumerate(drawn):
                 for word in copies:
@@ -201,6 +217,19 @@ class MatcherIndex:
                 if flagged
                 for sub_id in self.patterns.match(normalise(text))
             ]
+        return pairs
+
+    def delivering(
+        self,
+        pairs: list[tuple[str, int]],
+        publications: Sequence[Routed],
+        version: int,
+        drawn: Sequence[dict[str, int]] | None,
+        publisher: str,
+        stream: str,
+    ) -> list[tuple[str, int]]:
+        """Of the matches the indexes found, those this matcher delivers: of the batch's
+        audience, served here by their placements, and (an alternative) the one delivering."""
         # Tenants stay apart: the indexes found every tenant's subscriptions with these words.
         wanted = audience(publisher, stream)
         if len(self.audiences) > 1 or wanted not in self.audiences:

@@ -166,6 +166,26 @@ def _language(terms: Iterable[str]) -> str | None:
     return next((t[5:] for t in terms if t.startswith("lang:")), None)
 
 
+def compiled_reads(publication: Routed) -> bool:
+    """Whether the compiled analyser reads the offsets of ``publication`` for its ``matched``
+    (an English ASCII text); the reference reads the others."""
+    return publication[1].isascii() and _language(publication[2]) in _ENGLISH
+
+
+def reference_parts(publication: Routed) -> dict[str, bytes]:
+    """Each term's JSON member of a plain conjunction's ``matched`` (``b'"term":[[s,e]]'``), as
+    the reference reads ``publication``."""
+    offsets = AnalysedText(publication[1], _language(publication[2])).term_offsets
+    return {term: orjson.dumps({term: found})[1:-1] for term, found in offsets.items()}
+
+
+def frame_of(batch: Batch) -> tuple[bytes, bytes, bytes]:
+    """A version 2 message's JSON before its publications, between them and its matches, and
+    after its matches."""
+    frame = _Frame(batch, 2)
+    return frame.head, frame.between, frame.tail
+
+
 class _Frame:
     """What a message's body holds around its matches (and, in version 2, its publications):
     the JSON of the whole payload, whose parts are put in between. The publisher and the stream

@@ -9,6 +9,7 @@ import gc
 import hmac
 import logging
 import math
+import os
 import time
 from collections.abc import Iterable, Sequence
 
@@ -19,6 +20,7 @@ from wordcast.engines.termstats import TermStats
 from wordcast.errors import StoreUnavailable
 from wordcast.query.boolean import PART_SEPARATOR
 from wordcast.services.matcher.backfill import Backfills
+from wordcast.services.matcher.compiled_messages import CompiledMessages
 from wordcast.services.matcher.dispatcher import Dispatcher
 from wordcast.services.matcher.endpoints import DeliveryEndpoints
 from wordcast.services.matcher.index import MatcherIndex, Routed
@@ -74,6 +76,7 @@ class MatcherState:
         self.publications = 0
         self.matches = 0
         self.backfills = Backfills(self, self._new_index)
+        self._compiled: CompiledMessages | None = None
         self._internal_token: bytes | None = None  # read from Redis with the first snapshot
         self._token_read_at = -math.inf
 
@@ -168,6 +171,9 @@ class MatcherState:
             if collecting:
                 gc.enable()
         self.index = index
+        compiled = self._compiled_messages()
+        if compiled is not None:
+            compiled.follow()  # every subscription read now, not at the first batch
         SUBSCRIPTIONS.set(len(index))
         log.info(
             "matcher %d loaded %d subscriptions from Redis in %.1f s",
@@ -200,23 +206,51 @@ class MatcherState:
         the messages to deliver (:mod:`.messages`)."""
         index = self.index
         self.backfills.saw(publisher, publications)
-        pairs = index.pairs(publications, version, drawn, publisher, stream)
         batch = Batch(publications, publisher, stream, accepted)
         settings = self.settings
-        found = messages(
-            pairs,
-            batch,
-            index.subscriptions,
-            index.alternatives,
-            settings.delivery_batch,
-            explain=settings.explain_matches,
-            max_bytes=settings.message_max_bytes,
-            signers_max=settings.signers_max,
-            version=settings.message_version,
-        )
+        compiled = self._compiled_messages()
+        if compiled is not None:
+            found, matched = compiled.messages(
+                batch,
+                version,
+                drawn,
+                settings.delivery_batch,
+                explain=settings.explain_matches,
+                max_bytes=settings.message_max_bytes,
+                signers_max=settings.signers_max,
+            )
+        else:
+            pairs = index.pairs(publications, version, drawn, publisher, stream)
+            found = messages(
+                pairs,
+                batch,
+                index.subscriptions,
+                index.alternatives,
+                settings.delivery_batch,
+                explain=settings.explain_matches,
+                max_bytes=settings.message_max_bytes,
+                signers_max=settings.signers_max,
+                version=settings.message_version,
+            )
+            matched = len(pairs)
         count = len(publications)
         self.publications += count
-        self.matches += len(pairs)
+        self.matches += matched
         PUBLICATIONS.inc(count)
-        MATCHES.inc(len(pairs))
+        MATCHES.inc(matched)
         return found
+
+    def _compiled_messages(self) -> CompiledMessages | None:
+        """The compiled writer of the index's messages, when the settings allow one (made anew
+        for a new index: a snapshot loaded)."""
+        settings, index = self.settings, self.index
+        if (
+            not settings.compiled_messages
+            or settings.message_version != 2
+            or os.environ.get("WORDCAST_ANALYZER", "compiled") == "python"
+            or not CompiledMessages.writes_for(index)
+        ):
+            return None
+        if self._compiled is None or self._compiled.index is not index:
+            self._compiled = CompiledMessages(index)
+        return self._compiled

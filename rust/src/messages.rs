@@ -1,0 +1,578 @@
+//! A routed batch's matches written as finished webhook messages (payload version 2), compiled.
+//!
+//! The reference is `wordcast.services.matcher.messages.messages`, which the tests hold this
+//! byte-for-byte equal to: the same messages, in the same order, the same bodies and webhook-ids.
+//! What is compiled is the common case, a plain conjunction in the compact trie: a match of any
+//! other kind (an alternative of a boolean query, a subscription whose placements restrict it)
+//! is handed back to the reference, as are patterns and hot words, which the trie does not hold.
+//!
+//! [`Deliveries`] knows, for each number of the compact trie, what writing one of its matches
+//! needs: the subscription's id, the messages it goes in (a webhook endpoint, a tenant's match
+//! stream, or both), whose publications it meets, and its terms for `matched`. A batch then costs
+//! no Python object per match: the trie's flat answer goes in, message bodies come out.
+
+use std::fmt::Write as _;
+
+use pyo3::buffer::PyBuffer;
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use pyo3::pybacked::PyBackedStr;
+use pyo3::types::{PyList, PyString, PyTuple};
+use rustc_hash::{FxHashMap, FxHashSet};
+use sha2::{Digest, Sha256};
+
+use crate::Analyzer;
+
+/// A subscription's messages: up to two (a webhook endpoint's and its tenant's match stream's).
+const NO_GROUP: u32 = u32::MAX;
+
+/// What a match of one trie number needs to be written.
+struct Delivery {
+    id: Box<str>,
+    terms: Box<[u32]>, // numbers in `Table::terms`, in the subscription's order
+    groups: [u32; 2],
+    audience: u32,
+    plain: bool, // written here; otherwise handed back to the reference
+}
+
+/// Trie number -> its delivery, and the terms they name.
+#[derive(Default)]
+struct Table {
+    entries: Vec<Option<Delivery>>,
+    terms: Vec<Box<str>>,
+    term_numbers: FxHashMap<Box<str>, u32>,
+}
+
+/// What a message looks like around its matches, and its bounds (the reference's `_Frame` and
+/// `messages`'s arguments).
+struct Shape {
+    head: Vec<u8>,
+    between: Vec<u8>,
+    tail: Vec<u8>,
+    publisher: String,
+    stream: String,
+    most: usize,
+    max_bytes: i64,
+    signers: usize,
+    explain: bool,
+}
+
+/// One message: the group it is for (an endpoint of a tenant), its body, its webhook-id, how
+/// many matches it holds, and the ids of the subscriptions it holds matches for.
+struct Written {
+    group: u32,
+    body: String,
+    webhook_id: String,
+    matches: usize,
+    signers: Vec<u32>,
+}
+
+/// A publication's terms' parts of `matched`: term -> `"term":[[start,end],…]`.
+type Parts = FxHashMap<String, Vec<u8>>;
+
+/// A message per group, the (number, position) of the matches handed back, and how many
+/// matches were written.
+type Answer<'py> = (Bound<'py, PyList>, Vec<(u32, u32)>, usize);
+
+/// A publication's JSON (`{"id":…,"text":…}`) and its terms' parts of `matched`.
+struct Publication<'a> {
+    id: &'a str,
+    text: &'a str,
+    parts: Option<&'a Parts>,
+}
+
+fn json_string(out: &mut Vec<u8>, text: &str) {
+    // orjson's escaping, which serde_json shares: \" \\ \b \t \n \f \r, other controls as
+    // lowercase \u00XX, everything else as it is.
+    serde_json::to_writer(&mut *out, text).expect("writing a str to a Vec cannot fail");
+}
+
+fn digits(value: usize) -> usize {
+    value.checked_ilog10().map_or(1, |d| d as usize + 1)
+}
+
+/// The matches of one message as they are gathered (the reference's `_Chunk`).
+#[derive(Default)]
+struct Chunk {
+    publications: Vec<u8>,
+    matches: Vec<u8>,
+    places: FxHashMap<u32, usize>,
+    pairs: Vec<(u32, u32)>, // (trie number, position)
+    signers: FxHashSet<u32>,
+    signer_order: Vec<u32>,
+    size: i64,
+}
+
+impl Table {
+    fn term_number(&mut self, term: &str) -> u32 {
+        if let Some(&number) = self.term_numbers.get(term) {
+            return number;
+        }
+        let number = self.terms.len() as u32;
+        self.terms.push(term.into());
+        self.term_numbers.insert(term.into(), number);
+        number
+    }
+
+    fn entry(&self, number: u32) -> Option<&Delivery> {
+        self.entries.get(number as usize).and_then(Option::as_ref)
+    }
+
+    /// The messages of the plain matches among the trie's flat answer, and the (number,
+    /// position) of every other match for the audience `wanted`, in the trie's order.
+    fn write(
+        &self,
+        numbers: &[u32],
+        offsets: &[u32],
+        wanted: u32,
+        publications: &[Publication<'_>],
+        shape: &Shape,
+    ) -> (Vec<Written>, Vec<(u32, u32)>, usize) {
+        // Per subscription its positions, subscriptions in the order they first match.
+        let mut order: Vec<u32> = Vec::new();
+        let mut positions: FxHashMap<u32, Vec<u32>> = FxHashMap::default();
+        let mut others = Vec::new();
+        let mut plain = 0;
+        for (position, run) in offsets.windows(2).enumerate() {
+            let position = position as u32;
+            for &number in &numbers[run[0] as usize..run[1] as usize] {
+                match self.entry(number) {
+                    Some(entry) if entry.audience != wanted => {}
+                    Some(entry) if entry.plain => {
+                        plain += 1;
+                        positions
+                            .entry(number)
+                            .or_insert_with(|| {
+                                order.push(number);
+                                Vec::new()
+                            })
+                            .push(position)
+                    }
+                    _ => others.push((number, position)),
+                }
+            }
+        }
+        let mut group_order: Vec<u32> = Vec::new();
+        let mut groups: FxHashMap<u32, Vec<u32>> = FxHashMap::default();
+        for &number in &order {
+            for &group in &self.entries[number as usize]
+                .as_ref()
+                .unwrap_or_else(|| unreachable!("only numbers with an entry are in the order"))
+                .groups
+            {
+                if group != NO_GROUP {
+                    groups
+                        .entry(group)
+                        .or_insert_with(|| {
+                            group_order.push(group);
+                            Vec::new()
+                        })
+                        .push(number);
+                }
+            }
+        }
+        let mut encoded: Vec<Option<Vec<u8>>> = vec![None; publications.len()];
+        let frame_size = (shape.head.len() + shape.between.len() + shape.tail.len()) as i64;
+        let room = shape.max_bytes - frame_size;
+        let mut written = Vec::new();
+        let (mut head, mut rest) = (Vec::new(), Vec::new());
+        for group in group_order {
+            let mut chunk = Chunk::default();
+            for &number in &groups[&group] {
+                let entry = self.entries[number as usize]
+                    .as_ref()
+                    .expect("in the order");
+                head.clear();
+                head.extend_from_slice(b"{\"subscription_id\":");
+                json_string(&mut head, &entry.id);
+                head.extend_from_slice(b",\"publication\":");
+                for &position in &positions[&number] {
+                    self.rest_of(entry, &publications[position as usize], shape, &mut rest);
+                    let publication = encoded[position as usize]
+                        .get_or_insert_with(|| publication_json(&publications[position as usize]));
+                    let place = chunk.places.get(&position).copied();
+                    let cost = match place {
+                        Some(place) => head.len() + digits(place) + rest.len() + 1,
+                        None => {
+                            head.len()
+                                + rest.len()
+                                + 1
+                                + digits(chunk.places.len())
+                                + publication.len()
+                                + 1
+                        }
+                    } as i64;
+                    if !chunk.pairs.is_empty()
+                        && (chunk.pairs.len() >= shape.most
+                            || (!chunk.signers.contains(&number)
+                                && chunk.signers.len() >= shape.signers)
+                            || chunk.size + cost > room)
+                    {
+                        let full = std::mem::take(&mut chunk);
+                        written.push(self.message(full, group, publications, shape));
+                    }
+                    chunk.add(number, position, publication, &head, &rest);
+                }
+            }
+            if !chunk.pairs.is_empty() {
+                written.push(self.message(chunk, group, publications, shape));
+            }
+        }
+        (written, others, plain)
+    }
+
+    /// What follows a match's publication place: its `matched` (if explained) and its end.
+    fn rest_of(
+        &self,
+        entry: &Delivery,
+        publication: &Publication<'_>,
+        shape: &Shape,
+        out: &mut Vec<u8>,
+    ) {
+        out.clear();
+        if shape.explain {
+            out.extend_from_slice(b",\"matched\":{\"terms\":{");
+            for (k, &term) in entry.terms.iter().enumerate() {
+                if k > 0 {
+                    out.push(b',');
+                }
+                let term = &self.terms[term as usize];
+                match publication.parts.and_then(|parts| parts.get(&**term)) {
+                    Some(part) => out.extend_from_slice(part),
+                    None => {
+                        // A term the text does not hold (a filter's): no offsets.
+                        json_string(out, term);
+                        out.extend_from_slice(b":[]");
+                    }
+                }
+            }
+            out.extend_from_slice(b"}}");
+        }
+        out.push(b'}');
+    }
+
+    fn message(
+        &self,
+        chunk: Chunk,
+        group: u32,
+        publications: &[Publication<'_>],
+        shape: &Shape,
+    ) -> Written {
+        let mut body = Vec::with_capacity(
+            chunk.size as usize + shape.head.len() + shape.between.len() + shape.tail.len(),
+        );
+        body.extend_from_slice(&shape.head);
+        body.extend_from_slice(&chunk.publications);
+        body.extend_from_slice(&shape.between);
+        body.extend_from_slice(&chunk.matches);
+        body.extend_from_slice(&shape.tail);
+        let mut pairs: Vec<(&str, &str)> = chunk
+            .pairs
+            .iter()
+            .map(|&(number, position)| {
+                let id = &self.entries[number as usize].as_ref().expect("written").id;
+                (&**id, publications[position as usize].id)
+            })
+            .collect();
+        pairs.sort_unstable();
+        let hashed = serde_json::to_vec(&(&shape.publisher, &shape.stream, &pairs))
+            .expect("strings always encode");
+        let digest = Sha256::digest(&hashed);
+        let mut webhook_id = String::with_capacity(36);
+        webhook_id.push_str("msg_");
+        for byte in &digest[..16] {
+            let _ = write!(webhook_id, "{byte:02x}");
+        }
+        Written {
+            group,
+            // Every piece is UTF-8: JSON written from str, or the caller's pieces, checked when
+            // they were taken; the lossy branch is never taken.
+            body: String::from_utf8(body)
+                .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned()),
+            webhook_id,
+            matches: chunk.pairs.len(),
+            signers: chunk.signer_order,
+        }
+    }
+}
+
+fn publication_json(publication: &Publication<'_>) -> Vec<u8> {
+    let mut out = Vec::with_capacity(publication.text.len() + publication.id.len() + 20);
+    out.extend_from_slice(b"{\"id\":");
+    json_string(&mut out, publication.id);
+    out.extend_from_slice(b",\"text\":");
+    json_string(&mut out, publication.text);
+    out.push(b'}');
+    out
+}
+
+impl Chunk {
+    fn add(&mut self, number: u32, position: u32, publication: &[u8], head: &[u8], rest: &[u8]) {
+        let place = match self.places.get(&position) {
+            Some(&place) => place,
+            None => {
+                let place = self.places.len();
+                self.places.insert(position, place);
+                if place > 0 {
+                    self.publications.push(b',');
+                }
+                self.publications.extend_from_slice(publication);
+                self.size += publication.len() as i64 + 1;
+                place
+            }
+        };
+        if !self.pairs.is_empty() {
+            self.matches.push(b',');
+        }
+        let before = self.matches.len();
+        self.matches.extend_from_slice(head);
+        let _ = write!(PushDigits(&mut self.matches), "{place}");
+        self.matches.extend_from_slice(rest);
+        self.size += (self.matches.len() - before) as i64 + 1;
+        self.pairs.push((number, position));
+        if self.signers.insert(number) {
+            self.signer_order.push(number);
+        }
+    }
+}
+
+/// `write!` into a byte buffer.
+struct PushDigits<'a>(&'a mut Vec<u8>);
+
+impl std::fmt::Write for PushDigits<'_> {
+    fn write_str(&mut self, s: &str) -> std::fmt::Result {
+        self.0.extend_from_slice(s.as_bytes());
+        Ok(())
+    }
+}
+
+/// The messages a matcher writes from the compact trie's matches, compiled: see the module.
+#[pyclass(module = "wordcast._core")]
+#[derive(Default)]
+pub struct Deliveries {
+    table: Table,
+}
+
+#[pymethods]
+impl Deliveries {
+    #[new]
+    fn new() -> Self {
+        Deliveries::default()
+    }
+
+    /// Say what writing a match of each trie number needs: the subscription's id, its terms,
+    /// the groups its messages go in (``-1``-free: ``None`` for none), the audience it meets,
+    /// and whether its matches are written here (``plain``) or handed back.
+    fn set_many(
+        &mut self,
+        numbers: Vec<u32>,
+        ids: Vec<String>,
+        terms: Vec<Vec<String>>,
+        groups: Vec<(Option<u32>, Option<u32>)>,
+        audiences: Vec<u32>,
+        plain: Vec<bool>,
+    ) -> PyResult<()> {
+        let n = numbers.len();
+        if [
+            ids.len(),
+            terms.len(),
+            groups.len(),
+            audiences.len(),
+            plain.len(),
+        ]
+        .iter()
+        .any(|&len| len != n)
+        {
+            return Err(PyValueError::new_err("as many of each, please"));
+        }
+        if numbers.contains(&u32::MAX)
+            || groups
+                .iter()
+                .any(|&(a, b)| a == Some(NO_GROUP) || b == Some(NO_GROUP))
+        {
+            return Err(PyValueError::new_err(
+                "numbers and groups go up to 2**32 - 2",
+            ));
+        }
+        for (k, number) in numbers.into_iter().enumerate() {
+            let terms: Box<[u32]> = terms[k].iter().map(|t| self.table.term_number(t)).collect();
+            let (first, second) = groups[k];
+            let entry = Delivery {
+                id: ids[k].as_str().into(),
+                terms,
+                groups: [first.unwrap_or(NO_GROUP), second.unwrap_or(NO_GROUP)],
+                audience: audiences[k],
+                plain: plain[k],
+            };
+            let at = number as usize;
+            if self.table.entries.len() <= at {
+                self.table.entries.resize_with(at + 1, || None);
+            }
+            self.table.entries[at] = Some(entry);
+        }
+        Ok(())
+    }
+
+    /// Forget what was said of these numbers (their matches are then handed back).
+    fn forget(&mut self, numbers: Vec<u32>) {
+        for number in numbers {
+            if let Some(slot) = self.table.entries.get_mut(number as usize) {
+                *slot = None;
+            }
+        }
+    }
+
+    fn __len__(&self) -> usize {
+        self.table.entries.iter().filter(|e| e.is_some()).count()
+    }
+
+    /// The messages of a batch from the trie's flat answer (``match_many_flat``): a list of
+    /// (group, body, webhook-id, matches, subscription ids), the (number, position) of the
+    /// matches handed back to the reference, and how many matches the messages hold (a match
+    /// delivered both to a webhook and to the match stream counted once). ``analyzer`` reads the offsets of the publications
+    /// ``given`` does not hold the parts of (``{position: {term: b'"term":[…]'}}``).
+    #[allow(clippy::too_many_arguments)]
+    #[pyo3(signature = (numbers, offsets, wanted, ids, texts, analyzer, given, frame, publisher, stream, most, max_bytes, signers, explain))]
+    fn write<'py>(
+        &self,
+        py: Python<'py>,
+        numbers: &Bound<'py, PyAny>,
+        offsets: &Bound<'py, PyAny>,
+        wanted: u32,
+        ids: Vec<PyBackedStr>,
+        texts: Vec<PyBackedStr>,
+        analyzer: &Bound<'py, Analyzer>,
+        given: FxHashMap<u32, Parts>,
+        frame: (Vec<u8>, Vec<u8>, Vec<u8>),
+        publisher: String,
+        stream: String,
+        most: usize,
+        max_bytes: i64,
+        signers: usize,
+        explain: bool,
+    ) -> PyResult<Answer<'py>> {
+        let numbers: Vec<u32> = PyBuffer::<u32>::get(numbers)?.to_vec(py)?;
+        let offsets: Vec<u32> = PyBuffer::<u32>::get(offsets)?.to_vec(py)?;
+        if ids.len() != texts.len() || offsets.len() != ids.len() + 1 {
+            return Err(PyValueError::new_err(
+                "one id and one text a publication, and one more offset",
+            ));
+        }
+        if offsets.windows(2).any(|w| w[0] > w[1])
+            || offsets.last().copied() != Some(numbers.len() as u32)
+        {
+            return Err(PyValueError::new_err(
+                "offsets must rise to the number of matches",
+            ));
+        }
+        let (head, between, tail) = frame;
+        let pieces = [&head, &between, &tail];
+        let given_pieces = given.values().flat_map(|parts| parts.values());
+        if pieces
+            .into_iter()
+            .chain(given_pieces)
+            .any(|piece| std::str::from_utf8(piece).is_err())
+        {
+            return Err(PyValueError::new_err("a message's pieces must be UTF-8"));
+        }
+        let shape = Shape {
+            head,
+            between,
+            tail,
+            publisher,
+            stream,
+            most: most.max(1),
+            max_bytes,
+            signers: signers.max(1),
+            explain,
+        };
+        let parts = if explain {
+            self.read_parts(py, &numbers, &offsets, &texts, analyzer, given)?
+        } else {
+            Vec::new()
+        };
+        let publications: Vec<Publication<'_>> = ids
+            .iter()
+            .zip(&texts)
+            .enumerate()
+            .map(|(k, (id, text))| Publication {
+                id,
+                text,
+                parts: parts.get(k).and_then(Option::as_ref),
+            })
+            .collect();
+        let table = &self.table;
+        let (written, others, plain) =
+            py.detach(|| table.write(&numbers, &offsets, wanted, &publications, &shape));
+        let out = PyList::empty(py);
+        for message in written {
+            let signers: Vec<&str> = message
+                .signers
+                .iter()
+                .map(|&n| &*table.entries[n as usize].as_ref().expect("written").id)
+                .collect();
+            out.append((
+                message.group,
+                PyString::new(py, &message.body),
+                message.webhook_id,
+                message.matches,
+                PyTuple::new(py, signers)?,
+            ))?;
+        }
+        Ok((out, others, plain))
+    }
+}
+
+impl Deliveries {
+    /// Each publication's terms' parts of `matched`: those `given`, else read by the compiled
+    /// analyser (every publication with a plain match must be ASCII or given).
+    fn read_parts(
+        &self,
+        py: Python<'_>,
+        numbers: &[u32],
+        offsets: &[u32],
+        texts: &[PyBackedStr],
+        analyzer: &Bound<'_, Analyzer>,
+        mut given: FxHashMap<u32, Parts>,
+    ) -> PyResult<Vec<Option<Parts>>> {
+        let mut read: Vec<u32> = Vec::new();
+        for (position, run) in offsets.windows(2).enumerate() {
+            let position = position as u32;
+            let plain = numbers[run[0] as usize..run[1] as usize]
+                .iter()
+                .any(|&n| self.table.entry(n).is_some_and(|e| e.plain));
+            if plain && !given.contains_key(&position) {
+                read.push(position);
+            }
+        }
+        let mut parts: Vec<Option<Parts>> = Vec::new();
+        parts.resize_with(texts.len(), || None);
+        for (position, held) in given.drain() {
+            if let Some(slot) = parts.get_mut(position as usize) {
+                *slot = Some(held);
+            }
+        }
+        if read.is_empty() {
+            return Ok(parts);
+        }
+        let list = PyList::new(
+            py,
+            read.iter().map(|&k| PyString::new(py, &texts[k as usize])),
+        )?;
+        let found = analyzer.borrow_mut().term_parts(py, list.as_any())?;
+        for (position, found) in read.into_iter().zip(found) {
+            let Some(found) = found else {
+                return Err(PyValueError::new_err(format!(
+                    "publication {position} is not ASCII: give its parts"
+                )));
+            };
+            parts[position as usize] = Some(
+                found
+                    .into_iter()
+                    .map(|(term, json)| (term, json.into_bytes()))
+                    .collect(),
+            );
+        }
+        Ok(parts)
+    }
+}

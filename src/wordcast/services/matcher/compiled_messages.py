@@ -1,0 +1,174 @@
+"""A routed batch's messages written by the compiled core, with no Python object per match.
+
+:func:`.messages.messages` is the reference: for the same matches this writes the same messages,
+byte for byte (``tests/unit/test_compiled_messages.py`` holds them equal). The compact trie's flat
+answer (``match_many_flat``) goes to ``wordcast._core.Deliveries``, which knows for each of the
+trie's numbers the subscription's id, terms, audience and messages (an endpoint of its tenant,
+its match stream, or both), and writes the messages of every plain match: its audience's, a
+conjunction of keywords served by every placement here. The rest (an alternative of a boolean
+query, a subscription whose placements restrict it, and the matches of the hot words' and the
+patterns' indexes) go through the reference, in messages of their own.
+
+The table follows the index: the index notes the ids its changes touch
+(:attr:`.index.MatcherIndex.changed`) and the table reads them again before the next batch.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+
+from wordcast import _core
+from wordcast.engines.compiled import CompiledCompactTrie
+from wordcast.query.analysis import compiled_analyzer
+from wordcast.services.matcher.index import MatcherIndex, Routed
+from wordcast.services.matcher.messages import (
+    Batch,
+    compiled_reads,
+    frame_of,
+    messages,
+    reference_parts,
+)
+from wordcast.storage.outbox import Message
+from wordcast.storage.records import STREAM_DELIVERY, audience, delivery_of
+
+NOBODY = 2**32 - 1  # the audience code of a batch no held subscription meets
+
+
+class CompiledMessages:
+    """Writes the messages of an index's matches in ``wordcast._core`` (module docstring)."""
+
+    def __init__(self, index: MatcherIndex) -> None:
+        if not isinstance(index.terms, CompiledCompactTrie):
+            raise ValueError("compiled messages need the compiled compact trie")
+        self.index = index
+        self.trie: CompiledCompactTrie = index.terms
+        self.deliveries = _core.Deliveries()
+        analyzer = compiled_analyzer()
+        if not isinstance(analyzer, _core.Analyzer):
+            raise ValueError("compiled messages need the compiled analyser")
+        self.analyzer = analyzer
+        self.groups: list[tuple[str, str]] = []  # (tenant, URL or STREAM_DELIVERY)
+        self._group_of: dict[tuple[str, str], int] = {}
+        self._audiences: dict[str, int] = {}
+        index.changed = set(index.subscriptions)
+
+    @staticmethod
+    def writes_for(index: MatcherIndex) -> bool:
+        """Whether this writer can follow ``index`` (its term index is the compiled trie)."""
+        return isinstance(index.terms, CompiledCompactTrie)
+
+    def follow(self) -> None:
+        """Read again what the index's changes since the last call touched."""
+        index = self.index
+        changed = index.changed
+        if not changed:
+            return
+        index.changed = set()
+        numbers: list[int] = []
+        ids: list[str] = []
+        terms: list[Sequence[str]] = []
+        groups: list[tuple[int | None, int | None]] = []
+        audiences: list[int] = []
+        plain: list[bool] = []
+        for sub_id in changed:
+            sub = index.subscriptions.get(sub_id)
+            number = self.trie.number_of(sub_id)
+            if sub is None or number is None:
+                # Not in the trie (deleted, a pattern, a hot word's): the trie never answers
+                # its old number, or answers it for a subscription changed too.
+                continue
+            url, to_stream = delivery_of(sub.callback_url)
+            numbers.append(number)
+            ids.append(sub_id)
+            terms.append(list(sub.terms))
+            groups.append(
+                (
+                    self._group(sub.tenant, url) if url else None,
+                    self._group(sub.tenant, STREAM_DELIVERY) if to_stream else None,
+                )
+            )
+            audiences.append(self._audience(sub.audience))
+            plain.append(sub_id not in index.restricted and sub_id not in index.alternatives)
+        self.deliveries.set_many(numbers, ids, terms, groups, audiences, plain)
+
+    def _group(self, tenant: str, url: str) -> int:
+        key = (tenant, url)
+        group = self._group_of.get(key)
+        if group is None:
+            group = self._group_of[key] = len(self.groups)
+            self.groups.append(key)
+        return group
+
+    def _audience(self, name: str) -> int:
+        code = self._audiences.get(name)
+        if code is None:
+            code = self._audiences[name] = len(self._audiences)
+        return code
+
+    def messages(
+        self,
+        batch: Batch,
+        version: int,
+        drawn: Sequence[dict[str, int]] | None,
+        most: int,
+        *,
+        explain: bool,
+        max_bytes: int,
+        signers_max: int | None,
+    ) -> tuple[list[Message], int]:
+        """The messages of ``batch`` (as :func:`.messages.messages` with version 2), and how many
+        matches they hold."""
+        self.follow()
+        index, publications = self.index, batch.publications
+        numbers, offsets = self.trie.match_flat([terms for _, _, terms, _ in publications])
+        given = _reference_parts(publications, offsets) if explain else {}
+        signers = signers_max or len(index.subscriptions) + 1
+        written, others, plain = self.deliveries.write(
+            numbers,
+            offsets,
+            self._audiences.get(audience(batch.publisher, batch.stream), NOBODY),
+            [publication[0] for publication in publications],
+            [publication[1] for publication in publications],
+            self.analyzer,
+            given,
+            frame_of(batch),
+            batch.publisher,
+            batch.stream,
+            most,
+            max_bytes,
+            signers,
+            explain,
+        )
+        now = time.time()
+        found = []
+        for group, body, webhook_id, count, held in written:
+            tenant, url = self.groups[group]
+            found.append(Message(held, tenant, url, webhook_id, body, count, now, batch.accepted))
+        name_of = self.trie.name_of
+        pairs = [(name_of(number), position) for number, position in others]
+        pairs += index.pairs_beside_terms(publications, drawn)
+        pairs = index.delivering(pairs, publications, version, drawn, batch.publisher, batch.stream)
+        found += messages(
+            pairs,
+            batch,
+            index.subscriptions,
+            index.alternatives,
+            most,
+            explain=explain,
+            max_bytes=max_bytes,
+            signers_max=signers_max,
+        )
+        return found, plain + len(pairs)
+
+
+def _reference_parts(
+    publications: Sequence[Routed], offsets: memoryview
+) -> dict[int, dict[str, bytes]]:
+    """The parts of ``matched`` of each matched publication the compiled analyser leaves to the
+    reference (:func:`.messages.compiled_reads`)."""
+    return {
+        position: reference_parts(publication)
+        for position, publication in enumerate(publications)
+        if offsets[position] != offsets[position + 1] and not compiled_reads(publication)
+    }

@@ -1,0 +1,226 @@
+"""The compiled message writer (``wordcast._core.Deliveries``) against its reference,
+:func:`wordcast.services.matcher.messages.messages`: the same messages byte for byte for plain
+matches, on random batches (hypothesis) and on the corpora; with matches of other kinds beside
+them, every match delivered once, as the reference delivers it; and the writer following the
+index's changes."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+import orjson
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from wordcast.corpus.workload import post_boolean_queries, post_queries, sample_posts
+from wordcast.engines.compiled import CompiledCompactTrie
+from wordcast.engines.registry import pattern_index
+from wordcast.query.analysis import Analyzer
+from wordcast.query.boolean import parse_query, part_id
+from wordcast.routing.placement import Placement
+from wordcast.services.matcher import compiled_messages
+from wordcast.services.matcher.compiled_messages import CompiledMessages
+from wordcast.services.matcher.index import MatcherIndex, Routed
+from wordcast.services.matcher.messages import Batch, messages
+from wordcast.storage.outbox import Message
+from wordcast.storage.records import Subscription, SubscriptionEvent, delivery_address
+from wordcast.webhooks.payload import matches_of
+
+ANALYZER = Analyzer()
+WORDS = ["senate", "vote", "budget", "river", "house", "naïve", "café", "Straße", "data", "x"]
+AWKWARD = ['quote " and \\ slash', "ünïcödé ☃", "tab\there", "new\nline", "</script>", "\x00\x1f"]
+
+
+def _index(subs: Iterable[Subscription]) -> MatcherIndex:
+    index = MatcherIndex(0, CompiledCompactTrie, lambda: pattern_index("retriever"))
+    index.load(subs)
+    return index
+
+
+def _sub(
+    sub_id: str, query: str, tenant: str = "t", url: str = "http://a/", **kw: object
+) -> Subscription:
+    terms = tuple(sorted(ANALYZER.terms(query)))
+    return Subscription(sub_id, query, terms, url, 0, tenant=tenant, **kw)  # type: ignore[arg-type]
+
+
+def _routed(texts: Sequence[str], ids: Sequence[str] | None = None, lang: str = "") -> list[Routed]:
+    filters = (f"lang:{lang}",) if lang else ()
+    return [
+        (ids[k] if ids else f"p{k}", text, tuple(ANALYZER.terms(text)) + filters, False)
+        for k, text in enumerate(texts)
+    ]
+
+
+def _shown(found: Iterable[Message]) -> list[tuple[object, ...]]:
+    return [
+        (m.tenant, m.callback_url, m.webhook_id, m.body, m.matches, m.subscription_ids)
+        for m in found
+    ]
+
+
+def _both(
+    index: MatcherIndex,
+    batch: Batch,
+    most: int = 100,
+    *,
+    explain: bool = True,
+    max_bytes: int = 1 << 20,
+    signers_max: int | None = None,
+    version: int = 0,
+) -> tuple[list[Message], list[Message]]:
+    """(the reference's messages, the compiled writer's) for ``batch``."""
+    pairs = index.pairs(batch.publications, version, None, batch.publisher, batch.stream)
+    reference = messages(
+        pairs,
+        batch,
+        index.subscriptions,
+        index.alternatives,
+        most,
+        explain=explain,
+        max_bytes=max_bytes,
+        signers_max=signers_max,
+    )
+    compiled, count = CompiledMessages(index).messages(
+        batch, version, None, most, explain=explain, max_bytes=max_bytes, signers_max=signers_max
+    )
+    assert count == len(pairs)
+    return reference, compiled
+
+
+def _delivered(found: Iterable[Message]) -> list[tuple[str, str, str, str, str]]:
+    """(tenant, URL, subscription, publication id, matched's JSON) of every match delivered."""
+    out = []
+    for message in found:
+        body = orjson.loads(message.body)
+        for match in matches_of(body):
+            out.append(
+                (
+                    message.tenant,
+                    message.callback_url,
+                    match["subscription_id"],
+                    match["publication_id"],
+                    orjson.dumps(match.get("matched")).decode(),
+                )
+            )
+    return sorted(out)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    queries=st.lists(
+        st.tuples(
+            st.lists(st.sampled_from(WORDS), min_size=1, max_size=3),
+            st.sampled_from(["t", "u"]),
+            st.sampled_from(["http://a/", "http://b/", "", "http://c/ü"]),
+            st.booleans(),
+            st.sampled_from(["", "news"]),
+        ),
+        min_size=1,
+        max_size=12,
+    ),
+    texts=st.lists(
+        st.lists(st.sampled_from(WORDS + AWKWARD + ["the", "and"]), max_size=8).map(" ".join),
+        min_size=1,
+        max_size=10,
+    ),
+    ids=st.sampled_from([None, ["é" * k + '"' for k in range(10)]]),
+    publisher=st.sampled_from(["t", "u"]),
+    stream=st.sampled_from(["", "news"]),
+    most=st.integers(1, 6),
+    max_bytes=st.sampled_from([1, 300, 700, 1 << 20]),
+    signers_max=st.sampled_from([None, 1, 2]),
+    explain=st.booleans(),
+    lang=st.sampled_from(["", "en", "de"]),
+)
+def test_plain_matches_are_written_as_the_reference_writes_them(
+    queries: list[tuple[list[str], str, str, bool, str]],
+    texts: list[str],
+    ids: list[str] | None,
+    publisher: str,
+    stream: str,
+    most: int,
+    max_bytes: int,
+    signers_max: int | None,
+    explain: bool,
+    lang: str,
+) -> None:
+    subs = []
+    for k, (words, tenant, url, to_stream, sub_stream) in enumerate(queries):
+        address = delivery_address(url, to_stream or not url)
+        sub = _sub(f"s{k}\u00e9", " ".join(words), tenant, address, stream=sub_stream)
+        if sub.terms:  # "x" alone: no term (a query the router refuses)
+            subs.append(sub)
+    batch = Batch(_routed(texts, ids, lang), publisher, stream, 12.5)
+    reference, compiled = _both(
+        _index(subs),
+        batch,
+        most,
+        explain=explain,
+        max_bytes=max_bytes,
+        signers_max=signers_max,
+    )
+    assert _shown(compiled) == _shown(reference)
+    assert all(m.published == 12.5 for m in compiled)
+
+
+@pytest.mark.parametrize("explain", [True, False])
+def test_plain_matches_on_the_corpora(explain: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    posts = sample_posts(1_500, seed=4)
+    queries = post_queries(posts, 3_000, seed=5, sizes=(2, 2, 3))
+    urls = ["http://a/", "http://b/", delivery_address("http://a/", True)]
+    subs = [_sub(f"sub{k}", q, url=urls[k % 3]) for k, q in enumerate(queries)]
+    batch = Batch(_routed([p.text for p in posts], [p.id for p in posts]), "t", "")
+    # Every match here is plain: the compiled writer writes them all, the reference none.
+    monkeypatch.setattr(compiled_messages, "messages", lambda pairs, *a, **kw: pairs and 1 / 0)
+    reference, compiled = _both(_index(subs), batch, 50, explain=explain)
+    assert sum(m.matches for m in reference) > 3_000
+    assert _shown(compiled) == _shown(reference)
+
+
+def test_other_matches_beside_plain_ones_are_each_delivered_once_as_the_reference_does() -> None:
+    posts = sample_posts(400, seed=6)
+    plain = post_queries(posts, 600, seed=7, sizes=(1, 2))
+    boolean = post_boolean_queries(posts, 200, seed=8)
+    subs = [_sub(f"p{k}", q) for k, q in enumerate(plain)]
+    for k, query in enumerate(boolean):
+        read = parse_query(query)
+        for part, clause in enumerate(read.clauses):
+            stored = part_id(f"b{k}", part)
+            subs.append(Subscription(stored, query, clause.words, "http://a/", 0, tenant="t"))
+    # Restricted by their placements: served from mapping version 5 on.
+    later = (Placement(0, 5),)
+    subs += [_sub(f"r{k}", q, placements=later) for k, q in enumerate(plain[:50])]
+    subs.append(Subscription("w", "", (), "http://a/", 0, pattern="pack* d?ta", tenant="t"))
+    batch = Batch(_routed([p.text for p in posts], [p.id for p in posts]), "t", "")
+    index = _index(subs)
+    for version in (0, 7):
+        reference, compiled = _both(index, batch, 40, version=version)
+        assert _delivered(compiled) == _delivered(reference)
+        kinds = {m[2][0] for m in _delivered(reference)}
+        assert kinds >= ({"p", "b", "r"} if version else {"p", "b"})
+
+
+def test_the_writer_follows_the_index() -> None:
+    subs = [_sub("a", "senate vote"), _sub("b", "river"), _sub("c", "budget", tenant="u")]
+    index = _index(subs)
+    writer = CompiledMessages(index)
+    batch = Batch(_routed(["the senate vote on the river budget"]), "t", "")
+
+    def written() -> list[tuple[str, str, str, str, str]]:
+        found, _ = writer.messages(
+            batch, 0, None, 10, explain=True, max_bytes=1 << 20, signers_max=None
+        )
+        return _delivered(found)
+
+    assert [m[2] for m in written()] == ["a", "b"]
+    moved = _sub("b", "river budget", url="http://elsewhere/")
+    index.apply(
+        [
+            SubscriptionEvent("1-0", "del", subs[0], ()),
+            SubscriptionEvent("2-0", "upd", moved, ()),
+            SubscriptionEvent("3-0", "add", _sub("d", "vote"), ()),
+        ]
+    )
+    assert [(m[1], m[2]) for m in written()] == [("http://a/", "d"), ("http://elsewhere/", "b")]
