@@ -17,7 +17,7 @@ import pytest
 
 from tests.e2e.support import DroppingServer, serving
 from wordcast.errors import MatcherUnavailable
-from wordcast.services.router.matchers import MatcherLinks
+from wordcast.services.router.matchers import MatcherLinks, RoutedBatch
 from wordcast.services.router.settings import RouterSettings
 from wordcast.storage import Store
 from wordcast.storage.redis import connect
@@ -40,7 +40,8 @@ async def links_to(
             await redis.aclose()
 
 
-BATCH: list[dict[str, object]] = [{"id": "p1", "text": "hello", "terms": ["hello"]}]
+BATCH = RoutedBatch()
+BATCH.add("p1", "hello", ["hello"], {}, False)
 
 
 def test_a_batch_whose_connection_drops_is_sent_once_more(redis_url: str, namespace: str) -> None:

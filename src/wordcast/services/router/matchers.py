@@ -33,6 +33,36 @@ MATCHER_CONNECT_TIMEOUT_S = 2.0
 STATS_FRESH_S = 1.0  # how long the matchers' /stats, once asked, answer every caller
 
 
+class RoutedBatch:
+    """The publications routed to one matcher, by columns as the matcher takes them
+    (:class:`wordcast.services.schemas.MatchRequest`): built a column at a time, no object per
+    publication."""
+
+    __slots__ = ("hot", "ids", "patterns", "terms", "texts")
+
+    def __init__(self) -> None:
+        self.ids: list[str] = []
+        self.texts: list[str] = []
+        self.terms: list[list[str]] = []
+        self.patterns: list[int] = []  # positions where an anchor of the matcher's occurs
+        self.hot: dict[int, dict[str, int]] = {}  # position -> the hot-word copies drawn
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def add(
+        self, pub_id: str, text: str, terms: list[str], drawn: dict[str, int], flagged: bool
+    ) -> None:
+        position = len(self.ids)
+        self.ids.append(pub_id)
+        self.texts.append(text)
+        self.terms.append(terms)
+        if flagged:
+            self.patterns.append(position)
+        if drawn:
+            self.hot[position] = drawn
+
+
 class MatcherLinks:
     def __init__(self, settings: RouterSettings, store: Store) -> None:
         self.settings = settings
@@ -193,7 +223,7 @@ class MatcherLinks:
         self,
         matcher: int,
         version: int,
-        batch: list[dict[str, object]],
+        batch: RoutedBatch,
         publisher: str = "",
         stream: str = "",
         accepted: float = 0.0,
@@ -207,11 +237,11 @@ class MatcherLinks:
             "stream": stream,
             "accepted": accepted,
             # By columns (schemas.MatchRequest): the matcher validates them faster than rows.
-            "ids": [routed["id"] for routed in batch],
-            "texts": [routed["text"] for routed in batch],
-            "terms": [routed["terms"] for routed in batch],
-            "patterns": [k for k, routed in enumerate(batch) if routed.get("patterns")],
-            "hot": {k: routed["hot"] for k, routed in enumerate(batch) if "hot" in routed},
+            "ids": batch.ids,
+            "texts": batch.texts,
+            "terms": batch.terms,
+            "patterns": batch.patterns,
+            "hot": batch.hot,
         }
         try:
             response = await self._post(

@@ -32,7 +32,7 @@ from wordcast.query.patterns import normalise
 from wordcast.routing.anchors import AnchorIndex
 from wordcast.routing.mapping import HashMapping, WordHolders, keyed_draw, route_held
 from wordcast.services.router.analysing import CharsInFlight, PublicationAnalysis
-from wordcast.services.router.matchers import MatcherLinks
+from wordcast.services.router.matchers import MatcherLinks, RoutedBatch
 from wordcast.services.router.overload import LoadShedder
 from wordcast.services.router.settings import RouterSettings
 from wordcast.services.router.tenants import Tenants
@@ -92,7 +92,39 @@ class RoutingStats:
 
 
 # Per matcher, the publications routed to it (as sent: dicts the JSON encoder takes as they are).
-Routed = dict[int, list[dict[str, object]]]
+Routed = dict[int, RoutedBatch]  # matcher -> what goes to it
+
+
+def _slices(count: int, most: int) -> list[tuple[int, int]]:
+    """(start, stop) of consecutive slices of at most ``most`` of ``count`` items."""
+    return [(start, min(start + most, count)) for start in range(0, count, most)] or [(0, 0)]
+
+
+class _Sent:
+    """What routing a request's slices gathered: ids, the log's sample, what backfills read,
+    copies routed and batches sent."""
+
+    __slots__ = ("batches", "ids", "recent", "routed", "sampled")
+
+    def __init__(self) -> None:
+        self.ids: list[str] = []
+        self.sampled: list[tuple[float, tuple[str, ...]]] = []
+        self.recent: list[tuple[str, str, list[str]]] = []
+        self.routed = 0
+        self.batches = 0
+
+    def add(
+        self,
+        ids: list[str],
+        per_matcher: Routed,
+        sampled: list[tuple[float, tuple[str, ...]]],
+        recent: list[tuple[str, str, list[str]]],
+    ) -> None:
+        self.ids += ids
+        self.sampled += sampled
+        self.recent += recent
+        self.routed += sum(len(batch) for batch in per_matcher.values())
+        self.batches += len(per_matcher)
 
 
 class Publishing:
@@ -160,36 +192,70 @@ class Publishing:
         size = sum(len(text) for _, text in publications)
         with self.in_flight.hold(publisher, size):
             started = time.perf_counter()
-            accepted = time.time()
-            analysed = await self.analysis.analyse(publications, attributes, languages, size)
             mapping = self.versions.view.active
-            version = mapping.version
-            ids, per_matcher, sampled, recent = await self._route(publications, mapping, analysed)
             shedder = self.shedder
-            shedder.in_flight += len(ids)
-            sends = (
-                self.links.send(m, version, batch, publisher, stream, accepted)
-                for m, batch in per_matcher.items()
-            )
+            shedder.in_flight += len(publications)
+            sent = _Sent()
             try:
-                with self.versions.in_use(version):
-                    await asyncio.gather(*sends)
+                with self.versions.in_use(mapping.version):
+                    await self._route_and_send(
+                        sent, publications, attributes, languages, publisher, stream, mapping
+                    )
             except Unavailable as exc:
                 raise Unavailable(f"{exc}; retry the batch (ids make retries safe)") from exc
             finally:
-                shedder.in_flight -= len(ids)
-        self._keep_samples(sampled)
+                shedder.in_flight -= len(publications)
+        self._keep_samples(sent.sampled)
         settings = self.settings
-        if recent:
+        if sent.recent:
             await self.store.recent.append(
-                publisher, stream, recent, settings.backfill_s, settings.backfill_max_entries
+                publisher, stream, sent.recent, settings.backfill_s, settings.backfill_max_entries
             )
-        PUBLICATIONS.inc(len(ids))
-        ROUTED.inc(sum(len(batch) for batch in per_matcher.values()))
-        if self.stats.version == version:
-            self.stats.record(len(ids), {m: len(b) for m, b in per_matcher.items()})
+        PUBLICATIONS.inc(len(sent.ids))
+        ROUTED.inc(sent.routed)
         BATCH_SECONDS.observe(time.perf_counter() - started)
-        return ids, len(per_matcher)
+        return sent.ids, sent.batches
+
+    async def _route_and_send(
+        self,
+        sent: _Sent,
+        publications: Sequence[tuple[str | None, str]],
+        attributes: Sequence[Mapping[str, Value] | None] | None,
+        languages: Sequence[str | None] | None,
+        publisher: str,
+        stream: str,
+        mapping: HashMapping,
+    ) -> None:
+        """Analyse, route and send ``publications`` a slice of ``routed_batch_max`` at a time,
+        each slice's requests on their way while the next is analysed; returns once every
+        request has ended (raising the first failure)."""
+        accepted, version = time.time(), mapping.version
+        sending: list[asyncio.Future[list[None]]] = []
+        try:
+            for start, stop in _slices(len(publications), self.settings.routed_batch_max):
+                part = publications[start:stop]
+                analysed = await self.analysis.analyse(
+                    part,
+                    attributes[start:stop] if attributes is not None else None,
+                    languages[start:stop] if languages is not None else None,
+                    sum(len(text) for _, text in part),
+                )
+                ids, per_matcher, sampled, recent = await self._route(part, mapping, analysed)
+                sent.add(ids, per_matcher, sampled, recent)
+                if self.stats.version == version:
+                    self.stats.record(len(ids), {m: len(b) for m, b in per_matcher.items()})
+                sends = (
+                    self.links.send(m, version, batch, publisher, stream, accepted)
+                    for m, batch in per_matcher.items()
+                )
+                sending.append(asyncio.gather(*sends))
+                await asyncio.sleep(0)  # this slice's requests start before the next is analysed
+        finally:
+            # Every slice's requests end before the request does, whatever happened.
+            results = await asyncio.gather(*sending, return_exceptions=True)
+        for result in results:
+            if isinstance(result, BaseException):
+                raise result
 
     async def _route(
         self,
@@ -239,15 +305,11 @@ class Publishing:
             )
             if not targets and not pattern_targets:
                 continue
-            routed: dict[str, object] = {"id": pub_id, "text": text, "terms": carried}
-            if drawn:
-                routed["hot"] = drawn
-            for matcher in targets - pattern_targets:
-                per_matcher.setdefault(matcher, []).append(routed)
-            if pattern_targets:
-                flagged = {**routed, "patterns": True}
-                for matcher in pattern_targets:
-                    per_matcher.setdefault(matcher, []).append(flagged)
+            for matcher in targets | pattern_targets:
+                batch = per_matcher.get(matcher)
+                if batch is None:
+                    batch = per_matcher[matcher] = RoutedBatch()
+                batch.add(pub_id, text, carried, drawn, matcher in pattern_targets)
         return ids, per_matcher, sampled, recent
 
     def _keep_samples(self, sampled: list[tuple[float, tuple[str, ...]]]) -> None:
