@@ -34,16 +34,26 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any
 
+import orjson
+
 from wordcast.corpus.workload import (
     post_boolean_queries,
     post_queries,
     post_span_queries,
     sample_posts,
 )
+from wordcast.engines.compiled import CompiledCompactTrie
+from wordcast.engines.registry import pattern_index
 from wordcast.engines.trie import Trie
 from wordcast.query.alternatives import HeldAlternatives
 from wordcast.query.analysis import analyze, term_positions
 from wordcast.query.boolean import BooleanQuery, Node, evaluate, parse_query, parse_tree, part_id
+from wordcast.services.matcher.compiled_messages import CompiledMessages
+from wordcast.services.matcher.index import MatcherIndex
+from wordcast.services.matcher.messages import Batch
+from wordcast.storage.outbox import Message
+from wordcast.storage.records import Subscription
+from wordcast.webhooks.payload import matches_of
 
 from .common import RESULTS, machine, plot_engines, write_json
 
@@ -105,6 +115,49 @@ class SameWords:
 
     def match(self, posts: list[Terms]) -> list[tuple[str, int]]:
         return [(s, k) for k, terms in enumerate(posts) for s in self.trie.match(terms)]
+
+
+class AtTheMatcher:
+    """Queries as a matcher holds them: records in a :class:`MatcherIndex` over the compiled
+    trie, matched and written into messages (explained, the default) by its compiled writer. A phrase
+    or window's candidates are checked in the compiled core, on its analyser's positions; the
+    matches kept are written by the Python reference."""
+
+    def __init__(self, queries: dict[str, str], texts: list[str], plain: bool) -> None:
+        subs = []
+        for sub_id, text in queries.items():
+            read = parse_query(text)
+            if plain:  # the same words, as a plain conjunction
+                words = read.clauses[0].words
+                subs.append(Subscription(sub_id, " ".join(words), words, "http://a/", 0))
+                continue
+            for k, clause in enumerate(read.clauses):
+                subs.append(Subscription(part_id(sub_id, k), text, clause.words, "http://a/", 0))
+        self.index = MatcherIndex(0, CompiledCompactTrie, lambda: pattern_index("retriever"))
+        self.index.load(subs)
+        self.writer = CompiledMessages(self.index)
+        self.writer.follow()
+        self.texts = texts
+
+    def messages(self, posts: list[Terms]) -> tuple[list[Message], int]:
+        routed = [(str(k), self.texts[k], tuple(terms), False) for k, terms in enumerate(posts)]
+        batch = Batch(routed, "", "")
+        return self.writer.messages(
+            batch, 0, None, 1_000, explain=True, max_bytes=1 << 24, signers_max=None
+        )
+
+    def match(self, posts: list[Terms]) -> list[tuple[str, int]]:
+        """What is timed: the messages written; as many placeholders as matches (reading the
+        bodies back is the check's work, not the matcher's)."""
+        return [("", 0)] * self.messages(posts)[1]
+
+    def pairs(self, posts: list[Terms]) -> set[tuple[str, int]]:
+        """The (query, post) of every match the messages hold: what is checked."""
+        return {
+            (match["subscription_id"], int(match["publication_id"]))
+            for message in self.messages(posts)[0]
+            for match in matches_of(orjson.loads(message.body))
+        }
 
 
 class LuwakPresearch:
@@ -249,6 +302,30 @@ def run_spans(sizes: list[int], posts_count: int, passes: int) -> list[dict[str,
                 f"checked {checked['publications_per_s']:,.0f}/s: {ratio:.2f}× the cost "
                 f"({checked['matches_per_publication']:.2f} against "
                 f"{same['matches_per_publication']:.2f} matches a post)"
+            )
+            # At the matcher: the compiled trie, writer and span checks (issue 40).
+            at_matcher = AtTheMatcher(queries, texts, plain=False)
+            assert {p for p in at_matcher.pairs(stream) if p[1] in judged} == truth, kind
+            same = timed(
+                "same words, matcher",
+                partial(AtTheMatcher, queries, texts, True),
+                stream,
+                passes,
+                None,
+            )
+            checked = timed(
+                f"{kind}, matcher",
+                partial(AtTheMatcher, queries, texts, False),
+                stream,
+                passes,
+                None,
+            )
+            ratio = checked["us_per_publication"] / same["us_per_publication"]
+            for row in (same, checked):
+                rows.append({**row, "kind": kind, "subscriptions": len(queries), "cost": ratio})
+            log(
+                f"  at the matcher: plain {same['publications_per_s']:,.0f}/s, "
+                f"checked {checked['publications_per_s']:,.0f}/s: {ratio:.2f}× the cost"
             )
     return rows
 

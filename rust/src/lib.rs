@@ -273,6 +273,58 @@ impl Analyzer {
         Ok(out)
     }
 
+    /// Where each term of each text occurs, counting every normalised token (a stop word or a
+    /// token dropped for its length keeps its place), as ``term_positions`` gives it; None for
+    /// a text the tables cannot vouch for, which the reference reads.
+    pub(crate) fn term_positions(
+        &mut self,
+        py: Python<'_>,
+        texts: &[&str],
+    ) -> PyResult<Vec<Option<Positions>>> {
+        if self.term_of.len() > REMEMBERED_WORDS {
+            self.term_of.clear();
+            self.terms.clear();
+            self.term_ids.clear();
+        }
+        let (placed, unseen, dropped) = {
+            let term_of = &self.term_of;
+            let stop = &self.stop;
+            py.detach(|| placed_texts(texts, term_of, stop))
+        };
+        for word in dropped {
+            self.term_of.insert(word, DROPPED);
+        }
+        let learned = if unseen.is_empty() {
+            Vec::new()
+        } else {
+            self.learn(py, unseen)?
+        };
+        let mut out = Vec::with_capacity(placed.len());
+        for found in placed {
+            let Some(found) = found else {
+                out.push(None);
+                continue;
+            };
+            let mut positions: Positions = FxHashMap::default();
+            for (id, at) in found {
+                let id = if id >= UNSEEN {
+                    learned[(id - UNSEEN) as usize]
+                } else {
+                    id
+                };
+                let term = self.terms[id as usize].bind(py).to_str()?;
+                match positions.get_mut(term) {
+                    Some(places) => places.push(at),
+                    None => {
+                        positions.insert(term.to_owned(), vec![at]);
+                    }
+                }
+            }
+            out.push(Some(positions));
+        }
+        Ok(out)
+    }
+
     /// The kept tokens of each ASCII text as (term id, start, end), with the ids of the words
     /// first seen here (those at UNSEEN + k), the texts tokenised with the GIL released.
     fn occurrences(
@@ -430,6 +482,56 @@ fn ascii_occurrences(
             }
         }
         out.push(Some(found));
+    }
+    let mut words = vec![String::new(); unseen.len()];
+    for (word, at) in unseen {
+        words[at as usize] = word;
+    }
+    (out, words, dropped)
+}
+
+/// A text's terms and the positions they occur at.
+pub(crate) type Positions = FxHashMap<String, Vec<u32>>;
+
+/// (term id, position) of each kept token of each text, positions counting every normalised
+/// token (None for a text the tables cannot vouch for); unseen and dropped words as in
+/// [`read_texts`].
+type Placed = Vec<Option<Vec<(u32, u32)>>>;
+
+fn placed_texts(
+    texts: &[&str],
+    term_of: &analysis::Words,
+    stop: &FxHashMap<&'static str, ()>,
+) -> (Placed, Vec<String>, FxHashSet<String>) {
+    let mut unseen: FxHashMap<String, u32> = FxHashMap::default();
+    let mut dropped: FxHashSet<String> = FxHashSet::default();
+    let mut out = Vec::with_capacity(texts.len());
+    let (mut buffer, mut tokens) = (String::new(), Vec::new());
+    for text in texts {
+        let mut found: Vec<(u32, u32)> = Vec::new();
+        let mut at = 0u32;
+        let read = analysis::for_each_token(text, &mut buffer, &mut tokens, |token| {
+            let here = at;
+            at += 1;
+            if token.len() < 2 {
+                return; // one character: dropped, its place kept
+            }
+            match term_of.get(token) {
+                Some(DROPPED) => {}
+                Some(id) => found.push((id, here)),
+                None if analysis::kept(token, stop) => {
+                    let next = unseen.len() as u32;
+                    found.push((
+                        UNSEEN + *unseen.entry(token.to_string()).or_insert(next),
+                        here,
+                    ));
+                }
+                None => {
+                    dropped.insert(token.to_string());
+                }
+            }
+        });
+        out.push(read.map(|()| found));
     }
     let mut words = vec![String::new(); unseen.len()];
     for (word, at) in unseen {

@@ -21,7 +21,7 @@ use pyo3::types::{PyList, PyString, PyTuple};
 use rustc_hash::{FxHashMap, FxHashSet};
 use sha2::{Digest, Sha256};
 
-use crate::Analyzer;
+use crate::{Analyzer, Positions};
 
 /// A subscription's messages: up to two (a webhook endpoint's and its tenant's match stream's).
 const NO_GROUP: u32 = u32::MAX;
@@ -33,6 +33,130 @@ struct Delivery {
     groups: [u32; 2],
     audience: u32,
     plain: bool, // written here; otherwise handed back to the reference
+    // An alternative whose only condition is its phrases and proximity windows: a candidate
+    // whose text breaks them is dropped here, the others handed back.
+    spans: Option<Box<SpanRule>>,
+}
+
+/// A span as Python gives it: ([(term, offset)], near, as the query writes it).
+type SpanIn = (Vec<(String, i64)>, u32, String);
+/// A span rule as Python gives it: (spans, not_spans, the start of its `matched`).
+type RuleIn = (Vec<SpanIn>, Vec<SpanIn>, Vec<u8>);
+
+/// A phrase (`near` 0: each term at its offset from the first) or a proximity window (`near`
+/// ≥ 1: every term within `near` positions), as `wordcast.query.spans.Span`.
+struct Span {
+    terms: Vec<(Box<str>, i64)>,
+    near: u32,
+    name: Box<str>, // as `matched` names it: str(span)
+}
+
+/// Every span of `spans` holds and none of `not_spans` (`Clause.spans_hold`); `head` is the
+/// start of a match's `matched` (`"alternative":k,"clause":"…",`).
+struct SpanRule {
+    spans: Vec<Span>,
+    not_spans: Vec<Span>,
+    head: Box<[u8]>,
+}
+
+impl SpanRule {
+    fn holds(&self, positions: &Positions) -> bool {
+        self.spans.iter().all(|span| span.holds(positions))
+            && !self.not_spans.iter().any(|span| span.holds(positions))
+    }
+}
+
+impl Span {
+    fn holds(&self, positions: &Positions) -> bool {
+        let mut held = false;
+        self.places(positions, |_, _| {
+            held = true;
+            true
+        });
+        held
+    }
+
+    /// Call `found(first, last)` with each place the span holds (each phrase occurrence, or
+    /// each smallest window holding every term: `Span._places`) until it returns true.
+    fn places(&self, positions: &Positions, mut found: impl FnMut(u32, u32) -> bool) {
+        let Some((first, start)) = self.terms.first() else {
+            return;
+        };
+        if self.near == 0 {
+            let Some(firsts) = positions.get(&**first) else {
+                return;
+            };
+            let mut others = Vec::with_capacity(self.terms.len() - 1);
+            for (term, offset) in &self.terms[1..] {
+                match positions.get(&**term) {
+                    Some(places) => others.push((places, offset - start)),
+                    None => return,
+                }
+            }
+            let length = self.terms.iter().map(|(_, o)| o - start).max().unwrap_or(0);
+            for &at in firsts {
+                let all = others.iter().all(|(places, shift)| {
+                    u32::try_from(i64::from(at) + shift)
+                        .is_ok_and(|want| places.binary_search(&want).is_ok())
+                });
+                if all && found(at, (i64::from(at) + length) as u32) {
+                    return;
+                }
+            }
+            return;
+        }
+        let mut distinct: Vec<&str> = self.terms.iter().map(|(term, _)| &**term).collect();
+        distinct.sort_unstable();
+        distinct.dedup();
+        let mut occurrences: Vec<(u32, usize)> = Vec::new();
+        for (k, term) in distinct.iter().enumerate() {
+            match positions.get(*term) {
+                Some(places) => occurrences.extend(places.iter().map(|&at| (at, k))),
+                None => return,
+            }
+        }
+        // Sorted as the reference sorts (position, term): ties go by the term.
+        occurrences.sort_unstable_by(|a, b| (a.0, distinct[a.1]).cmp(&(b.0, distinct[b.1])));
+        let mut held = vec![0u32; distinct.len()];
+        let (mut holding, mut left) = (0, 0);
+        for &(at, k) in &occurrences {
+            held[k] += 1;
+            if held[k] == 1 {
+                holding += 1;
+            }
+            while holding == distinct.len() {
+                let (first_at, first_k) = occurrences[left];
+                if at - first_at <= self.near && found(first_at, at) {
+                    return;
+                }
+                held[first_k] -= 1;
+                if held[first_k] == 0 {
+                    holding -= 1;
+                }
+                left += 1;
+            }
+        }
+    }
+}
+
+/// The [start, end) of each normalised token of an ASCII text, in order: where each position
+/// of [`Positions`] was read from (`AnalysedText.offsets`).
+fn token_spans(text: &str) -> Vec<(u32, u32)> {
+    let bytes = text.as_bytes();
+    let mut out = Vec::new();
+    let mut at = 0;
+    while at < bytes.len() {
+        if !bytes[at].is_ascii_alphanumeric() {
+            at += 1;
+            continue;
+        }
+        let start = at;
+        while at < bytes.len() && bytes[at].is_ascii_alphanumeric() {
+            at += 1;
+        }
+        out.push((start as u32, at as u32));
+    }
+    out
 }
 
 /// Trie number -> its delivery, and the terms they name.
@@ -74,11 +198,13 @@ type Parts = FxHashMap<String, Vec<u8>>;
 /// matches were written.
 type Answer<'py> = (Bound<'py, PyList>, Vec<(u32, u32)>, usize);
 
-/// A publication's JSON (`{"id":…,"text":…}`) and its terms' parts of `matched`.
+/// A publication's JSON (`{"id":…,"text":…}`), its terms' parts of `matched`, and where each
+/// of its tokens was read from (for an alternative's spans: `AnalysedText.offsets`).
 struct Publication<'a> {
     id: &'a str,
     text: &'a str,
     parts: Option<&'a Parts>,
+    tokens: Option<&'a [(u32, u32)]>,
 }
 
 fn json_string(out: &mut Vec<u8>, text: &str) {
@@ -126,6 +252,7 @@ impl Table {
         offsets: &[u32],
         wanted: u32,
         publications: &[Publication<'_>],
+        placed: &[Option<Positions>],
         shape: &Shape,
     ) -> (Vec<Written>, Vec<(u32, u32)>, usize) {
         // Per subscription its positions, subscriptions in the order they first match.
@@ -148,6 +275,32 @@ impl Table {
                             })
                             .push(position)
                     }
+                    Some(Delivery {
+                        spans: Some(rule), ..
+                    }) => match placed.get(position as usize).and_then(Option::as_ref) {
+                        // A text the tables cannot vouch for goes to the reference whole.
+                        None => others.push((number, position)),
+                        Some(held) if !rule.holds(held) => {}
+                        // Explained here only where the offsets are at hand (the terms' parts
+                        // and the tokens' places): the reference explains the others.
+                        Some(_)
+                            if shape.explain
+                                && (publications[position as usize].parts.is_none()
+                                    || publications[position as usize].tokens.is_none()) =>
+                        {
+                            others.push((number, position))
+                        }
+                        Some(_) => {
+                            plain += 1;
+                            positions
+                                .entry(number)
+                                .or_insert_with(|| {
+                                    order.push(number);
+                                    Vec::new()
+                                })
+                                .push(position)
+                        }
+                    },
                     _ => others.push((number, position)),
                 }
             }
@@ -187,7 +340,9 @@ impl Table {
                 json_string(&mut head, &entry.id);
                 head.extend_from_slice(b",\"publication\":");
                 for &position in &positions[&number] {
-                    self.rest_of(entry, &publications[position as usize], shape, &mut rest);
+                    let publication = &publications[position as usize];
+                    let held = placed.get(position as usize).and_then(Option::as_ref);
+                    self.rest_of(entry, publication, held, shape, &mut rest);
                     let publication = encoded[position as usize]
                         .get_or_insert_with(|| publication_json(&publications[position as usize]));
                     let place = chunk.places.get(&position).copied();
@@ -226,12 +381,17 @@ impl Table {
         &self,
         entry: &Delivery,
         publication: &Publication<'_>,
+        held: Option<&Positions>,
         shape: &Shape,
         out: &mut Vec<u8>,
     ) {
         out.clear();
         if shape.explain {
-            out.extend_from_slice(b",\"matched\":{\"terms\":{");
+            out.extend_from_slice(b",\"matched\":{");
+            if let Some(rule) = &entry.spans {
+                out.extend_from_slice(&rule.head);
+            }
+            out.extend_from_slice(b"\"terms\":{");
             for (k, &term) in entry.terms.iter().enumerate() {
                 if k > 0 {
                     out.push(b',');
@@ -246,7 +406,14 @@ impl Table {
                     }
                 }
             }
-            out.extend_from_slice(b"}}");
+            out.push(b'}');
+            if let (Some(rule), Some(held), Some(tokens)) = (&entry.spans, held, publication.tokens)
+            {
+                if !rule.spans.is_empty() {
+                    spans_json(rule, held, tokens, out);
+                }
+            }
+            out.push(b'}');
         }
         out.push(b'}');
     }
@@ -294,6 +461,32 @@ impl Table {
             signers: chunk.signer_order,
         }
     }
+}
+
+/// `,"spans":{name:[[start,end],…],…}`: where each span of an alternative holds in the text
+/// (`explain_clause`'s `spans`).
+fn spans_json(rule: &SpanRule, held: &Positions, tokens: &[(u32, u32)], out: &mut Vec<u8>) {
+    out.extend_from_slice(b",\"spans\":{");
+    for (k, span) in rule.spans.iter().enumerate() {
+        if k > 0 {
+            out.push(b',');
+        }
+        json_string(out, &span.name);
+        out.extend_from_slice(b":[");
+        let mut first_place = true;
+        span.places(held, |first, last| {
+            let start = tokens.get(first as usize).map_or(0, |t| t.0);
+            let end = tokens.get(last as usize).map_or(0, |t| t.1);
+            if !first_place {
+                out.push(b',');
+            }
+            first_place = false;
+            let _ = write!(PushDigits(out), "[{start},{end}]");
+            false
+        });
+        out.push(b']');
+    }
+    out.push(b'}');
 }
 
 fn publication_json(publication: &Publication<'_>) -> Vec<u8> {
@@ -361,8 +554,12 @@ impl Deliveries {
     }
 
     /// Say what writing a match of each trie number needs: the subscription's id, its terms,
-    /// the groups its messages go in (``-1``-free: ``None`` for none), the audience it meets,
-    /// and whether its matches are written here (``plain``) or handed back.
+    /// the groups its messages go in (``None`` for none), the audience it meets, whether its
+    /// matches are written here (``plain``) or handed back, and (``spans``, for an alternative
+    /// held back) the phrases and windows that must hold, and those that must not, as
+    /// ``([(term, offset), …], near)``: a candidate breaking them is dropped, not handed back.
+    #[pyo3(signature = (numbers, ids, terms, groups, audiences, plain, spans=None))]
+    #[allow(clippy::too_many_arguments)]
     fn set_many(
         &mut self,
         numbers: Vec<u32>,
@@ -371,8 +568,13 @@ impl Deliveries {
         groups: Vec<(Option<u32>, Option<u32>)>,
         audiences: Vec<u32>,
         plain: Vec<bool>,
+        spans: Option<Vec<Option<RuleIn>>>,
     ) -> PyResult<()> {
         let n = numbers.len();
+        let mut spans = spans.unwrap_or_else(|| (0..n).map(|_| None).collect());
+        if spans.len() != n {
+            return Err(PyValueError::new_err("as many of each, please"));
+        }
         if [
             ids.len(),
             terms.len(),
@@ -397,12 +599,30 @@ impl Deliveries {
         for (k, number) in numbers.into_iter().enumerate() {
             let terms: Box<[u32]> = terms[k].iter().map(|t| self.table.term_number(t)).collect();
             let (first, second) = groups[k];
+            let rule = spans[k].take().map(|(spans, not_spans, head)| {
+                let read = |given: Vec<SpanIn>| -> Vec<Span> {
+                    given
+                        .into_iter()
+                        .map(|(terms, near, name)| Span {
+                            terms: terms.into_iter().map(|(t, o)| (t.into(), o)).collect(),
+                            near,
+                            name: name.into(),
+                        })
+                        .collect()
+                };
+                Box::new(SpanRule {
+                    spans: read(spans),
+                    not_spans: read(not_spans),
+                    head: head.into(),
+                })
+            });
             let entry = Delivery {
                 id: ids[k].as_str().into(),
                 terms,
                 groups: [first.unwrap_or(NO_GROUP), second.unwrap_or(NO_GROUP)],
                 audience: audiences[k],
-                plain: plain[k],
+                plain: plain[k] && rule.is_none(),
+                spans: rule,
             };
             let at = number as usize;
             if self.table.entries.len() <= at {
@@ -432,7 +652,7 @@ impl Deliveries {
     /// delivered both to a webhook and to the match stream counted once). ``analyzer`` reads the offsets of the publications
     /// ``given`` does not hold the parts of (``{position: {term: b'"term":[…]'}}``).
     #[allow(clippy::too_many_arguments)]
-    #[pyo3(signature = (numbers, offsets, wanted, ids, texts, analyzer, given, frame, publisher, stream, most, max_bytes, signers, explain))]
+    #[pyo3(signature = (numbers, offsets, wanted, ids, texts, analyzer, given, given_tokens, frame, publisher, stream, most, max_bytes, signers, explain))]
     fn write<'py>(
         &self,
         py: Python<'py>,
@@ -443,6 +663,7 @@ impl Deliveries {
         texts: Vec<PyBackedStr>,
         analyzer: &Bound<'py, Analyzer>,
         given: FxHashMap<u32, Parts>,
+        given_tokens: FxHashMap<u32, Vec<(u32, u32)>>,
         frame: (Vec<u8>, Vec<u8>, Vec<u8>),
         publisher: String,
         stream: String,
@@ -491,6 +712,22 @@ impl Deliveries {
         } else {
             Vec::new()
         };
+        let positions = self.read_positions(py, &numbers, &offsets, &texts, analyzer)?;
+        // The tokens' places of each text with spans to explain: given (a text the reference
+        // reads), or read here from an ASCII text.
+        let mut given_tokens = given_tokens;
+        let tokens: Vec<Option<Vec<(u32, u32)>>> = positions
+            .iter()
+            .enumerate()
+            .map(|(k, placed)| {
+                if !explain {
+                    return None;
+                }
+                placed.as_ref()?;
+                let given = given_tokens.remove(&(k as u32));
+                given.or_else(|| texts[k].is_ascii().then(|| token_spans(&texts[k])))
+            })
+            .collect();
         let publications: Vec<Publication<'_>> = ids
             .iter()
             .zip(&texts)
@@ -499,11 +736,20 @@ impl Deliveries {
                 id,
                 text,
                 parts: parts.get(k).and_then(Option::as_ref),
+                tokens: tokens.get(k).and_then(Option::as_deref),
             })
             .collect();
         let table = &self.table;
-        let (written, others, plain) =
-            py.detach(|| table.write(&numbers, &offsets, wanted, &publications, &shape));
+        let (written, others, plain) = py.detach(|| {
+            table.write(
+                &numbers,
+                &offsets,
+                wanted,
+                &publications,
+                &positions,
+                &shape,
+            )
+        });
         let out = PyList::empty(py);
         for message in written {
             let signers: Vec<&str> = message
@@ -524,6 +770,38 @@ impl Deliveries {
 }
 
 impl Deliveries {
+    /// Where each term occurs in each publication with a candidate that has spans to check
+    /// (None for the others, and for a text the compiled analyser leaves to the reference).
+    fn read_positions(
+        &self,
+        py: Python<'_>,
+        numbers: &[u32],
+        offsets: &[u32],
+        texts: &[PyBackedStr],
+        analyzer: &Bound<'_, Analyzer>,
+    ) -> PyResult<Vec<Option<Positions>>> {
+        let mut read: Vec<usize> = Vec::new();
+        for (position, run) in offsets.windows(2).enumerate() {
+            let spans = numbers[run[0] as usize..run[1] as usize]
+                .iter()
+                .any(|&n| self.table.entry(n).is_some_and(|e| e.spans.is_some()));
+            if spans {
+                read.push(position);
+            }
+        }
+        let mut positions: Vec<Option<Positions>> = Vec::new();
+        positions.resize_with(texts.len(), || None);
+        if read.is_empty() {
+            return Ok(positions);
+        }
+        let chosen: Vec<&str> = read.iter().map(|&k| &*texts[k]).collect();
+        let found = analyzer.borrow_mut().term_positions(py, &chosen)?;
+        for (position, found) in read.into_iter().zip(found) {
+            positions[position] = found;
+        }
+        Ok(positions)
+    }
+
     /// Each publication's terms' parts of `matched`: those `given`, else read by the compiled
     /// analyser (every publication with a plain match must be ASCII or given).
     fn read_parts(
@@ -538,9 +816,11 @@ impl Deliveries {
         let mut read: Vec<u32> = Vec::new();
         for (position, run) in offsets.windows(2).enumerate() {
             let position = position as u32;
-            let plain = numbers[run[0] as usize..run[1] as usize]
-                .iter()
-                .any(|&n| self.table.entry(n).is_some_and(|e| e.plain));
+            let plain = numbers[run[0] as usize..run[1] as usize].iter().any(|&n| {
+                self.table
+                    .entry(n)
+                    .is_some_and(|e| e.plain || e.spans.is_some())
+            });
             if plain && !given.contains_key(&position) {
                 read.push(position);
             }

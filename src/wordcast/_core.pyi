@@ -80,6 +80,15 @@ class Deliveries:
         groups: Sequence[tuple[int | None, int | None]],
         audiences: Sequence[int],
         plain: Sequence[bool],
+        spans: Sequence[
+            tuple[
+                list[tuple[list[tuple[str, int]], int, str]],
+                list[tuple[list[tuple[str, int]], int, str]],
+                bytes,
+            ]
+            | None
+        ]
+        | None = None,
     ) -> None: ...
     def forget(self, numbers: Sequence[int]) -> None: ...
     def write(
@@ -91,6 +100,7 @@ class Deliveries:
         texts: Sequence[str],
         analyzer: Analyzer,
         given: Mapping[int, Mapping[str, bytes]],
+        given_tokens: Mapping[int, Sequence[tuple[int, int]]],
         frame: tuple[bytes, bytes, bytes],
         publisher: str,
         stream: str,

@@ -13,7 +13,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from wordcast.corpus.workload import post_boolean_queries, post_queries, sample_posts
+from wordcast.corpus.workload import (
+    post_boolean_queries,
+    post_queries,
+    post_span_queries,
+    sample_posts,
+)
 from wordcast.engines.compiled import CompiledCompactTrie
 from wordcast.engines.registry import pattern_index
 from wordcast.query.analysis import Analyzer
@@ -224,3 +229,65 @@ def test_the_writer_follows_the_index() -> None:
         ]
     )
     assert [(m[1], m[2]) for m in written()] == [("http://a/", "d"), ("http://elsewhere/", "b")]
+
+
+def _boolean_subs(queries: Sequence[str], prefix: str) -> list[Subscription]:
+    """The stored records of boolean queries: one per alternative, as the router stores them."""
+    subs = []
+    for k, query in enumerate(queries):
+        read = parse_query(query)
+        for part, clause in enumerate(read.clauses):
+            stored = part_id(f"{prefix}{k}", part) if not read.is_plain else f"{prefix}{k}"
+            subs.append(Subscription(stored, query, clause.words, "http://a/", 0, tenant="t"))
+    return subs
+
+
+def test_phrases_and_windows_checked_in_the_core_deliver_as_the_reference_does() -> None:
+    posts = sample_posts(600, seed=9)
+    spans = post_span_queries(posts, 800, seed=10)
+    subs = _boolean_subs(spans, "s") + [_sub(f"p{k}", q) for k, q in enumerate(spans[:100])]
+    index = _index(subs)
+    assert sum(index.alternatives.spans_only(s.id) is not None for s in subs) > 400
+    batch = Batch(_routed([p.text for p in posts], [p.id for p in posts]), "t", "")
+    reference, compiled = _both(index, batch, 40)
+    delivered = _delivered(compiled)
+    assert delivered == _delivered(reference)
+    assert sum(m[2].startswith("s") for m in delivered) > 100
+
+
+SPAN_WORDS = ["white", "house", "the", "a", "of", "x", "card", "black"]
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    queries=st.lists(
+        st.sampled_from(
+            [
+                '"white house"',
+                '"white the house"',
+                '"house of card"',
+                '"white house" -"black house"',
+                "NEAR/1(white house)",
+                "NEAR/3(white card)",
+                "NEAR/2(house white card)",
+                "white NOT NEAR/2(house card)",
+                '"white house" NEAR/4(card black)',
+                '"x house"',
+            ]
+        ),
+        min_size=1,
+        max_size=6,
+    ),
+    texts=st.lists(
+        st.lists(st.sampled_from([*SPAN_WORDS, "ünï", "Whité"]), max_size=12).map(" ".join),
+        min_size=1,
+        max_size=8,
+    ),
+)
+def test_span_checks_in_the_core_keep_exactly_the_candidates_the_reference_keeps(
+    queries: list[str], texts: list[str]
+) -> None:
+    index = _index(_boolean_subs(queries, "q"))
+    batch = Batch(_routed(texts), "t", "")
+    reference, compiled = _both(index, batch)
+    assert _delivered(compiled) == _delivered(reference)

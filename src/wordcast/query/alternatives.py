@@ -78,6 +78,17 @@ class HeldAlternatives:
         None."""
         return self._clauses.get(stored_id)
 
+    def spans_only(self, stored_id: str) -> Clause | None:
+        """The alternative, when its phrases and proximity windows are all that ``delivering``
+        checks of it (no excluded or filter terms, no earlier alternative); else None."""
+        check = self._checks.get(stored_id)
+        if check is None:
+            return None
+        without, filters, earlier, spans, earlier_spans = check
+        if without or filters or earlier or earlier_spans or spans is None:
+            return None
+        return spans
+
     def subscription_id(self, stored_id: str) -> str:
         return self._subscription.get(stored_id, stored_id)
 

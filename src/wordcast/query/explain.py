@@ -62,6 +62,11 @@ class AnalysedText:
                 if term:
                     offsets.setdefault(term, []).append((start, end))
 
+    @property
+    def token_spans(self) -> list[tuple[int, int]]:
+        """The [start, end) in the text of each normalised token, by position."""
+        return self._spans
+
     def offsets(self, first: int, last: int) -> tuple[int, int]:
         """The text's offsets from the token at position ``first`` to the one at ``last``."""
         return self._spans[first][0], self._spans[last][1]

@@ -7,7 +7,10 @@ trie's numbers the subscription's id, terms, audience and messages (an endpoint 
 its match stream, or both), and writes the messages of every plain match: its audience's, a
 conjunction of keywords served by every placement here. The rest (an alternative of a boolean
 query, a subscription whose placements restrict it, and the matches of the hot words' and the
-patterns' indexes) go through the reference, in messages of their own.
+patterns' indexes) go through the reference, in messages of their own; of an alternative whose
+only condition is its phrases and proximity windows, the core hands back only the candidates
+whose text keeps them (checked on the compiled analyser's positions), so a phrase's candidates
+that fail cost no Python.
 
 The table follows the index: the index notes the ids its changes touch
 (:attr:`.index.MatcherIndex.changed`) and the table reads them again before the next batch.
@@ -18,21 +21,40 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 
+import orjson
+
 from wordcast import _core
 from wordcast.engines.compiled import CompiledCompactTrie
 from wordcast.query.analysis import compiled_analyzer
+from wordcast.query.boolean import Clause
 from wordcast.services.matcher.index import MatcherIndex, Routed
 from wordcast.services.matcher.messages import (
     Batch,
     compiled_reads,
     frame_of,
     messages,
-    reference_parts,
+    reference_reading,
 )
 from wordcast.storage.outbox import Message
 from wordcast.storage.records import STREAM_DELIVERY, audience, delivery_of
 
 NOBODY = 2**32 - 1  # the audience code of a batch no held subscription meets
+
+# A phrase or window as the compiled core takes it: ([(term, offset)], near, str(span)); and a
+# clause's rule: (the spans that must hold, those that must not, the start of its `matched`).
+SpanIn = tuple[list[tuple[str, int]], int, str]
+SpanRule = tuple[list[SpanIn], list[SpanIn], bytes]
+
+
+def _rule(place: int, clause: Clause, written: str) -> SpanRule:
+    """What ``Clause.spans_hold`` checks, for the compiled core to check it, and the start of
+    ``explain_clause``'s answer (alternative ``place``, written so)."""
+    head = orjson.dumps({"alternative": place, "clause": written})[1:-1] + b","
+    return (
+        [(list(span.offsets), span.near, str(span)) for span in clause.spans],
+        [(list(span.offsets), span.near, str(span)) for span in clause.not_spans],
+        head,
+    )
 
 
 class CompiledMessages:
@@ -71,6 +93,7 @@ class CompiledMessages:
         groups: list[tuple[int | None, int | None]] = []
         audiences: list[int] = []
         plain: list[bool] = []
+        spans: list[SpanRule | None] = []
         for sub_id in changed:
             sub = index.subscriptions.get(sub_id)
             number = self.trie.number_of(sub_id)
@@ -79,9 +102,16 @@ class CompiledMessages:
                 # its old number, or answers it for a subscription changed too.
                 continue
             url, to_stream = delivery_of(sub.callback_url)
+            rule = None
+            clause = None if sub_id in index.restricted else index.alternatives.spans_only(sub_id)
+            if clause is not None:
+                held = index.alternatives.clause(sub_id)
+                assert held is not None  # an alternative held has its clause
+                rule = _rule(held[0], clause, held[2])
             numbers.append(number)
-            ids.append(sub_id)
-            terms.append(list(sub.terms))
+            # An alternative's matches are its query's, explained by its clause's words.
+            ids.append(index.alternatives.subscription_id(sub_id))
+            terms.append(list(sub.terms if clause is None else clause.words))
             groups.append(
                 (
                     self._group(sub.tenant, url) if url else None,
@@ -90,7 +120,8 @@ class CompiledMessages:
             )
             audiences.append(self._audience(sub.audience))
             plain.append(sub_id not in index.restricted and sub_id not in index.alternatives)
-        self.deliveries.set_many(numbers, ids, terms, groups, audiences, plain)
+            spans.append(rule)
+        self.deliveries.set_many(numbers, ids, terms, groups, audiences, plain, spans)
 
     def _group(self, tenant: str, url: str) -> int:
         key = (tenant, url)
@@ -122,7 +153,7 @@ class CompiledMessages:
         self.follow()
         index, publications = self.index, batch.publications
         numbers, offsets = self.trie.match_flat([terms for _, _, terms, _ in publications])
-        given = _reference_parts(publications, offsets) if explain else {}
+        given, given_tokens = _reference_reading(publications, offsets) if explain else ({}, {})
         signers = signers_max or len(index.subscriptions) + 1
         written, others, plain = self.deliveries.write(
             numbers,
@@ -132,6 +163,7 @@ class CompiledMessages:
             [publication[1] for publication in publications],
             self.analyzer,
             given,
+            given_tokens,
             frame_of(batch),
             batch.publisher,
             batch.stream,
@@ -162,13 +194,14 @@ class CompiledMessages:
         return found, plain + len(pairs)
 
 
-def _reference_parts(
+def _reference_reading(
     publications: Sequence[Routed], offsets: memoryview
-) -> dict[int, dict[str, bytes]]:
-    """The parts of ``matched`` of each matched publication the compiled analyser leaves to the
-    reference (:func:`.messages.compiled_reads`)."""
-    return {
-        position: reference_parts(publication)
-        for position, publication in enumerate(publications)
-        if offsets[position] != offsets[position + 1] and not compiled_reads(publication)
-    }
+) -> tuple[dict[int, dict[str, bytes]], dict[int, list[tuple[int, int]]]]:
+    """The parts of ``matched``, and the tokens' places, of each matched publication the
+    compiled analyser leaves to the reference (:func:`.messages.compiled_reads`)."""
+    parts: dict[int, dict[str, bytes]] = {}
+    tokens: dict[int, list[tuple[int, int]]] = {}
+    for position, publication in enumerate(publications):
+        if offsets[position] != offsets[position + 1] and not compiled_reads(publication):
+            parts[position], tokens[position] = reference_reading(publication)
+    return parts, tokens

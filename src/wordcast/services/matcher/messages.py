@@ -172,11 +172,13 @@ def compiled_reads(publication: Routed) -> bool:
     return publication[1].isascii() and _language(publication[2]) in _ENGLISH
 
 
-def reference_parts(publication: Routed) -> dict[str, bytes]:
-    """Each term's JSON member of a plain conjunction's ``matched`` (``b'"term":[[s,e]]'``), as
-    the reference reads ``publication``."""
-    offsets = AnalysedText(publication[1], _language(publication[2])).term_offsets
-    return {term: orjson.dumps({term: found})[1:-1] for term, found in offsets.items()}
+def reference_reading(publication: Routed) -> tuple[dict[str, bytes], list[tuple[int, int]]]:
+    """Each term's JSON member of a ``matched`` (``b'"term":[[s,e]]'``), and the places of the
+    text's tokens by position, as the reference reads ``publication``."""
+    analysed = AnalysedText(publication[1], _language(publication[2]))
+    offsets = analysed.term_offsets
+    parts = {term: orjson.dumps({term: found})[1:-1] for term, found in offsets.items()}
+    return parts, analysed.token_spans
 
 
 def frame_of(batch: Batch) -> tuple[bytes, bytes, bytes]:
