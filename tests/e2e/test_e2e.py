@@ -101,24 +101,6 @@ def test_deleted_subscription_stops_matching(cluster: RunningCluster, receiver: 
     assert delivered == [(kept_id, "zoo-1")]
 
 
-def test_a_large_request_is_routed_in_slices_and_every_match_arrives_once(
-    cluster: RunningCluster, receiver: Receiver
-) -> None:
-    """A request of 600 is routed in slices of WORDCAST_ROUTER_ROUTED_BATCH_MAX (250): three
-    batches to the one matcher holding the word, the ids in the order given."""
-    router = httpx.Client(base_url=cluster.router_url, timeout=30, headers=AUTH)
-    made = router.post("/subscriptions", json={"query": "axolotl", "callback_url": receiver.hook})
-    assert made.status_code == 201
-    offset = receiver.count()
-    posts = [{"id": f"slice-{k}", "text": f"axolotl number {k}"} for k in range(600)]
-    response = router.post("/publications", json={"publications": posts})
-    assert response.status_code == 202
-    assert response.json()["ids"] == [p["id"] for p in posts]
-    assert response.json()["routed"] == 3
-    delivered = delivered_after(cluster, receiver, offset, 600)
-    assert sorted(delivered) == sorted((made.json()["id"], p["id"]) for p in posts)
-
-
 def test_a_word_goes_only_to_a_matcher_holding_a_subscription_with_it(
     cluster: RunningCluster, receiver: Receiver
 ) -> None:

@@ -140,7 +140,4 @@ class PublicationsIn(Strict):
 class PublicationsAccepted(BaseModel):
     accepted: int
     ids: list[str]
-    routed: int = Field(
-        description="Batches sent to matchers: one per matcher reached, for each slice of "
-        "`WORDCAST_ROUTER_ROUTED_BATCH_MAX` publications."
-    )
+    routed: int = Field(description="Batches sent to matchers (one per matcher reached).")

@@ -95,38 +95,6 @@ class RoutingStats:
 Routed = dict[int, RoutedBatch]  # matcher -> what goes to it
 
 
-def _slices(count: int, most: int) -> list[tuple[int, int]]:
-    """(start, stop) of consecutive slices of at most ``most`` of ``count`` items."""
-    return [(start, min(start + most, count)) for start in range(0, count, most)] or [(0, 0)]
-
-
-class _Sent:
-    """What routing a request's slices gathered: ids, the log's sample, what backfills read,
-    copies routed and batches sent."""
-
-    __slots__ = ("batches", "ids", "recent", "routed", "sampled")
-
-    def __init__(self) -> None:
-        self.ids: list[str] = []
-        self.sampled: list[tuple[float, tuple[str, ...]]] = []
-        self.recent: list[tuple[str, str, list[str]]] = []
-        self.routed = 0
-        self.batches = 0
-
-    def add(
-        self,
-        ids: list[str],
-        per_matcher: Routed,
-        sampled: list[tuple[float, tuple[str, ...]]],
-        recent: list[tuple[str, str, list[str]]],
-    ) -> None:
-        self.ids += ids
-        self.sampled += sampled
-        self.recent += recent
-        self.routed += sum(len(batch) for batch in per_matcher.values())
-        self.batches += len(per_matcher)
-
-
 class Publishing:
     def __init__(
         self,
@@ -192,70 +160,36 @@ class Publishing:
         size = sum(len(text) for _, text in publications)
         with self.in_flight.hold(publisher, size):
             started = time.perf_counter()
+            accepted = time.time()
+            analysed = await self.analysis.analyse(publications, attributes, languages, size)
             mapping = self.versions.view.active
+            version = mapping.version
+            ids, per_matcher, sampled, recent = await self._route(publications, mapping, analysed)
             shedder = self.shedder
-            shedder.in_flight += len(publications)
-            sent = _Sent()
+            shedder.in_flight += len(ids)
+            sends = (
+                self.links.send(m, version, batch, publisher, stream, accepted)
+                for m, batch in per_matcher.items()
+            )
             try:
-                with self.versions.in_use(mapping.version):
-                    await self._route_and_send(
-                        sent, publications, attributes, languages, publisher, stream, mapping
-                    )
+                with self.versions.in_use(version):
+                    await asyncio.gather(*sends)
             except Unavailable as exc:
                 raise Unavailable(f"{exc}; retry the batch (ids make retries safe)") from exc
             finally:
-                shedder.in_flight -= len(publications)
-        self._keep_samples(sent.sampled)
+                shedder.in_flight -= len(ids)
+        self._keep_samples(sampled)
         settings = self.settings
-        if sent.recent:
+        if recent:
             await self.store.recent.append(
-                publisher, stream, sent.recent, settings.backfill_s, settings.backfill_max_entries
+                publisher, stream, recent, settings.backfill_s, settings.backfill_max_entries
             )
-        PUBLICATIONS.inc(len(sent.ids))
-        ROUTED.inc(sent.routed)
+        PUBLICATIONS.inc(len(ids))
+        ROUTED.inc(sum(len(batch) for batch in per_matcher.values()))
+        if self.stats.version == version:
+            self.stats.record(len(ids), {m: len(b) for m, b in per_matcher.items()})
         BATCH_SECONDS.observe(time.perf_counter() - started)
-        return sent.ids, sent.batches
-
-    async def _route_and_send(
-        self,
-        sent: _Sent,
-        publications: Sequence[tuple[str | None, str]],
-        attributes: Sequence[Mapping[str, Value] | None] | None,
-        languages: Sequence[str | None] | None,
-        publisher: str,
-        stream: str,
-        mapping: HashMapping,
-    ) -> None:
-        """Analyse, route and send ``publications`` a slice of ``routed_batch_max`` at a time,
-        each slice's requests on their way while the next is analysed; returns once every
-        request has ended (raising the first failure)."""
-        accepted, version = time.time(), mapping.version
-        sending: list[asyncio.Future[list[None]]] = []
-        try:
-            for start, stop in _slices(len(publications), self.settings.routed_batch_max):
-                part = publications[start:stop]
-                analysed = await self.analysis.analyse(
-                    part,
-                    attributes[start:stop] if attributes is not None else None,
-                    languages[start:stop] if languages is not None else None,
-                    sum(len(text) for _, text in part),
-                )
-                ids, per_matcher, sampled, recent = await self._route(part, mapping, analysed)
-                sent.add(ids, per_matcher, sampled, recent)
-                if self.stats.version == version:
-                    self.stats.record(len(ids), {m: len(b) for m, b in per_matcher.items()})
-                sends = (
-                    self.links.send(m, version, batch, publisher, stream, accepted)
-                    for m, batch in per_matcher.items()
-                )
-                sending.append(asyncio.gather(*sends))
-                await asyncio.sleep(0)  # this slice's requests start before the next is analysed
-        finally:
-            # Every slice's requests end before the request does, whatever happened.
-            results = await asyncio.gather(*sending, return_exceptions=True)
-        for result in results:
-            if isinstance(result, BaseException):
-                raise result
+        return ids, len(per_matcher)
 
     async def _route(
         self,

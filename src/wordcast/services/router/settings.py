@@ -87,16 +87,6 @@ class RouterSettings(ServiceSettings, MatchStreamLimits):
         "unavailable: the publications are refused with 503 (retrying is safe). A matcher answers "
         "in milliseconds, and within its Redis write deadline (5 s) when Redis is slow.",
     )
-    routed_batch_max: int = Field(
-        default=250,
-        ge=1,
-        le=100_000,
-        description="Publications a request is routed in at once: a larger request is analysed, "
-        "routed and sent to the matchers a slice of this many at a time, each slice on its way "
-        "while the next is analysed, so its first publications are not held back by its last. "
-        "The slices are cut by count, so a request sent again makes the same messages (and "
-        "webhook-ids).",
-    )
     detect_languages: bool = Field(
         default=True,
         description="Detect the language of each publication that does not give one (fastText "
