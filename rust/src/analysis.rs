@@ -111,6 +111,24 @@ pub fn normalised_tokens(text: &str, tokens: &mut Vec<String>) -> Option<()> {
     Some(())
 }
 
+/// The [start, end) of each run of ASCII letters and digits in `bytes`: an ASCII text's tokens.
+pub fn ascii_runs(bytes: &[u8]) -> impl Iterator<Item = (usize, usize)> + '_ {
+    let mut at = 0;
+    std::iter::from_fn(move || {
+        while at < bytes.len() && !bytes[at].is_ascii_alphanumeric() {
+            at += 1;
+        }
+        if at == bytes.len() {
+            return None;
+        }
+        let start = at;
+        while at < bytes.len() && bytes[at].is_ascii_alphanumeric() {
+            at += 1;
+        }
+        Some((start, at))
+    })
+}
+
 /// Call `visit` with each normalised token of `text` (steps 1-3), borrowing from `buffer` where
 /// it can (a plain ASCII text is lowered once and cut, no token allocated); None, before any call,
 /// when a token holds a code point the tables cannot vouch for.

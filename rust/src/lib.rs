@@ -281,24 +281,13 @@ impl Analyzer {
         py: Python<'_>,
         texts: &[&str],
     ) -> PyResult<Vec<Option<Positions>>> {
-        if self.term_of.len() > REMEMBERED_WORDS {
-            self.term_of.clear();
-            self.terms.clear();
-            self.term_ids.clear();
-        }
+        self.forget_if_full();
         let (placed, unseen, dropped) = {
             let term_of = &self.term_of;
             let stop = &self.stop;
             py.detach(|| placed_texts(texts, term_of, stop))
         };
-        for word in dropped {
-            self.term_of.insert(word, DROPPED);
-        }
-        let learned = if unseen.is_empty() {
-            Vec::new()
-        } else {
-            self.learn(py, unseen)?
-        };
+        let learned = self.remember(py, unseen, dropped)?;
         let mut out = Vec::with_capacity(placed.len());
         for found in placed {
             let Some(found) = found else {
@@ -332,11 +321,7 @@ impl Analyzer {
         py: Python<'_>,
         texts: &Bound<'_, PyAny>,
     ) -> PyResult<(Occurrences, Vec<u32>)> {
-        if self.term_of.len() > REMEMBERED_WORDS {
-            self.term_of.clear();
-            self.terms.clear();
-            self.term_ids.clear();
-        }
+        self.forget_if_full();
         let mut backed: Vec<Option<PyBackedStr>> = Vec::new();
         for text in texts.try_iter()? {
             let text = text?.cast_into::<PyString>()?;
@@ -347,14 +332,7 @@ impl Analyzer {
             let stop = &self.stop;
             py.detach(|| ascii_occurrences(&backed, term_of, stop))
         };
-        for word in dropped {
-            self.term_of.insert(word, DROPPED);
-        }
-        let learned = if unseen.is_empty() {
-            Vec::new()
-        } else {
-            self.learn(py, unseen)?
-        };
+        let learned = self.remember(py, unseen, dropped)?;
         Ok((occurrences, learned))
     }
 
@@ -365,11 +343,7 @@ impl Analyzer {
         py: Python<'py>,
         texts: &Bound<'py, PyAny>,
     ) -> PyResult<(Vec<Bound<'py, PyString>>, Vec<Read>)> {
-        if self.term_of.len() > REMEMBERED_WORDS {
-            self.term_of.clear();
-            self.terms.clear();
-            self.term_ids.clear();
-        }
+        self.forget_if_full();
         // A str holding lone surrogates has no UTF-8 form: the reference reads it.
         let mut objects = Vec::new();
         let mut backed: Vec<Option<PyBackedStr>> = Vec::new();
@@ -384,11 +358,8 @@ impl Analyzer {
             let stop = &self.stop;
             py.detach(|| read_texts(&backed, term_of, stop))
         };
-        for word in dropped {
-            self.term_of.insert(word, DROPPED);
-        }
-        if !unseen.is_empty() {
-            let learned = self.learn(py, unseen)?;
+        let learned = self.remember(py, unseen, dropped)?;
+        if !learned.is_empty() {
             for read in reads.iter_mut() {
                 if let Read::Terms(ids) = read {
                     if ids.iter().any(|&id| id >= UNSEEN) {
@@ -404,6 +375,33 @@ impl Analyzer {
             }
         }
         Ok((objects, reads))
+    }
+
+    /// Start afresh once the words remembered pass the bound (the memory of a long-running
+    /// router stays flat).
+    fn forget_if_full(&mut self) {
+        if self.term_of.len() > REMEMBERED_WORDS {
+            self.term_of.clear();
+            self.terms.clear();
+            self.term_ids.clear();
+        }
+    }
+
+    /// Remember the words a read dropped, and learn the terms of those it had not seen; returns
+    /// the term of each unseen word, in order.
+    fn remember(
+        &mut self,
+        py: Python<'_>,
+        unseen: Vec<String>,
+        dropped: FxHashSet<String>,
+    ) -> PyResult<Vec<u32>> {
+        for word in dropped {
+            self.term_of.insert(word, DROPPED);
+        }
+        if unseen.is_empty() {
+            return Ok(Vec::new());
+        }
+        self.learn(py, unseen)
     }
 
     /// Stem words not seen before (PyStemmer, once for all of them) and remember their terms;
@@ -451,18 +449,8 @@ fn ascii_occurrences(
         lower.clear();
         lower.push_str(text);
         lower.make_ascii_lowercase();
-        let bytes = lower.as_bytes();
         let mut found = Vec::new();
-        let mut at = 0;
-        while at < bytes.len() {
-            if !bytes[at].is_ascii_alphanumeric() {
-                at += 1;
-                continue;
-            }
-            let start = at;
-            while at < bytes.len() && bytes[at].is_ascii_alphanumeric() {
-                at += 1;
-            }
+        for (start, at) in analysis::ascii_runs(lower.as_bytes()) {
             let token = &lower[start..at];
             if token.len() < 2 {
                 continue; // one character, dropped without a lookup

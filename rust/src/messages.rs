@@ -142,21 +142,9 @@ impl Span {
 /// The [start, end) of each normalised token of an ASCII text, in order: where each position
 /// of [`Positions`] was read from (`AnalysedText.offsets`).
 fn token_spans(text: &str) -> Vec<(u32, u32)> {
-    let bytes = text.as_bytes();
-    let mut out = Vec::new();
-    let mut at = 0;
-    while at < bytes.len() {
-        if !bytes[at].is_ascii_alphanumeric() {
-            at += 1;
-            continue;
-        }
-        let start = at;
-        while at < bytes.len() && bytes[at].is_ascii_alphanumeric() {
-            at += 1;
-        }
-        out.push((start as u32, at as u32));
-    }
-    out
+    crate::analysis::ascii_runs(text.as_bytes())
+        .map(|(start, end)| (start as u32, end as u32))
+        .collect()
 }
 
 /// Trie number -> its delivery, and the terms they name.
@@ -260,21 +248,22 @@ impl Table {
         let mut positions: FxHashMap<u32, Vec<u32>> = FxHashMap::default();
         let mut others = Vec::new();
         let mut plain = 0;
+        let mut write_here = |number: u32, position: u32| {
+            plain += 1;
+            positions
+                .entry(number)
+                .or_insert_with(|| {
+                    order.push(number);
+                    Vec::new()
+                })
+                .push(position)
+        };
         for (position, run) in offsets.windows(2).enumerate() {
             let position = position as u32;
             for &number in &numbers[run[0] as usize..run[1] as usize] {
                 match self.entry(number) {
                     Some(entry) if entry.audience != wanted => {}
-                    Some(entry) if entry.plain => {
-                        plain += 1;
-                        positions
-                            .entry(number)
-                            .or_insert_with(|| {
-                                order.push(number);
-                                Vec::new()
-                            })
-                            .push(position)
-                    }
+                    Some(entry) if entry.plain => write_here(number, position),
                     Some(Delivery {
                         spans: Some(rule), ..
                     }) => match placed.get(position as usize).and_then(Option::as_ref) {
@@ -290,16 +279,7 @@ impl Table {
                         {
                             others.push((number, position))
                         }
-                        Some(_) => {
-                            plain += 1;
-                            positions
-                                .entry(number)
-                                .or_insert_with(|| {
-                                    order.push(number);
-                                    Vec::new()
-                                })
-                                .push(position)
-                        }
+                        Some(_) => write_here(number, position),
                     },
                     _ => others.push((number, position)),
                 }
