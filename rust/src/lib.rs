@@ -274,12 +274,14 @@ impl Analyzer {
     }
 
     /// Where each term of each text occurs, counting every normalised token (a stop word or a
-    /// token dropped for its length keeps its place), as ``term_positions`` gives it; None for
-    /// a text the tables cannot vouch for, which the reference reads.
+    /// token dropped for its length keeps its place), as ``term_positions`` gives it, the terms
+    /// keyed by ``number_of`` (a term it has no number for is left out); None for a text the
+    /// tables cannot vouch for, which the reference reads.
     pub(crate) fn term_positions(
         &mut self,
         py: Python<'_>,
         texts: &[&str],
+        mut number_of: impl FnMut(&str) -> Option<u32>,
     ) -> PyResult<Vec<Option<Positions>>> {
         self.forget_if_full();
         let (placed, unseen, dropped) = {
@@ -288,6 +290,8 @@ impl Analyzer {
             py.detach(|| placed_texts(texts, term_of, stop))
         };
         let learned = self.remember(py, unseen, dropped)?;
+        // Each term's number, looked up once a call whatever the texts holding it.
+        let mut numbers: FxHashMap<u32, Option<u32>> = FxHashMap::default();
         let mut out = Vec::with_capacity(placed.len());
         for found in placed {
             let Some(found) = found else {
@@ -301,12 +305,15 @@ impl Analyzer {
                 } else {
                     id
                 };
-                let term = self.terms[id as usize].bind(py).to_str()?;
-                match positions.get_mut(term) {
-                    Some(places) => places.push(at),
+                let number = match numbers.get(&id) {
+                    Some(&number) => number,
                     None => {
-                        positions.insert(term.to_owned(), vec![at]);
+                        let term = self.terms[id as usize].bind(py).to_str()?;
+                        *numbers.entry(id).or_insert(number_of(term))
                     }
+                };
+                if let Some(number) = number {
+                    positions.entry(number).or_default().push(at);
                 }
             }
             out.push(Some(positions));
@@ -478,8 +485,8 @@ fn ascii_occurrences(
     (out, words, dropped)
 }
 
-/// A text's terms and the positions they occur at.
-pub(crate) type Positions = FxHashMap<String, Vec<u32>>;
+/// A text's terms (by a number its caller gives them) and the positions they occur at.
+pub(crate) type Positions = FxHashMap<u32, Vec<u32>>;
 
 /// (term id, position) of each kept token of each text, positions counting every normalised
 /// token (None for a text the tables cannot vouch for); unseen and dropped words as in

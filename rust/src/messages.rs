@@ -46,7 +46,7 @@ type RuleIn = (Vec<SpanIn>, Vec<SpanIn>, Vec<u8>);
 /// A phrase (`near` 0: each term at its offset from the first) or a proximity window (`near`
 /// ≥ 1: every term within `near` positions), as `wordcast.query.spans.Span`.
 struct Span {
-    terms: Vec<(Box<str>, i64)>,
+    terms: Vec<(u32, i64)>, // numbers in `Table::terms`
     near: u32,
     name: Box<str>, // as `matched` names it: str(span)
 }
@@ -68,6 +68,29 @@ impl SpanRule {
 
 impl Span {
     fn holds(&self, positions: &Positions) -> bool {
+        if self.near > 0 {
+            if let [(a, _), (b, _)] = self.terms[..] {
+                if a != b {
+                    // Two terms: some pair of their occurrences near enough, found by walking
+                    // both (sorted) lists once, with no window built.
+                    let (Some(a), Some(b)) = (positions.get(&a), positions.get(&b)) else {
+                        return false;
+                    };
+                    let (mut i, mut j) = (0, 0);
+                    while i < a.len() && j < b.len() {
+                        if a[i].abs_diff(b[j]) <= self.near {
+                            return true;
+                        }
+                        if a[i] < b[j] {
+                            i += 1;
+                        } else {
+                            j += 1;
+                        }
+                    }
+                    return false;
+                }
+            }
+        }
         let mut held = false;
         self.places(positions, |_, _| {
             held = true;
@@ -83,12 +106,12 @@ impl Span {
             return;
         };
         if self.near == 0 {
-            let Some(firsts) = positions.get(&**first) else {
+            let Some(firsts) = positions.get(first) else {
                 return;
             };
             let mut others = Vec::with_capacity(self.terms.len() - 1);
             for (term, offset) in &self.terms[1..] {
-                match positions.get(&**term) {
+                match positions.get(term) {
                     Some(places) => others.push((places, offset - start)),
                     None => return,
                 }
@@ -105,18 +128,18 @@ impl Span {
             }
             return;
         }
-        let mut distinct: Vec<&str> = self.terms.iter().map(|(term, _)| &**term).collect();
+        let mut distinct: Vec<u32> = self.terms.iter().map(|&(term, _)| term).collect();
         distinct.sort_unstable();
         distinct.dedup();
         let mut occurrences: Vec<(u32, usize)> = Vec::new();
         for (k, term) in distinct.iter().enumerate() {
-            match positions.get(*term) {
+            match positions.get(term) {
                 Some(places) => occurrences.extend(places.iter().map(|&at| (at, k))),
                 None => return,
             }
         }
-        // Sorted as the reference sorts (position, term): ties go by the term.
-        occurrences.sort_unstable_by(|a, b| (a.0, distinct[a.1]).cmp(&(b.0, distinct[b.1])));
+        // By position (two terms never share one).
+        occurrences.sort_unstable();
         let mut held = vec![0u32; distinct.len()];
         let (mut holding, mut left) = (0, 0);
         for &(at, k) in &occurrences {
@@ -579,12 +602,16 @@ impl Deliveries {
         for (k, number) in numbers.into_iter().enumerate() {
             let terms: Box<[u32]> = terms[k].iter().map(|t| self.table.term_number(t)).collect();
             let (first, second) = groups[k];
+            let table = &mut self.table;
             let rule = spans[k].take().map(|(spans, not_spans, head)| {
-                let read = |given: Vec<SpanIn>| -> Vec<Span> {
+                let mut read = |given: Vec<SpanIn>| -> Vec<Span> {
                     given
                         .into_iter()
                         .map(|(terms, near, name)| Span {
-                            terms: terms.into_iter().map(|(t, o)| (t.into(), o)).collect(),
+                            terms: terms
+                                .into_iter()
+                                .map(|(t, o)| (table.term_number(&t), o))
+                                .collect(),
                             near,
                             name: name.into(),
                         })
@@ -775,7 +802,10 @@ impl Deliveries {
             return Ok(positions);
         }
         let chosen: Vec<&str> = read.iter().map(|&k| &*texts[k]).collect();
-        let found = analyzer.borrow_mut().term_positions(py, &chosen)?;
+        let term_numbers = &self.table.term_numbers;
+        let found = analyzer
+            .borrow_mut()
+            .term_positions(py, &chosen, |term| term_numbers.get(term).copied())?;
         for (position, found) in read.into_iter().zip(found) {
             positions[position] = found;
         }
