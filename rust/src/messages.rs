@@ -640,15 +640,6 @@ impl Deliveries {
         Ok(())
     }
 
-    /// Forget what was said of these numbers (their matches are then handed back).
-    fn forget(&mut self, numbers: Vec<u32>) {
-        for number in numbers {
-            if let Some(slot) = self.table.entries.get_mut(number as usize) {
-                *slot = None;
-            }
-        }
-    }
-
     fn __len__(&self) -> usize {
         self.table.entries.iter().filter(|e| e.is_some()).count()
     }

@@ -90,7 +90,6 @@ class Deliveries:
         ]
         | None = None,
     ) -> None: ...
-    def forget(self, numbers: Sequence[int]) -> None: ...
     def write(
         self,
         numbers: memoryview,
