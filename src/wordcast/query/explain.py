@@ -75,18 +75,27 @@ class AnalysedText:
 _compiled: Any = None  # the compiled analyser that reads offsets, made at first use
 
 
+def offsets_analyzer() -> Any:
+    """The process's compiled analyser for reading offsets (one, so that its words are stemmed
+    and remembered once), or None when ``WORDCAST_ANALYZER=python`` asks for the reference."""
+    global _compiled
+    if os.environ.get("WORDCAST_ANALYZER", "compiled") == "python":
+        return None
+    if _compiled is None:
+        _compiled = compiled_analyzer()
+    return _compiled
+
+
 def compiled_term_parts(texts: Sequence[str]) -> list[dict[str, bytes] | None]:
     """For each English text, its :attr:`AnalysedText.term_offsets` as the JSON members of a
     ``matched``'s ``terms`` (``b'"term":[[start,end]]'``), read by the compiled analyser
     (``wordcast._core``) for many texts at once; None for a text it leaves to
     :class:`AnalysedText` (one that is not ASCII), and for every text when
     ``WORDCAST_ANALYZER=python`` asks for the reference."""
-    global _compiled
-    if os.environ.get("WORDCAST_ANALYZER", "compiled") == "python":
+    analyzer = offsets_analyzer()
+    if analyzer is None:
         return [None] * len(texts)
-    if _compiled is None:
-        _compiled = compiled_analyzer()
-    found: list[dict[str, bytes] | None] = _compiled.term_parts_many(texts)
+    found: list[dict[str, bytes] | None] = analyzer.term_parts_many(texts)
     return found
 
 

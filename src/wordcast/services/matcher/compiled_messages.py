@@ -25,8 +25,8 @@ import orjson
 
 from wordcast import _core
 from wordcast.engines.compiled import CompiledCompactTrie
-from wordcast.query.analysis import compiled_analyzer
 from wordcast.query.boolean import Clause
+from wordcast.query.explain import offsets_analyzer
 from wordcast.services.matcher.index import MatcherIndex, Routed
 from wordcast.services.matcher.messages import (
     Batch,
@@ -66,7 +66,7 @@ class CompiledMessages:
         self.index = index
         self.trie: CompiledCompactTrie = index.terms
         self.deliveries = _core.Deliveries()
-        analyzer = compiled_analyzer()
+        analyzer = offsets_analyzer()  # the reference's explanations read with it too
         if not isinstance(analyzer, _core.Analyzer):
             raise ValueError("compiled messages need the compiled analyser")
         self.analyzer = analyzer

@@ -144,7 +144,7 @@ class _Explanations:
                 part = parts.get(term)
                 if part is None:  # read by the reference, or a term absent (a filter's)
                     offsets = self._analysed(position).term_offsets.get(term, [])
-                    part = parts[term] = orjson.dumps({term: offsets})[1:-1]
+                    part = parts[term] = _part(term, offsets)
                 encoded.append(part)
             return b'{"terms":{' + b",".join(encoded) + b"}}"
         analysed = self._analysed(position)
@@ -166,6 +166,11 @@ def _language(terms: Iterable[str]) -> str | None:
     return next((t[5:] for t in terms if t.startswith("lang:")), None)
 
 
+def _part(term: str, offsets: Sequence[tuple[int, int]]) -> bytes:
+    """A term's JSON member of a ``matched``'s ``terms``: ``b'"term":[[start,end],…]'``."""
+    return orjson.dumps({term: offsets})[1:-1]
+
+
 def compiled_reads(publication: Routed) -> bool:
     """Whether the compiled analyser reads the offsets of ``publication`` for its ``matched``
     (an English ASCII text); the reference reads the others."""
@@ -177,7 +182,7 @@ def reference_reading(publication: Routed) -> tuple[dict[str, bytes], list[tuple
     text's tokens by position, as the reference reads ``publication``."""
     analysed = AnalysedText(publication[1], _language(publication[2]))
     offsets = analysed.term_offsets
-    parts = {term: orjson.dumps({term: found})[1:-1] for term, found in offsets.items()}
+    parts = {term: _part(term, found) for term, found in offsets.items()}
     return parts, analysed.token_spans
 
 
