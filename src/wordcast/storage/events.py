@@ -9,13 +9,15 @@ from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 from wordcast.errors import StoreUnavailable
-from wordcast.storage.records import SubscriptionEvent, event_from_fields, event_order
+from wordcast.storage.records import SubscriptionEvent, event_order, events_from_entry
 from wordcast.storage.redis import translated
 from wordcast.storage.shards import Shards
 
 log = logging.getLogger(__name__)
 
 POLL_MS = 50  # with several shards, how often a follower with nothing to do reads them again
+
+Entry = tuple[str, dict[str, str]]  # an event stream's entry: its id and its fields
 
 
 class EventLog:
@@ -52,7 +54,18 @@ class EventLog:
     async def events_after(
         self, position: str, count: int = 1_000, block_ms: int | None = None
     ) -> list[list[SubscriptionEvent]]:
-        """For each shard, up to ``count`` of its events after ``position``'s id for it.
+        """For each shard, its events in up to ``count`` entries after ``position``'s id for it
+        (:meth:`entries_after`)."""
+        return [
+            [event for entry in entries for event in events_from_entry(*entry, shard)]
+            for shard, entries in enumerate(await self.entries_after(position, count, block_ms))
+        ]
+
+    async def entries_after(
+        self, position: str, count: int = 1_000, block_ms: int | None = None
+    ) -> list[list[Entry]]:
+        """For each shard, up to ``count`` of its entries after ``position``'s id for it, as
+        read (:func:`~.records.events_from_entry` reads their events).
 
         ``block_ms`` waits that long for one when there is none: on one stream with a blocking
         read; with several, which a cluster cannot read in one command, by reading them all
@@ -62,22 +75,17 @@ class EventLog:
         with translated("reading the event stream"):
             if block_ms is not None and len(streams) == 1:
                 reply = await self.client.xread({streams[0]: after[0]}, count=count, block=block_ms)
-                entries = [reply[0][1] if reply else []]
-            else:
-                waited = 0
-                while True:
-                    pipe = self.client.pipeline(transaction=False)
-                    for stream, event_id in zip(streams, after, strict=True):
-                        pipe.xrange(stream, min=f"({event_id}", count=count)
-                    entries = await pipe.execute()
-                    if block_ms is None or waited >= block_ms or any(entries):
-                        break
-                    await asyncio.sleep(POLL_MS / 1000)
-                    waited += POLL_MS
-        return [
-            [event_from_fields(entry_id, fields, shard) for entry_id, fields in shard_entries]
-            for shard, shard_entries in enumerate(entries)
-        ]
+                return [reply[0][1] if reply else []]
+            waited = 0
+            while True:
+                pipe = self.client.pipeline(transaction=False)
+                for stream, event_id in zip(streams, after, strict=True):
+                    pipe.xrange(stream, min=f"({event_id}", count=count)
+                entries: list[list[Entry]] = await pipe.execute()
+                if block_ms is None or waited >= block_ms or any(entries):
+                    return entries
+                await asyncio.sleep(POLL_MS / 1000)
+                waited += POLL_MS
 
 
 def ids_of(position: str, shards: int) -> list[str]:
@@ -127,17 +135,21 @@ class EventFollower:
         await self.catch_up()
         self.ready.set()
 
-    def _take(self, events: list[list[SubscriptionEvent]]) -> None:
-        ids = ids_of(self.position, len(events))
+    def _take(self, entries: list[list[Entry]]) -> None:
+        """Apply the entries past the position (only those are read: concurrent readers often
+        fetch the same tail) and move past them."""
+        ids = ids_of(self.position, len(entries))
         fresh = []
-        for shard, shard_events in enumerate(events):
-            new = [e for e in shard_events if event_order(e.id) > event_order(ids[shard])]
+        for shard, shard_entries in enumerate(entries):
+            at = event_order(ids[shard])
+            new = [entry for entry in shard_entries if event_order(entry[0]) > at]
+            for entry_id, fields in new:
+                fresh += events_from_entry(entry_id, fields, shard)
             if new:
-                fresh += new
-                ids[shard] = new[-1].id
+                ids[shard] = new[-1][0]
         if fresh:
             self._apply(fresh)
-            self.position = " ".join(ids)
+        self.position = " ".join(ids)
 
     async def catch_up(self, until: str | None = None) -> None:
         """Apply every event after the current position (at least up to ``until``)."""
@@ -147,9 +159,9 @@ class EventFollower:
         # already, instead of every request rereading the same tail of the stream.
         async with self._reading:
             while until is None or not reached(self.position, until):
-                events = await self._events.events_after(self.position)
-                self._take(events)
-                if all(len(shard) < 1_000 for shard in events):
+                entries = await self._events.entries_after(self.position)
+                self._take(entries)
+                if all(len(shard) < 1_000 for shard in entries):
                     return
 
     async def _gap(self) -> bool:
@@ -166,12 +178,12 @@ class EventFollower:
             try:
                 if not self.ready.is_set():
                     await self.start()
-                events = await self._events.events_after(self.position, block_ms=self._block_ms)
-                if any(events) and await self._gap():
+                entries = await self._events.entries_after(self.position, block_ms=self._block_ms)
+                if any(entries) and await self._gap():
                     log.warning("subscription events were trimmed before we read them; resyncing")
                     self.ready.clear()
                     continue
-                self._take(events)
+                self._take(entries)
                 delay = 0.1
             except StoreUnavailable as exc:
                 log.warning("event stream unavailable, retrying in %.1fs: %s", delay, exc)

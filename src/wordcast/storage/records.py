@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
+import orjson
+
 from wordcast.routing.placement import Placement, decode, matchers_of
 
 
@@ -170,6 +172,49 @@ def event_from_fields(event_id: str, fields: dict[str, str], shard: int = 0) -> 
         dropped=_word_changes(fields.get("dropped")),
         shard=shard,
     )
+
+
+# A batch entry (op "batch", written by ``ADD_MANY``) holds each add's [sub, matcher, terms,
+# callback_url, query, words, tenant, placements, held, stream].
+
+
+def events_from_entry(
+    entry_id: str, fields: dict[str, str], shard: int = 0
+) -> list[SubscriptionEvent]:
+    """The events one entry of an event stream announces: one change, or a batch's adds (each
+    under the entry's id: a batch is applied, and a position passes it, as a whole)."""
+    if fields.get("op") != "batch":
+        return [event_from_fields(entry_id, fields, shard)]
+    # Read straight into the values (a batch holds a thousand; every follower reads them all).
+    events = []
+    for (
+        sub_id,
+        matcher,
+        terms,
+        callback_url,
+        query,
+        words,
+        tenant,
+        placements,
+        held,
+        stream,
+    ) in orjson.loads(fields["events"]):
+        sub = Subscription(
+            id=sub_id,
+            query=query,
+            terms=tuple(terms.split()),
+            callback_url=callback_url,
+            matcher=int(matcher),
+            tenant=tenant,
+            placements=decode(placements) if placements else (),
+            stream=stream,
+        )
+        events.append(
+            SubscriptionEvent(
+                entry_id, "add", sub, tuple(words.split()), held=_word_changes(held), shard=shard
+            )
+        )
+    return events
 
 
 def _word_changes(text: str | None) -> tuple[tuple[int, tuple[str, ...]], ...]:

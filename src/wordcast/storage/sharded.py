@@ -10,10 +10,11 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from wordcast.routing.placement import Placement
+from wordcast.storage.bulk import over_limit
 from wordcast.storage.records import Subscription
 from wordcast.storage.redis import NO_REPLICAS, Replication
 from wordcast.storage.shards import Shards, latest, position_of
-from wordcast.storage.subscriptions import EVENTS_MAX, SubscriptionStore, over_limit
+from wordcast.storage.subscriptions import EVENTS_MAX, SubscriptionStore
 
 
 class Subscriptions:

@@ -11,10 +11,11 @@ from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from typing import Any
 
-from wordcast.errors import LimitExceeded, NotFound, StaleMapping, StoreUnavailable
+from wordcast.errors import NotFound, StaleMapping, StoreUnavailable
 from wordcast.query.boolean import MAX_ALTERNATIVES, PART_SEPARATOR, part_id
 from wordcast.routing.placement import Placement, encode, matchers_of
-from wordcast.storage import scripts
+from wordcast.storage import bulk, scripts
+from wordcast.storage.bulk import over_limit
 from wordcast.storage.keys import Keys
 from wordcast.storage.records import Subscription, event_order, subscription_from_fields
 from wordcast.storage.redis import NO_REPLICAS, Replication, queue_script, translated
@@ -156,6 +157,7 @@ class SubscriptionStore(SubscriptionReads):
         self.events_max = events_max
         self.replication = replication
         self._add = client.register_script(scripts.ADD)
+        self._add_many = client.register_script(scripts.ADD_MANY)
         self._delete = client.register_script(scripts.DELETE)
         self._add_pattern = client.register_script(scripts.ADD_PATTERN)
         self._rotate = client.register_script(scripts.ROTATE)
@@ -187,32 +189,26 @@ class SubscriptionStore(SubscriptionReads):
         window: str = "0 0",
         others: dict[str, int] | None = None,
     ) -> list[str | BaseException]:
-        """Store subscriptions in order, each with :meth:`add`'s script, in one round trip.
+        """Store keyword subscriptions in order, in one script (``ADD_MANY``) and one round trip,
+        announced by one event for the batch.
 
-        Each one is stored or refused on its own (the scripts are atomic one by one, not as a
-        whole): the answer is, in order, each one's event id or the error :meth:`add` would have
-        raised for it (StaleMapping, LimitExceeded, ValueError for an id that exists).
+        Each one is stored or refused on its own: the answer is, in order, each one's event id
+        (the batch's) or the error :meth:`add` would have raised for it (LimitExceeded,
+        ValueError for an id that exists), or StaleMapping for every one when the window moved.
         ``others``: how many subscriptions each tenant holds in other shards.
         """
         if not subs:
             return []
         others = others or {}
-        pipe = self.client.pipeline(transaction=False)
-        for sub in subs:
-            limit = tenant_limit - others.get(sub.tenant, 0)
-            script, keys, args = self._add_call(sub, limit, window)
-            await queue_script(pipe, script, keys, args)
+        if any(sub.is_pattern for sub in subs):
+            raise TypeError("patterns are added one by one (each needs the anchors before it)")
+        room = {sub.tenant: tenant_limit - others.get(sub.tenant, 0) for sub in subs}
+        keys, payload = bulk.add_many_call(self.keys, self.events_max, subs, window, room)
         with translated("storing subscriptions"):
-            replies = await self.replication.execute(
-                pipe, self.keys.events, "storing subscriptions"
+            reply = await self.replication.run_script(
+                self.client, self._add_many, keys, [payload], "storing subscriptions"
             )
-        answers: list[str | BaseException] = []
-        for sub, event_id in zip(subs, replies, strict=True):
-            try:
-                answers.append(_added(sub, event_id, tenant_limit, window))
-            except (StaleMapping, LimitExceeded, ValueError) as exc:
-                answers.append(exc)
-        return answers
+        return bulk.add_many_answers(reply, subs, tenant_limit, window)
 
     def _add_call(
         self, sub: Subscription, tenant_limit: int, window: str
@@ -397,9 +393,3 @@ def _added(sub: Subscription, event_id: Any, tenant_limit: int, window: str) -> 
     if not event_id:
         raise ValueError(f"subscription id {sub.id} already exists")
     return str(event_id)
-
-
-def over_limit(tenant: str, tenant_limit: int) -> LimitExceeded:
-    return LimitExceeded(
-        f"tenant {tenant!r} holds {tenant_limit} subscriptions, the limit; delete some first"
-    )

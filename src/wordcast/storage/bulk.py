@@ -1,0 +1,77 @@
+"""A batch of subscription changes as one script per shard (:data:`~.scripts.ADD_MANY`): its keys
+and its one JSON argument, and its answer read back.
+
+One script per subscription cost the router more to pack (a dozen arguments each, through
+redis-py) than Redis to run, and every follower read an event per subscription; a batch is one
+argument and one event entry (read by :func:`~.records.events_from_entry`)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import orjson
+
+from wordcast.errors import LimitExceeded, StaleMapping
+from wordcast.routing.placement import Placement, encode, matchers_of
+from wordcast.storage.keys import Keys
+from wordcast.storage.records import Subscription
+
+
+def add_many_call(
+    keys: Keys, events_max: int, subs: Sequence[Subscription], window: str, room: dict[str, int]
+) -> tuple[list[str], bytes]:
+    """``ADD_MANY``'s keys and argument for keyword subscriptions placed for ``window``; ``room``:
+    each tenant's limit in this shard."""
+    tenants = list(room)
+    tenant_at = {tenant: k for k, tenant in enumerate(tenants, 1)}
+    placed = [sub.placements or (Placement(sub.matcher, 0),) for sub in subs]
+    matchers = sorted({m for placements in placed for m in matchers_of(placements)})
+    matcher_at = {matcher: k for k, matcher in enumerate(matchers, 1)}
+    rows = [
+        [
+            sub.id, str(sub.matcher), sub.query, " ".join(sub.terms), sub.callback_url,
+            repr(sub.created), tenant_at[sub.tenant], sub.secret, encode(placements),
+            sub.stream, [matcher_at[m] for m in matchers_of(placements)],
+        ]
+        for sub, placements in zip(subs, placed, strict=True)
+    ]  # fmt: skip
+    argument = {
+        "w": window,
+        "m": events_max,
+        "tn": tenants,
+        "tr": [room[tenant] for tenant in tenants],
+        "o": [str(m) for m in matchers],
+        "s": rows,
+    }
+    touched = [keys.words, keys.events, keys.window]
+    touched += [keys.tenant_subs(tenant) for tenant in tenants]
+    for matcher in matchers:
+        touched += [keys.matcher_subs(matcher), keys.matcher_words(matcher)]
+    touched += [keys.sub(sub.id) for sub in subs]
+    return touched, orjson.dumps(argument)
+
+
+def add_many_answers(
+    reply: Any, subs: Sequence[Subscription], tenant_limit: int, window: str
+) -> list[str | BaseException]:
+    """Each subscription's event id (the batch's), or the error one added alone would raise."""
+    if str(reply) == "-1":
+        stale = StaleMapping(f"the mapping window is no longer {window!r}")
+        return [stale] * len(subs)
+    event_id, codes = orjson.loads(reply)
+    answers: list[str | BaseException] = []
+    for sub, code in zip(subs, codes, strict=True):
+        if code == 1:
+            answers.append(event_id)
+        elif code == 0:
+            answers.append(over_limit(sub.tenant, tenant_limit))
+        else:
+            answers.append(ValueError(f"subscription id {sub.id} already exists"))
+    return answers
+
+
+def over_limit(tenant: str, tenant_limit: int) -> LimitExceeded:
+    return LimitExceeded(
+        f"tenant {tenant!r} holds {tenant_limit} subscriptions, the limit; delete some first"
+    )
