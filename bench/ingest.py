@@ -6,8 +6,9 @@ batches of 500, ``--in-flight`` requests at a time). Then it measures:
 
 - the rate of registering, and the Redis memory the subscriptions take (``INFO memory``
   ``used_memory`` after against before, divided by their number);
-- a matcher killed with SIGKILL: seconds from the kill, and from the supervisor's new process,
-  until ``/readyz`` answers 200 again (the snapshot of its subscriptions loaded);
+- a matcher killed with SIGKILL, once it has written a checkpoint of what it holds: seconds from
+  the kill, and from the supervisor's new process, until ``/readyz`` answers 200 again (its
+  checkpoint read and the changes since replayed);
 - the router likewise (its cold start: the replica of the word maps and the mapping versions).
 
 Every run checks that Redis holds exactly the subscriptions registered. → ``results/ingest.json``.
@@ -77,8 +78,13 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     queries = post_queries(posts, args.subscriptions, seed=8, sizes=(2, 2, 3))
     # One tenant registers them all: its quota (100,000 by default) must admit them.
     os.environ["WORDCAST_ROUTER_MAX_SUBSCRIPTIONS_PER_TENANT"] = str(len(queries))
+    os.environ["WORDCAST_MATCHER_CHECKPOINT_EVERY_S"] = str(args.checkpoint_every)
     with Cluster(
-        matchers=2, port=free_port(), receiver=True, receiver_quiet=True, out=lambda line: None
+        matchers=args.matchers,
+        port=free_port(),
+        receiver=True,
+        receiver_quiet=True,
+        out=lambda line: None,
     ) as cluster:
         before = _used_memory(cluster.redis_url)
         seconds = asyncio.run(
@@ -90,8 +96,16 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         held = _count(cluster.redis_url, cluster.namespace)
         assert held == len(queries), f"Redis holds {held:,} of {len(queries):,}"
         print(f"Redis: {memory / len(queries):,.0f} bytes a subscription", flush=True)
+        checkpointed = _checkpointed(cluster.matcher_urls[0], args.checkpoint_every * 3 + 120)
+        print(f"matcher-0 wrote its checkpoint {checkpointed:.1f} s after the import", flush=True)
         matcher = _restart(cluster, cluster.service("matcher-0"), cluster.matcher_urls[0])
-        print(f"matcher-0 serving again {matcher['from_kill_s']:.1f} s after SIGKILL", flush=True)
+        matcher["holding"] = httpx.get(f"{cluster.matcher_urls[0]}/stats").json()["subscriptions"]
+        matcher["loaded_from"] = httpx.get(f"{cluster.matcher_urls[0]}/stats").json()["loaded_from"]
+        print(
+            f"matcher-0 ({matcher['holding']:,} subscriptions) serving again "
+            f"{matcher['from_kill_s']:.1f} s after SIGKILL, from its {matcher['loaded_from']}",
+            flush=True,
+        )
         router = _restart(cluster, cluster.service("router"), cluster.router_url)
         print(f"router serving again {router['from_kill_s']:.1f} s after SIGKILL", flush=True)
     return {
@@ -104,6 +118,17 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "matcher_restart": matcher,
         "router_restart": router,
     }
+
+
+def _checkpointed(url: str, timeout: float) -> float:
+    """Seconds until the matcher at ``url`` holds a checkpoint of everything it follows."""
+    started = time.monotonic()
+    while time.monotonic() - started < timeout:
+        stats = httpx.get(f"{url}/stats", timeout=5).json()
+        if stats["checkpoint_position"] == stats["event_position"]:
+            return time.monotonic() - started
+        time.sleep(0.5)
+    raise TimeoutError(f"no checkpoint within {timeout:g} s")
 
 
 def _count(redis_url: str, namespace: str) -> int:
@@ -121,6 +146,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--subscriptions", type=int, default=1_000_000)
     parser.add_argument("--in-flight", type=int, default=4, help="batch requests at a time")
+    parser.add_argument("--matchers", type=int, default=2)
+    parser.add_argument(
+        "--checkpoint-every", type=float, default=60.0, help="seconds between checkpoints"
+    )
     parser.add_argument("--pool", type=int, default=50_000, help="corpus posts drawn from")
     parser.add_argument("--name", default="ingest")
     args = parser.parse_args()

@@ -159,6 +159,10 @@ class Cluster(Supervisor):
             "WORDCAST_MATCHER_ORDINAL": str(ordinal),
             "WORDCAST_MATCHER_PORT": str(mport),
             "WORDCAST_MATCHER_LOG_LEVEL": self.log_level,
+            # Its restart reads what it holds from there, and only the changes since from Redis.
+            "WORDCAST_MATCHER_CHECKPOINT_DIR": os.environ.get(
+                "WORDCAST_MATCHER_CHECKPOINT_DIR", str(self.data_dir / "checkpoints")
+            ),
         }
         argv = [sys.executable, "-m", "wordcast", "matcher"]
         return Service(f"matcher-{ordinal}", argv, env, http_ready(f"{url}/readyz"))

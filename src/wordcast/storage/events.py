@@ -51,6 +51,30 @@ class EventLog:
             replies = await pipe.execute()
         return [str(first[0][0]) if first else None for first in replies]
 
+    async def kept_after(self, position: str) -> bool:
+        """Whether every event after ``position`` is still in the streams: none was trimmed
+        away before it was read (a position from an older stream, reset since, is not)."""
+        streams = await self.streams()
+        pipe = self.client.pipeline(transaction=False)
+        for stream in streams:
+            pipe.xinfo_stream(stream)
+        with translated("reading the event stream"):
+            infos = await pipe.execute(raise_on_error=False)
+        for at, info in zip(ids_of(position, len(streams)), infos, strict=True):
+            if isinstance(info, Exception):  # "no such key": a stream never written
+                if event_order(at) != (0, 0):
+                    return False
+                continue
+            last = event_order(str(info["last-generated-id"]))
+            first = info.get("first-entry")
+            if event_order(at) > last:
+                return False  # ahead of the stream: it was deleted and begun again
+            if event_order(at) < last and (
+                not first or event_order(str(first[0])) > event_order(at)
+            ):
+                return False  # the entries after it may have been trimmed
+        return True
+
     async def events_after(
         self, position: str, count: int = 1_000, block_ms: int | None = None
     ) -> list[list[SubscriptionEvent]]:
@@ -106,7 +130,8 @@ def reached(position: str, until: str) -> bool:
 class EventFollower:
     """Keeps an in-memory replica (a router's s(W), a matcher's index) in step with Redis.
 
-    ``start`` records the stream position, loads a snapshot, then replays what came after; ``run``
+    ``start`` records the stream position, loads a snapshot (which may name an earlier position
+    it reflects instead), then replays what came after; ``run``
     then tails the stream. Applying an event must be idempotent per subscription (last event wins),
     which makes replaying events the snapshot already reflects harmless. ``catch_up`` lets a request
     handler apply everything up to a given position before it answers (read-your-writes). With
@@ -116,7 +141,7 @@ class EventFollower:
     def __init__(
         self,
         events: EventLog,
-        load_snapshot: Callable[[], Awaitable[None]],
+        load_snapshot: Callable[[], Awaitable[str | None]],
         apply: Callable[[Iterable[SubscriptionEvent]], None],
         block_ms: int = 1_000,
     ) -> None:
@@ -130,8 +155,8 @@ class EventFollower:
 
     async def start(self) -> None:
         position = await self._events.last_event_id()
-        await self._load_snapshot()
-        self.position = position
+        # A snapshot from elsewhere (a matcher's checkpoint) says which position it reflects.
+        self.position = await self._load_snapshot() or position
         await self.catch_up()
         self.ready.set()
 

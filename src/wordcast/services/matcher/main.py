@@ -47,9 +47,14 @@ def create_app(settings: MatcherSettings | None = None) -> FastAPI:
                 in_background(state.follower.run(), "events"),
                 in_background(state.dispatcher.run(), "dispatch"),
                 in_background(state.register(), "registration"),
+                in_background(state.keep_checkpoints(), "checkpoints"),
             ):
                 yield
         finally:
+            try:
+                await state.checkpoint()
+            except OSError as exc:
+                log.warning("could not write the matcher's checkpoint: %s", exc)
             await state.backfills.stop()
             await state.dispatcher.close(settings.shutdown_drain_s)
             try:

@@ -61,6 +61,18 @@ class MatcherSettings(ServiceSettings):
         ge=1,
         description="Messages the outbox may hold; beyond it routed batches get 503 (back-pressure).",
     )
+    checkpoint_dir: Path | None = Field(
+        default=None,
+        description="A local directory for this matcher's checkpoint (the subscriptions it holds "
+        "and the event position they reflect): a restart reads it and replays only the changes "
+        "since, instead of reading every record from Redis. Unset: no checkpoint.",
+    )
+    checkpoint_every_s: float = Field(
+        default=60.0,
+        gt=0,
+        description="Seconds between checkpoints while subscriptions change (one is also "
+        "written when the matcher stops).",
+    )
     redis_memory_max: ByteSize = Field(
         default=ByteSize(0),
         ge=0,

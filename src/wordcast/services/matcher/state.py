@@ -20,6 +20,7 @@ from wordcast.engines.termstats import TermStats
 from wordcast.errors import StoreUnavailable
 from wordcast.query.boolean import PART_SEPARATOR
 from wordcast.services.matcher.backfill import Backfills
+from wordcast.services.matcher.checkpoint import CheckpointKeeper, MatcherCheckpoints
 from wordcast.services.matcher.compiled_messages import CompiledMessages
 from wordcast.services.matcher.dispatcher import Dispatcher
 from wordcast.services.matcher.endpoints import DeliveryEndpoints
@@ -29,7 +30,7 @@ from wordcast.services.matcher.settings import MatcherSettings
 from wordcast.storage import Store
 from wordcast.storage.events import EventFollower
 from wordcast.storage.outbox import Message
-from wordcast.storage.records import SubscriptionEvent
+from wordcast.storage.records import Subscription, SubscriptionEvent
 
 log = logging.getLogger(__name__)
 
@@ -77,6 +78,16 @@ class MatcherState:
         self.matches = 0
         self.backfills = Backfills(self, self._new_index)
         self._compiled: CompiledMessages | None = None
+        self.loaded_from = ""  # where the index was last loaded from: "checkpoint" or "redis"
+        self.checkpoints = (
+            CheckpointKeeper(
+                MatcherCheckpoints(settings.checkpoint_dir, settings.namespace, self.ordinal),
+                store.events,
+                settings.checkpoint_every_s,
+            )
+            if settings.checkpoint_dir is not None
+            else None
+        )
         self._internal_token: bytes | None = None  # read from Redis with the first snapshot
         self._token_read_at = -math.inf
 
@@ -152,35 +163,60 @@ class MatcherState:
             )
         return released
 
-    async def _load_snapshot(self) -> None:
+    async def _load_snapshot(self) -> str | None:
+        """Hold what Redis holds for this matcher: from the checkpoint if there is a usable one
+        (its position returned, for the events after it to be replayed), else every record."""
         self._internal_token = (await self.store.cluster.internal_token()).encode()
         self._token_read_at = time.monotonic()
         index = self._new_index()
-        started = last_said = time.monotonic()
+        started = time.monotonic()
         # A million long-lived objects arrive: the cyclic collector would walk them all again and
         # again as they do, and none of them is garbage.
         collecting = gc.isenabled()
         gc.disable()
         try:
-            async for page in self.store.word_maps.placed_on(self.ordinal):
-                index.load(page)  # meanwhile the next pages are read (and probes answered)
-                if time.monotonic() - last_said > 5:
-                    last_said = time.monotonic()
-                    log.info("matcher %d: %d subscriptions loaded…", self.ordinal, len(index))
+            checkpoint = await self.checkpoints.load() if self.checkpoints else None
+            if checkpoint is not None:
+                index.load(checkpoint.subscriptions)
+            else:
+                await self._load_records(index)
         finally:
             if collecting:
                 gc.enable()
         self.index = index
+        self.loaded_from = "checkpoint" if checkpoint else "redis"
         compiled = self._compiled_messages()
         if compiled is not None:
             compiled.follow()  # every subscription read now, not at the first batch
         SUBSCRIPTIONS.set(len(index))
         log.info(
-            "matcher %d loaded %d subscriptions from Redis in %.1f s",
+            "matcher %d loaded %d subscriptions from %s in %.1f s",
             self.ordinal,
             len(index),
+            "its checkpoint" if checkpoint else "Redis",
             time.monotonic() - started,
         )
+        return checkpoint.position if checkpoint else None
+
+    async def _load_records(self, index: MatcherIndex) -> None:
+        last_said = time.monotonic()
+        async for page in self.store.word_maps.placed_on(self.ordinal):
+            index.load(page)  # meanwhile the next pages are read (and probes answered)
+            if time.monotonic() - last_said > 5:
+                last_said = time.monotonic()
+                log.info("matcher %d: %d subscriptions loaded…", self.ordinal, len(index))
+
+    async def keep_checkpoints(self) -> None:
+        if self.checkpoints is not None:
+            await self.checkpoints.keep(self.follower, self._held)
+
+    def _held(self) -> list[Subscription]:
+        return list(self.index.subscriptions.values())
+
+    async def checkpoint(self) -> None:
+        """Write a checkpoint now (when one is kept and the index is loaded)."""
+        if self.checkpoints is not None and self.ready:
+            await self.checkpoints.write(self.follower.position, self._held)
 
     def _apply(self, events: Iterable[SubscriptionEvent]) -> None:
         events = list(events)

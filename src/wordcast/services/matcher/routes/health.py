@@ -35,6 +35,8 @@ async def stats(state: State) -> dict[str, Any]:
         "delivery_failures": state.dispatcher.failed,
         "streamed": state.dispatcher.streams.streamed,
         "event_position": state.follower.position,
+        "loaded_from": state.loaded_from,
+        "checkpoint_position": state.checkpoints.written if state.checkpoints else None,
         # Counts only: the list names subscriptions, so it answers routers alone
         # (GET /internal/backfills).
         "backfills": state.backfills.summary(),
