@@ -105,7 +105,8 @@ def test_a_killed_matcher_starts_from_its_checkpoint_and_replays_the_changes_sin
 
     _changed_meanwhile(one_matcher, receiver, seed=2)
     killed = _restart(one_matcher, signal.SIGKILL)
-    assert killed["loaded_from"] == "checkpoint"
+    said = [line for line in one_matcher.output if "checkpoint is not used" in line]
+    assert killed["loaded_from"] == "checkpoint", said
     assert killed["checkpoint_position"] == stopped["checkpoint_position"]
     assert killed["event_position"] != killed["checkpoint_position"], "the tail was replayed"
     assert killed["subscriptions"] == len(_held(one_matcher))
@@ -142,3 +143,27 @@ def test_a_checkpoint_older_than_the_event_stream_keeps_is_passed_over(
     assert stats["loaded_from"] == "redis"
     assert stats["subscriptions"] == len(_held(one_matcher))
     _delivers_exactly(one_matcher, receiver, "after-trim")
+
+
+def test_the_services_record_their_progress_and_the_stream_keeps_only_what_they_need(
+    one_matcher: RunningCluster, receiver: Receiver, redis_url: str
+) -> None:
+    """The router needs the events it has not read; the matcher those since its checkpoint."""
+    client = connect_sync(redis_url)
+    events = f"{one_matcher.namespace}:events"
+    for seed in range(7, 12):  # batches of 50: an entry each
+        subscribe_terms(one_matcher, post_queries(POSTS[:2_000], 50, seed=seed), receiver.hook)
+    last = str(client.xrevrange(events, count=1)[0][0])
+
+    def trimmed() -> bool:
+        stats = httpx.get(f"{one_matcher.matcher_urls[0]}/stats", timeout=5).json()
+        needs = {"matcher": stats["checkpoint_position"] or stats["event_position"], "router": last}
+        readers = client.hgetall(f"{events}:readers")
+        kept = [str(entry_id) for entry_id, _ in client.xrange(events)]
+        return (
+            {name.split(":")[0]: value.split()[0] for name, value in readers.items()} == needs
+            and needs["matcher"] in [*kept, "0-0"]  # what the matcher needs is kept…
+            and len(client.xrange(events, max=f"({needs['matcher']}")) < 100  # …little else
+        )
+
+    eventually(trimmed, 30, 0.2, "both services' progress recorded and the stream trimmed")

@@ -381,3 +381,69 @@ def test_a_matchers_snapshot_reads_every_record_once_in_pages_and_skips_the_dele
         assert all(s == stored[s.id] for s in seen)
 
     asyncio.run(scenario())
+
+
+def test_a_batch_is_one_entry_whose_events_a_follower_reads_like_single_adds(
+    redis_url: str, namespace: str
+) -> None:
+    """ADD_MANY stores a batch in one script: one stream entry, each add's event in it (the
+    words born and held as one script each would name them), refusing duplicates and what is
+    over the tenant's limit one by one."""
+
+    async def scenario() -> None:
+        client = connect(redis_url)
+        store = Store(client, namespace)
+        await store.subscriptions.add(_sub(0, ("lion", "zebra"), 1))
+        batch = [_sub(1, ("okapi", "zebra"), 0), _sub(0, ("x", "y"), 0)]
+        batch += [_sub(k, ("lion", f"w{k}"), 1) for k in range(2, 6)]
+        answers = await store.subscriptions.add_many(batch, tenant_limit=5)
+        stored = [a for a in answers if isinstance(a, str)]
+        assert len(set(stored)) == 1, "one event for the batch"
+        assert isinstance(answers[1], ValueError), "id0 exists"
+        assert "limit" in str(answers[5]), "the sixth would be over the limit of 5"
+        shards = await store.events.events_after("0-0")
+        adds = [e for events in shards for e in events if e.id == stored[0]]
+        assert [e.subscription.id for e in adds] == ["id1", "id2", "id3", "id4"]
+        assert adds[0].words == ("okapi",)  # zebra was born by id0's own add
+        assert adds[0].held == ((0, ("okapi", "zebra")),)
+        assert adds[1].held == ((1, ("w2",)),)
+        assert adds[1].subscription == replace(batch[2], placements=(Placement(1, 0),))
+        await client.aclose()
+
+    asyncio.run(scenario())
+
+
+def test_the_event_stream_is_trimmed_to_what_every_reader_has_read(
+    redis_url: str, namespace: str
+) -> None:
+    """Each follower's recorded progress holds the stream; one silent for longer than it is
+    kept for is forgotten, and the rest is trimmed."""
+
+    async def scenario() -> None:
+        client = connect(redis_url)
+        store = Store(client, namespace)
+        shards = await store.shards.keys()
+        if len(shards) > 1:
+            pytest.skip("several shards: each is trimmed by the same script as one")
+        [keys] = shards
+        for k in range(300):
+            await store.subscriptions.add(_sub(k, ("w", f"t{k}"), 0))
+        ids = [entry_id for entry_id, _ in await client.xrange(keys.events)]
+        await store.events.record_progress("slow", ids[99], 60)
+        await store.events.record_progress("fast", ids[-1], 60)
+        left = await client.xrange(keys.events)
+        assert left[0][0] <= ids[99], "the slow reader's unread entries stay"
+        assert len(left) >= 200
+        await store.events.record_progress("slow", ids[-1], 60)
+        await store.events.record_progress("fast", ids[-1], 60)
+        assert len(await client.xrange(keys.events)) < 150, "read by both: trimmed"
+        for k in range(300, 400):
+            await store.subscriptions.add(_sub(k, ("w", f"t{k}"), 0))
+        await store.events.record_progress("fast", (await store.events.last_event_id()), 1)
+        await asyncio.sleep(2.1)  # the slow reader says nothing for longer than it is kept for
+        await store.events.record_progress("fast", (await store.events.last_event_id()), 1)
+        assert await client.hkeys(keys.event_readers) == ["fast"]
+        assert len(await client.xrange(keys.events)) <= 100, "trimmed past the forgotten reader"
+        await client.aclose()
+
+    asyncio.run(scenario())

@@ -113,9 +113,18 @@ class ServiceSettings(BaseSettings):
         default=EVENTS_MAX,
         ge=1_000,
         validation_alias=AliasChoices("WORDCAST_EVENTS_MAX"),
-        description="The subscription event stream is trimmed to about this many events "
-        "(~180 bytes each in Redis). A router or matcher that falls further behind (one "
-        "restarting under a large import) loads a snapshot again instead of replaying.",
+        description="A bound on the subscription event stream's entries (a batch of "
+        "subscriptions is one): it is trimmed to what every follower has read, and to about this "
+        "many whatever they have read. A router or matcher that falls further behind loads a "
+        "snapshot again instead of replaying.",
+    )
+    events_kept_for_s: float = Field(
+        default=600.0,
+        gt=0,
+        validation_alias=AliasChoices("WORDCAST_EVENTS_KEPT_FOR_S"),
+        description="How long the event stream keeps what a follower that stopped reading (a "
+        "matcher down, a router gone) has not read. A matcher back within it replays the "
+        "changes since its checkpoint; one back later loads every record.",
     )
     header_timeout_s: float = Field(
         default=10.0,

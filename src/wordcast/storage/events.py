@@ -5,17 +5,21 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
+import time
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 from wordcast.errors import StoreUnavailable
+from wordcast.storage import scripts
 from wordcast.storage.records import SubscriptionEvent, event_order, events_from_entry
-from wordcast.storage.redis import translated
+from wordcast.storage.redis import queue_script, translated
 from wordcast.storage.shards import Shards
 
 log = logging.getLogger(__name__)
 
 POLL_MS = 50  # with several shards, how often a follower with nothing to do reads them again
+PROGRESS_EVERY_S = 2.0  # how often a reading follower records its progress (and trims)
 
 Entry = tuple[str, dict[str, str]]  # an event stream's entry: its id and its fields
 
@@ -27,6 +31,19 @@ class EventLog:
     def __init__(self, client: Any, shards: Shards) -> None:
         self.client = client
         self.shards = shards
+        self._trim = client.register_script(scripts.TRIM_EVENTS)
+
+    async def record_progress(self, reader: str, position: str, forget_after_s: float) -> int:
+        """Note that ``reader`` has read every shard's stream up to ``position``, and trim each
+        to what every reader heard from within ``forget_after_s`` has read; entries trimmed."""
+        shards = await self.shards.keys()
+        pipe = self.client.pipeline(transaction=False)
+        for keys, at in zip(shards, ids_of(position, len(shards)), strict=True):
+            await queue_script(
+                pipe, self._trim, [keys.events, keys.event_readers], [reader, at, forget_after_s]
+            )
+        with translated("recording progress through the event stream"):
+            return sum(int(trimmed) for trimmed in await pipe.execute())
 
     async def streams(self) -> list[str]:
         return [keys.events for keys in await self.shards.keys()]
@@ -144,11 +161,21 @@ class EventFollower:
         load_snapshot: Callable[[], Awaitable[str | None]],
         apply: Callable[[Iterable[SubscriptionEvent]], None],
         block_ms: int = 1_000,
+        reader: str = "",
+        forget_after_s: float = 600.0,
+        kept_from: Callable[[], str] | None = None,
     ) -> None:
         self._events = events
         self._load_snapshot = load_snapshot
         self._apply = apply
         self._block_ms = block_ms
+        # Named, it records its progress, and the stream is trimmed to what every reader has read.
+        # What it records is its position, or ``kept_from()``: an earlier one it may restart
+        # from (a matcher's checkpoint), whose events must stay.
+        self.reader = reader
+        self.forget_after_s = forget_after_s
+        self._kept_from = kept_from
+        self._reported = ("", -math.inf)  # the position last recorded, and when
         self.position = "0-0"
         self.ready = asyncio.Event()
         self._reading = asyncio.Lock()
@@ -197,6 +224,19 @@ class EventFollower:
             for first, at in zip(firsts, ids_of(self.position, len(firsts)), strict=True)
         )
 
+    async def _record_progress(self) -> None:
+        """Record the position needed now and then: every PROGRESS_EVERY_S while it moves, and
+        often enough while it does not that the stream keeps what this reader still needs."""
+        if not self.reader:
+            return
+        needed = (self._kept_from() if self._kept_from else "") or self.position
+        reported, at = self._reported
+        since = time.monotonic() - at
+        if since < PROGRESS_EVERY_S or (needed == reported and since < self.forget_after_s / 4):
+            return
+        self._reported = (needed, time.monotonic())
+        await self._events.record_progress(self.reader, needed, self.forget_after_s)
+
     async def run(self) -> None:
         delay = 0.1
         while True:
@@ -209,6 +249,7 @@ class EventFollower:
                     self.ready.clear()
                     continue
                 self._take(entries)
+                await self._record_progress()
                 delay = 0.1
             except StoreUnavailable as exc:
                 log.warning("event stream unavailable, retrying in %.1fs: %s", delay, exc)

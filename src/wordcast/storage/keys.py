@@ -10,6 +10,7 @@ class Keys:
         self.ns = ns
         self.words = f"{ns}:words"
         self.events = f"{ns}:events"
+        self.event_readers = f"{ns}:events:readers"  # each follower's progress through events
         self.publications = f"{ns}:publications"
         self.recent = f"{ns}:recent"  # recent publications, for backfill
         self.pattern_load = f"{ns}:pattern_load"

@@ -230,6 +230,31 @@ return redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[6], '*', 'op', 'move', 's
                   'anchor_joined', table.concat(joined, ' '), 'anchor_left', table.concat(left, ' '))
 """
 
+# A follower's progress through one shard's event stream, and the stream trimmed to what every
+# follower still present has read. KEYS: 1 events, 2 the followers' progress (hash name -> "id
+# seconds"). ARGV: 1 the follower, 2 the id it has read up to, 3 seconds after which a silent
+# follower is forgotten (a matcher down that long loads in full when it comes back). Answers
+# the number of entries trimmed. Time is Redis's, so followers' clocks need not agree.
+TRIM_EVENTS = """
+local now = tonumber(redis.call('TIME')[1])
+redis.call('HSET', KEYS[2], ARGV[1], ARGV[2] .. ' ' .. now)
+local low_ms, low_seq
+local readers = redis.call('HGETALL', KEYS[2])
+for i = 1, #readers, 2 do
+  local ms, seq, seen = string.match(readers[i + 1], '^(%d+)-(%d+) (%d+)$')
+  if not ms or now - tonumber(seen) > tonumber(ARGV[3]) then
+    redis.call('HDEL', KEYS[2], readers[i])
+  else
+    ms, seq = tonumber(ms), tonumber(seq)
+    if not low_ms or ms < low_ms or (ms == low_ms and seq < low_seq) then
+      low_ms, low_seq = ms, seq
+    end
+  end
+end
+if not low_ms or low_ms == 0 then return 0 end
+return redis.call('XTRIM', KEYS[1], 'MINID', '~', string.format('%d-%d', low_ms, low_seq))
+"""
+
 # KEYS: the record, the secrets epoch (dispatchers keep secrets until it moves).
 ROTATE = """
 local old = redis.call('HGET', KEYS[1], 'secret')

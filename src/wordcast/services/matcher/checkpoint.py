@@ -24,6 +24,7 @@ from pathlib import Path
 import orjson
 
 from wordcast.routing.placement import encode
+from wordcast.services.matcher.settings import MatcherSettings
 from wordcast.storage.events import EventFollower, EventLog
 from wordcast.storage.records import Subscription, subscription_from_values
 
@@ -132,6 +133,19 @@ class CheckpointKeeper:
         self.events = events
         self.every_s = every_s
         self.written = ""  # the position of the last checkpoint written or read
+
+    @classmethod
+    def for_matcher(cls, settings: MatcherSettings, events: EventLog) -> CheckpointKeeper | None:
+        """The keeper of a matcher with these settings; None when it keeps no checkpoint."""
+        if settings.checkpoint_dir is None:
+            return None
+        files = MatcherCheckpoints(settings.checkpoint_dir, settings.namespace, settings.ordinal)
+        return cls(files, events, settings.checkpoint_every_s)
+
+    def kept_from(self) -> str:
+        """The position of the checkpoint a restart would read ("" for none): the event stream
+        must keep what came after it."""
+        return self.written
 
     async def load(self) -> Checkpoint | None:
         """The checkpoint to start from, if it can be: whole, and no event after it trimmed."""

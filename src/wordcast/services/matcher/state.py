@@ -20,7 +20,7 @@ from wordcast.engines.termstats import TermStats
 from wordcast.errors import StoreUnavailable
 from wordcast.query.boolean import PART_SEPARATOR
 from wordcast.services.matcher.backfill import Backfills
-from wordcast.services.matcher.checkpoint import CheckpointKeeper, MatcherCheckpoints
+from wordcast.services.matcher.checkpoint import CheckpointKeeper
 from wordcast.services.matcher.compiled_messages import CompiledMessages
 from wordcast.services.matcher.dispatcher import Dispatcher
 from wordcast.services.matcher.endpoints import DeliveryEndpoints
@@ -50,7 +50,15 @@ class MatcherState:
         self._stats = TermStats.load(settings.term_stats) if settings.term_stats else None
         self.settings = settings
         self.index = self._new_index()
-        self.follower = EventFollower(store.events, self._load_snapshot, self._apply)
+        self.checkpoints = CheckpointKeeper.for_matcher(settings, store.events)
+        self.follower = EventFollower(
+            store.events,
+            self._load_snapshot,
+            self._apply,
+            reader=f"matcher:{self.ordinal}",
+            forget_after_s=settings.events_kept_for_s,
+            kept_from=self.checkpoints.kept_from if self.checkpoints else None,
+        )
         READY.set_function(lambda: float(self.ready))
         self.outbox = store.outbox(settings.ordinal)
         self.dispatcher = Dispatcher(
@@ -79,15 +87,6 @@ class MatcherState:
         self.backfills = Backfills(self, self._new_index)
         self._compiled: CompiledMessages | None = None
         self.loaded_from = ""  # where the index was last loaded from: "checkpoint" or "redis"
-        self.checkpoints = (
-            CheckpointKeeper(
-                MatcherCheckpoints(settings.checkpoint_dir, settings.namespace, self.ordinal),
-                store.events,
-                settings.checkpoint_every_s,
-            )
-            if settings.checkpoint_dir is not None
-            else None
-        )
         self._internal_token: bytes | None = None  # read from Redis with the first snapshot
         self._token_read_at = -math.inf
 

@@ -14,6 +14,8 @@ can rebuild from Redis.
 
 from __future__ import annotations
 
+import os
+import socket
 from collections.abc import Iterable
 from typing import Any
 
@@ -46,7 +48,13 @@ class RouterState:
         self.tenants = Tenants(settings, store)
         self.links = MatcherLinks(settings, store)
         self.replica = Replica()
-        self.follower = EventFollower(store.events, self._load_snapshot, self._apply)
+        self.follower = EventFollower(
+            store.events,
+            self._load_snapshot,
+            self._apply,
+            reader=f"router:{socket.gethostname()}:{os.getpid()}",
+            forget_after_s=settings.events_kept_for_s,
+        )
         self.cost = LinearCost(settings.lasp_cost_slope, settings.lasp_cost_intercept)
         self.versions = MappingVersions(
             settings, store, self.links, self.follower, self.cost, self._switched
