@@ -28,7 +28,8 @@ def _redis_state(redis_url: str, namespace: str) -> dict[str, Any]:
     return {
         "keys": sorted(key for p in prefixes for key in client.scan_iter(match=f"{p}:*")),
         "words": [client.hgetall(keys.words) for keys in shards],
-        "events": [client.xlen(keys.events) for keys in shards],
+        # The last event written (the stream's length moves as followers' reads trim it).
+        "events": [client.xrevrange(keys.events, count=1) for keys in shards],
     }
 
 

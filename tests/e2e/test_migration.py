@@ -6,7 +6,6 @@ import asyncio
 import contextlib
 import random
 from collections import Counter
-from dataclasses import replace
 
 import pytest
 
@@ -70,7 +69,7 @@ def test_a_migration_moves_every_subscription_in_batches_and_keeps_word_maps_exa
         for k, words in enumerate(terms):
             matcher = old(words[0])
             sub = Subscription(f"s{k}", " ".join(words), words, "http://x/hook", matcher)
-            await store.subscriptions.add(replace(sub, placements=(Placement(matcher, 0),)))
+            await store.subscriptions.add(sub._replace(placements=(Placement(matcher, 0),)))
         target = _learned(1, {t for words in terms for t in words}, random.Random(3))
         ids = [f"s{k}" for k in range(len(terms))]
         stale = [
@@ -334,7 +333,7 @@ async def _seed(
     for k, words in enumerate(terms):
         matcher = old(words[0])
         sub = Subscription(f"s{k}", " ".join(words), words, "http://x/hook", matcher)
-        await store.subscriptions.add(replace(sub, placements=(Placement(matcher, 0),)))
+        await store.subscriptions.add(sub._replace(placements=(Placement(matcher, 0),)))
     shuffled = random.Random(seed).sample(anchors, len(anchors))
     patterns = [
         Subscription(f"p{i}", "", (), "http://x/hook", i % matchers, 0.0, f"x?{a}*", a)

@@ -6,7 +6,6 @@ import asyncio
 import contextlib
 import random
 from collections import Counter
-from dataclasses import replace
 
 import pytest
 
@@ -87,7 +86,7 @@ def test_batch_deletes_racing_moves_and_single_deletes_leave_exact_counts(
             for part in range(1 + (i % 3 == 0) * rng.randint(1, 3)):  # boolean: alternatives
                 terms = tuple(sorted(rng.sample(vocab, rng.randint(1, 3))))
                 sub_id = f"b{i}" if part == 0 else f"b{i}~{part}"
-                subs.append(replace(_sub(0, terms, there[0]), id=sub_id, placements=placed))
+                subs.append(_sub(0, terms, there[0])._replace(id=sub_id, placements=placed))
         for sub in subs:
             await batch.subscriptions.add(sub)
         parents = [sub.id for sub in subs if "~" not in sub.id]
@@ -292,8 +291,8 @@ def test_routers_replica_of_who_holds_each_word_converges_under_adds_deletes_and
                 else:
                     terms = tuple(sorted({f"t{rng.randint(0, 30)}" for _ in range(3)}))
                     there = sorted(rng.sample(range(matchers), rng.randint(1, 2)))
-                    sub = replace(
-                        _sub(i, terms, there[0]), placements=tuple(Placement(m, 0) for m in there)
+                    sub = _sub(i, terms, there[0])._replace(
+                        placements=tuple(Placement(m, 0) for m in there)
                     )
                     await writer.subscriptions.add(sub)
                     live.append(sub.id)
@@ -365,7 +364,7 @@ def test_a_matchers_snapshot_reads_every_record_once_in_pages_and_skips_the_dele
         ]
         for sub in subs:
             await store.subscriptions.add(sub)
-        stored = {s.id: replace(await store.subscriptions.get(s.id), secret="") for s in subs}
+        stored = {s.id: (await store.subscriptions.get(s.id))._replace(secret="") for s in subs}
 
         read = [s for page in [p async for p in store.word_maps.placed_on(0, page=7)] for s in page]
         assert sorted(s.id for s in read) == sorted(stored)
@@ -407,7 +406,7 @@ def test_a_batch_is_one_entry_whose_events_a_follower_reads_like_single_adds(
         assert adds[0].words == ("okapi",)  # zebra was born by id0's own add
         assert adds[0].held == ((0, ("okapi", "zebra")),)
         assert adds[1].held == ((1, ("w2",)),)
-        assert adds[1].subscription == replace(batch[2], placements=(Placement(1, 0),))
+        assert adds[1].subscription == batch[2]._replace(placements=(Placement(1, 0),))
         await client.aclose()
 
     asyncio.run(scenario())

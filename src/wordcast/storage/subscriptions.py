@@ -8,7 +8,6 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Iterable, Sequence
-from dataclasses import replace
 from typing import Any
 
 from wordcast.errors import NotFound, StaleMapping, StoreUnavailable
@@ -214,7 +213,7 @@ class SubscriptionStore(SubscriptionReads):
         self, sub: Subscription, tenant_limit: int, window: str
     ) -> tuple[Any, list[str], list[str | int]]:
         if not sub.is_pattern and not sub.placements:
-            sub = replace(sub, placements=(Placement(sub.matcher, 0),))
+            sub = sub._replace(placements=(Placement(sub.matcher, 0),))
         keys = self._keys(sub)
         if sub.is_pattern:
             script = self._add_pattern

@@ -28,7 +28,7 @@ import logging
 import time
 from collections import Counter, deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from wordcast.routing.placement import Placement, decode, encode
@@ -141,7 +141,7 @@ class Backfills:
         state = self.state
         everywhere = decode(encode((Placement(state.ordinal, 0),)))
         held: list[Subscription] = [
-            replace(state.index.subscriptions[s], placements=everywhere)
+            state.index.subscriptions[s]._replace(placements=everywhere)
             for s in stored_ids
             if s in state.index.subscriptions
         ]

@@ -19,7 +19,7 @@ The table follows the index: the index notes the ids its changes touch
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 import orjson
 
@@ -36,7 +36,7 @@ from wordcast.services.matcher.messages import (
     reference_reading,
 )
 from wordcast.storage.outbox import Message
-from wordcast.storage.records import STREAM_DELIVERY, audience, delivery_of
+from wordcast.storage.records import STREAM_DELIVERY, Subscription, audience, delivery_of
 
 NOBODY = 2**32 - 1  # the audience code of a batch no held subscription meets
 
@@ -73,7 +73,8 @@ class CompiledMessages:
         self.groups: list[tuple[str, str]] = []  # (tenant, URL or STREAM_DELIVERY)
         self._group_of: dict[tuple[str, str], int] = {}
         self._audiences: dict[str, int] = {}
-        index.changed = set(index.subscriptions)
+        index.changed = set()
+        self._unread = True  # every subscription of the index, read at the first follow()
 
     @staticmethod
     def writes_for(index: MatcherIndex) -> bool:
@@ -81,12 +82,20 @@ class CompiledMessages:
         return isinstance(index.terms, CompiledCompactTrie)
 
     def follow(self) -> None:
-        """Read again what the index's changes since the last call touched."""
+        """Read again what the index's changes since the last call touched (everything, the
+        first time)."""
         index = self.index
-        changed = index.changed
-        if not changed:
-            return
-        index.changed = set()
+        changed, index.changed = index.changed, set()
+        if self._unread:
+            self._unread = False
+            self._read(index.subscriptions.items())  # in the order they were loaded
+        elif changed:
+            subscriptions = index.subscriptions
+            self._read((sub_id, subscriptions.get(sub_id)) for sub_id in changed)
+
+    def _read(self, changed: Iterable[tuple[str, Subscription | None]]) -> None:
+        """Set each changed subscription's row of the table (None: it is gone)."""
+        index = self.index
         numbers: list[int] = []
         ids: list[str] = []
         terms: list[Sequence[str]] = []
@@ -94,34 +103,55 @@ class CompiledMessages:
         audiences: list[int] = []
         plain: list[bool] = []
         spans: list[SpanRule | None] = []
-        for sub_id in changed:
-            sub = index.subscriptions.get(sub_id)
-            number = self.trie.number_of(sub_id)
+        # A snapshot loaded is a million of these: what most share is looked up once.
+        restricted, alternatives = index.restricted, index.alternatives
+        number_of = self.trie.number_of
+        delivery: dict[tuple[str, str], tuple[int | None, int | None]] = {}
+        audience: dict[tuple[str, str], int] = {}
+        for sub_id, sub in changed:
+            number = number_of(sub_id)
             if sub is None or number is None:
                 # Not in the trie (deleted, a pattern, a hot word's): the trie never answers
                 # its old number, or answers it for a subscription changed too.
                 continue
-            url, to_stream = delivery_of(sub.callback_url)
+            key = (sub.tenant, sub.callback_url)
+            pair = delivery.get(key)
+            if pair is None:
+                pair = delivery[key] = self._groups(*key)
+            key = (sub.tenant, sub.stream)
+            code = audience.get(key)
+            if code is None:
+                code = audience[key] = self._audience(sub.audience)
+            numbers.append(number)
+            groups.append(pair)
+            audiences.append(code)
+            if sub_id not in restricted and sub_id not in alternatives:
+                ids.append(sub_id)
+                terms.append(sub.terms)
+                plain.append(True)
+                spans.append(None)
+                continue
             rule = None
-            clause = None if sub_id in index.restricted else index.alternatives.spans_only(sub_id)
+            clause = None if sub_id in restricted else alternatives.spans_only(sub_id)
             if clause is not None:
-                held = index.alternatives.clause(sub_id)
+                held = alternatives.clause(sub_id)
                 assert held is not None  # an alternative held has its clause
                 rule = _rule(held[0], clause, held[2])
-            numbers.append(number)
             # An alternative's matches are its query's, explained by its clause's words.
-            ids.append(index.alternatives.subscription_id(sub_id))
-            terms.append(list(sub.terms if clause is None else clause.words))
-            groups.append(
-                (
-                    self._group(sub.tenant, url) if url else None,
-                    self._group(sub.tenant, STREAM_DELIVERY) if to_stream else None,
-                )
-            )
-            audiences.append(self._audience(sub.audience))
-            plain.append(sub_id not in index.restricted and sub_id not in index.alternatives)
+            ids.append(alternatives.subscription_id(sub_id))
+            terms.append(sub.terms if clause is None else clause.words)
+            plain.append(False)
             spans.append(rule)
         self.deliveries.set_many(numbers, ids, terms, groups, audiences, plain, spans)
+
+    def _groups(self, tenant: str, address: str) -> tuple[int | None, int | None]:
+        """The message groups of a subscription delivering to ``address`` (its webhook's, its
+        tenant's match stream's)."""
+        url, to_stream = delivery_of(address)
+        return (
+            self._group(tenant, url) if url else None,
+            self._group(tenant, STREAM_DELIVERY) if to_stream else None,
+        )
 
     def _group(self, tenant: str, url: str) -> int:
         key = (tenant, url)

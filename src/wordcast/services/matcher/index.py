@@ -81,25 +81,33 @@ class MatcherIndex:
         everywhere = decode(encode((Placement(self.ordinal, 0),)))  # the records' (cached)
         plain_ids: list[str] = []
         plain_terms: list[Sequence[str]] = []
-        subscriptions, audience_of, audiences = self.subscriptions, self.audience_of, self.audiences
+        subscriptions, audience_of = self.subscriptions, self.audience_of
         changed = self.changed
+        audience_names: dict[tuple[str, str], str] = {}
+        plain_audiences: Counter[str] = Counter()
         for sub in subs:
-            if sub.id in subscriptions:
+            sub_id = sub.id
+            if sub_id in subscriptions:
                 continue  # read twice (a scan may list an element twice): the same record
             if changed is not None:
-                changed.add(sub.id)
+                changed.add(sub_id)
             if sub.placements is everywhere and not sub.pattern:
-                plain_ids.append(sub.id)
+                plain_ids.append(sub_id)
                 plain_terms.append(sub.terms)
-                subscriptions[sub.id] = sub
-                audience = sub.audience
-                audience_of[sub.id] = audience
-                audiences[audience] += 1
+                subscriptions[sub_id] = sub
+                key = (sub.tenant, sub.stream)
+                name = audience_names.get(key)
+                if name is None:
+                    name = audience_names[key] = sub.audience
+                audience_of[sub_id] = name
+                plain_audiences[name] += 1
             else:
                 self._index(sub)
                 self._hold(sub)
                 self._restrict(sub)
-            self._read_alternative(sub)
+            if has_operators(sub.query):
+                self._read_alternative(sub)
+        self.audiences.update(plain_audiences)
         add_many(self.terms, plain_ids, plain_terms)
 
     def apply(self, events: Iterable[SubscriptionEvent]) -> None:

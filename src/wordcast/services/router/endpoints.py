@@ -9,7 +9,6 @@ with the endpoint's secret), one given as ``endpoint_id`` takes that endpoint's 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterable, Sequence
-from dataclasses import replace
 
 from wordcast.errors import Conflict
 from wordcast.services.router.settings import RouterSettings
@@ -60,7 +59,7 @@ class Endpoints:
         for url in {sub.webhook_url for sub in subs} - {""}:
             endpoint = await self.store.of_url(tenant, url)
             ids[url] = endpoint.id if endpoint is not None else ""
-        return [replace(sub, endpoint_id=ids.get(sub.webhook_url, "")) for sub in subs]
+        return [sub._replace(endpoint_id=ids.get(sub.webhook_url, "")) for sub in subs]
 
     async def delivering(self, tenant: str, url: str) -> list[str]:
         """The ids of the tenant's subscriptions that deliver to ``url``."""
