@@ -9,7 +9,8 @@ batches of 500, ``--in-flight`` requests at a time). Then it measures:
 - a matcher killed with SIGKILL, once it has written a checkpoint of what it holds: seconds from
   the kill, and from the supervisor's new process, until ``/readyz`` answers 200 again (its
   checkpoint read and the changes since replayed);
-- the router likewise (its cold start: the replica of the word maps and the mapping versions).
+- the router likewise (its cold start: the replica of the word maps and the mapping versions);
+- deleting them all again through the batch API (``unsubscribe_many``, same requests in flight).
 
 Every run checks that Redis holds exactly the subscriptions registered. → ``results/ingest.json``.
 """
@@ -41,10 +42,20 @@ def _used_memory(redis_url: str) -> int:
         client.close()
 
 
-async def _register(router_url: str, queries: list[str], hook: str, in_flight: int) -> float:
+async def _register(
+    router_url: str, queries: list[str], hook: str, in_flight: int
+) -> tuple[float, list[str]]:
+    """Seconds to register ``queries``, and their ids."""
     async with RouterClient(router_url, concurrency=in_flight) as client:
         started = time.perf_counter()
-        await client.subscribe_many(queries, hook)
+        made = await client.subscribe_many(queries, hook)
+        return time.perf_counter() - started, [str(sub["id"]) for sub in made]
+
+
+async def _delete(router_url: str, ids: list[str], in_flight: int) -> float:
+    async with RouterClient(router_url, concurrency=in_flight) as client:
+        started = time.perf_counter()
+        await client.unsubscribe_many(ids)
         return time.perf_counter() - started
 
 
@@ -87,7 +98,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         out=lambda line: None,
     ) as cluster:
         before = _used_memory(cluster.redis_url)
-        seconds = asyncio.run(
+        seconds, ids = asyncio.run(
             _register(cluster.router_url, queries, cluster.callback_url, args.in_flight)
         )
         rate = len(queries) / seconds
@@ -108,6 +119,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         )
         router = _restart(cluster, cluster.service("router"), cluster.router_url)
         print(f"router serving again {router['from_kill_s']:.1f} s after SIGKILL", flush=True)
+        deleting = asyncio.run(_delete(cluster.router_url, ids, args.in_flight))
+        left = _count(cluster.redis_url, cluster.namespace)
+        assert left == 0, f"Redis still holds {left:,} after deleting them all"
+        print(f"deleted {len(ids):,} in {deleting:.1f} s: {len(ids) / deleting:,.0f}/s", flush=True)
     return {
         "benchmark": "ingest",
         "machine": machine(),
@@ -117,6 +132,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "redis_bytes_per_subscription": memory / len(queries),
         "matcher_restart": matcher,
         "router_restart": router,
+        "seconds_deleting": deleting,
+        "deleted_per_s": len(ids) / deleting,
     }
 
 

@@ -52,6 +52,33 @@ def add_many_call(
     return touched, orjson.dumps(argument)
 
 
+def delete_many_call(
+    keys: Keys, events_max: int, subs: Sequence[Subscription]
+) -> tuple[list[str], bytes]:
+    """``DELETE_MANY``'s keys and argument for keyword records as read (each is deleted only if
+    its placements are still these)."""
+    tenants = list(dict.fromkeys(sub.tenant for sub in subs))
+    tenant_at = {tenant: k for k, tenant in enumerate(tenants, 1)}
+    matchers = sorted({m for sub in subs for m in sub.matchers})
+    matcher_at = {matcher: k for k, matcher in enumerate(matchers, 1)}
+    rows = [
+        [
+            sub.id,
+            encode(sub.placements) if sub.placements else "",
+            tenant_at[sub.tenant],
+            [matcher_at[m] for m in sub.matchers],
+        ]
+        for sub in subs
+    ]
+    touched = [keys.words, keys.events]
+    touched += [keys.tenant_subs(tenant) for tenant in tenants]
+    for matcher in matchers:
+        touched += [keys.matcher_subs(matcher), keys.matcher_words(matcher)]
+    touched += [keys.sub(sub.id) for sub in subs]
+    argument = {"m": events_max, "tn": tenants, "o": [str(m) for m in matchers], "s": rows}
+    return touched, orjson.dumps(argument)
+
+
 def add_many_answers(
     reply: Any, subs: Sequence[Subscription], tenant_limit: int, window: str
 ) -> list[str | BaseException]:

@@ -186,44 +186,66 @@ def event_from_fields(event_id: str, fields: dict[str, str], shard: int = 0) -> 
     )
 
 
-# A batch entry (op "batch", written by ``ADD_MANY``) holds each add's [sub, matcher, terms,
-# callback_url, query, words, tenant, placements, held, stream].
+# The fields of each change a batch entry (op "batch", written by ``ADD_MANY`` and
+# ``DELETE_MANY``) holds, in this order ("" where a change has none).
+BATCH_EVENT = (
+    "op",
+    "sub",
+    "matcher",
+    "terms",
+    "callback_url",
+    "query",
+    "words",
+    "tenant",
+    "placements",
+    "held",
+    "dropped",
+    "stream",
+)
 
 
 def events_from_entry(
     entry_id: str, fields: dict[str, str], shard: int = 0
 ) -> list[SubscriptionEvent]:
-    """The events one entry of an event stream announces: one change, or a batch's adds (each
-    under the entry's id: a batch is applied, and a position passes it, as a whole)."""
+    """The events one entry of an event stream announces: one change, or a batch's (each under
+    the entry's id: a batch is applied, and a position passes it, as a whole)."""
     if fields.get("op") != "batch":
         return [event_from_fields(entry_id, fields, shard)]
     # Read straight into the values (a batch holds a thousand; every follower reads them all).
     events = []
     for (
+        op,
         sub_id,
         matcher,
         terms,
-        callback_url,
+        url,
         query,
         words,
         tenant,
         placements,
         held,
+        dropped,
         stream,
     ) in orjson.loads(fields["events"]):
         sub = Subscription(
-            id=sub_id,
-            query=query,
-            terms=tuple(terms.split()),
-            callback_url=callback_url,
-            matcher=int(matcher),
+            sub_id,
+            query,
+            tuple(terms.split()),
+            url,
+            int(matcher),
             tenant=tenant,
             placements=decode(placements) if placements else (),
             stream=stream,
         )
         events.append(
             SubscriptionEvent(
-                entry_id, "add", sub, tuple(words.split()), held=_word_changes(held), shard=shard
+                entry_id,
+                op,
+                sub,
+                tuple(words.split()),
+                held=_word_changes(held),
+                dropped=_word_changes(dropped),
+                shard=shard,
             )
         )
     return events

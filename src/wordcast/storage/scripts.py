@@ -69,8 +69,7 @@ return redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[3], '*', 'op', 'del', 'su
 # [id, matcher, query, terms, callback_url, created, tenant (1-based), secret, placements,
 # stream, matchers (1-based)]}. Answers JSON [event id or "", [per subscription: 1 stored,
 # 0 over its tenant's limit, 2 the id exists]], or "-1" when the window moved (nothing stored).
-# The event is one entry, op "batch", whose "events" are each stored one's add event as
-# [sub, matcher, terms, callback_url, query, words, tenant, placements, held, stream].
+# The event is one entry, op "batch", whose "events" hold each change (records.BATCH_EVENT).
 ADD_MANY = """
 local batch = cjson.decode(ARGV[1])
 if (redis.call('GET', KEYS[3]) or '0 0') ~= batch.w then return '-1' end
@@ -105,8 +104,63 @@ for i, s in ipairs(batch.s) do
     for term in string.gmatch(terms, '%S+') do
       if redis.call('HINCRBY', KEYS[1], term, 1) == 1 then born[#born + 1] = term end
     end
-    events[#events + 1] = {s[1], s[2], terms, s[5], s[3], table.concat(born, ' '), batch.tn[t],
-                           s[9], table.concat(held, '\\n'), s[10]}
+    events[#events + 1] = {'add', s[1], s[2], terms, s[5], s[3], table.concat(born, ' '),
+                           batch.tn[t], s[9], table.concat(held, '\\n'), '', s[10]}
+    answers[i] = 1
+  end
+end
+local event_id = ''
+if #events > 0 then
+  event_id = redis.call('XADD', KEYS[2], 'MAXLEN', '~', batch.m, '*', 'op', 'batch',
+                        'events', cjson.encode(events))
+end
+return cjson.encode({event_id, answers})
+"""
+
+# A batch of keyword records deleted in one script, as DELETE each (a boolean query's later
+# alternatives before it). KEYS: 1 s(W), 2 events, then the batch's tenants' sets, then its
+# matchers' (subscription set, H(i)) pairs, then each record. ARGV[1]: JSON {m: events kept,
+# tn: tenants, o: the matchers' ordinals, s: the records, each [id, placements as read, tenant
+# (1-based), matchers (1-based)]}. Answers JSON [event id or "", [per record: 1 deleted, 0 changed since
+# it was read (its placements), 2 gone]], its event one "batch" entry as ADD_MANY's.
+DELETE_MANY = """
+local batch = cjson.decode(ARGV[1])
+local first_matcher = 3 + #batch.tn
+local first_record = first_matcher + 2 * #batch.o
+local answers, events = {}, {}
+for i, s in ipairs(batch.s) do
+  local record = KEYS[first_record + i - 1]
+  local found = redis.call('HMGET', record, 'placements', 'terms', 'matcher')
+  if not found[2] then
+    answers[i] = 2
+  elseif (found[1] or '') ~= s[2] then
+    answers[i] = 0
+  else
+    local terms = found[2]
+    redis.call('DEL', record)
+    redis.call('SREM', KEYS[2 + s[3]], s[1])
+    local dropped = {}
+    for _, m in ipairs(s[4]) do
+      local k = first_matcher + 2 * (m - 1)
+      redis.call('SREM', KEYS[k], s[1])
+      local gone = {}
+      for term in string.gmatch(terms, '%S+') do
+        if redis.call('HINCRBY', KEYS[k + 1], term, -1) <= 0 then
+          redis.call('HDEL', KEYS[k + 1], term)
+          gone[#gone + 1] = term
+        end
+      end
+      if #gone > 0 then dropped[#dropped + 1] = batch.o[m] .. ' ' .. table.concat(gone, ' ') end
+    end
+    local died = {}
+    for term in string.gmatch(terms, '%S+') do
+      if redis.call('HINCRBY', KEYS[1], term, -1) <= 0 then
+        redis.call('HDEL', KEYS[1], term)
+        died[#died + 1] = term
+      end
+    end
+    events[#events + 1] = {'del', s[1], found[3], terms, '', '', table.concat(died, ' '), '',
+                           s[2], '', table.concat(dropped, '\\n'), ''}
     answers[i] = 1
   end
 end

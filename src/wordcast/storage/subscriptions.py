@@ -10,8 +10,10 @@ import time
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+import orjson
+
 from wordcast.errors import NotFound, StaleMapping, StoreUnavailable
-from wordcast.query.boolean import MAX_ALTERNATIVES, PART_SEPARATOR, part_id
+from wordcast.query.boolean import MAX_ALTERNATIVES, PART_SEPARATOR, has_operators, part_id
 from wordcast.routing.placement import Placement, encode, matchers_of
 from wordcast.storage import bulk, scripts
 from wordcast.storage.bulk import over_limit
@@ -40,6 +42,16 @@ class SubscriptionReads:
         if not fields:
             raise NotFound(f"no subscription with id {sub_id!r}")
         return subscription_from_fields(sub_id, fields)
+
+    async def records_of(self, sub_ids: Sequence[str]) -> list[dict[str, str]]:
+        """Each record's fields, in one round trip ({} for one not there)."""
+        if not sub_ids:
+            return []
+        pipe = self.client.pipeline(transaction=False)
+        for sub_id in sub_ids:
+            pipe.hgetall(self.keys.sub(sub_id))
+        records: list[dict[str, str]] = await pipe.execute()
+        return records
 
     async def count(self) -> int:
         """How many subscriptions are stored, over every matcher."""
@@ -157,6 +169,7 @@ class SubscriptionStore(SubscriptionReads):
         self.replication = replication
         self._add = client.register_script(scripts.ADD)
         self._add_many = client.register_script(scripts.ADD_MANY)
+        self._delete_many = client.register_script(scripts.DELETE_MANY)
         self._delete = client.register_script(scripts.DELETE)
         self._add_pattern = client.register_script(scripts.ADD_PATTERN)
         self._rotate = client.register_script(scripts.ROTATE)
@@ -275,55 +288,47 @@ class SubscriptionStore(SubscriptionReads):
         return sub, event_id, matchers
 
     async def delete_many(self, sub_ids: Sequence[str]) -> tuple[str | None, set[int]]:
-        """:meth:`delete_with_alternatives` for many subscriptions in four round trips, where one
-        at a time takes three each: find the alternatives and read the subscriptions, read the
-        alternatives, delete every alternative, then every subscription. Each delete stays atomic;
-        one whose record changed meanwhile is deleted again on its own, and an id already gone
-        is passed over. As there, no subscription goes before its alternatives. Returns the last
-        event id (None if nothing was deleted) and every matcher that held one of the records."""
+        """:meth:`delete_with_alternatives` for many subscriptions: their records read in one
+        round trip (a boolean query's alternatives in a second), then the alternatives deleted
+        in one script (``DELETE_MANY``) and the subscriptions in another, each announced by one
+        event: as one at a time, no subscription goes before its alternatives. A pattern is
+        deleted by its own script, and so is a record that changed since it was read; an id
+        already gone is passed over. Returns the last event id (None if nothing was deleted)
+        and every matcher that held one of the records."""
         ids = list(dict.fromkeys(sub_ids))
-        others = [part_id(sub_id, k) for sub_id in ids for k in range(1, MAX_ALTERNATIVES)]
         with translated("reading subscriptions to delete"):
-            pipe = self.client.pipeline(transaction=False)
-            for sub_id in ids:
-                pipe.hgetall(self.keys.sub(sub_id))
-            for other in others:
-                pipe.exists(self.keys.sub(other))
-            found = await pipe.execute()
-            present = [o for o, n in zip(others, found[len(ids) :], strict=True) if n]
-            pipe = self.client.pipeline(transaction=False)
-            for other in reversed(present):  # later alternatives first, as one at a time
-                pipe.hgetall(self.keys.sub(other))
-            alternatives = await pipe.execute()
+            found = await self.records_of(ids)
+            boolean = [
+                i for i, f in zip(ids, found, strict=True) if has_operators(f.get("query", ""))
+            ]
+            others = [part_id(i, k) for i in boolean for k in range(MAX_ALTERNATIVES - 1, 0, -1)]
+            alternatives = await self.records_of(others)
         events: list[str] = []
         matchers: set[int] = set()
-        for records in (
-            zip(reversed(present), alternatives, strict=True),
-            zip(ids, found[: len(ids)], strict=True),
-        ):
-            subs = [
-                subscription_from_fields(record_id, fields)
-                for record_id, fields in records
-                if fields
-            ]
-            pipe = self.client.pipeline(transaction=False)
-            for sub in subs:
-                script, keys, args = self._delete_call(sub)
-                await queue_script(pipe, script, keys, args)
-            with translated("deleting subscriptions"):
-                results = (
-                    await self.replication.execute(pipe, self.keys.events, "deleting subscriptions")
-                    if subs
-                    else []
-                )
-            for sub, event_id in zip(subs, results, strict=True):
-                if not event_id:  # moved or deleted since it was read
-                    try:
-                        sub, event_id = await self.delete(sub.id)
-                    except NotFound:
-                        continue
-                events.append(str(event_id))
-                matchers.update(sub.matchers)
+        for records in (zip(others, alternatives, strict=True), zip(ids, found, strict=True)):
+            subs = [subscription_from_fields(i, fields) for i, fields in records if fields]
+            keywords = [sub for sub in subs if not sub.is_pattern]
+            again = [sub for sub in subs if sub.is_pattern]
+            if keywords:
+                keys, payload = bulk.delete_many_call(self.keys, self.events_max, keywords)
+                with translated("deleting subscriptions"):
+                    reply = await self.replication.run_script(
+                        self.client, self._delete_many, keys, [payload], "deleting subscriptions"
+                    )
+                event_id, codes = orjson.loads(reply)
+                events += [event_id] if event_id else []
+                for sub, code in zip(keywords, codes, strict=True):
+                    if code == 1:
+                        matchers.update(sub.matchers)
+                    elif code == 0:  # moved since it was read
+                        again.append(sub)
+            for sub in again:
+                try:
+                    gone, event_id = await self.delete(sub.id)
+                except NotFound:
+                    continue
+                events.append(event_id)
+                matchers.update(gone.matchers)
         return max(events, key=event_order, default=None), matchers
 
     def _pattern_keys(self, sub: Subscription, matchers: Iterable[int]) -> list[str]:

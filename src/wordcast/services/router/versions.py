@@ -208,6 +208,11 @@ class MappingVersions:
             # The loop must outlive surprises: without it the router stops routing for good.
             except Exception:
                 log.exception("reporting the mapping versions in use failed")
+            task = asyncio.current_task()
+            if task is not None and task.cancelling():
+                # Cancelled during the write: redis-py may turn that into a connection error,
+                # caught above; the loop must still end.
+                raise asyncio.CancelledError
             await asyncio.sleep(self.settings.mapping_poll_s)
 
     async def _locked(self, work: Any, *args: Any) -> None:
