@@ -3,12 +3,14 @@
 //! Each class here stands in for a Python reference of the same behaviour, which stays the
 //! seed-faithful reading and the oracle of the differential tests: `Analyzer` for
 //! `wordcast.query.analysis.Analyzer`, `CompactTrie` for `wordcast.engines.compact_trie`,
-//! `QueryNote` for the matching of `wordcast.engines.querynote` and `Patterns` for
-//! `wordcast.engines.ac_retriever`. Batch calls release the GIL while they work. A panic (none is
-//! expected) reaches Python as an exception, never an abort.
+//! `QueryNote` for the matching of `wordcast.engines.querynote`, `Patterns` for
+//! `wordcast.engines.ac_retriever` and `PlanningView` for `wordcast.routing.placement`'s. Batch
+//! calls release the GIL while they work. A panic (none is expected) reaches Python as an
+//! exception, never an abort.
 
 mod analysis;
 mod interner;
+mod lasp;
 mod messages;
 mod patterns;
 mod querynote;
@@ -773,5 +775,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<querynote::QueryNote>()?;
     m.add_class::<patterns::Patterns>()?;
     m.add_class::<messages::Deliveries>()?;
+    m.add_class::<lasp::PlanningView>()?;
     Ok(())
 }

@@ -111,3 +111,20 @@ class Deliveries:
         """The messages of the plain matches of a batch, as (group, body, webhook-id, matches,
         subscription ids); the (number, position) of the other matches, for the reference; and
         how many matches the messages hold. The GIL released while writing."""
+
+class PlanningView:
+    """LASP's view of the word maps while a batch is placed (``wordcast.routing.placement``'s
+    ``PlanningView`` with ``wordcast.routing.lasp.place_among``, compiled)."""
+
+    def __init__(
+        self,
+        sizes: Sequence[int],
+        held: Mapping[int, Sequence[str]],
+        slope: float,
+        intercept: float,
+    ) -> None: ...
+    @property
+    def sizes(self) -> list[int]: ...
+    def known(self, terms: Sequence[str], matchers: Sequence[int]) -> dict[int, int]: ...
+    def hold(self, terms: Sequence[str], matchers: Sequence[int]) -> None: ...
+    def place(self, terms: Sequence[str], eligible: Sequence[int]) -> int: ...

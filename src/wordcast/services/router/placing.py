@@ -17,12 +17,14 @@ from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from wordcast import _core
 from wordcast.errors import LimitExceeded, StaleMapping, StoreUnavailable
 from wordcast.query.boolean import BooleanQuery, part_id
 from wordcast.routing.anchors import AnchorIndex
 from wordcast.routing.lasp import LinearCost
+from wordcast.routing.mapping import eligible_matchers
 from wordcast.routing.placement import (
-    PlanningView,
+    Placement,
     candidates,
     matchers_of,
     place_pattern,
@@ -92,7 +94,8 @@ class Placer:
         stored first, so that a later one never delivers a match that an earlier one, not yet
         stored, would have had to.
 
-        LASP places them one after another in memory (:class:`PlanningView`), each seeing the
+        LASP places them one after another in memory (``_core.PlanningView``, compiled from
+        :class:`~wordcast.routing.placement.PlanningView`), each seeing the
         ones before as if they had been stored already; the records are then stored in order,
         each by its own atomic script. What is stored is appended to ``added`` as it would be one
         by one. A record whose id exists already is passed over (a retried request with the
@@ -130,19 +133,35 @@ class Placer:
     async def _plan_many(
         self, records: Sequence[_Record], view: MappingView, tenant: str
     ) -> list[Subscription]:
-        eligible = [candidates(record.terms, view.planning) for record in records]
+        # One mapping version in use (as but for a migration): a subscription with a word that
+        # is not hot is placed by LASP alone, in the compiled view.
+        single = view.planning[0] if len(view.planning) == 1 else None
+        direct = [
+            eligible_matchers(record.terms, single) if single else set() for record in records
+        ]
+        eligible = [
+            found or candidates(record.terms, view.planning)
+            for record, found in zip(records, direct, strict=True)
+        ]
         words = {term for record in records for term in record.terms}
         sizes, held = await self.store.word_maps.word_maps_holding(
             view.span, set().union(*eligible), words
         )
-        maps = PlanningView(sizes, held)
+        maps = _core.PlanningView(
+            sizes, {m: list(w) for m, w in held.items()}, self.cost.slope, self.cost.intercept
+        )
         subs: list[Subscription] = []
         now = time.time()
-        for record, matchers in zip(records, eligible, strict=True):
-            placements = plan(
-                record.terms, view.planning, maps.sizes, maps.known(record.terms, matchers),
-                self.cost,
-            )  # fmt: skip
+        for record, matchers, found in zip(records, eligible, direct, strict=True):
+            if found and single is not None:
+                placements: tuple[Placement, ...] = (
+                    Placement(maps.place(record.terms, sorted(found)), single.version),
+                )
+            else:
+                placements = plan(
+                    record.terms, view.planning, maps.sizes, maps.known(record.terms, sorted(matchers)),
+                    self.cost,
+                )  # fmt: skip
             maps.hold(record.terms, matchers_of(placements))
             subs.append(
                 Subscription(
