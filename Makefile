@@ -142,6 +142,7 @@ bench-subscribe: $(STAMP)
 
 bench-ingest: $(STAMP)
 	$(BIN)/python -m bench.ingest
+	$(BIN)/python -m bench.checkpoint
 
 bench-delivery: $(STAMP)
 	$(BIN)/python -m bench.delivery

@@ -24,22 +24,35 @@ import time
 from typing import Any
 
 import httpx
-import redis
 
 from wordcast.client import RouterClient
 from wordcast.corpus.workload import post_queries, sample_posts
 from wordcast.local.cluster import Cluster
 from wordcast.local.supervisor import Service, free_port
+from wordcast.storage.redis import connect_sync, is_cluster
 
 from .common import machine, write_json
 
 
-def _used_memory(redis_url: str) -> int:
-    client = redis.Redis.from_url(redis_url)
+def _per_master(redis_url: str, section: str, field: str) -> list[int]:
+    """``INFO section``'s ``field`` of each master (one Redis: of it)."""
+    client = connect_sync(redis_url)
     try:
-        return int(client.info("memory")["used_memory"])
+        if not is_cluster(redis_url):
+            return [int(client.info(section)[field])]
+        answers = client.info(section, target_nodes=client.PRIMARIES)
+        return [int(info[field]) for _, info in sorted(answers.items())]
     finally:
         client.close()
+
+
+def _used_memory(redis_url: str) -> int:
+    return sum(_per_master(redis_url, "memory", "used_memory"))
+
+
+def _commands(redis_url: str) -> list[int]:
+    """Commands each master has processed so far."""
+    return _per_master(redis_url, "stats", "total_commands_processed")
 
 
 async def _register(
@@ -91,6 +104,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     os.environ["WORDCAST_ROUTER_MAX_SUBSCRIPTIONS_PER_TENANT"] = str(len(queries))
     os.environ["WORDCAST_MATCHER_CHECKPOINT_EVERY_S"] = str(args.checkpoint_every)
     with Cluster(
+        redis_shards=args.redis_shards,
         matchers=args.matchers,
         port=free_port(),
         receiver=True,
@@ -98,12 +112,16 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         out=lambda line: None,
     ) as cluster:
         before = _used_memory(cluster.redis_url)
+        commands = _commands(cluster.redis_url)
         seconds, ids = asyncio.run(
             _register(cluster.router_url, queries, cluster.callback_url, args.in_flight)
         )
         rate = len(queries) / seconds
         print(f"registered {len(queries):,} in {seconds:.1f} s: {rate:,.0f}/s", flush=True)
         memory = _used_memory(cluster.redis_url) - before
+        per_master = [b - a for a, b in zip(commands, _commands(cluster.redis_url), strict=True)]
+        spread = max(per_master) / max(min(per_master), 1)
+        print(f"commands per master: {per_master} ({spread:.2f}× between the extremes)")
         held = _count(cluster.redis_url, cluster.namespace)
         assert held == len(queries), f"Redis holds {held:,} of {len(queries):,}"
         print(f"Redis: {memory / len(queries):,.0f} bytes a subscription", flush=True)
@@ -130,6 +148,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "registered_per_s": rate,
         "seconds_registering": seconds,
         "redis_bytes_per_subscription": memory / len(queries),
+        "commands_per_master": per_master,
+        "commands_spread": spread,
         "matcher_restart": matcher,
         "router_restart": router,
         "seconds_deleting": deleting,
@@ -149,11 +169,14 @@ def _checkpointed(url: str, timeout: float) -> float:
 
 
 def _count(redis_url: str, namespace: str) -> int:
-    client = redis.Redis.from_url(redis_url)
+    """Subscriptions held over every shard (a shard's prefix begins with the namespace's)."""
+    client = connect_sync(redis_url)
     try:
+        base = namespace.strip("{}")
         return sum(
             int(client.scard(key))
-            for key in client.scan_iter(match=f"{namespace}:matcher:*:subs", count=1000)
+            for key in client.scan_iter(match="*:matcher:*:subs", count=1000)
+            if base in key
         )
     finally:
         client.close()
@@ -164,6 +187,9 @@ def main() -> None:
     parser.add_argument("--subscriptions", type=int, default=1_000_000)
     parser.add_argument("--in-flight", type=int, default=4, help="batch requests at a time")
     parser.add_argument("--matchers", type=int, default=2)
+    parser.add_argument(
+        "--redis-shards", type=int, default=0, help="a local Redis Cluster of this many masters"
+    )
     parser.add_argument(
         "--checkpoint-every", type=float, default=60.0, help="seconds between checkpoints"
     )
