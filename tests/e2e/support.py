@@ -4,6 +4,7 @@ deliveries, and servers that misbehave on purpose."""
 from __future__ import annotations
 
 import asyncio
+import os
 import re
 import socket
 import struct
@@ -14,6 +15,7 @@ from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -65,6 +67,23 @@ def delivered_after(
     )
     time.sleep(0.5)  # anything extra would have arrived by now
     return receiver.pairs(offset)
+
+
+def restart_matcher(cluster: RunningCluster, how: int, ordinal: int = 0) -> dict[str, Any]:
+    """Stop a matcher with signal ``how``; its stats once the supervisor's new one is ready."""
+    old = cluster.matcher_pid(ordinal)
+    os.kill(old, how)
+
+    def restarted() -> bool:
+        try:
+            return cluster.matcher_pid(ordinal) != old
+        except httpx.HTTPError:
+            return False
+
+    eventually(restarted, 60, 0.1, f"matcher {ordinal} restarted")
+    cluster.wait_ready()
+    stats: dict[str, Any] = httpx.get(f"{cluster.matcher_urls[ordinal]}/stats", timeout=5).json()
+    return stats
 
 
 def check_exact(delivered: list[tuple[str, str]], expected: set[tuple[str, str]]) -> None:

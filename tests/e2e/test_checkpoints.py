@@ -4,17 +4,21 @@ event stream keeps, is passed over for a full load. Every phase is judged by the
 
 from __future__ import annotations
 
-import os
 import signal
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
 
-from tests.e2e.support import check_exact, delivered_after, publish_posts, subscribe_terms
+from tests.e2e.support import (
+    check_exact,
+    delivered_after,
+    publish_posts,
+    restart_matcher,
+    subscribe_terms,
+)
 from tests.helpers import AUTH, Receiver, RunningCluster, eventually, start_cluster, stop_cluster
 from wordcast.corpus.workload import Post, post_queries, sample_posts
 from wordcast.query.analysis import analyze
@@ -43,23 +47,6 @@ def one_matcher(redis_url: str, checkpoint_dir: Path) -> Iterator[RunningCluster
         yield cluster
     finally:
         stop_cluster(cluster)
-
-
-def _restart(cluster: RunningCluster, how: signal.Signals) -> dict[str, Any]:
-    """Stop the matcher with ``how``; its stats once the supervisor's new one is ready."""
-    old = cluster.matcher_pid(0)
-    os.kill(old, how)
-
-    def restarted() -> bool:
-        try:
-            return cluster.matcher_pid(0) != old
-        except httpx.HTTPError:
-            return False
-
-    eventually(restarted, 60, 0.1, "the matcher restarted")
-    cluster.wait_ready()
-    stats: dict[str, Any] = httpx.get(f"{cluster.matcher_urls[0]}/stats", timeout=5).json()
-    return stats
 
 
 def _held(cluster: RunningCluster) -> dict[str, frozenset[str]]:
@@ -99,12 +86,12 @@ def test_a_killed_matcher_starts_from_its_checkpoint_and_replays_the_changes_sin
     one_matcher: RunningCluster, receiver: Receiver
 ) -> None:
     subscribe_terms(one_matcher, post_queries(POSTS[:2_000], 300, seed=1), receiver.hook)
-    stopped = _restart(one_matcher, signal.SIGTERM)  # stopping writes its checkpoint
+    stopped = restart_matcher(one_matcher, signal.SIGTERM)  # stopping writes its checkpoint
     assert stopped["loaded_from"] == "checkpoint"
     assert stopped["checkpoint_position"] == stopped["event_position"]
 
     _changed_meanwhile(one_matcher, receiver, seed=2)
-    killed = _restart(one_matcher, signal.SIGKILL)
+    killed = restart_matcher(one_matcher, signal.SIGKILL)
     said = [line for line in one_matcher.output if "checkpoint is not used" in line]
     assert killed["loaded_from"] == "checkpoint", said
     assert killed["checkpoint_position"] == stopped["checkpoint_position"]
@@ -113,36 +100,38 @@ def test_a_killed_matcher_starts_from_its_checkpoint_and_replays_the_changes_sin
     _delivers_exactly(one_matcher, receiver, "after-kill")
 
 
+def _checkpoint_then_change(cluster: RunningCluster, receiver: Receiver, seed: int) -> None:
+    """A checkpoint of 100 more subscriptions (the matcher stopping), then changes after it."""
+    subscribe_terms(cluster, post_queries(POSTS[:2_000], 100, seed=seed), receiver.hook)
+    restart_matcher(cluster, signal.SIGTERM)
+    _changed_meanwhile(cluster, receiver, seed=seed + 1)
+
+
+def _loads_from_redis_after_a_kill(cluster: RunningCluster, receiver: Receiver, tag: str) -> None:
+    stats = restart_matcher(cluster, signal.SIGKILL)
+    assert stats["loaded_from"] == "redis"
+    assert stats["subscriptions"] == len(_held(cluster))
+    _delivers_exactly(cluster, receiver, tag)
+
+
 def test_a_damaged_checkpoint_is_passed_over_for_a_full_load(
     one_matcher: RunningCluster, receiver: Receiver, checkpoint_dir: Path
 ) -> None:
-    subscribe_terms(one_matcher, post_queries(POSTS[:2_000], 100, seed=3), receiver.hook)
-    _restart(one_matcher, signal.SIGTERM)
-    _changed_meanwhile(one_matcher, receiver, seed=4)
+    _checkpoint_then_change(one_matcher, receiver, seed=3)
     [path] = checkpoint_dir.glob(f"{one_matcher.namespace}-matcher-0.checkpoint")
     data = bytearray(path.read_bytes())
     data[data.index(b'[["') + 3] ^= 0x01  # one bit of an id: still JSON, now another id
     path.write_bytes(bytes(data))
-
-    stats = _restart(one_matcher, signal.SIGKILL)
-    assert stats["loaded_from"] == "redis"
-    assert stats["subscriptions"] == len(_held(one_matcher))
-    _delivers_exactly(one_matcher, receiver, "after-damage")
+    _loads_from_redis_after_a_kill(one_matcher, receiver, "after-damage")
 
 
 def test_a_checkpoint_older_than_the_event_stream_keeps_is_passed_over(
     one_matcher: RunningCluster, receiver: Receiver, redis_url: str
 ) -> None:
-    subscribe_terms(one_matcher, post_queries(POSTS[:2_000], 100, seed=5), receiver.hook)
-    _restart(one_matcher, signal.SIGTERM)
-    _changed_meanwhile(one_matcher, receiver, seed=6)
+    _checkpoint_then_change(one_matcher, receiver, seed=5)
     # The changes since the checkpoint leave the stream (as trimming does to a long-dead one).
     connect_sync(redis_url).xtrim(f"{one_matcher.namespace}:events", maxlen=0)
-
-    stats = _restart(one_matcher, signal.SIGKILL)
-    assert stats["loaded_from"] == "redis"
-    assert stats["subscriptions"] == len(_held(one_matcher))
-    _delivers_exactly(one_matcher, receiver, "after-trim")
+    _loads_from_redis_after_a_kill(one_matcher, receiver, "after-trim")
 
 
 def test_the_services_record_their_progress_and_the_stream_keeps_only_what_they_need(

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import re
 import signal
 import subprocess
@@ -18,6 +17,7 @@ from tests.e2e.support import (
     delivered_after,
     engine_cluster,
     publish_posts,
+    restart_matcher,
     subscribe_terms,
 )
 from tests.helpers import (
@@ -56,18 +56,7 @@ def test_cluster_delivers_exactly_the_oracle_matches_and_survives_a_matcher_kill
 
     # A matcher dies hard; the supervisor restarts it and it rebuilds its trie from Redis.
     offset = receiver.count()
-    victim = cluster.matcher_pid(0)
-    os.kill(victim, signal.SIGKILL)
-
-    def restarted() -> bool:
-        try:
-            return cluster.matcher_pid(0) != victim
-        except httpx.HTTPError:
-            return False
-
-    eventually(restarted, 60, 0.2, "the killed matcher restarted")
-    cluster.wait_ready()
-    stats = httpx.get(f"{cluster.matcher_urls[0]}/stats").json()
+    stats = restart_matcher(cluster, signal.SIGKILL)
     assert stats["subscriptions"] > 0
 
     second = [Post(f"again:{p.id}", p.text) for p in posts[5_000:15_000]]
