@@ -20,15 +20,22 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import subprocess
+import sys
+import tempfile
 import time
+from pathlib import Path
 from typing import Any
 
 import httpx
+import orjson
 
 from wordcast.client import RouterClient
 from wordcast.corpus.workload import post_queries, sample_posts
+from wordcast.defaults import DEVELOPMENT_API_KEY
 from wordcast.local.cluster import Cluster
 from wordcast.local.supervisor import Service, free_port
+from wordcast.storage import Store
 from wordcast.storage.redis import connect_sync, is_cluster
 
 from .common import machine, write_json
@@ -63,6 +70,44 @@ async def _register(
         started = time.perf_counter()
         made = await client.subscribe_many(queries, hook)
         return time.perf_counter() - started, [str(sub["id"]) for sub in made]
+
+
+def _import_file(cluster: Cluster, queries: list[str]) -> tuple[float, list[str]]:
+    """Seconds ``wordcast subscribe --file`` takes to import ``queries`` (a key each), the
+    command's start included; and their ids."""
+    with tempfile.TemporaryDirectory() as directory:
+        path = Path(directory) / "subscriptions.jsonl"
+        path.write_bytes(
+            b"".join(
+                orjson.dumps({"query": q, "key": f"k{k}"}) + b"\n" for k, q in enumerate(queries)
+            )
+        )
+        command = [sys.executable, "-m", "wordcast", "subscribe", "--file", str(path)]
+        command += ["--callback", cluster.callback_url, "--router", cluster.router_url]
+        started = time.perf_counter()
+        subprocess.run(
+            command, env=os.environ | {"WORDCAST_API_KEY": DEVELOPMENT_API_KEY}, check=True
+        )
+        seconds = time.perf_counter() - started
+    ids = [str(sub.id) for sub in asyncio.run(_listed(cluster))]
+    return seconds, ids
+
+
+async def _listed(cluster: Cluster) -> list[Any]:
+    store = Store.connect(cluster.redis_url, cluster.namespace)
+    try:
+        found: list[Any] = []
+        cursor = None
+        while cursor != 0:
+            cursor, page = await store.subscriptions.tenant_subscriptions(
+                "dev",
+                cursor or 0,
+                1000,  # the development key's tenant
+            )
+            found += page
+        return found
+    finally:
+        await store.aclose()
 
 
 async def _delete(router_url: str, ids: list[str], in_flight: int) -> float:
@@ -113,9 +158,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     ) as cluster:
         before = _used_memory(cluster.redis_url)
         commands = _commands(cluster.redis_url)
-        seconds, ids = asyncio.run(
-            _register(cluster.router_url, queries, cluster.callback_url, args.in_flight)
-        )
+        if args.from_file:
+            seconds, ids = _import_file(cluster, queries)
+        else:
+            seconds, ids = asyncio.run(
+                _register(cluster.router_url, queries, cluster.callback_url, args.in_flight)
+            )
         rate = len(queries) / seconds
         print(f"registered {len(queries):,} in {seconds:.1f} s: {rate:,.0f}/s", flush=True)
         memory = _used_memory(cluster.redis_url) - before
@@ -187,6 +235,9 @@ def main() -> None:
     parser.add_argument("--subscriptions", type=int, default=1_000_000)
     parser.add_argument("--in-flight", type=int, default=4, help="batch requests at a time")
     parser.add_argument("--matchers", type=int, default=2)
+    parser.add_argument(
+        "--from-file", action="store_true", help="import with wordcast subscribe --file instead"
+    )
     parser.add_argument(
         "--redis-shards", type=int, default=0, help="a local Redis Cluster of this many masters"
     )
