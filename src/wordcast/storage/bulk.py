@@ -79,6 +79,32 @@ def delete_many_call(
     return touched, orjson.dumps(argument)
 
 
+def move_many_call(
+    keys: Keys, events_max: int, moves: Sequence[tuple[Subscription, Sequence[Placement]]]
+) -> tuple[list[str], bytes]:
+    """``MOVE_MANY``'s keys and argument for keyword records as read, each to its placements."""
+    steps = []
+    for sub, placements in moves:
+        before, after = set(sub.matchers), set(matchers_of(placements))
+        opened = [p.matcher for p in placements if p.is_open] or [placements[-1].matcher]
+        steps.append((sub, placements, sorted(before - after), sorted(after - before), opened[0]))
+    matchers = sorted({m for _, _, left, joined, _ in steps for m in left + joined})
+    matcher_at = {matcher: k for k, matcher in enumerate(matchers, 1)}
+    rows = [
+        [
+            sub.id, encode(sub.placements) if sub.placements else "", encode(placements),
+            str(opened), [matcher_at[m] for m in left], [matcher_at[m] for m in joined],
+        ]
+        for sub, placements, left, joined, opened in steps
+    ]  # fmt: skip
+    touched = [keys.events]
+    for matcher in matchers:
+        touched += [keys.matcher_subs(matcher), keys.matcher_words(matcher)]
+    touched += [keys.sub(sub.id) for sub, _ in moves]
+    argument = {"m": events_max, "o": [str(m) for m in matchers], "s": rows}
+    return touched, orjson.dumps(argument)
+
+
 def add_many_answers(
     reply: Any, subs: Sequence[Subscription], tenant_limit: int, window: str
 ) -> list[str | BaseException]:

@@ -172,6 +172,58 @@ end
 return cjson.encode({event_id, answers})
 """
 
+# Re-placement of a batch of keyword records, as MOVE each. KEYS: 1 events, then the matchers'
+# (subscription set, H(i)) pairs, then each record. ARGV[1]: JSON {m: events kept, o: the
+# matchers' ordinals, s: the moves, each [id, placements as read, new placements, new matcher,
+# matchers left (1-based), matchers joined (1-based)]}. Answers JSON [event id or "", [per
+# move: 1 moved, 0 changed since it was read]], its event one "batch" entry as ADD_MANY's.
+MOVE_MANY = """
+local batch = cjson.decode(ARGV[1])
+local answers, events = {}, {}
+for i, s in ipairs(batch.s) do
+  local record = KEYS[1 + 2 * #batch.o + i]
+  if redis.call('HGET', record, 'placements') ~= s[2] then
+    answers[i] = 0
+  else
+    local terms = redis.call('HGET', record, 'terms')
+    local held, dropped = {}, {}
+    for _, m in ipairs(s[5]) do
+      local k = 2 * m
+      redis.call('SREM', KEYS[k], s[1])
+      local gone = {}
+      for term in string.gmatch(terms, '%S+') do
+        if redis.call('HINCRBY', KEYS[k + 1], term, -1) <= 0 then
+          redis.call('HDEL', KEYS[k + 1], term)
+          gone[#gone + 1] = term
+        end
+      end
+      if #gone > 0 then dropped[#dropped + 1] = batch.o[m] .. ' ' .. table.concat(gone, ' ') end
+    end
+    for _, m in ipairs(s[6]) do
+      local k = 2 * m
+      redis.call('SADD', KEYS[k], s[1])
+      local new = {}
+      for term in string.gmatch(terms, '%S+') do
+        if redis.call('HINCRBY', KEYS[k + 1], term, 1) == 1 then new[#new + 1] = term end
+      end
+      if #new > 0 then held[#held + 1] = batch.o[m] .. ' ' .. table.concat(new, ' ') end
+    end
+    redis.call('HSET', record, 'placements', s[3], 'matcher', s[4])
+    local f = redis.call('HMGET', record, 'query', 'callback_url', 'tenant', 'stream')
+    events[#events + 1] = {'move', s[1], s[4], terms, f[2] or '', f[1] or '', '', f[3] or '',
+                           s[3], table.concat(held, '\\n'), table.concat(dropped, '\\n'),
+                           f[4] or ''}
+    answers[i] = 1
+  end
+end
+local event_id = ''
+if #events > 0 then
+  event_id = redis.call('XADD', KEYS[1], 'MAXLEN', '~', batch.m, '*', 'op', 'batch',
+                        'events', cjson.encode(events))
+end
+return cjson.encode({event_id, answers})
+"""
+
 # Re-placement (a mapping change). KEYS: 1 record, 2 events, then pairs (subscription set, H(i)):
 # first ARGV[5] pairs of matchers the subscription leaves, then those it joins (their ordinals from
 # ARGV[7] on, in the same order).

@@ -170,6 +170,7 @@ class SubscriptionStore(SubscriptionReads):
         self._add = client.register_script(scripts.ADD)
         self._add_many = client.register_script(scripts.ADD_MANY)
         self._delete_many = client.register_script(scripts.DELETE_MANY)
+        self._move_many = client.register_script(scripts.MOVE_MANY)
         self._delete = client.register_script(scripts.DELETE)
         self._add_pattern = client.register_script(scripts.ADD_PATTERN)
         self._rotate = client.register_script(scripts.ROTATE)
@@ -366,17 +367,32 @@ class SubscriptionStore(SubscriptionReads):
     async def move_many(
         self, moves: Sequence[tuple[Subscription, Sequence[Placement]]]
     ) -> list[str | None]:
-        """:meth:`move` for many subscriptions in one round trip (each move stays atomic and
-        independent: one that changed meanwhile gets None and the others still happen)."""
+        """:meth:`move` for many subscriptions: keyword records in one script (``MOVE_MANY``,
+        one event for them), patterns by a script each, all in one round trip. Each move stays
+        independent: one that changed meanwhile gets None and the others still happen."""
         if not moves:
             return []
+        keywords = [k for k, (sub, _) in enumerate(moves) if not sub.is_pattern]
+        patterns = [k for k, (sub, _) in enumerate(moves) if sub.is_pattern]
         pipe = self.client.pipeline(transaction=False)
-        for sub, placements in moves:
-            script, keys, args = self._move_call(sub, placements)
+        if keywords:
+            keys, payload = bulk.move_many_call(
+                self.keys, self.events_max, [moves[k] for k in keywords]
+            )
+            await queue_script(pipe, self._move_many, keys, [payload])
+        for k in patterns:
+            script, keys, args = self._move_call(*moves[k])
             await queue_script(pipe, script, keys, args)
         with translated("moving subscriptions"):
             results = await self.replication.execute(pipe, self.keys.events, "moving subscriptions")
-        return [str(event_id) if event_id else None for event_id in results]
+        answers: list[str | None] = [None] * len(moves)
+        if keywords:
+            event_id, codes = orjson.loads(results.pop(0))
+            for k, code in zip(keywords, codes, strict=True):
+                answers[k] = event_id if code == 1 else None
+        for k, event_id in zip(patterns, results, strict=True):
+            answers[k] = str(event_id) if event_id else None
+        return answers
 
     async def rotate_secret(self, sub_id: str, secret: str, previous_until: float) -> None:
         """Make ``secret`` the signing secret; the old one stays valid until ``previous_until``."""
