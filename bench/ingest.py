@@ -222,9 +222,10 @@ def _count(redis_url: str, namespace: str) -> int:
     try:
         base = namespace.strip("{}")
         return sum(
-            int(client.scard(key))
-            for key in client.scan_iter(match="*:matcher:*:subs", count=1000)
+            int(count)
+            for key in client.scan_iter(match="*:tenant-counts", count=1000)
             if base in key
+            for count in client.hvals(key)
         )
     finally:
         client.close()

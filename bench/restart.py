@@ -24,11 +24,12 @@ import redis
 
 from wordcast.local.redis_server import start_redis_server
 from wordcast.local.supervisor import free_port
-from wordcast.routing.placement import Placement, encode
+from wordcast.routing.placement import Placement
 from wordcast.storage.keys import Keys
+from wordcast.storage.records import Subscription, pack_record
 
 NAMESPACE = "restart-bench"
-PLACED = encode((Placement(0, 0),))  # on matcher 0 from mapping version 0 on, as routers write
+PLACED = (Placement(0, 0),)  # on matcher 0 from mapping version 0 on, as routers write
 
 
 def log(message: str) -> None:
@@ -40,21 +41,13 @@ def fill(client: redis.Redis, keys: Keys, subs: Sequence[frozenset[str]], tenant
     for k, terms in enumerate(subs):
         words = " ".join(sorted(terms))
         sub_id = f"s{k:016x}"
-        pipe.hset(
-            keys.sub(sub_id),
-            mapping={
-                "query": words,
-                "terms": words,
-                "callback_url": "http://127.0.0.1:9/hook",
-                "matcher": "0",
-                "tenant": tenant,
-                "created": "1700000000.0",
-                "secret": "whsec_" + "0" * 32,
-                "placements": PLACED,
-                "stream": "",
-            },
-        )
-        pipe.sadd(keys.matcher_subs(0), sub_id)
+        record = Subscription(
+            sub_id, words, tuple(words.split()), "http://127.0.0.1:9/hook", 0, 1700000000.0,
+            tenant=tenant, secret="whsec_" + "0" * 32, placements=PLACED,
+        )  # fmt: skip
+        pipe.hset(keys.record_of(sub_id), sub_id, pack_record(record))
+        pipe.hincrby(keys.matcher_counts, "0", 1)
+        pipe.hincrby(keys.tenant_counts, tenant, 1)
         if k % 5_000 == 4_999:
             pipe.execute()
     pipe.execute()

@@ -104,7 +104,7 @@ async def _one_run(cluster: Cluster, args: argparse.Namespace) -> dict[str, Any]
         began = time.monotonic()
         await asyncio.sleep(args.steady_s)
         up = await _scale(cluster, store, mappings, 4)
-        on_new = sum([await redis.scard(store.keys.matcher_subs(m)) for m in (2, 3)])
+        on_new = sum([await store.cluster.held_by(m) for m in (2, 3)])
         pattern_loads = await store.word_maps.pattern_loads()
         patterns_on_new = sum(pattern_loads.get(m, 0) for m in (2, 3))
         await asyncio.sleep(args.steady_s)

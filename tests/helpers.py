@@ -24,7 +24,8 @@ import orjson
 from wordcast.defaults import DEFAULT_ADMIN_TOKEN, DEVELOPMENT_API_KEY
 from wordcast.local.redis_server import start_redis_server as start_redis_process
 from wordcast.local.supervisor import free_port
-from wordcast.storage.keys import Keys
+from wordcast.storage.keys import RECORD_BUCKETS, Keys
+from wordcast.storage.records import Subscription, pack_record, unpack_record
 from wordcast.storage.redis import connect_sync, stored_namespace
 from wordcast.storage.shards import shard_of
 
@@ -549,16 +550,28 @@ def record_shards(client: Any, namespace: str) -> list[Keys]:
     return [Keys(prefix) for prefix in (orjson.loads(raw) if raw else [namespace])]
 
 
-def record_key(client: Any, namespace: str, sub_id: str) -> str:
-    """The key of a subscription's record, in its shard."""
+def stored_record(client: Any, namespace: str, sub_id: str) -> Subscription | None:
+    """A subscription's record as its shard's bucket holds it (None: not there)."""
     shards = record_shards(client, namespace)
-    return shards[shard_of(sub_id, len(shards))].sub(sub_id)
+    keys = shards[shard_of(sub_id, len(shards))]
+    value = client.hget(keys.record_of(sub_id), sub_id)
+    return None if value is None else unpack_record(sub_id, value)
+
+
+def rewrite_record(client: Any, namespace: str, sub: Subscription) -> None:
+    """Store ``sub`` over its record as it is (as a version from before would have left it)."""
+    shards = record_shards(client, namespace)
+    keys = shards[shard_of(sub.id, len(shards))]
+    client.hset(keys.record_of(sub.id), sub.id, pack_record(sub))
 
 
 def placed_on(client: Any, namespace: str, matcher: int) -> set[str]:
     """The ids placed on a matcher, over every shard."""
-    return {
-        sub_id
-        for keys in record_shards(client, namespace)
-        for sub_id in client.smembers(keys.matcher_subs(matcher))
-    }
+    held = set()
+    for keys in record_shards(client, namespace):
+        pipe = client.pipeline(transaction=False)
+        for bucket in range(RECORD_BUCKETS):
+            pipe.hgetall(keys.records(bucket))
+        for bucket in pipe.execute():
+            held |= {i for i, v in bucket.items() if matcher in unpack_record(i, v).matchers}
+    return held

@@ -17,9 +17,10 @@ from tests.helpers import (
     Receiver,
     RunningCluster,
     eventually,
-    record_key,
+    rewrite_record,
     start_cluster,
     stop_cluster,
+    stored_record,
     wordcast_cli,
 )
 from wordcast.local.supervisor import free_port
@@ -178,7 +179,9 @@ def test_a_subscriptions_own_secret_signs_too_while_the_migration_window_is_open
     own = "whsec_" + "T2xkU2VjcmV0T2ZNaW5lMTIzNDU2"
     client = connect_sync(redis_url)
     namespace = endpoint_cluster.namespace
-    client.hset(record_key(client, namespace, created["id"]), "secret", own)  # as stored before
+    stored = stored_record(client, namespace, created["id"])
+    assert stored is not None
+    rewrite_record(client, namespace, stored._replace(secret=own))  # as stored before endpoints
     client.incr(f"{namespace}:secrets-epoch")
     time.sleep(EPOCH_CHECK_S)
     api.post("/publications", json={"id": "w-1", "text": "a wallaby"}).raise_for_status()

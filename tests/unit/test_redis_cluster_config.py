@@ -31,7 +31,7 @@ def test_every_key_of_a_tagged_namespace_has_the_tag() -> None:
     assert slot_namespace("wordcast") == "{wordcast}"
     assert slot_namespace("{given}") == "{given}"
     keys = Keys(slot_namespace("wc"))
-    for key in (keys.events, keys.words, keys.sub("x"), keys.matcher_words(3), keys.window):
+    for key in (keys.events, keys.words, keys.record_of("x"), keys.matcher_words(3), keys.window):
         # Redis Cluster hashes only what the first {...} holds.
         assert key.startswith("{wc}:")
 

@@ -16,15 +16,23 @@ mappings, as stored); never the services, the command line or Spark.
 
 Keys (all under a namespace, ``wordcast`` by default, so several clusters can share one Redis):
 
-``{ns}:sub:{id}``           hash: query, terms (space-separated, sorted), callback_url, matcher, created,
-                            placements (JSON, :mod:`wordcast.routing.placement`: which matchers hold it for
-                            which mapping versions); a pattern subscription has pattern and anchor
-                            instead of query and terms, and lives on ``matcher`` only until a
-                            change in the number of matchers moves it: then it has placements too
-``{ns}:sub:{id}~{k}``       alternative k ≥ 1 of a boolean query (:mod:`wordcast.query.boolean`): a keyword
-                            record of its own, with the query's text and the words it requires;
-                            alternative 0 is ``{ns}:sub:{id}`` itself, the subscription
-``{ns}:matcher:{i}:subs``   set of the ids placed on matcher i (for any mapping version)
+``{ns}:records:{b}``        hash id -> packed record, for the ids of bucket b (:func:`.keys.bucket_of`,
+                            1,024 buckets a shard): query, terms (space-separated, sorted),
+                            callback_url, matcher, created, tenant, placements (JSON,
+                            :mod:`wordcast.routing.placement`: which matchers hold it for which
+                            mapping versions) and the matchers that hold it, packed as
+                            :func:`.records.pack_record` writes; a pattern subscription has
+                            pattern and anchor instead of query and terms, and lives on
+                            ``matcher`` only until a change in the number of matchers moves it:
+                            then it has placements too. Records of the layout before packing (a
+                            hash ``{ns}:sub:{id}`` each, with sets of ids per tenant and matcher)
+                            are moved here on first use (:mod:`.layout`)
+``{ns}:records:…`` id ``{id}~{k}`` alternative k ≥ 1 of a boolean query (:mod:`wordcast.query.boolean`):
+                            a keyword record of its own, with the query's text and the words it
+                            requires; alternative 0 is record ``{id}`` itself, the subscription
+``{ns}:layout``             "packed" once the shard's records are in the packed layout
+``{ns}:matcher-counts``     hash matcher -> how many records are placed on it (for any mapping version)
+``{ns}:tenant-counts``      hash tenant -> how many records (subscriptions and alternatives) it holds
 ``{ns}:matcher:{i}:words``  hash word -> count: the subscription word map H(i) of S³-TM §4.2
 ``{ns}:mapping:window``     "low high": the mapping versions routers may be routing with; a
                             subscription is stored only when it was placed for this window
@@ -37,7 +45,6 @@ Keys (all under a namespace, ``wordcast`` by default, so several clusters can sh
 ``{ns}:cluster:internal_token`` the secret routers show matchers' ``/internal`` endpoints (made by
                             the first service that asks)
 ``{ns}:pattern_load``       hash matcher -> number of pattern subscriptions placed on it
-``{ns}:tenant:{t}:subs``    set of the ids of tenant t's subscriptions
 ``{ns}:apikey:{sha256}``    the tenant an API key belongs to, under the key's SHA-256 (keys are not kept)
 ``{ns}:tenant:{t}:keys``    hash key id -> "sha256 created": tenant t's API keys, for listing and
                             revoking them (the id is the hash's first 16 hex digits)
@@ -58,13 +65,13 @@ Keys (all under a namespace, ``wordcast`` by default, so several clusters can sh
 
 Mapping versions are described in :mod:`.mappings`, the outboxes in :mod:`.outbox`.
 
-**Shards.** The keys from ``{ns}:sub:{id}`` to ``{ns}:events`` above, with the secrets epoch, the
+**Shards.** The keys from ``{ns}:records:{b}`` to ``{ns}:events`` above, with the secrets epoch, the
 pattern loads and a copy of the mapping window, make up one shard of the subscription records
 (:mod:`.shards`): on one Redis the only shard is the namespace itself, so every key is as listed.
 On a Redis Cluster (a ``redis+cluster://`` URL, :mod:`.redis`) the namespace becomes a hash tag,
 ``{wordcast}:…``, and there is a shard per master, each under a hash tag of its own
 (``{ns}:record-shards`` lists them): a subscription's record lives in the shard its id hashes to,
-with that shard's share of the placement sets, H(i), s(W), anchor maps and tenant sets, and its
+with that shard's share of the counts, H(i), s(W) and anchor maps, and its
 events go to that shard's stream. Every change therefore stays one script in one slot, so no
 change spans two slots and no crash leaves one half-made; readers add the shards up
 (:mod:`.word_maps`) and follow every shard's stream (:mod:`.events`). Tenants, API keys, streams,
@@ -156,7 +163,7 @@ class Store:
         max_connections: int = MAX_CONNECTIONS,
     ) -> Store:
         """The stores of ``namespace`` at ``url``: on a Redis Cluster (``redis+cluster://``) under
-        the namespace as a hash tag (``{wordcast}:sub:…``), so that all of them share one slot.
+        the namespace as a hash tag (``{wordcast}:records:…``), so that all of them share one slot.
         Promised writes wait for ``wait_replicas`` replicas (:class:`~.redis.Replication`; by
         default one on a Redis Cluster, none on one Redis), and are refused if Redis has not
         confirmed them within ``write_deadline_s``. The pool holds ``max_connections``."""

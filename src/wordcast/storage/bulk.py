@@ -15,7 +15,7 @@ import orjson
 from wordcast.errors import LimitExceeded, StaleMapping
 from wordcast.routing.placement import Placement, encode, matchers_of
 from wordcast.storage.keys import Keys
-from wordcast.storage.records import Subscription
+from wordcast.storage.records import Subscription, pack_record
 
 
 def add_many_call(
@@ -25,16 +25,19 @@ def add_many_call(
     each tenant's limit in this shard."""
     tenants = list(room)
     tenant_at = {tenant: k for k, tenant in enumerate(tenants, 1)}
-    placed = [sub.placements or (Placement(sub.matcher, 0),) for sub in subs]
-    matchers = sorted({m for placements in placed for m in matchers_of(placements)})
+    placed = [
+        sub if sub.placements else sub._replace(placements=(Placement(sub.matcher, 0),))
+        for sub in subs
+    ]
+    matchers = sorted({m for sub in placed for m in sub.matchers})
     matcher_at = {matcher: k for k, matcher in enumerate(matchers, 1)}
     rows = [
         [
             sub.id, str(sub.matcher), sub.query, " ".join(sub.terms), sub.callback_url,
-            repr(sub.created), tenant_at[sub.tenant], sub.secret, encode(placements),
-            sub.stream, [matcher_at[m] for m in matchers_of(placements)],
+            pack_record(sub), tenant_at[sub.tenant], encode(sub.placements), sub.stream,
+            [matcher_at[m] for m in sub.matchers],
         ]
-        for sub, placements in zip(subs, placed, strict=True)
+        for sub in placed
     ]  # fmt: skip
     argument = {
         "w": window,
@@ -44,11 +47,9 @@ def add_many_call(
         "o": [str(m) for m in matchers],
         "s": rows,
     }
-    touched = [keys.words, keys.events, keys.window]
-    touched += [keys.tenant_subs(tenant) for tenant in tenants]
-    for matcher in matchers:
-        touched += [keys.matcher_subs(matcher), keys.matcher_words(matcher)]
-    touched += [keys.sub(sub.id) for sub in subs]
+    touched = [keys.words, keys.events, keys.window, keys.tenant_counts, keys.matcher_counts]
+    touched += [keys.matcher_words(matcher) for matcher in matchers]
+    touched += [keys.record_of(sub.id) for sub in subs]
     return touched, orjson.dumps(argument)
 
 
@@ -57,25 +58,20 @@ def delete_many_call(
 ) -> tuple[list[str], bytes]:
     """``DELETE_MANY``'s keys and argument for keyword records as read (each is deleted only if
     its placements are still these)."""
-    tenants = list(dict.fromkeys(sub.tenant for sub in subs))
-    tenant_at = {tenant: k for k, tenant in enumerate(tenants, 1)}
     matchers = sorted({m for sub in subs for m in sub.matchers})
     matcher_at = {matcher: k for k, matcher in enumerate(matchers, 1)}
     rows = [
         [
             sub.id,
             encode(sub.placements) if sub.placements else "",
-            tenant_at[sub.tenant],
             [matcher_at[m] for m in sub.matchers],
         ]
         for sub in subs
     ]
-    touched = [keys.words, keys.events]
-    touched += [keys.tenant_subs(tenant) for tenant in tenants]
-    for matcher in matchers:
-        touched += [keys.matcher_subs(matcher), keys.matcher_words(matcher)]
-    touched += [keys.sub(sub.id) for sub in subs]
-    argument = {"m": events_max, "tn": tenants, "o": [str(m) for m in matchers], "s": rows}
+    touched = [keys.words, keys.events, keys.tenant_counts, keys.matcher_counts]
+    touched += [keys.matcher_words(matcher) for matcher in matchers]
+    touched += [keys.record_of(sub.id) for sub in subs]
+    argument = {"m": events_max, "o": [str(m) for m in matchers], "s": rows}
     return touched, orjson.dumps(argument)
 
 
@@ -94,13 +90,13 @@ def move_many_call(
         [
             sub.id, encode(sub.placements) if sub.placements else "", encode(placements),
             str(opened), [matcher_at[m] for m in left], [matcher_at[m] for m in joined],
+            ",".join(str(m) for m in matchers_of(placements)),
         ]
         for sub, placements, left, joined, opened in steps
     ]  # fmt: skip
-    touched = [keys.events]
-    for matcher in matchers:
-        touched += [keys.matcher_subs(matcher), keys.matcher_words(matcher)]
-    touched += [keys.sub(sub.id) for sub, _ in moves]
+    touched = [keys.events, keys.matcher_counts]
+    touched += [keys.matcher_words(matcher) for matcher in matchers]
+    touched += [keys.record_of(sub.id) for sub, _ in moves]
     argument = {"m": events_max, "o": [str(m) for m in matchers], "s": rows}
     return touched, orjson.dumps(argument)
 

@@ -58,9 +58,9 @@ class ClusterStore:
         shards = await self.shards.keys()
         pipe = self.client.pipeline(transaction=False)
         for keys in shards:
-            pipe.scard(keys.matcher_subs(matcher))
+            pipe.hget(keys.matcher_counts, matcher)
         with translated("counting a matcher's subscriptions"):
-            return sum(int(count) for count in await pipe.execute())
+            return sum(int(count or 0) for count in await pipe.execute())
 
     async def forget_matcher(self, matcher: int) -> None:
         """Drop the URL of a matcher removed by scaling down."""

@@ -8,7 +8,7 @@ from typing import NamedTuple
 
 import orjson
 
-from wordcast.routing.placement import Placement, decode, matchers_of
+from wordcast.routing.placement import Placement, decode, encode, matchers_of
 
 
 class Subscription(NamedTuple):
@@ -137,6 +137,71 @@ FIELDS = (
     "placements",
     "stream",
 )
+
+
+# The packed layout (issue 41). A record is one value in its shard's bucket (:mod:`.keys`), a
+# head the scripts read without parsing JSON, a newline, then the rest as a JSON array:
+#
+#   matchers \t matcher \t tenant \t placements \t terms \t anchor \n
+#   [query, callback_url, created, secret, stream, pattern, previous_secret, previous_until]
+#
+# ``matchers`` ("0,1") are those that hold it (:attr:`Subscription.matchers`), which a matcher's
+# load filters on; ``terms`` are space-separated. Nothing in the head can hold a tab or a newline:
+# tenants are names, terms and anchors are analysed words, placements are JSON. The array drops
+# trailing empty values.
+RECORD_BODY = (
+    "query",
+    "callback_url",
+    "created",
+    "secret",
+    "stream",
+    "pattern",
+    "previous_secret",
+    "previous_until",
+)
+
+
+def pack_record(sub: Subscription, previous_secret: str = "", previous_until: float = 0.0) -> str:
+    """The stored value of ``sub``'s record."""
+    matchers = ",".join(str(m) for m in sub.matchers)
+    placements = encode(sub.placements) if sub.placements else ""
+    head = f"{matchers}\t{sub.matcher}\t{sub.tenant}\t{placements}\t{' '.join(sub.terms)}"
+    body: list[str | float] = [sub.query, sub.callback_url, sub.created, sub.secret, sub.stream]
+    body += [sub.pattern, previous_secret, previous_until]
+    while body and not body[-1]:
+        body.pop()
+    return f"{head}\t{sub.anchor}\n{orjson.dumps(body).decode()}"
+
+
+def unpack_record(sub_id: str, value: str) -> Subscription:
+    """The subscription a packed record holds."""
+    head, _, body = value.partition("\n")
+    _, matcher, tenant, placements, terms, anchor = head.split("\t")
+    query, url, created, secret, stream, pattern = (orjson.loads(body) + [""] * 6)[:6]
+    return Subscription(
+        id=sub_id,
+        query=query,
+        terms=tuple(terms.split()),
+        callback_url=url,
+        matcher=int(matcher),
+        created=float(created or 0.0),
+        pattern=pattern,
+        anchor=anchor,
+        tenant=tenant,
+        secret=secret,
+        placements=decode(placements) if placements else (),
+        stream=stream,
+    )
+
+
+def secrets_of_record(value: str) -> tuple[str, str, float]:
+    """(secret, previous secret, until when the previous one is valid) of a packed record."""
+    body = orjson.loads(value.partition("\n")[2]) + [""] * 8
+    return body[3], body[6], float(body[7] or 0.0)
+
+
+def tenant_of_record(value: str) -> str:
+    return value.split("\t", 3)[2]
 
 
 def subscription_from_fields(sub_id: str, fields: dict[str, str]) -> Subscription:

@@ -1,102 +1,48 @@
 """The Lua scripts that change subscriptions atomically: the record, both word maps and the event that
 announces the change in one step, so concurrent routers cannot corrupt the counts."""
 
-# Keyword scripts. KEYS: 1 record, 2 s(W), 3 events, 4 tenant's set, 5 mapping window, then for each
-# matcher of the placements its subscription set and its word map H(i); those matchers' ordinals
-# are the last ARGV (from ARGV[14] for the add, ARGV[4] for the delete), for the event to name.
-ADD = """
-if redis.call('EXISTS', KEYS[1]) == 1 then return false end
-if (redis.call('GET', KEYS[5]) or '0 0') ~= ARGV[12] then return -1 end
-if redis.call('SCARD', KEYS[4]) >= tonumber(ARGV[9]) then return 0 end
-redis.call('HSET', KEYS[1], 'query', ARGV[3], 'terms', ARGV[4], 'callback_url', ARGV[5],
-           'matcher', ARGV[2], 'created', ARGV[6], 'tenant', ARGV[8], 'secret', ARGV[10],
-           'placements', ARGV[11], 'stream', ARGV[13])
-redis.call('SADD', KEYS[4], ARGV[1])
-local held = {}
-for k = 6, #KEYS, 2 do
-  redis.call('SADD', KEYS[k], ARGV[1])
-  local new = {}
-  for term in string.gmatch(ARGV[4], '%S+') do
-    if redis.call('HINCRBY', KEYS[k + 1], term, 1) == 1 then new[#new + 1] = term end
-  end
-  if #new > 0 then held[#held + 1] = ARGV[14 + (k - 6) / 2] .. ' ' .. table.concat(new, ' ') end
+# Every record script reads a packed record's head (:mod:`wordcast.storage.records`) with this.
+_HEAD = """
+local function head_of(v)
+  return string.match(v, '^([^\\t]*)\\t([^\\t]*)\\t([^\\t]*)\\t([^\\t]*)\\t([^\\t]*)\\t([^\\n]*)\\n(.*)$')
 end
-local born = {}
-for term in string.gmatch(ARGV[4], '%S+') do
-  if redis.call('HINCRBY', KEYS[2], term, 1) == 1 then born[#born + 1] = term end
-end
-return redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[7], '*', 'op', 'add', 'sub', ARGV[1],
-                  'matcher', ARGV[2], 'terms', ARGV[4], 'callback_url', ARGV[5], 'query', ARGV[3],
-                  'words', table.concat(born, ' '), 'tenant', ARGV[8], 'placements', ARGV[11],
-                  'held', table.concat(held, '\\n'), 'stream', ARGV[13])
-"""
-
-DELETE = """
-if redis.call('HGET', KEYS[1], 'placements') ~= ARGV[2] then return false end
-local terms = redis.call('HGET', KEYS[1], 'terms')
-local matcher = redis.call('HGET', KEYS[1], 'matcher')
-redis.call('DEL', KEYS[1])
-redis.call('SREM', KEYS[4], ARGV[1])
-local dropped = {}
-for k = 6, #KEYS, 2 do
-  redis.call('SREM', KEYS[k], ARGV[1])
-  local gone = {}
-  for term in string.gmatch(terms, '%S+') do
-    if redis.call('HINCRBY', KEYS[k + 1], term, -1) <= 0 then
-      redis.call('HDEL', KEYS[k + 1], term)
-      gone[#gone + 1] = term
-    end
-  end
-  if #gone > 0 then dropped[#dropped + 1] = ARGV[4 + (k - 6) / 2] .. ' ' .. table.concat(gone, ' ') end
-end
-local died = {}
-for term in string.gmatch(terms, '%S+') do
-  if redis.call('HINCRBY', KEYS[2], term, -1) <= 0 then
-    redis.call('HDEL', KEYS[2], term)
-    died[#died + 1] = term
-  end
-end
-return redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[3], '*', 'op', 'del', 'sub', ARGV[1],
-                  'matcher', matcher, 'terms', terms, 'words', table.concat(died, ' '),
-                  'placements', ARGV[2], 'held', '', 'dropped', table.concat(dropped, '\\n'))
 """
 
 # A batch of keyword subscriptions in one script (one round trip and one event for the batch,
-# where one script each cost the router more to pack than Redis to run). KEYS: 1 s(W), 2 events,
-# 3 mapping window, then the batch's tenants' sets, then its matchers' (subscription set, H(i))
-# pairs, then each subscription's record. ARGV[1]: JSON {w: window, m: events kept, tn: tenants,
-# tr: each tenant's limit in this shard, o: the matchers' ordinals, s: the subscriptions, each
-# [id, matcher, query, terms, callback_url, created, tenant (1-based), secret, placements,
-# stream, matchers (1-based)]}. Answers JSON [event id or "", [per subscription: 1 stored,
-# 0 over its tenant's limit, 2 the id exists]], or "-1" when the window moved (nothing stored).
-# The event is one entry, op "batch", whose "events" hold each change (records.BATCH_EVENT).
+# where one script each cost the router more to pack than Redis to run); a single one is a batch
+# of one. KEYS: 1 s(W), 2 events, 3 mapping window, 4 tenant counts, 5 matcher counts, then the
+# batch's matchers' H(i), then each subscription's bucket. ARGV[1]: JSON {w: window, m: events
+# kept, tn: tenants, tr: each tenant's limit in this shard, o: the matchers' ordinals, s: the
+# subscriptions, each [id, matcher, query, terms, callback_url, packed record, tenant (1-based),
+# placements, stream, matchers (1-based)]}. Answers JSON [event id or "", [per subscription:
+# 1 stored, 0 over its tenant's limit, 2 the id exists]], or "-1" when the window moved
+# (nothing stored). The event is one entry, op "batch", whose "events" hold each change
+# (records.BATCH_EVENT).
 ADD_MANY = """
 local batch = cjson.decode(ARGV[1])
 if (redis.call('GET', KEYS[3]) or '0 0') ~= batch.w then return '-1' end
-local first_matcher = 4 + #batch.tn
-local first_record = first_matcher + 2 * #batch.o
-local counts = {}
-for t = 1, #batch.tn do counts[t] = redis.call('SCARD', KEYS[3 + t]) end
+local first_record = 6 + #batch.o
+local counts, added = {}, {}
+for t, tenant in ipairs(batch.tn) do
+  counts[t], added[t] = tonumber(redis.call('HGET', KEYS[4], tenant) or '0'), 0
+end
 local answers, events = {}, {}
 for i, s in ipairs(batch.s) do
-  local record, t, terms = KEYS[first_record + i - 1], s[7], s[4]
-  if redis.call('EXISTS', record) == 1 then
+  local bucket, t, terms = KEYS[first_record + i - 1], s[7], s[4]
+  if redis.call('HEXISTS', bucket, s[1]) == 1 then
     answers[i] = 2
-  elseif counts[t] >= batch.tr[t] then
+  elseif counts[t] + added[t] >= batch.tr[t] then
     answers[i] = 0
   else
-    counts[t] = counts[t] + 1
-    redis.call('HSET', record, 'query', s[3], 'terms', terms, 'callback_url', s[5],
-               'matcher', s[2], 'created', s[6], 'tenant', batch.tn[t], 'secret', s[8],
-               'placements', s[9], 'stream', s[10])
-    redis.call('SADD', KEYS[3 + t], s[1])
+    added[t] = added[t] + 1
+    redis.call('HSET', bucket, s[1], s[6])
     local held = {}
-    for _, m in ipairs(s[11]) do
-      local k = first_matcher + 2 * (m - 1)
-      redis.call('SADD', KEYS[k], s[1])
+    for _, m in ipairs(s[10]) do
+      local words = KEYS[5 + m]
+      redis.call('HINCRBY', KEYS[5], batch.o[m], 1)
       local new = {}
       for term in string.gmatch(terms, '%S+') do
-        if redis.call('HINCRBY', KEYS[k + 1], term, 1) == 1 then new[#new + 1] = term end
+        if redis.call('HINCRBY', words, term, 1) == 1 then new[#new + 1] = term end
       end
       if #new > 0 then held[#held + 1] = batch.o[m] .. ' ' .. table.concat(new, ' ') end
     end
@@ -105,9 +51,12 @@ for i, s in ipairs(batch.s) do
       if redis.call('HINCRBY', KEYS[1], term, 1) == 1 then born[#born + 1] = term end
     end
     events[#events + 1] = {'add', s[1], s[2], terms, s[5], s[3], table.concat(born, ' '),
-                           batch.tn[t], s[9], table.concat(held, '\\n'), '', s[10]}
+                           batch.tn[t], s[8], table.concat(held, '\\n'), '', s[9]}
     answers[i] = 1
   end
+end
+for t, tenant in ipairs(batch.tn) do
+  if added[t] > 0 then redis.call('HINCRBY', KEYS[4], tenant, added[t]) end
 end
 local event_id = ''
 if #events > 0 then
@@ -117,36 +66,46 @@ end
 return cjson.encode({event_id, answers})
 """
 
-# A batch of keyword records deleted in one script, as DELETE each (a boolean query's later
-# alternatives before it). KEYS: 1 s(W), 2 events, then the batch's tenants' sets, then its
-# matchers' (subscription set, H(i)) pairs, then each record. ARGV[1]: JSON {m: events kept,
-# tn: tenants, o: the matchers' ordinals, s: the records, each [id, placements as read, tenant
-# (1-based), matchers (1-based)]}. Answers JSON [event id or "", [per record: 1 deleted, 0 changed since
-# it was read (its placements), 2 gone]], its event one "batch" entry as ADD_MANY's.
-DELETE_MANY = """
+# A count in a hash lowered by one, the field gone at zero.
+_LOWER = """
+local function lower(key, field)
+  if redis.call('HINCRBY', key, field, -1) <= 0 then redis.call('HDEL', key, field) end
+end
+"""
+
+# A batch of keyword records deleted in one script (a boolean query's later alternatives before
+# it; a single one is a batch of one). KEYS: 1 s(W), 2 events, 3 tenant counts, 4 matcher
+# counts, then the batch's matchers' H(i), then each record's bucket. ARGV[1]: JSON {m: events
+# kept, o: the matchers' ordinals, s: the records, each [id, placements as read, matchers
+# (1-based)]}. Answers JSON [event id or "", [per record: 1 deleted, 0 changed since it was read
+# (its placements), 2 gone]], its event one "batch" entry as ADD_MANY's.
+DELETE_MANY = (
+    _HEAD
+    + _LOWER
+    + """
 local batch = cjson.decode(ARGV[1])
-local first_matcher = 3 + #batch.tn
-local first_record = first_matcher + 2 * #batch.o
+local first_record = 5 + #batch.o
 local answers, events = {}, {}
 for i, s in ipairs(batch.s) do
-  local record = KEYS[first_record + i - 1]
-  local found = redis.call('HMGET', record, 'placements', 'terms', 'matcher')
-  if not found[2] then
+  local bucket = KEYS[first_record + i - 1]
+  local value = redis.call('HGET', bucket, s[1])
+  local _, matcher, tenant, placements, terms
+  if value then _, matcher, tenant, placements, terms = head_of(value) end
+  if not value then
     answers[i] = 2
-  elseif (found[1] or '') ~= s[2] then
+  elseif placements ~= s[2] then
     answers[i] = 0
   else
-    local terms = found[2]
-    redis.call('DEL', record)
-    redis.call('SREM', KEYS[2 + s[3]], s[1])
+    redis.call('HDEL', bucket, s[1])
+    lower(KEYS[3], tenant)
     local dropped = {}
-    for _, m in ipairs(s[4]) do
-      local k = first_matcher + 2 * (m - 1)
-      redis.call('SREM', KEYS[k], s[1])
+    for _, m in ipairs(s[3]) do
+      local words = KEYS[4 + m]
+      lower(KEYS[4], batch.o[m])
       local gone = {}
       for term in string.gmatch(terms, '%S+') do
-        if redis.call('HINCRBY', KEYS[k + 1], term, -1) <= 0 then
-          redis.call('HDEL', KEYS[k + 1], term)
+        if redis.call('HINCRBY', words, term, -1) <= 0 then
+          redis.call('HDEL', words, term)
           gone[#gone + 1] = term
         end
       end
@@ -159,7 +118,7 @@ for i, s in ipairs(batch.s) do
         died[#died + 1] = term
       end
     end
-    events[#events + 1] = {'del', s[1], found[3], terms, '', '', table.concat(died, ' '), '',
+    events[#events + 1] = {'del', s[1], matcher, terms, '', '', table.concat(died, ' '), '',
                            s[2], '', table.concat(dropped, '\\n'), ''}
     answers[i] = 1
   end
@@ -171,48 +130,56 @@ if #events > 0 then
 end
 return cjson.encode({event_id, answers})
 """
+)
 
-# Re-placement of a batch of keyword records, as MOVE each. KEYS: 1 events, then the matchers'
-# (subscription set, H(i)) pairs, then each record. ARGV[1]: JSON {m: events kept, o: the
-# matchers' ordinals, s: the moves, each [id, placements as read, new placements, new matcher,
-# matchers left (1-based), matchers joined (1-based)]}. Answers JSON [event id or "", [per
-# move: 1 moved, 0 changed since it was read]], its event one "batch" entry as ADD_MANY's.
-MOVE_MANY = """
+# Re-placement of a batch of keyword records (a mapping change; a single one is a batch of one).
+# KEYS: 1 events, 2 matcher counts, then the matchers' H(i), then each record's bucket.
+# ARGV[1]: JSON {m: events kept, o: the matchers' ordinals, s: the moves, each [id, placements
+# as read, new placements, new matcher, matchers left (1-based), matchers joined (1-based), the
+# matchers that hold it after ("0,1")]}. Answers JSON [event id or "", [per move: 1 moved, 0
+# changed since it was read]], its event one "batch" entry as ADD_MANY's.
+MOVE_MANY = (
+    _HEAD
+    + _LOWER
+    + """
 local batch = cjson.decode(ARGV[1])
 local answers, events = {}, {}
 for i, s in ipairs(batch.s) do
-  local record = KEYS[1 + 2 * #batch.o + i]
-  if redis.call('HGET', record, 'placements') ~= s[2] then
+  local bucket = KEYS[2 + #batch.o + i]
+  local value = redis.call('HGET', bucket, s[1])
+  local _, tenant, placements, terms, anchor, body
+  if value then _, _, tenant, placements, terms, anchor, body = head_of(value) end
+  if not value or placements ~= s[2] then
     answers[i] = 0
   else
-    local terms = redis.call('HGET', record, 'terms')
     local held, dropped = {}, {}
     for _, m in ipairs(s[5]) do
-      local k = 2 * m
-      redis.call('SREM', KEYS[k], s[1])
+      local words = KEYS[2 + m]
+      lower(KEYS[2], batch.o[m])
       local gone = {}
       for term in string.gmatch(terms, '%S+') do
-        if redis.call('HINCRBY', KEYS[k + 1], term, -1) <= 0 then
-          redis.call('HDEL', KEYS[k + 1], term)
+        if redis.call('HINCRBY', words, term, -1) <= 0 then
+          redis.call('HDEL', words, term)
           gone[#gone + 1] = term
         end
       end
       if #gone > 0 then dropped[#dropped + 1] = batch.o[m] .. ' ' .. table.concat(gone, ' ') end
     end
     for _, m in ipairs(s[6]) do
-      local k = 2 * m
-      redis.call('SADD', KEYS[k], s[1])
+      local words = KEYS[2 + m]
+      redis.call('HINCRBY', KEYS[2], batch.o[m], 1)
       local new = {}
       for term in string.gmatch(terms, '%S+') do
-        if redis.call('HINCRBY', KEYS[k + 1], term, 1) == 1 then new[#new + 1] = term end
+        if redis.call('HINCRBY', words, term, 1) == 1 then new[#new + 1] = term end
       end
       if #new > 0 then held[#held + 1] = batch.o[m] .. ' ' .. table.concat(new, ' ') end
     end
-    redis.call('HSET', record, 'placements', s[3], 'matcher', s[4])
-    local f = redis.call('HMGET', record, 'query', 'callback_url', 'tenant', 'stream')
-    events[#events + 1] = {'move', s[1], s[4], terms, f[2] or '', f[1] or '', '', f[3] or '',
+    redis.call('HSET', bucket, s[1], table.concat({s[7], s[4], tenant, s[3], terms, anchor}, '\\t')
+                                     .. '\\n' .. body)
+    local f = cjson.decode(body)
+    events[#events + 1] = {'move', s[1], s[4], terms, f[2] or '', f[1] or '', '', tenant,
                            s[3], table.concat(held, '\\n'), table.concat(dropped, '\\n'),
-                           f[4] or ''}
+                           f[5] or ''}
     answers[i] = 1
   end
 end
@@ -223,118 +190,97 @@ if #events > 0 then
 end
 return cjson.encode({event_id, answers})
 """
+)
 
-# Re-placement (a mapping change). KEYS: 1 record, 2 events, then pairs (subscription set, H(i)):
-# first ARGV[5] pairs of matchers the subscription leaves, then those it joins (their ordinals from
-# ARGV[7] on, in the same order).
-MOVE = """
-if redis.call('HGET', KEYS[1], 'placements') ~= ARGV[2] then return false end
-local terms = redis.call('HGET', KEYS[1], 'terms')
-local leaving = tonumber(ARGV[5])
-local held, dropped = {}, {}
-for k = 3, #KEYS, 2 do
-  local index = (k - 3) / 2
-  local changed = {}
-  if index < leaving then
-    redis.call('SREM', KEYS[k], ARGV[1])
-    for term in string.gmatch(terms, '%S+') do
-      if redis.call('HINCRBY', KEYS[k + 1], term, -1) <= 0 then
-        redis.call('HDEL', KEYS[k + 1], term)
-        changed[#changed + 1] = term
-      end
-    end
-    if #changed > 0 then dropped[#dropped + 1] = ARGV[7 + index] .. ' ' .. table.concat(changed, ' ') end
-  else
-    redis.call('SADD', KEYS[k], ARGV[1])
-    for term in string.gmatch(terms, '%S+') do
-      if redis.call('HINCRBY', KEYS[k + 1], term, 1) == 1 then changed[#changed + 1] = term end
-    end
-    if #changed > 0 then held[#held + 1] = ARGV[7 + index] .. ' ' .. table.concat(changed, ' ') end
-  end
-end
-redis.call('HSET', KEYS[1], 'placements', ARGV[3], 'matcher', ARGV[4])
-local f = redis.call('HMGET', KEYS[1], 'query', 'callback_url', 'tenant', 'stream')
-return redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[6], '*', 'op', 'move', 'sub', ARGV[1],
-                  'matcher', ARGV[4], 'terms', terms, 'query', f[1], 'callback_url', f[2],
-                  'tenant', f[3], 'stream', f[4] or '', 'placements', ARGV[3], 'words', '',
-                  'held', table.concat(held, '\\n'), 'dropped', table.concat(dropped, '\\n'))
-"""
-
-# Pattern add. KEYS: 1 record, 2 its matcher's subscription set, 3 its anchor map, 4 pattern loads,
-# 5 events, 6 tenant's set, 7 mapping window.
+# Pattern add. KEYS: 1 its bucket, 2 matcher counts, 3 its matcher's anchor map, 4 pattern
+# loads, 5 events, 6 tenant counts, 7 mapping window. ARGV: 1 id, 2 matcher, 3 pattern,
+# 4 anchor, 5 callback_url, 6 packed record, 7 events kept, 8 tenant, 9 its limit in this shard,
+# 10 window, 11 stream.
 ADD_PATTERN = """
-if redis.call('EXISTS', KEYS[1]) == 1 then return false end
-if (redis.call('GET', KEYS[7]) or '0 0') ~= ARGV[11] then return -1 end
-if redis.call('SCARD', KEYS[6]) >= tonumber(ARGV[9]) then return 0 end
-redis.call('HSET', KEYS[1], 'pattern', ARGV[3], 'anchor', ARGV[4], 'callback_url', ARGV[5],
-           'matcher', ARGV[2], 'created', ARGV[6], 'terms', '', 'tenant', ARGV[8],
-           'secret', ARGV[10], 'stream', ARGV[12])
-redis.call('SADD', KEYS[2], ARGV[1])
-redis.call('SADD', KEYS[6], ARGV[1])
+if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 1 then return false end
+if (redis.call('GET', KEYS[7]) or '0 0') ~= ARGV[10] then return -1 end
+if tonumber(redis.call('HGET', KEYS[6], ARGV[8]) or '0') >= tonumber(ARGV[9]) then return 0 end
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[6])
+redis.call('HINCRBY', KEYS[2], ARGV[2], 1)
+redis.call('HINCRBY', KEYS[6], ARGV[8], 1)
 redis.call('HINCRBY', KEYS[4], ARGV[2], 1)
 local born = ''
 if redis.call('HINCRBY', KEYS[3], ARGV[4], 1) == 1 then born = ARGV[2] end
 return redis.call('XADD', KEYS[5], 'MAXLEN', '~', ARGV[7], '*', 'op', 'add', 'sub', ARGV[1],
                   'matcher', ARGV[2], 'pattern', ARGV[3], 'anchor', ARGV[4], 'terms', '',
                   'callback_url', ARGV[5], 'anchor_joined', born, 'tenant', ARGV[8],
-                  'stream', ARGV[12])
+                  'stream', ARGV[11])
 """
 
-# Pattern scripts after the add. KEYS: 1 record, 2 events, 3 pattern loads, 4 tenant's set, then for
-# each matcher of the placements (ARGV from 5 on) its subscription set and its anchor map.
-DELETE_PATTERN = """
-if redis.call('EXISTS', KEYS[1]) == 0 then return false end
-if (redis.call('HGET', KEYS[1], 'placements') or '') ~= ARGV[2] then return false end
-local anchor = redis.call('HGET', KEYS[1], 'anchor')
-local f = redis.call('HMGET', KEYS[1], 'pattern', 'matcher')
-redis.call('DEL', KEYS[1])
-redis.call('SREM', KEYS[4], ARGV[1])
+# Pattern scripts after the add. KEYS: 1 its bucket, 2 events, 3 pattern loads, 4 tenant counts,
+# 5 matcher counts, then for each matcher of the placements (ARGV from 4 on) its anchor map.
+# ARGV: 1 id, 2 placements as read, 3 events kept.
+DELETE_PATTERN = (
+    _HEAD
+    + _LOWER
+    + """
+local value = redis.call('HGET', KEYS[1], ARGV[1])
+if not value then return false end
+local _, matcher, tenant, placements, _, anchor, body = head_of(value)
+if placements ~= ARGV[2] then return false end
+redis.call('HDEL', KEYS[1], ARGV[1])
+lower(KEYS[4], tenant)
 local left = {}
-for k = 5, #KEYS, 2 do
-  local matcher = ARGV[4 + (k - 5) / 2]
-  redis.call('SREM', KEYS[k], ARGV[1])
-  if redis.call('HINCRBY', KEYS[k + 1], anchor, -1) <= 0 then
-    redis.call('HDEL', KEYS[k + 1], anchor)
-    left[#left + 1] = matcher
+for k = 6, #KEYS do
+  local m = ARGV[4 + k - 6]
+  lower(KEYS[5], m)
+  if redis.call('HINCRBY', KEYS[k], anchor, -1) <= 0 then
+    redis.call('HDEL', KEYS[k], anchor)
+    left[#left + 1] = m
   end
-  if redis.call('HINCRBY', KEYS[3], matcher, -1) <= 0 then redis.call('HDEL', KEYS[3], matcher) end
+  lower(KEYS[3], m)
 end
 return redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[3], '*', 'op', 'del', 'sub', ARGV[1],
-                  'matcher', f[2], 'pattern', f[1], 'anchor', anchor, 'terms', '',
-                  'placements', ARGV[2], 'anchor_left', table.concat(left, ' '))
+                  'matcher', matcher, 'pattern', cjson.decode(body)[6] or '', 'anchor', anchor,
+                  'terms', '', 'placements', ARGV[2], 'anchor_left', table.concat(left, ' '))
 """
+)
 
 # Re-placement of a pattern (the cluster's matchers change). KEYS as for the delete, but the
-# matchers are first ARGV[5] it leaves, then those it joins (ids from ARGV[7] on).
-MOVE_PATTERN = """
-if redis.call('EXISTS', KEYS[1]) == 0 then return false end
-if (redis.call('HGET', KEYS[1], 'placements') or '') ~= ARGV[2] then return false end
-local anchor = redis.call('HGET', KEYS[1], 'anchor')
+# anchor maps are first ARGV[5] matchers it leaves, then those it joins (ordinals from ARGV[8]
+# on). ARGV: 1 id, 2 placements as read, 3 new placements, 4 new matcher, 5 how many it leaves,
+# 6 events kept, 7 the matchers that hold it after ("0,1").
+MOVE_PATTERN = (
+    _HEAD
+    + _LOWER
+    + """
+local value = redis.call('HGET', KEYS[1], ARGV[1])
+if not value then return false end
+local _, _, tenant, placements, terms, anchor, body = head_of(value)
+if placements ~= ARGV[2] then return false end
 local leaving = tonumber(ARGV[5])
 local joined, left = {}, {}
-for k = 5, #KEYS, 2 do
-  local index = (k - 5) / 2
-  local matcher = ARGV[7 + index]
+for k = 6, #KEYS do
+  local index = k - 6
+  local m = ARGV[8 + index]
   if index < leaving then
-    redis.call('SREM', KEYS[k], ARGV[1])
-    if redis.call('HINCRBY', KEYS[k + 1], anchor, -1) <= 0 then
-      redis.call('HDEL', KEYS[k + 1], anchor)
-      left[#left + 1] = matcher
+    lower(KEYS[5], m)
+    if redis.call('HINCRBY', KEYS[k], anchor, -1) <= 0 then
+      redis.call('HDEL', KEYS[k], anchor)
+      left[#left + 1] = m
     end
-    if redis.call('HINCRBY', KEYS[3], matcher, -1) <= 0 then redis.call('HDEL', KEYS[3], matcher) end
+    lower(KEYS[3], m)
   else
-    redis.call('SADD', KEYS[k], ARGV[1])
-    if redis.call('HINCRBY', KEYS[k + 1], anchor, 1) == 1 then joined[#joined + 1] = matcher end
-    redis.call('HINCRBY', KEYS[3], matcher, 1)
+    redis.call('HINCRBY', KEYS[5], m, 1)
+    if redis.call('HINCRBY', KEYS[k], anchor, 1) == 1 then joined[#joined + 1] = m end
+    redis.call('HINCRBY', KEYS[3], m, 1)
   end
 end
-redis.call('HSET', KEYS[1], 'placements', ARGV[3], 'matcher', ARGV[4])
-local f = redis.call('HMGET', KEYS[1], 'pattern', 'callback_url', 'tenant', 'stream')
+redis.call('HSET', KEYS[1], ARGV[1],
+           table.concat({ARGV[7], ARGV[4], tenant, ARGV[3], terms, anchor}, '\\t') .. '\\n' .. body)
+local f = cjson.decode(body)
 return redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[6], '*', 'op', 'move', 'sub', ARGV[1],
-                  'matcher', ARGV[4], 'pattern', f[1], 'anchor', anchor, 'terms', '',
-                  'callback_url', f[2], 'tenant', f[3], 'stream', f[4] or '', 'placements', ARGV[3],
-                  'anchor_joined', table.concat(joined, ' '), 'anchor_left', table.concat(left, ' '))
+                  'matcher', ARGV[4], 'pattern', f[6] or '', 'anchor', anchor, 'terms', '',
+                  'callback_url', f[2] or '', 'tenant', tenant, 'stream', f[5] or '',
+                  'placements', ARGV[3], 'anchor_joined', table.concat(joined, ' '),
+                  'anchor_left', table.concat(left, ' '))
 """
+)
 
 # A follower's progress through one shard's event stream, and the stream trimmed to what every
 # follower still present has read. KEYS: 1 events, 2 the followers' progress (hash name -> "id
@@ -361,26 +307,72 @@ if not low_ms or low_ms == 0 then return 0 end
 return redis.call('XTRIM', KEYS[1], 'MINID', '~', string.format('%d-%d', low_ms, low_seq))
 """
 
-# KEYS: the record, the secrets epoch (dispatchers keep secrets until it moves).
+# A record replaced by a new value if it still is the one read. KEYS: its bucket, the secrets
+# epoch (dispatchers keep secrets until it moves). ARGV: id, the value read, the new value.
+# Answers 1, 0 when it changed meanwhile, or false when it is gone.
 ROTATE = """
-local old = redis.call('HGET', KEYS[1], 'secret')
-if not old then return false end
-redis.call('HSET', KEYS[1], 'secret', ARGV[1], 'previous_secret', old, 'previous_until', ARGV[2])
+local value = redis.call('HGET', KEYS[1], ARGV[1])
+if not value then return false end
+if value ~= ARGV[2] then return 0 end
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[3])
 redis.call('INCR', KEYS[2])
 return 1
 """
 
 
-# Fields of many subscriptions' records in one reply (KEYS: their hashes; ARGV: the fields): a
-# JSON list with, for each record, its values ("" for a field, or a record, not there). A
-# restarting matcher reads a million in pages this way: a command and a parsed reply apiece cost
-# the client several times what Redis spends. The keys share a slot only on one server.
-RECORDS = """
+# The records of some of a shard's buckets (KEYS) that a matcher holds (ARGV[1], its ordinal):
+# a flat list id, packed record, … . A restarting matcher reads a million this way, a few dozen
+# buckets to a call, without a reply for the records other matchers hold.
+RECORDS_OF = """
 local out = {}
-for i, key in ipairs(KEYS) do
-  local values = redis.call('HMGET', key, unpack(ARGV))
-  for j = 1, #ARGV do values[j] = values[j] or '' end
-  out[i] = values
+local wanted = ',' .. ARGV[1] .. ','
+for _, key in ipairs(KEYS) do
+  local all = redis.call('HGETALL', key)
+  for i = 1, #all, 2 do
+    local matchers = string.match(all[i + 1], '^([^\t]*)\t')
+    if string.find(',' .. matchers .. ',', wanted, 1, true) then
+      out[#out + 1] = all[i]
+      out[#out + 1] = all[i + 1]
+    end
+  end
 end
-return cjson.encode(out)
+return out
+"""
+
+# A page of a tenant's records: KEYS are consecutive buckets, the first scanned from HSCAN cursor
+# ARGV[3]; ARGV: 1 the tenant, 2 how many records are wanted (scanned that many at a time).
+# Answers [buckets passed, HSCAN cursor in the next one, flat list id, packed record, …]: a page
+# holds about as many as wanted, or what the buckets held.
+TENANT_PAGE = """
+local out, cursor = {}, ARGV[3]
+for k, key in ipairs(KEYS) do
+  repeat
+    local reply = redis.call('HSCAN', key, cursor, 'COUNT', ARGV[2])
+    cursor = reply[1]
+    local found = reply[2]
+    for i = 1, #found, 2 do
+      if string.match(found[i + 1], '^[^\t]*\t[^\t]*\t([^\t]*)\t') == ARGV[1] then
+        out[#out + 1] = found[i]
+        out[#out + 1] = found[i + 1]
+      end
+    end
+    if #out >= 2 * tonumber(ARGV[2]) then
+      if cursor == '0' then return {k, '0', out} end
+      return {k - 1, cursor, out}
+    end
+  until cursor == '0'
+end
+return {#KEYS, '0', out}
+"""
+
+# A record from the layout before packing moved into its bucket, once (a second migrating
+# process finds it gone). KEYS: 1 the old hash, 2 its bucket, 3 tenant counts, 4 matcher
+# counts. ARGV: 1 id, 2 the packed record, 3 tenant, then the matchers that hold it.
+MIGRATE_RECORD = """
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+redis.call('HSET', KEYS[2], ARGV[1], ARGV[2])
+redis.call('DEL', KEYS[1])
+redis.call('HINCRBY', KEYS[3], ARGV[3], 1)
+for k = 4, #ARGV do redis.call('HINCRBY', KEYS[4], ARGV[k], 1) end
+return 1
 """

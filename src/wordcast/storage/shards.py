@@ -29,6 +29,7 @@ its slot) keeps one shard, its own slot, as it was.
 
 from __future__ import annotations
 
+import asyncio
 import zlib
 from collections.abc import Iterable
 from typing import Any, TypeVar
@@ -37,6 +38,7 @@ import orjson
 
 from wordcast.query.boolean import PART_SEPARATOR
 from wordcast.storage.keys import Keys
+from wordcast.storage.layout import pack_records
 from wordcast.storage.records import event_order
 from wordcast.storage.redis import on_cluster, translated
 
@@ -58,13 +60,28 @@ class Shards:
         self.client = client
         self.ns = namespace
         self._keys: list[Keys] | None = None if on_cluster(client) else [Keys(namespace)]
+        self._packed: asyncio.Task[None] | None = None
 
     async def keys(self) -> list[Keys]:
+        """Every shard's keys; on first use, once the shards' records are in the packed layout
+        (:mod:`.layout`)."""
         if self._keys is None:
             with translated("locating the subscription shards"):
                 prefixes = await _cluster_prefixes(self.client, self.ns)
             self._keys = [Keys(prefix) for prefix in prefixes]
+        if self._packed is None:
+            self._packed = asyncio.ensure_future(self._pack(self._keys))
+        if not self._packed.done():
+            await asyncio.shield(self._packed)
+        elif self._packed.exception() is not None:
+            failed, self._packed = self._packed, None  # tried again at the next use
+            failed.result()
         return self._keys
+
+    async def _pack(self, shards: list[Keys]) -> None:
+        with translated("migrating records to the packed layout"):
+            for keys in shards:
+                await pack_records(self.client, keys)
 
     async def count(self) -> int:
         return len(await self.keys())

@@ -17,8 +17,15 @@ from wordcast.query.boolean import MAX_ALTERNATIVES, PART_SEPARATOR, has_operato
 from wordcast.routing.placement import Placement, encode, matchers_of
 from wordcast.storage import bulk, scripts
 from wordcast.storage.bulk import over_limit
-from wordcast.storage.keys import Keys
-from wordcast.storage.records import Subscription, event_order, subscription_from_fields
+from wordcast.storage.keys import RECORD_BUCKETS, Keys
+from wordcast.storage.records import (
+    Subscription,
+    event_order,
+    pack_record,
+    secrets_of_record,
+    tenant_of_record,
+    unpack_record,
+)
 from wordcast.storage.redis import NO_REPLICAS, Replication, queue_script, translated
 
 # The event stream is trimmed to about this many events. Followers read it within milliseconds;
@@ -26,6 +33,10 @@ from wordcast.storage.redis import NO_REPLICAS, Replication, queue_script, trans
 # trimmed away and loads a snapshot again (EventFollower). Each event holds its subscription's
 # fields, about 180 bytes in Redis: 200,000 is some 36 MB whatever the number of subscriptions.
 EVENTS_MAX = 200_000
+
+# Buckets a listing passes to a call (it scans them until it has a page): a tenant with few
+# records among a million is listed a few milliseconds of Redis at a time.
+BUCKETS_PER_READ = 32
 
 
 class SubscriptionReads:
@@ -35,64 +46,73 @@ class SubscriptionReads:
     def __init__(self, client: Any, keys: Keys) -> None:
         self.client = client
         self.keys = keys
+        self._tenant_page = client.register_script(scripts.TENANT_PAGE)
 
     async def get(self, sub_id: str) -> Subscription:
         with translated("reading a subscription"):
-            fields = await self.client.hgetall(self.keys.sub(sub_id))
-        if not fields:
+            value = await self.client.hget(self.keys.record_of(sub_id), sub_id)
+        if value is None:
             raise NotFound(f"no subscription with id {sub_id!r}")
-        return subscription_from_fields(sub_id, fields)
+        return unpack_record(sub_id, value)
 
-    async def records_of(self, sub_ids: Sequence[str]) -> list[dict[str, str]]:
-        """Each record's fields, in one round trip ({} for one not there)."""
+    async def packed(self, sub_ids: Sequence[str]) -> list[str | None]:
+        """Each record as stored (None for one not there), in one round trip."""
         if not sub_ids:
             return []
         pipe = self.client.pipeline(transaction=False)
         for sub_id in sub_ids:
-            pipe.hgetall(self.keys.sub(sub_id))
-        records: list[dict[str, str]] = await pipe.execute()
-        return records
+            pipe.hget(self.keys.record_of(sub_id), sub_id)
+        values: list[str | None] = await pipe.execute()
+        return values
+
+    async def records_of(self, sub_ids: Sequence[str]) -> list[Subscription | None]:
+        """Each subscription (None for one not there), in one round trip."""
+        values = await self.packed(sub_ids)
+        return [
+            None if value is None else unpack_record(sub_id, value)
+            for sub_id, value in zip(sub_ids, values, strict=True)
+        ]
 
     async def count(self) -> int:
-        """How many subscriptions are stored, over every matcher."""
-        total = 0
+        """How many records are stored, counted once for every matcher holding one."""
         with translated("counting subscriptions"):
-            async for key in self.client.scan_iter(match=self.keys.matcher_subs("*"), count=1000):
-                total += await self.client.scard(key)
-        return total
+            counts = await self.client.hvals(self.keys.matcher_counts)
+        return sum(int(count) for count in counts)
 
     async def tenant_holds(self, tenant: str, sub_ids: Sequence[str]) -> list[bool]:
-        """Whether each id is one of the tenant's subscriptions, in one command."""
-        if not sub_ids:
-            return []
+        """Whether each id is one of the tenant's subscriptions, in one round trip."""
         with translated("checking a tenant's subscriptions"):
-            found = await self.client.smismember(self.keys.tenant_subs(tenant), list(sub_ids))
-        return [bool(member) for member in found]
+            values = await self.packed(list(sub_ids))
+        return [value is not None and tenant_of_record(value) == tenant for value in values]
 
     async def tenant_count(self, tenant: str) -> int:
-        """How many subscriptions a tenant holds."""
+        """How many records (subscriptions and their alternatives) a tenant holds."""
         with translated("counting a tenant's subscriptions"):
-            return int(await self.client.scard(self.keys.tenant_subs(tenant)))
+            return int(await self.client.hget(self.keys.tenant_counts, tenant) or 0)
 
     async def tenant_subscriptions(
         self, tenant: str, cursor: int = 0, count: int = 100
     ) -> tuple[int, list[Subscription]]:
-        """One page of a tenant's subscriptions and the cursor of the next (0 at the end)."""
+        """About ``count`` of a tenant's subscriptions and the cursor of the next page (0 at the
+        end): the buckets in order, each scanned in Redis (``TENANT_PAGE``), the cursor naming
+        the bucket (its remainder by their number) and the HSCAN cursor within it."""
+        bucket, within = cursor % RECORD_BUCKETS, cursor // RECORD_BUCKETS
+        flat: list[str] = []
         with translated("listing a tenant's subscriptions"):
-            cursor, ids = await self.client.sscan(
-                self.keys.tenant_subs(tenant), cursor=cursor, count=count
-            )
-            pipe = self.client.pipeline(transaction=False)
-            for sub_id in ids:
-                pipe.hgetall(self.keys.sub(sub_id))
-            records = await pipe.execute() if ids else []
+            while bucket < RECORD_BUCKETS and len(flat) < 2 * count:
+                keys = range(bucket, min(bucket + BUCKETS_PER_READ, RECORD_BUCKETS))
+                passed, inner, found = await self._tenant_page(
+                    keys=[self.keys.records(b) for b in keys], args=[tenant, count, within]
+                )
+                flat += found
+                bucket, within = bucket + int(passed), int(inner)
         # A boolean query's later alternatives are records of their own, not subscriptions.
         subs = [
-            subscription_from_fields(i, f)
-            for i, f in zip(ids, records, strict=True)
-            if f and PART_SEPARATOR not in i
+            unpack_record(i, v)
+            for i, v in zip(flat[::2], flat[1::2], strict=True)
+            if PART_SEPARATOR not in i
         ]
-        return int(cursor), subs
+        return (0 if bucket >= RECORD_BUCKETS else within * RECORD_BUCKETS + bucket), subs
 
     async def signing_secrets_of(self, sub_ids: Iterable[str]) -> dict[str, list[str] | None]:
         """The secrets to sign each subscription's messages with now, the previous one too during
@@ -107,22 +127,20 @@ class SubscriptionReads:
         the ones to sign with: the end of the grace period when a previous secret is among them,
         else never (infinity) unless rotated, which moves :meth:`secrets_epoch`."""
         ids = list(dict.fromkeys(sub_ids))
-        pipe = self.client.pipeline(transaction=False)
-        for sub_id in ids:
-            pipe.hmget(self.keys.sub(sub_id), ["secret", "previous_secret", "previous_until"])
         with translated("reading signing secrets"):
-            replies = await pipe.execute()
+            values = await self.packed(ids)
         now = time.time()
         found: dict[str, tuple[list[str], float] | None] = {}
-        for sub_id, (secret, previous, until) in zip(ids, replies, strict=True):
-            if secret is None:
+        for sub_id, value in zip(ids, values, strict=True):
+            if value is None:
                 found[sub_id] = None
                 continue
+            secret, previous, until = secrets_of_record(value)
             secrets = [secret] if secret else []
             valid_until = math.inf
-            if previous and until and float(until) > now:
+            if previous and until > now:
                 secrets.append(previous)
-                valid_until = float(until)
+                valid_until = until
             found[sub_id] = (secrets, valid_until)
         return found
 
@@ -130,28 +148,6 @@ class SubscriptionReads:
         """A value that changes whenever a signing secret is rotated."""
         with translated("reading the secrets epoch"):
             return str(await self.client.get(self.keys.secrets_epoch) or "0")
-
-    def _matcher_keys(self, matchers: Iterable[int]) -> list[str]:
-        keys: list[str] = []
-        for matcher in matchers:
-            keys += [self.keys.matcher_subs(matcher), self.keys.matcher_words(matcher)]
-        return keys
-
-    def _keys(self, sub: Subscription) -> list[str]:
-        if sub.is_pattern:
-            matcher = sub.matcher
-            return [
-                self.keys.sub(sub.id),
-                self.keys.matcher_subs(matcher),
-                self.keys.matcher_anchors(matcher),
-                self.keys.pattern_load,
-                self.keys.events,
-                self.keys.tenant_subs(sub.tenant),
-                self.keys.window,
-            ]
-        fixed = [self.keys.sub(sub.id), self.keys.words, self.keys.events]
-        fixed += [self.keys.tenant_subs(sub.tenant), self.keys.window]
-        return fixed + self._matcher_keys(sub.matchers)
 
 
 class SubscriptionStore(SubscriptionReads):
@@ -167,15 +163,12 @@ class SubscriptionStore(SubscriptionReads):
         super().__init__(client, keys)
         self.events_max = events_max
         self.replication = replication
-        self._add = client.register_script(scripts.ADD)
         self._add_many = client.register_script(scripts.ADD_MANY)
         self._delete_many = client.register_script(scripts.DELETE_MANY)
         self._move_many = client.register_script(scripts.MOVE_MANY)
-        self._delete = client.register_script(scripts.DELETE)
         self._add_pattern = client.register_script(scripts.ADD_PATTERN)
         self._rotate = client.register_script(scripts.ROTATE)
         self._delete_pattern = client.register_script(scripts.DELETE_PATTERN)
-        self._move = client.register_script(scripts.MOVE)
         self._move_pattern = client.register_script(scripts.MOVE_PATTERN)
 
     async def add(
@@ -188,10 +181,20 @@ class SubscriptionStore(SubscriptionReads):
         ValueError on a duplicate id and LimitExceeded when the tenant holds ``tenant_limit``
         subscriptions already (``others`` of them in other shards).
         """
-        script, keys, args = self._add_call(sub, tenant_limit - others, window)
+        if not sub.is_pattern:
+            [answer] = await self.add_many([sub], tenant_limit, window, {sub.tenant: others})
+            if isinstance(answer, BaseException):
+                raise answer
+            return answer
+        keys = [self.keys.record_of(sub.id), self.keys.matcher_counts]
+        keys += [self.keys.matcher_anchors(sub.matcher), self.keys.pattern_load, self.keys.events]
+        keys += [self.keys.tenant_counts, self.keys.window]
+        args: list[str | int] = [sub.id, sub.matcher, sub.pattern, sub.anchor, sub.callback_url]
+        args += [pack_record(sub), self.events_max, sub.tenant, tenant_limit - others, window]
+        args.append(sub.stream)
         with translated("storing a subscription"):
             event_id = await self.replication.run_script(
-                self.client, script, keys, args, "storing a subscription"
+                self.client, self._add_pattern, keys, args, "storing a subscription"
             )
         return _added(sub, event_id, tenant_limit, window)
 
@@ -223,48 +226,36 @@ class SubscriptionStore(SubscriptionReads):
             )
         return bulk.add_many_answers(reply, subs, tenant_limit, window)
 
-    def _add_call(
-        self, sub: Subscription, tenant_limit: int, window: str
-    ) -> tuple[Any, list[str], list[str | int]]:
-        if not sub.is_pattern and not sub.placements:
-            sub = sub._replace(placements=(Placement(sub.matcher, 0),))
-        keys = self._keys(sub)
-        if sub.is_pattern:
-            script = self._add_pattern
-            args: list[str | int] = [sub.id, sub.matcher, sub.pattern, sub.anchor]
-        else:
-            script = self._add
-            args = [sub.id, sub.matcher, sub.query, " ".join(sub.terms)]
-        args += [sub.callback_url, repr(sub.created), self.events_max, sub.tenant, tenant_limit]
-        args.append(sub.secret)
-        if sub.is_pattern:
-            args += [window, sub.stream]
-        else:
-            args += [encode(sub.placements), window, sub.stream, *sub.matchers]
-        return script, keys, args
-
-    def _delete_call(self, sub: Subscription) -> tuple[Any, list[str], list[str | int]]:
-        """The script deleting ``sub`` as read: it refuses (returns false) if the record's
-        placements changed since."""
-        expected = encode(sub.placements) if sub.placements else ""
-        args: list[str | int] = [sub.id, expected, self.events_max, *sub.matchers]
-        if sub.is_pattern:
-            return self._delete_pattern, self._pattern_keys(sub, sub.matchers), args
-        return self._delete, self._keys(sub), args
-
     async def delete(self, sub_id: str) -> tuple[Subscription, str]:
         """Delete a subscription; returns it and the event id. Raises NotFound."""
         for _ in range(5):
             sub = await self.get(sub_id)
-            script, keys, args = self._delete_call(sub)
             with translated("deleting a subscription"):
-                event_id = await self.replication.run_script(
-                    self.client, script, keys, args, "deleting a subscription"
-                )
+                event_id = await self._delete_as_read(sub)
             if event_id:
-                return sub, str(event_id)
+                return sub, event_id
             # The record changed between the read and the script (deleted or moved): look again.
         raise StoreUnavailable(f"subscription {sub_id} kept changing while being deleted")
+
+    async def _delete_as_read(self, sub: Subscription) -> str | None:
+        """Delete ``sub`` if its record's placements are still those read; the event id, or
+        None if it changed or went meanwhile."""
+        expected = encode(sub.placements) if sub.placements else ""
+        if not sub.is_pattern:
+            keys, payload = bulk.delete_many_call(self.keys, self.events_max, [sub])
+            reply = await self.replication.run_script(
+                self.client, self._delete_many, keys, [payload], "deleting a subscription"
+            )
+            event_id, [code] = orjson.loads(reply)
+            return str(event_id) if code == 1 else None
+        keys = [self.keys.record_of(sub.id), self.keys.events, self.keys.pattern_load]
+        keys += [self.keys.tenant_counts, self.keys.matcher_counts]
+        keys += [self.keys.matcher_anchors(m) for m in sub.matchers]
+        args: list[str | int] = [sub.id, expected, self.events_max, *sub.matchers]
+        event_id = await self.replication.run_script(
+            self.client, self._delete_pattern, keys, args, "deleting a subscription"
+        )
+        return str(event_id) if event_id else None
 
     async def delete_with_alternatives(self, sub_id: str) -> tuple[Subscription, str, set[int]]:
         """Delete a subscription and, for a boolean query, its other alternatives' records:
@@ -275,7 +266,7 @@ class SubscriptionStore(SubscriptionReads):
         with translated("looking for a subscription's alternatives"):
             pipe = self.client.pipeline(transaction=False)
             for other in others:
-                pipe.exists(self.keys.sub(other))
+                pipe.hexists(self.keys.record_of(other), other)
             present = [other for other, n in zip(others, await pipe.execute(), strict=True) if n]
         matchers: set[int] = set()
         for other in reversed(present):
@@ -299,15 +290,13 @@ class SubscriptionStore(SubscriptionReads):
         ids = list(dict.fromkeys(sub_ids))
         with translated("reading subscriptions to delete"):
             found = await self.records_of(ids)
-            boolean = [
-                i for i, f in zip(ids, found, strict=True) if has_operators(f.get("query", ""))
-            ]
+            boolean = [sub.id for sub in found if sub is not None and has_operators(sub.query)]
             others = [part_id(i, k) for i in boolean for k in range(MAX_ALTERNATIVES - 1, 0, -1)]
             alternatives = await self.records_of(others)
         events: list[str] = []
         matchers: set[int] = set()
-        for records in (zip(others, alternatives, strict=True), zip(ids, found, strict=True)):
-            subs = [subscription_from_fields(i, fields) for i, fields in records if fields]
+        for records in (alternatives, found):
+            subs = [sub for sub in records if sub is not None]
             keywords = [sub for sub in subs if not sub.is_pattern]
             again = [sub for sub in subs if sub.is_pattern]
             if keywords:
@@ -332,37 +321,24 @@ class SubscriptionStore(SubscriptionReads):
                 matchers.update(gone.matchers)
         return max(events, key=event_order, default=None), matchers
 
-    def _pattern_keys(self, sub: Subscription, matchers: Iterable[int]) -> list[str]:
-        keys = [self.keys.sub(sub.id), self.keys.events, self.keys.pattern_load]
-        keys.append(self.keys.tenant_subs(sub.tenant))
-        for matcher in matchers:
-            keys += [self.keys.matcher_subs(matcher), self.keys.matcher_anchors(matcher)]
-        return keys
-
-    def _move_call(
+    def _move_pattern_call(
         self, sub: Subscription, placements: Sequence[Placement]
-    ) -> tuple[Any, list[str], list[str | int]]:
+    ) -> tuple[list[str], list[str | int]]:
         before, after = set(sub.matchers), set(matchers_of(placements))
         leaving, joining = sorted(before - after), sorted(after - before)
-        open_ = [p.matcher for p in placements if p.is_open] or [placements[-1].matcher]
+        opened = [p.matcher for p in placements if p.is_open] or [placements[-1].matcher]
         expected = encode(sub.placements) if sub.placements else ""
         args: list[str | int] = [sub.id, expected, encode(placements)]
-        args += [open_[0], len(leaving), self.events_max]
-        if sub.is_pattern:
-            keys = self._pattern_keys(sub, [*leaving, *joining])
-            return self._move_pattern, keys, [*args, *leaving, *joining]
-        keys = [self.keys.sub(sub.id), self.keys.events, *self._matcher_keys(leaving)]
-        keys += self._matcher_keys(joining)
-        return self._move, keys, [*args, *leaving, *joining]
+        args += [opened[0], len(leaving), self.events_max, ",".join(map(str, sorted(after)))]
+        keys = [self.keys.record_of(sub.id), self.keys.events, self.keys.pattern_load]
+        keys += [self.keys.tenant_counts, self.keys.matcher_counts]
+        keys += [self.keys.matcher_anchors(m) for m in [*leaving, *joining]]
+        return keys, [*args, *leaving, *joining]
 
     async def move(self, sub: Subscription, placements: Sequence[Placement]) -> str | None:
         """Re-place a subscription; the event id, or None if it changed meanwhile."""
-        script, keys, args = self._move_call(sub, placements)
-        with translated("moving a subscription"):
-            event_id = await self.replication.run_script(
-                self.client, script, keys, args, "moving a subscription"
-            )
-        return str(event_id) if event_id else None
+        [event_id] = await self.move_many([(sub, placements)])
+        return event_id
 
     async def move_many(
         self, moves: Sequence[tuple[Subscription, Sequence[Placement]]]
@@ -381,8 +357,8 @@ class SubscriptionStore(SubscriptionReads):
             )
             await queue_script(pipe, self._move_many, keys, [payload])
         for k in patterns:
-            script, keys, args = self._move_call(*moves[k])
-            await queue_script(pipe, script, keys, args)
+            keys, args = self._move_pattern_call(*moves[k])
+            await queue_script(pipe, self._move_pattern, keys, args)
         with translated("moving subscriptions"):
             results = await self.replication.execute(pipe, self.keys.events, "moving subscriptions")
         answers: list[str | None] = [None] * len(moves)
@@ -396,12 +372,25 @@ class SubscriptionStore(SubscriptionReads):
 
     async def rotate_secret(self, sub_id: str, secret: str, previous_until: float) -> None:
         """Make ``secret`` the signing secret; the old one stays valid until ``previous_until``."""
-        with translated("rotating a signing secret"):
-            done = await self._rotate(
-                keys=[self.keys.sub(sub_id), self.keys.secrets_epoch], args=[secret, previous_until]
-            )
-        if not done:
-            raise NotFound(f"no subscription with id {sub_id!r}")
+        for _ in range(5):
+            with translated("reading a subscription"):
+                [value] = await self.packed([sub_id])
+            if value is None:
+                break
+            sub = unpack_record(sub_id, value)
+            rotated = pack_record(sub._replace(secret=secret), sub.secret, previous_until)
+            with translated("rotating a signing secret"):
+                done = await self._rotate(
+                    keys=[self.keys.record_of(sub_id), self.keys.secrets_epoch],
+                    args=[sub_id, value, rotated],
+                )
+            if done is None:
+                break
+            if done:
+                return
+        else:
+            raise StoreUnavailable(f"subscription {sub_id} kept changing while being rotated")
+        raise NotFound(f"no subscription with id {sub_id!r}")
 
 
 def _added(sub: Subscription, event_id: Any, tenant_limit: int, window: str) -> str:

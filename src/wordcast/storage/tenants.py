@@ -47,9 +47,11 @@ class TenantStore:
             pipe = self.client.pipeline(transaction=False)
             for name in names:
                 pipe.hlen(self.keys.tenant_keys(name))
-                pipe.scard(self.keys.tenant_subs(name))
+                pipe.hget(self.keys.tenant_counts, name)
             counts = await pipe.execute() if names else []
-        return [(name, int(counts[2 * k]), int(counts[2 * k + 1])) for k, name in enumerate(names)]
+        return [
+            (name, int(counts[2 * k]), int(counts[2 * k + 1] or 0)) for k, name in enumerate(names)
+        ]
 
     async def api_keys(self, tenant: str) -> dict[str, float]:
         """A tenant's API keys: id -> when it was made (Unix time)."""

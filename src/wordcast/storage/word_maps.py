@@ -10,22 +10,18 @@ from collections import deque
 from collections.abc import AsyncIterator, Iterable, Sequence
 from typing import Any
 
-import orjson
-
 from wordcast.storage import scripts
-from wordcast.storage.keys import Keys
-from wordcast.storage.records import FIELDS, Subscription, subscription_from_values
+from wordcast.storage.keys import RECORD_BUCKETS, Keys
+from wordcast.storage.records import Subscription, unpack_record
 from wordcast.storage.redis import translated
 from wordcast.storage.shards import Shards
-
-MATCHER = FIELDS.index("matcher")
 
 
 class WordMaps:
     def __init__(self, client: Any, shards: Shards) -> None:
         self.client = client
         self.shards = shards
-        self._records = client.register_script(scripts.RECORDS)
+        self._records_of = client.register_script(scripts.RECORDS_OF)
 
     async def subscribed_words(self) -> set[str]:
         shards = await self.shards.keys()
@@ -127,32 +123,40 @@ class WordMaps:
         loads = await self._summed("reading the pattern loads", lambda keys: keys.pattern_load)
         return {int(matcher): count for matcher, count in loads.items()}
 
-    async def placed_on(self, matcher: int, page: int = 2_000) -> AsyncIterator[list[Subscription]]:
-        """The subscriptions placed on a matcher, in pages, for rebuilding its index.
+    async def placed_on(self, matcher: int, page: int = 32) -> AsyncIterator[list[Subscription]]:
+        """The subscriptions placed on a matcher, in pages of ``page`` record buckets, for
+        rebuilding its index.
 
-        The ids are scanned and the records read ahead of the caller, two pages in flight, so
-        Redis works while this process reads the page before (and while the caller works, if it
-        awaits something that lets the loop run)."""
+        Each shard's buckets are read ahead of the caller, two pages in flight, so Redis works
+        while this process unpacks the page before (and while the caller works, if it awaits
+        something that lets the loop run)."""
         ahead: asyncio.Queue[list[Subscription] | BaseException | None] = asyncio.Queue(2)
 
         async def read() -> None:
-            flight: deque[tuple[list[str], asyncio.Future[str]]] = deque()
+            flight: deque[asyncio.Future[list[str]]] = deque()
 
             async def hand_on(keep: int) -> None:
                 while len(flight) > keep:
-                    sub_ids, reply = flight.popleft()
-                    await ahead.put(_subscriptions(sub_ids, await reply))
+                    flat = await flight.popleft()
+                    await ahead.put(
+                        [unpack_record(i, v) for i, v in zip(flat[::2], flat[1::2], strict=True)]
+                    )
 
             try:
-                async for keys, sub_ids in self._ids_on(matcher, page):
-                    flight.append((sub_ids, asyncio.ensure_future(self._fields_of(keys, sub_ids))))
-                    await hand_on(1)
+                for keys in await self.shards.keys():
+                    for first in range(0, RECORD_BUCKETS, page):
+                        buckets = range(first, min(first + page, RECORD_BUCKETS))
+                        reply = self._records_of(
+                            keys=[keys.records(b) for b in buckets], args=[matcher]
+                        )
+                        flight.append(asyncio.ensure_future(reply))
+                        await hand_on(1)
                 await hand_on(0)
                 await ahead.put(None)
             except Exception as exc:  # handed to the caller, translated there
                 await ahead.put(exc)
             finally:
-                for _, reply in flight:
+                for reply in flight:
                     reply.cancel()
 
         with translated("listing a matcher's subscriptions"):
@@ -165,33 +169,3 @@ class WordMaps:
                         yield subs
             finally:
                 reader.cancel()
-
-    async def _ids_on(self, matcher: int, page: int) -> AsyncIterator[tuple[Keys, list[str]]]:
-        """The ids in a matcher's set in each shard, in pages, each once (a scan may list one
-        twice). A shard's are all listed before its first page: scans between the reads of
-        records slow both down."""
-        for keys in await self.shards.keys():
-            ids: list[str] = []
-            cursor = 0
-            while True:
-                cursor, found = await self.client.sscan(
-                    keys.matcher_subs(matcher), cursor=cursor, count=10_000
-                )
-                ids += found
-                if cursor == 0:
-                    break
-            ids = list(dict.fromkeys(ids))
-            for start in range(0, len(ids), page):
-                yield keys, ids[start : start + page]
-
-    async def _fields_of(self, keys: Keys, sub_ids: list[str]) -> str:
-        reply: str = await self._records(keys=[keys.sub(i) for i in sub_ids], args=FIELDS)
-        return reply
-
-
-def _subscriptions(sub_ids: list[str], reply: str) -> list[Subscription]:
-    return [
-        subscription_from_values(sub_id, values)
-        for sub_id, values in zip(sub_ids, orjson.loads(reply), strict=True)
-        if values[MATCHER]  # else deleted since its id was listed
-    ]
