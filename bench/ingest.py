@@ -5,7 +5,9 @@ keyword subscriptions drawn from corpus posts through the batch API (``RouterCli
 batches of 500, ``--in-flight`` requests at a time). Then it measures:
 
 - the rate of registering, and the Redis memory the subscriptions take (``INFO memory``
-  ``used_memory`` after against before, divided by their number);
+  ``used_memory`` after against before, divided by their number): right after, and at rest (once
+  both matchers have checkpointed and the event stream is trimmed to what they still need);
+- listing a tenant that holds none of them (every bucket scanned in Redis);
 - a matcher killed with SIGKILL, once it has written a checkpoint of what it holds: seconds from
   the kill, and from the supervisor's new process, until ``/readyz`` answers 200 again (its
   checkpoint read and the changes since replayed);
@@ -36,6 +38,7 @@ from wordcast.defaults import DEVELOPMENT_API_KEY
 from wordcast.local.cluster import Cluster
 from wordcast.local.supervisor import Service, free_port
 from wordcast.storage import Store
+from wordcast.storage.events import PROGRESS_EVERY_S
 from wordcast.storage.redis import connect_sync, is_cluster
 
 from .common import machine, write_json
@@ -110,6 +113,19 @@ async def _listed(cluster: Cluster) -> list[Any]:
         await store.aclose()
 
 
+async def _list_none(cluster: Cluster) -> float:
+    """Seconds to list a tenant that holds none of the records, every bucket passed."""
+    store = Store.connect(cluster.redis_url, cluster.namespace)
+    try:
+        started = time.perf_counter()
+        cursor = None
+        while cursor != 0:
+            cursor, _ = await store.subscriptions.tenant_subscriptions("nobody", cursor or 0, 100)
+        return time.perf_counter() - started
+    finally:
+        await store.aclose()
+
+
 async def _delete(router_url: str, ids: list[str], in_flight: int) -> float:
     async with RouterClient(router_url, concurrency=in_flight) as client:
         started = time.perf_counter()
@@ -175,6 +191,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         print(f"Redis: {memory / len(queries):,.0f} bytes a subscription", flush=True)
         checkpointed = _checkpointed(cluster.matcher_urls[0], args.checkpoint_every * 3 + 120)
         print(f"matcher-0 wrote its checkpoint {checkpointed:.1f} s after the import", flush=True)
+        _checkpointed(cluster.matcher_urls[1 % len(cluster.matcher_urls)], 120)
+        time.sleep(3 * PROGRESS_EVERY_S)  # every follower's progress recorded, the stream trimmed
+        at_rest = _used_memory(cluster.redis_url) - before
+        print(f"Redis at rest: {at_rest / len(queries):,.0f} bytes a subscription", flush=True)
+        listing = asyncio.run(_list_none(cluster))
+        print(f"listing a tenant with none of them: {listing:.2f} s", flush=True)
         matcher = _restart(cluster, cluster.service("matcher-0"), cluster.matcher_urls[0])
         matcher["holding"] = httpx.get(f"{cluster.matcher_urls[0]}/stats").json()["subscriptions"]
         matcher["loaded_from"] = httpx.get(f"{cluster.matcher_urls[0]}/stats").json()["loaded_from"]
@@ -196,6 +218,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "registered_per_s": rate,
         "seconds_registering": seconds,
         "redis_bytes_per_subscription": memory / len(queries),
+        "redis_bytes_per_subscription_at_rest": at_rest / len(queries),
+        "seconds_listing_an_empty_tenant": listing,
         "commands_per_master": per_master,
         "commands_spread": spread,
         "matcher_restart": matcher,

@@ -272,7 +272,7 @@ def test_a_boolean_query_is_signed_with_its_secret_and_a_410_deletes_every_alter
     _behave(receiver, status=410)
     api.post("/publications", json={"text": "a dingo and a wallaby"}).raise_for_status()
     _wait(lambda: api.get(f"/subscriptions/{sub_id}").status_code == 404, what="the 410 to bite")
-    assert not store.exists(second)
+    assert stored_record(store, delivery_cluster.namespace, f"{sub_id}~1") is None
     _behave(receiver)
 
 

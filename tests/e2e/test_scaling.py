@@ -54,7 +54,8 @@ from tests.helpers import (
 from wordcast.corpus.workload import post_boolean_queries, post_patterns, post_queries, sample_posts
 from wordcast.query.analysis import analyze
 from wordcast.query.boolean import parse_query
-from wordcast.routing.placement import decode
+from wordcast.storage.keys import RECORD_BUCKETS
+from wordcast.storage.records import unpack_record
 from wordcast.storage.redis import connect_sync, stored_namespace
 from wordcast.testing.bruteforce import match_pairs
 
@@ -99,11 +100,11 @@ def _scale(cluster: RunningCluster, redis_url: str, *args: str) -> subprocess.Co
 def _closed_placements(client: redis.Redis, namespace: str) -> list[str]:
     """Subscriptions that still hold a placement serving only older mapping versions."""
     return [
-        key
+        sub_id
         for shard in record_shards(client, namespace)
-        for key in client.scan_iter(match=shard.sub("*"))
-        if client.type(key) == "hash"
-        and any(p.until is not None for p in decode(client.hget(key, "placements") or "[]"))
+        for bucket in range(RECORD_BUCKETS)
+        for sub_id, value in client.hgetall(shard.records(bucket)).items()
+        if any(p.until is not None for p in unpack_record(sub_id, value).placements)
     ]
 
 
