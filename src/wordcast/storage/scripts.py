@@ -212,12 +212,26 @@ return redis.call('XADD', KEYS[5], 'MAXLEN', '~', ARGV[7], '*', 'op', 'add', 'su
                   'stream', ARGV[11])
 """
 
+# A pattern leaving matcher m (KEYS 3 and 5: pattern loads, matcher counts): its anchor's count
+# in m's anchor map lowered, m added to ``left`` when it was the last.
+_LEAVE = """
+local function leave(anchors, anchor, m, left)
+  lower(KEYS[5], m)
+  lower(KEYS[3], m)
+  if redis.call('HINCRBY', anchors, anchor, -1) <= 0 then
+    redis.call('HDEL', anchors, anchor)
+    left[#left + 1] = m
+  end
+end
+"""
+
 # Pattern scripts after the add. KEYS: 1 its bucket, 2 events, 3 pattern loads, 4 tenant counts,
 # 5 matcher counts, then for each matcher of the placements (ARGV from 4 on) its anchor map.
 # ARGV: 1 id, 2 placements as read, 3 events kept.
 DELETE_PATTERN = (
     _HEAD
     + _LOWER
+    + _LEAVE
     + """
 local value = redis.call('HGET', KEYS[1], ARGV[1])
 if not value then return false end
@@ -228,12 +242,7 @@ lower(KEYS[4], tenant)
 local left = {}
 for k = 6, #KEYS do
   local m = ARGV[4 + k - 6]
-  lower(KEYS[5], m)
-  if redis.call('HINCRBY', KEYS[k], anchor, -1) <= 0 then
-    redis.call('HDEL', KEYS[k], anchor)
-    left[#left + 1] = m
-  end
-  lower(KEYS[3], m)
+  leave(KEYS[k], anchor, m, left)
 end
 return redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[3], '*', 'op', 'del', 'sub', ARGV[1],
                   'matcher', matcher, 'pattern', cjson.decode(body)[6] or '', 'anchor', anchor,
@@ -248,6 +257,7 @@ return redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[3], '*', 'op', 'del', 'su
 MOVE_PATTERN = (
     _HEAD
     + _LOWER
+    + _LEAVE
     + """
 local value = redis.call('HGET', KEYS[1], ARGV[1])
 if not value then return false end
@@ -259,12 +269,7 @@ for k = 6, #KEYS do
   local index = k - 6
   local m = ARGV[8 + index]
   if index < leaving then
-    lower(KEYS[5], m)
-    if redis.call('HINCRBY', KEYS[k], anchor, -1) <= 0 then
-      redis.call('HDEL', KEYS[k], anchor)
-      left[#left + 1] = m
-    end
-    lower(KEYS[3], m)
+    leave(KEYS[k], anchor, m, left)
   else
     redis.call('HINCRBY', KEYS[5], m, 1)
     if redis.call('HINCRBY', KEYS[k], anchor, 1) == 1 then joined[#joined + 1] = m end
