@@ -203,7 +203,7 @@ class RouterClient(AdminCalls, EndpointCalls):
             raise RouterUnreachable(f"cannot reach the router at {self.base_url}: {exc}") from exc
         self.answered = True
         raise_for_status(response)
-        return response.json() if response.content else None
+        return orjson.loads(response.content) if response.content else None
 
     async def subscribe_many(
         self,

@@ -12,7 +12,7 @@ from typing import Any
 
 from wordcast.errors import StoreUnavailable
 from wordcast.storage import scripts
-from wordcast.storage.records import SubscriptionEvent, event_order, events_from_entry
+from wordcast.storage.records import BatchRows, SubscriptionEvent, event_order, events_from_entry
 from wordcast.storage.redis import queue_script, translated
 from wordcast.storage.shards import Shards
 
@@ -164,8 +164,10 @@ class EventFollower:
         reader: str = "",
         forget_after_s: float = 600.0,
         kept_from: Callable[[], str] | None = None,
+        rows: BatchRows | None = None,
     ) -> None:
         self._events = events
+        self._rows = rows  # of a batch, those it applies (:data:`~.records.BatchRows`)
         self._load_snapshot = load_snapshot
         self._apply = apply
         self._block_ms = block_ms
@@ -196,7 +198,7 @@ class EventFollower:
             at = event_order(ids[shard])
             new = [entry for entry in shard_entries if event_order(entry[0]) > at]
             for entry_id, fields in new:
-                fresh += events_from_entry(entry_id, fields, shard)
+                fresh += events_from_entry(entry_id, fields, shard, self._rows)
             if new:
                 ids[shard] = new[-1][0]
         if fresh:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -269,15 +269,35 @@ BATCH_EVENT = (
 )
 
 
+# Which rows of a batch entry (``BATCH_EVENT`` values) a follower reads; the others it would
+# apply to no effect, and are not made into events.
+BatchRows = Callable[[list[str]], bool]
+
+
+def held_by(matcher: int) -> BatchRows:
+    """A matcher's rows: the adds and deletes of records it holds, and every move (one may take
+    a record away from it)."""
+    return lambda row: row[0] == "move" or matcher in _holders(row[8], row[2])
+
+
+def changes_word_maps(row: list[str]) -> bool:
+    """A router's rows: those that change an H(i), all its replica keeps of a batch."""
+    return bool(row[9] or row[10])
+
+
 def events_from_entry(
-    entry_id: str, fields: dict[str, str], shard: int = 0
+    entry_id: str, fields: dict[str, str], shard: int = 0, rows: BatchRows | None = None
 ) -> list[SubscriptionEvent]:
     """The events one entry of an event stream announces: one change, or a batch's (each under
-    the entry's id: a batch is applied, and a position passes it, as a whole)."""
+    the entry's id: a batch is applied, and a position passes it, as a whole), only the
+    ``rows`` the reader wants."""
     if fields.get("op") != "batch":
         return [event_from_fields(entry_id, fields, shard)]
     # Read straight into the values (a batch holds a thousand; every follower reads them all).
     events = []
+    read = orjson.loads(fields["events"])
+    if rows is not None:
+        read = [row for row in read if rows(row)]
     for (
         op,
         sub_id,
@@ -291,7 +311,7 @@ def events_from_entry(
         held,
         dropped,
         stream,
-    ) in orjson.loads(fields["events"]):
+    ) in read:
         sub = Subscription(
             sub_id,
             query,
@@ -314,6 +334,20 @@ def events_from_entry(
             )
         )
     return events
+
+
+_HOLDERS: dict[tuple[str, str], frozenset[int]] = {}
+
+
+def _holders(placements: str, matcher: str) -> frozenset[int]:
+    """The matchers a batch row's record is placed on (a few placements recur in every batch)."""
+    found = _HOLDERS.get((placements, matcher))
+    if found is None:
+        if len(_HOLDERS) > 4096:
+            _HOLDERS.clear()
+        held = matchers_of(decode(placements)) if placements else [int(matcher)]
+        found = _HOLDERS[placements, matcher] = frozenset(held)
+    return found
 
 
 def _word_changes(text: str | None) -> tuple[tuple[int, tuple[str, ...]], ...]:

@@ -47,6 +47,7 @@ class SubscriptionReads:
         self.client = client
         self.keys = keys
         self._tenant_page = client.register_script(scripts.TENANT_PAGE)
+        self._records_by_id = client.register_script(scripts.RECORDS_BY_ID)
 
     async def get(self, sub_id: str) -> Subscription:
         with translated("reading a subscription"):
@@ -59,10 +60,8 @@ class SubscriptionReads:
         """Each record as stored (None for one not there), in one round trip."""
         if not sub_ids:
             return []
-        pipe = self.client.pipeline(transaction=False)
-        for sub_id in sub_ids:
-            pipe.hget(self.keys.record_of(sub_id), sub_id)
-        values: list[str | None] = await pipe.execute()
+        keys = [self.keys.record_of(sub_id) for sub_id in sub_ids]
+        values: list[str | None] = await self._records_by_id(keys=keys, args=list(sub_ids))
         return values
 
     async def records_of(self, sub_ids: Sequence[str]) -> list[Subscription | None]:

@@ -30,7 +30,7 @@ from wordcast.services.matcher.settings import MatcherSettings
 from wordcast.storage import Store
 from wordcast.storage.events import EventFollower
 from wordcast.storage.outbox import Message
-from wordcast.storage.records import Subscription, SubscriptionEvent
+from wordcast.storage.records import Subscription, SubscriptionEvent, held_by
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +58,7 @@ class MatcherState:
             reader=f"matcher:{self.ordinal}",
             forget_after_s=settings.events_kept_for_s,
             kept_from=self.checkpoints.kept_from if self.checkpoints else None,
+            rows=held_by(self.ordinal),
         )
         READY.set_function(lambda: float(self.ready))
         self.outbox = store.outbox(settings.ordinal)

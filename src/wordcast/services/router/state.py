@@ -38,7 +38,7 @@ from wordcast.services.router.tenants import Tenants
 from wordcast.services.router.versions import MappingVersions, MappingView
 from wordcast.storage import Store
 from wordcast.storage.events import EventFollower
-from wordcast.storage.records import SubscriptionEvent
+from wordcast.storage.records import SubscriptionEvent, changes_word_maps
 
 
 class RouterState:
@@ -54,6 +54,7 @@ class RouterState:
             self._apply,
             reader=f"router:{socket.gethostname()}:{os.getpid()}",
             forget_after_s=settings.events_kept_for_s,
+            rows=changes_word_maps,
         )
         self.cost = LinearCost(settings.lasp_cost_slope, settings.lasp_cost_intercept)
         self.versions = MappingVersions(
