@@ -2,7 +2,7 @@
 
 Starts a local cluster (2 matchers, its embedded Redis) and registers ``--subscriptions``
 keyword subscriptions drawn from corpus posts through the batch API (``RouterClient.subscribe_many``,
-batches of 500, ``--in-flight`` requests at a time). Then it measures:
+batches of ``--batch``, 1,000 by default, ``--in-flight`` requests at a time). Then it measures:
 
 - the rate of registering, and the Redis memory the subscriptions take (``INFO memory``
   ``used_memory`` after against before, divided by their number): right after, and at rest (once
@@ -42,6 +42,7 @@ from wordcast.storage.events import PROGRESS_EVERY_S
 from wordcast.storage.redis import connect_sync, is_cluster
 
 from .common import machine, write_json
+from .e2e import cpu_seconds
 
 
 def _per_master(redis_url: str, section: str, field: str) -> list[int]:
@@ -66,12 +67,12 @@ def _commands(redis_url: str) -> list[int]:
 
 
 async def _register(
-    router_url: str, queries: list[str], hook: str, in_flight: int
+    router_url: str, queries: list[str], hook: str, in_flight: int, batch: int
 ) -> tuple[float, list[str]]:
     """Seconds to register ``queries``, and their ids."""
     async with RouterClient(router_url, concurrency=in_flight) as client:
         started = time.perf_counter()
-        made = await client.subscribe_many(queries, hook)
+        made = await client.subscribe_many(queries, hook, batch=batch)
         return time.perf_counter() - started, [str(sub["id"]) for sub in made]
 
 
@@ -126,10 +127,10 @@ async def _list_none(cluster: Cluster) -> float:
         await store.aclose()
 
 
-async def _delete(router_url: str, ids: list[str], in_flight: int) -> float:
+async def _delete(router_url: str, ids: list[str], in_flight: int, batch: int) -> float:
     async with RouterClient(router_url, concurrency=in_flight) as client:
         started = time.perf_counter()
-        await client.unsubscribe_many(ids)
+        await client.unsubscribe_many(ids, batch=batch)
         return time.perf_counter() - started
 
 
@@ -174,14 +175,19 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     ) as cluster:
         before = _used_memory(cluster.redis_url)
         commands = _commands(cluster.redis_url)
+        cpu = cpu_seconds(cluster)
         if args.from_file:
             seconds, ids = _import_file(cluster, queries)
         else:
             seconds, ids = asyncio.run(
-                _register(cluster.router_url, queries, cluster.callback_url, args.in_flight)
+                _register(
+                    cluster.router_url, queries, cluster.callback_url, args.in_flight, args.batch
+                )
             )
         rate = len(queries) / seconds
         print(f"registered {len(queries):,} in {seconds:.1f} s: {rate:,.0f}/s", flush=True)
+        registering = _cpu_us(cpu, cpu_seconds(cluster), len(queries))
+        print(f"CPU µs a subscription: {registering}", flush=True)
         memory = _used_memory(cluster.redis_url) - before
         per_master = [b - a for a, b in zip(commands, _commands(cluster.redis_url), strict=True)]
         spread = max(per_master) / max(min(per_master), 1)
@@ -207,7 +213,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         )
         router = _restart(cluster, cluster.service("router"), cluster.router_url)
         print(f"router serving again {router['from_kill_s']:.1f} s after SIGKILL", flush=True)
-        deleting = asyncio.run(_delete(cluster.router_url, ids, args.in_flight))
+        cpu = cpu_seconds(cluster)
+        deleting = asyncio.run(_delete(cluster.router_url, ids, args.in_flight, args.batch))
+        deleting_cpu = _cpu_us(cpu, cpu_seconds(cluster), len(ids))
+        print(f"CPU µs a deletion: {deleting_cpu}", flush=True)
         left = _count(cluster.redis_url, cluster.namespace)
         assert left == 0, f"Redis still holds {left:,} after deleting them all"
         print(f"deleted {len(ids):,} in {deleting:.1f} s: {len(ids) / deleting:,.0f}/s", flush=True)
@@ -225,8 +234,21 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "matcher_restart": matcher,
         "router_restart": router,
         "seconds_deleting": deleting,
+        "cpu_us_per_subscription": registering,
+        "cpu_us_per_deletion": deleting_cpu,
         "deleted_per_s": len(ids) / deleting,
     }
+
+
+def _cpu_us(before: dict[str, float], after: dict[str, float], n: int) -> dict[str, float]:
+    """CPU µs each process (and all of them) spent per item between two readings; the load
+    generator is this process (its cluster's supervisor threads included)."""
+    spent = {
+        name: round((after[name] - before[name]) * 1e6 / n, 1)
+        for name in after
+        if name in before and after[name] > before[name]
+    }
+    return spent | {"all": round(sum(spent.values()), 1)}
 
 
 def _checkpointed(url: str, timeout: float) -> float:
@@ -259,6 +281,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--subscriptions", type=int, default=1_000_000)
     parser.add_argument("--in-flight", type=int, default=4, help="batch requests at a time")
+    parser.add_argument("--batch", type=int, default=1_000, help="subscriptions a request")
     parser.add_argument("--matchers", type=int, default=2)
     parser.add_argument(
         "--from-file", action="store_true", help="import with wordcast subscribe --file instead"

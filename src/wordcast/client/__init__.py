@@ -213,8 +213,10 @@ class RouterClient(AdminCalls, EndpointCalls):
         kind: str = "query",
         progress: bool = True,
         stream: str | None = None,
+        batch: int = SUBSCRIBE_BATCH,
     ) -> list[dict[str, Any]]:
-        """Register many subscriptions through the batch endpoint, in order."""
+        """Register many subscriptions through the batch endpoint, ``batch`` to a request (at
+        most 1,000), in order."""
         bar = Progress("subscribing", len(queries), enabled=progress)
 
         async def one(chunk: Sequence[str]) -> list[dict[str, Any]]:
@@ -223,7 +225,7 @@ class RouterClient(AdminCalls, EndpointCalls):
             bar.advance(len(chunk))
             return created
 
-        done = await asyncio.gather(*(one(c) for c in chunks(queries, SUBSCRIBE_BATCH)))
+        done = await asyncio.gather(*(one(c) for c in chunks(queries, batch)))
         return [created for chunk in done for created in chunk]
 
     async def subscribe_items(self, items: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -236,7 +238,9 @@ class RouterClient(AdminCalls, EndpointCalls):
         created: list[dict[str, Any]] = answer["subscriptions"]
         return created
 
-    async def unsubscribe_many(self, sub_ids: Sequence[str], *, progress: bool = True) -> None:
+    async def unsubscribe_many(
+        self, sub_ids: Sequence[str], *, progress: bool = True, batch: int = SUBSCRIBE_BATCH
+    ) -> None:
         """Make sure none of ``sub_ids`` is subscribed any more, through the batch endpoint.
 
         The endpoint deletes nothing of a request naming an id that is not the tenant's; here
@@ -259,7 +263,7 @@ class RouterClient(AdminCalls, EndpointCalls):
                             raise
             bar.advance(len(chunk))
 
-        await asyncio.gather(*(one(c) for c in chunks(sub_ids, SUBSCRIBE_BATCH)))
+        await asyncio.gather(*(one(c) for c in chunks(sub_ids, batch)))
 
     async def publish_many(
         self,

@@ -29,7 +29,6 @@ its slot) keeps one shard, its own slot, as it was.
 
 from __future__ import annotations
 
-import asyncio
 import zlib
 from collections.abc import Iterable
 from typing import Any, TypeVar
@@ -60,7 +59,7 @@ class Shards:
         self.client = client
         self.ns = namespace
         self._keys: list[Keys] | None = None if on_cluster(client) else [Keys(namespace)]
-        self._packed: asyncio.Task[None] | None = None
+        self._packed = False
 
     async def keys(self) -> list[Keys]:
         """Every shard's keys; on first use, once the shards' records are in the packed layout
@@ -69,13 +68,11 @@ class Shards:
             with translated("locating the subscription shards"):
                 prefixes = await _cluster_prefixes(self.client, self.ns)
             self._keys = [Keys(prefix) for prefix in prefixes]
-        if self._packed is None:
-            self._packed = asyncio.ensure_future(self._pack(self._keys))
-        if not self._packed.done():
-            await asyncio.shield(self._packed)
-        elif self._packed.exception() is not None:
-            failed, self._packed = self._packed, None  # tried again at the next use
-            failed.result()
+        if not self._packed:
+            # Callers meanwhile look too: a look at a packed shard is one GET, and moving a
+            # record twice is harmless (its script moves it once).
+            await self._pack(self._keys)
+            self._packed = True
         return self._keys
 
     async def _pack(self, shards: list[Keys]) -> None:
