@@ -329,12 +329,32 @@ def cpu_seconds(cluster: Cluster) -> dict[str, float]:
     pids["generator"] = os.getpid()
     found: dict[str, float] = {}
     for name, pid in pids.items():
+        # The load generator alone (its services are counted apart); a service with its
+        # children (a router's workers).
+        family = [pid] if name == "generator" else _with_descendants(pid)
+        ticks = 0
+        for member in family:
+            try:
+                fields = Path(f"/proc/{member}/stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            ticks += int(fields[11]) + int(fields[12])
+        if ticks or pid in family:
+            found[name] = ticks / os.sysconf("SC_CLK_TCK")
+    return found
+
+
+def _with_descendants(pid: int) -> list[int]:
+    family, todo = [], [pid]
+    while todo:
+        member = todo.pop()
+        family.append(member)
         try:
-            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            for task in Path(f"/proc/{member}/task").iterdir():
+                todo += [int(c) for c in (task / "children").read_text().split()]
         except OSError:
             continue
-        found[name] = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    return found
+    return family
 
 
 def profile(cluster: Cluster, name: str) -> list[subprocess.Popen[bytes]]:
