@@ -414,6 +414,68 @@ def test_a_batch_is_one_entry_whose_events_a_follower_reads_like_single_adds(
     asyncio.run(scenario())
 
 
+def test_a_batch_names_the_words_born_and_held_as_adding_one_by_one_would(
+    redis_url: str, namespace: str
+) -> None:
+    """ADD_MANY changes each count once for the batch; each add's event still names the words
+    that its own add would have brought into s(W) and into each H(i), replayed here one by one
+    from the counts before the batch, shard by shard."""
+
+    async def scenario() -> None:
+        client = connect(redis_url)
+        store = Store(client, namespace)
+        rng = random.Random(41)
+        vocab = [f"v{i}" for i in range(25)]
+        for k in range(20):  # some words counted already
+            await store.subscriptions.add(_sub(k, tuple(rng.sample(vocab, 2)), k % 2))
+        shards = await store.shards.keys()
+        counts = []
+        for keys in shards:
+            words = {w: int(c) for w, c in (await client.hgetall(keys.words)).items()}
+            held = [
+                {w: int(c) for w, c in (await client.hgetall(keys.matcher_words(m))).items()}
+                for m in range(3)
+            ]
+            counts.append((Counter(words), [Counter(h) for h in held]))
+        batch = [
+            _sub(k, tuple(sorted(rng.sample(vocab, rng.randint(1, 3)))), rng.randint(0, 1))
+            for k in range(20, 220)
+        ]
+        batch = [  # some on two matchers
+            sub._replace(placements=(Placement(sub.matcher, 0, 5), Placement(2, 5)))
+            if k % 7 == 0
+            else sub
+            for k, sub in enumerate(batch)
+        ]
+        answers = await store.subscriptions.add_many(batch)
+        assert all(isinstance(a, str) for a in answers)
+        events = {
+            e.subscription.id: e
+            for shard in await store.events.events_after("0-0")
+            for e in shard
+            if e.op == "add"
+        }
+        for sub in batch:
+            words, held = counts[await store.shards.of(sub.id)]
+            born = tuple(t for t in sub.terms if words[t] == 0)
+            words.update(sub.terms)
+            new_on = []
+            for m in sub.matchers:
+                new = tuple(t for t in sub.terms if held[m][t] == 0)
+                held[m].update(sub.terms)
+                if new:
+                    new_on.append((m, new))
+            event = events[sub.id]
+            assert (event.words, event.held) == (born, tuple(new_on)), sub.id
+        assert await _word_maps(store, 3) == (
+            dict(sum((w for w, _ in counts), Counter())),
+            [dict(sum((h[m] for _, h in counts), Counter())) for m in range(3)],
+        )
+        await client.aclose()
+
+    asyncio.run(scenario())
+
+
 def test_the_event_stream_is_trimmed_to_what_every_reader_has_read(
     redis_url: str, namespace: str
 ) -> None:

@@ -233,7 +233,10 @@ class RouterClient(AdminCalls, EndpointCalls):
         or ``pattern``, ``callback_url``, optional ``stream`` and idempotency ``key``), in one
         request: all or none."""
         answer = await self._call(
-            "POST", "/subscriptions/batch", json={"subscriptions": list(items)}
+            "POST",
+            "/subscriptions/batch",
+            content=orjson.dumps({"subscriptions": list(items)}),
+            headers={"content-type": "application/json"},
         )
         created: list[dict[str, Any]] = answer["subscriptions"]
         return created

@@ -26,37 +26,71 @@ local counts, added = {}, {}
 for t, tenant in ipairs(batch.tn) do
   counts[t], added[t] = tonumber(redis.call('HGET', KEYS[4], tenant) or '0'), 0
 end
-local answers, events = {}, {}
+-- Store each record or refuse it, and sum what the batch adds to each count: s(W) (more) and
+-- each H(i) (more_on), with the first record that brings each word.
+local answers, stored, on = {}, {}, {}
+local more, first, order, more_on, first_on, order_on = {}, {}, {}, {}, {}, {}
+for m = 1, #batch.o do on[m], more_on[m], first_on[m], order_on[m] = 0, {}, {}, {} end
 for i, s in ipairs(batch.s) do
-  local bucket, t, terms = KEYS[first_record + i - 1], s[7], s[4]
-  if redis.call('HEXISTS', bucket, s[1]) == 1 then
+  local t, bucket = s[7], KEYS[first_record + i - 1]
+  if counts[t] + added[t] >= batch.tr[t] then
+    answers[i] = redis.call('HEXISTS', bucket, s[1]) == 1 and 2 or 0
+  elseif redis.call('HSETNX', bucket, s[1], s[6]) == 0 then
     answers[i] = 2
-  elseif counts[t] + added[t] >= batch.tr[t] then
-    answers[i] = 0
   else
-    added[t] = added[t] + 1
-    redis.call('HSET', bucket, s[1], s[6])
-    local held = {}
-    for _, m in ipairs(s[10]) do
-      local words = KEYS[5 + m]
-      redis.call('HINCRBY', KEYS[5], batch.o[m], 1)
-      local new = {}
-      for term in string.gmatch(terms, '%S+') do
-        if redis.call('HINCRBY', words, term, 1) == 1 then new[#new + 1] = term end
+    answers[i], added[t], stored[#stored + 1] = 1, added[t] + 1, i
+    for term in string.gmatch(s[4], '%S+') do
+      if not more[term] then
+        more[term], first[term], order[#order + 1] = 0, i, term
       end
-      if #new > 0 then held[#held + 1] = batch.o[m] .. ' ' .. table.concat(new, ' ') end
+      more[term] = more[term] + 1
+      for _, m in ipairs(s[10]) do
+        if not more_on[m][term] then
+          more_on[m][term], first_on[m][term], order_on[m][#order_on[m] + 1] = 0, i, term
+        end
+        more_on[m][term] = more_on[m][term] + 1
+      end
     end
-    local born = {}
-    for term in string.gmatch(terms, '%S+') do
-      if redis.call('HINCRBY', KEYS[1], term, 1) == 1 then born[#born + 1] = term end
+    for _, m in ipairs(s[10]) do on[m] = on[m] + 1 end
+  end
+end
+-- Each count changes once for the batch (a command apiece per record and word cost Redis more
+-- than the rest of the script); a word new to s(W) or to an H(i) is so for the first record
+-- that brought it, as when they are added one by one.
+local born, held = {}, {}
+for _, term in ipairs(order) do
+  if redis.call('HINCRBY', KEYS[1], term, more[term]) == more[term] then
+    born[first[term] .. ' ' .. term] = true
+  end
+end
+for m = 1, #batch.o do
+  if on[m] > 0 then redis.call('HINCRBY', KEYS[5], batch.o[m], on[m]) end
+  for _, term in ipairs(order_on[m]) do
+    local n = more_on[m][term]
+    if redis.call('HINCRBY', KEYS[5 + m], term, n) == n then
+      held[m .. ' ' .. first_on[m][term] .. ' ' .. term] = true
     end
-    events[#events + 1] = {'add', s[1], s[2], terms, s[5], s[3], table.concat(born, ' '),
-                           batch.tn[t], s[8], table.concat(held, '\\n'), '', s[9]}
-    answers[i] = 1
   end
 end
 for t, tenant in ipairs(batch.tn) do
   if added[t] > 0 then redis.call('HINCRBY', KEYS[4], tenant, added[t]) end
+end
+local events = {}
+for _, i in ipairs(stored) do
+  local s = batch.s[i]
+  local new_words, lines = {}, {}
+  for term in string.gmatch(s[4], '%S+') do
+    if born[i .. ' ' .. term] then new_words[#new_words + 1] = term end
+  end
+  for _, m in ipairs(s[10]) do
+    local new = {}
+    for term in string.gmatch(s[4], '%S+') do
+      if held[m .. ' ' .. i .. ' ' .. term] then new[#new + 1] = term end
+    end
+    if #new > 0 then lines[#lines + 1] = batch.o[m] .. ' ' .. table.concat(new, ' ') end
+  end
+  events[#events + 1] = {'add', s[1], s[2], s[4], s[5], s[3], table.concat(new_words, ' '),
+                         batch.tn[s[7]], s[8], table.concat(lines, '\\n'), '', s[9]}
 end
 local event_id = ''
 if #events > 0 then
