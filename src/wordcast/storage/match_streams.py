@@ -29,6 +29,16 @@ from wordcast.errors import Gone
 from wordcast.storage.records import event_order
 from wordcast.storage.redis import on_cluster, translated
 
+# A consumer's next entries and the lost-key together (so never a gap between them), as a
+# script: redis-py's transactions on a Redis Cluster queue each command through asyncio.run in a
+# thread, and one that needs a node's help to find its keys (XREAD) left a pooled connection
+# bound to that short-lived loop, failing the next read. KEYS: the stream, its lost-key; ARGV:
+# the id to read after, how many at most. Answers [the lost-key's fields, the entries].
+READ = """
+return {redis.call('HGETALL', KEYS[2]),
+        redis.call('XRANGE', KEYS[1], '(' .. ARGV[1], '+', 'COUNT', ARGV[2])}
+"""
+
 # KEYS: the stream, its lost-key, its last-key, then a de-duplication key per message; ARGV: the retention in
 # ms, the most entries, then each message's body. Entries past either bound are dropped exactly
 # (an XTRIM by MINID just past the last of them), so the lost-key is exact too.
@@ -100,6 +110,7 @@ class MatchStreams:
         self._append = self.client.register_script(APPEND)
         # What reads messages: a client that leaves them as bytes, if given.
         self._bodies: Any = bodies if bodies is not None else client
+        self._read = self._bodies.register_script(READ)
 
     def key(self, tenant: str) -> str:
         if on_cluster(self.client):
@@ -162,19 +173,16 @@ class MatchStreams:
         was written as; raises Gone when entries after ``after`` were dropped (read in one
         transaction with them, so never a gap)."""
         key = self.key(tenant)
-        pipe = self._bodies.pipeline(transaction=True)
-        pipe.hgetall(f"{key}:lost")
-        pipe.xread({key: after}, count=count)
         with translated("reading the match stream"):
-            fields, reply = await pipe.execute()
-        lost = _lost({_text(k): _text(v) for k, v in (fields or {}).items()})
+            fields, entries = await self._read(keys=[key, f"{key}:lost"], args=[after, count])
+        lost = _lost({_text(k): _text(v) for k, v in zip(fields[::2], fields[1::2], strict=True)})
         if lost is not None:
             lost.check(after)
-        return [
-            (_text(entry_id), _bytes(entry.get(b"body", entry.get("body", b""))))
-            for _, entries in reply or []
-            for entry_id, entry in entries
-        ]
+        found = []
+        for entry_id, flat in entries:
+            entry = {_text(k): v for k, v in zip(flat[::2], flat[1::2], strict=True)}
+            found.append((_text(entry_id), _bytes(entry.get("body", b""))))
+        return found
 
     async def wait(self, tenant: str, after: str, block_ms: int) -> bool:
         """Wait up to ``block_ms`` for an entry after ``after``; whether one came."""
