@@ -26,9 +26,9 @@ from typing import Any
 from .common import machine, write_json
 
 # Measured (BENCHMARKS.md, "The firehose (issue 10)" and "Past one Redis (issue 11)").
-REDIS_BYTES_PER_SUBSCRIPTION = 573  # bench.ingest at 1,000,000: records, events, sets, H(i), s(W)
+REDIS_BYTES_PER_SUBSCRIPTION = 222  # bench.ingest at 1,000,000, packed records: records, H(i), s(W)
 REDIS_CPU_US_PER_PUBLICATION = 7.1  # bench.e2e, 2 matchers, 4.3 matches a post, one Redis
-REDIS_CPU_US_PER_SUBSCRIPTION = 70.0  # bench.subscribe: one batch subscription's scripts
+REDIS_CPU_US_PER_SUBSCRIPTION = 24.6  # bench.ingest at 1,000,000: Redis's CPU a subscription
 EVENT_BYTES = 180  # one subscription event as followers read it (WORDCAST_EVENTS_MAX note)
 MATCHER_LOAD_US_PER_SUBSCRIPTION = 27.8  # bench.ingest: 13.9 s for ~500,000 after a SIGKILL
 OUTBOX_BYTES_PER_MATCH = 460  # e2e soak: ~46 KB messages of ~100 matches, texts included
