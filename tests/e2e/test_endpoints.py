@@ -29,7 +29,10 @@ from wordcast.storage.redis import connect_sync
 pytestmark = pytest.mark.e2e
 
 ENV = {
-    "WORDCAST_MATCHER_DELIVERY_ATTEMPTS": "20",
+    # Some 5–8 s of attempts: an endpoint failing for 2 s is disabled before they run out (20,
+    # 2–4 s, ran out first on a busy Redis Cluster).
+    "WORDCAST_MATCHER_DELIVERY_ATTEMPTS": "40",
+    "WORDCAST_MATCHER_DELIVERY_TAKE_OVER_AFTER_S": "3600",  # longer than 40 attempts can take
     "WORDCAST_MATCHER_DELIVERY_BACKOFF_S": "0.05",
     "WORDCAST_MATCHER_DELIVERY_MAX_BACKOFF_S": "0.2",
     "WORDCAST_MATCHER_ENDPOINT_DISABLE_AFTER_S": "2",

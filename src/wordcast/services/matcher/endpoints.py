@@ -161,3 +161,8 @@ class DeliveryEndpoints:
                 continue
             if reason:
                 log.warning("endpoint %s of tenant %r disabled: %s", endpoint_id, tenant, reason)
+                # Read again at its next attempt: its messages go to the dead letters now, not
+                # after the next look at the epoch.
+                for key, known in list(self._known.items()):
+                    if (known.endpoint.tenant, known.endpoint.id) == (tenant, endpoint_id):
+                        del self._known[key]
