@@ -394,6 +394,8 @@ def test_a_batch_is_one_entry_whose_events_a_follower_reads_like_single_adds(
     async def scenario() -> None:
         client = connect(redis_url)
         store = Store(client, namespace)
+        if len(await store.shards.keys()) > 1:
+            pytest.skip("several shards: a batch is an entry in each (the next test covers them)")
         await store.subscriptions.add(_sub(0, ("lion", "zebra"), 1))
         batch = [_sub(1, ("okapi", "zebra"), 0), _sub(0, ("x", "y"), 0)]
         batch += [_sub(k, ("lion", f"w{k}"), 1) for k in range(2, 6)]

@@ -58,10 +58,47 @@ class _Cluster(RedisCluster):
     closed connections under commands already sent, which it then sent again (a subscription
     stored twice). Learning the slots first avoids all of it."""
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # redis-py's cluster pools refuse a command at once ("Too many connections") when a
+        # node's connections are all busy, where one Redis's blocking pool waits up to
+        # POOL_WAIT_S for one: commands here wait likewise, at most as many at once as a node
+        # has connections (each holds one a node at most).
+        self._free = asyncio.Semaphore(kwargs.get("max_connections", MAX_CONNECTIONS))
+
+    @contextlib.asynccontextmanager
+    async def connection_slot(self) -> Any:
+        try:
+            async with asyncio.timeout(POOL_WAIT_S):
+                await self._free.acquire()
+        except TimeoutError:
+            raise redis.ConnectionError(
+                f"no Redis connection free within {POOL_WAIT_S:g} s"
+            ) from None
+        try:
+            yield
+        finally:
+            self._free.release()
+
     async def execute_command(self, *args: Any, **kwargs: Any) -> Any:
         if self._initialize:
             await self.initialize()
-        return await super().execute_command(*args, **kwargs)
+        async with self.connection_slot():
+            return await super().execute_command(*args, **kwargs)
+
+    def pipeline(self, transaction: Any | None = None, shard_hint: Any | None = None) -> Any:
+        if shard_hint:
+            return super().pipeline(transaction, shard_hint)  # refused as redis-py refuses it
+        return _Pipeline(self, transaction)  # type: ignore[abstract]  # as redis-py makes its own
+
+
+class _Pipeline(ClusterPipeline):
+    """A cluster pipeline that waits for a connection slot as its client's commands do."""
+
+    async def execute(self, *args: Any, **kwargs: Any) -> Any:
+        client: _Cluster = self.cluster_client  # type: ignore[assignment]  # made by _Cluster
+        async with client.connection_slot():
+            return await super().execute(*args, **kwargs)
 
 
 def is_cluster(url: str) -> bool:

@@ -289,7 +289,13 @@ class SubscriptionStore(SubscriptionReads):
         ids = list(dict.fromkeys(sub_ids))
         with translated("reading subscriptions to delete"):
             found = await self.records_of(ids)
-            boolean = [sub.id for sub in found if sub is not None and has_operators(sub.query)]
+            # A boolean query's alternatives, and those of an id already gone: one deleted alone
+            # meanwhile leaves its alternatives, which go now.
+            boolean = [
+                i
+                for i, sub in zip(ids, found, strict=True)
+                if sub is None or has_operators(sub.query)
+            ]
             others = [part_id(i, k) for i in boolean for k in range(MAX_ALTERNATIVES - 1, 0, -1)]
             alternatives = await self.records_of(others)
         events: list[str] = []
