@@ -259,6 +259,15 @@ local function leave(anchors, anchor, m, left)
 end
 """
 
+# A pattern's record (KEYS[1], its id ARGV[1]) read into locals, or the script answers false:
+# gone, or its placements are no longer those read (ARGV[2]).
+_PATTERN_AS_READ = """
+local value = redis.call('HGET', KEYS[1], ARGV[1])
+if not value then return false end
+local _, matcher, tenant, placements, terms, anchor, body = head_of(value)
+if placements ~= ARGV[2] then return false end
+"""
+
 # Pattern scripts after the add. KEYS: 1 its bucket, 2 events, 3 pattern loads, 4 tenant counts,
 # 5 matcher counts, then for each matcher of the placements (ARGV from 4 on) its anchor map.
 # ARGV: 1 id, 2 placements as read, 3 events kept.
@@ -266,11 +275,8 @@ DELETE_PATTERN = (
     _HEAD
     + _LOWER
     + _LEAVE
+    + _PATTERN_AS_READ
     + """
-local value = redis.call('HGET', KEYS[1], ARGV[1])
-if not value then return false end
-local _, matcher, tenant, placements, _, anchor, body = head_of(value)
-if placements ~= ARGV[2] then return false end
 redis.call('HDEL', KEYS[1], ARGV[1])
 lower(KEYS[4], tenant)
 local left = {}
@@ -292,11 +298,8 @@ MOVE_PATTERN = (
     _HEAD
     + _LOWER
     + _LEAVE
+    + _PATTERN_AS_READ
     + """
-local value = redis.call('HGET', KEYS[1], ARGV[1])
-if not value then return false end
-local _, _, tenant, placements, terms, anchor, body = head_of(value)
-if placements ~= ARGV[2] then return false end
 local leaving = tonumber(ARGV[5])
 local joined, left = {}, {}
 for k = 6, #KEYS do
