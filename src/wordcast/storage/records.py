@@ -275,9 +275,10 @@ BatchRows = Callable[[list[str]], bool]
 
 
 def held_by(matcher: int) -> BatchRows:
-    """A matcher's rows: the adds and deletes of records it holds, and every move (one may take
-    a record away from it)."""
-    return lambda row: row[0] == "move" or matcher in _holders(row[8], row[2])
+    """A matcher's rows: the adds of records it holds, every move (one may take a record away
+    from it) and every delete (its dispatcher may be delivering another matcher's outbox, and
+    must forget the deleted subscriptions' secrets too)."""
+    return lambda row: row[0] != "add" or matcher in _holders(row[8], row[2])
 
 
 def changes_word_maps(row: list[str]) -> bool:
