@@ -100,10 +100,22 @@ end
 return cjson.encode({event_id, answers})
 """
 
-# A count in a hash lowered by one, the field gone at zero.
+# A count in a hash lowered by one, the field gone at zero; and a record's words so in a word map.
 _LOWER = """
 local function lower(key, field)
   if redis.call('HINCRBY', key, field, -1) <= 0 then redis.call('HDEL', key, field) end
+end
+-- A record's words (space-separated) lowered by one in a word map, each gone at zero; answers
+-- those gone.
+local function lower_words(map, terms)
+  local gone = {}
+  for term in string.gmatch(terms, '%S+') do
+    if redis.call('HINCRBY', map, term, -1) <= 0 then
+      redis.call('HDEL', map, term)
+      gone[#gone + 1] = term
+    end
+  end
+  return gone
 end
 """
 
@@ -136,22 +148,10 @@ for i, s in ipairs(batch.s) do
     for _, m in ipairs(s[3]) do
       local words = KEYS[4 + m]
       lower(KEYS[4], batch.o[m])
-      local gone = {}
-      for term in string.gmatch(terms, '%S+') do
-        if redis.call('HINCRBY', words, term, -1) <= 0 then
-          redis.call('HDEL', words, term)
-          gone[#gone + 1] = term
-        end
-      end
+      local gone = lower_words(words, terms)
       if #gone > 0 then dropped[#dropped + 1] = batch.o[m] .. ' ' .. table.concat(gone, ' ') end
     end
-    local died = {}
-    for term in string.gmatch(terms, '%S+') do
-      if redis.call('HINCRBY', KEYS[1], term, -1) <= 0 then
-        redis.call('HDEL', KEYS[1], term)
-        died[#died + 1] = term
-      end
-    end
+    local died = lower_words(KEYS[1], terms)
     events[#events + 1] = {'del', s[1], matcher, terms, '', '', table.concat(died, ' '), '',
                            s[2], '', table.concat(dropped, '\\n'), ''}
     answers[i] = 1
@@ -190,13 +190,7 @@ for i, s in ipairs(batch.s) do
     for _, m in ipairs(s[5]) do
       local words = KEYS[2 + m]
       lower(KEYS[2], batch.o[m])
-      local gone = {}
-      for term in string.gmatch(terms, '%S+') do
-        if redis.call('HINCRBY', words, term, -1) <= 0 then
-          redis.call('HDEL', words, term)
-          gone[#gone + 1] = term
-        end
-      end
+      local gone = lower_words(words, terms)
       if #gone > 0 then dropped[#dropped + 1] = batch.o[m] .. ' ' .. table.concat(gone, ' ') end
     end
     for _, m in ipairs(s[6]) do
