@@ -234,15 +234,19 @@ def test_consumers_that_read_nothing_cost_bounded_memory_and_are_dropped(
     # memory stays where the first ones took it.
     # The first round also pays for the router's first use of 16 streams' buffers at once
     # (measured 27–31 MiB; 32.2 once on a loaded machine): it gets half a message more each.
+    # The allocator settles over the first two rounds (after the module's other tests the second
+    # kept 10 MiB more; a run of ten rounds then stayed within 3 MiB), so what is kept is
+    # measured from there, over three more rounds.
     warm = 0
-    for round_ in range(3):
+    for round_ in range(5):
         with peak_growth(pid) as grown:
             _unread_streams_dropped(router, key, 16)
         bound = 16 * (2.5 if round_ == 0 else 2)
         assert grown[0] < bound, f"16 consumers reading nothing grew the router {grown[0]:.1f} MiB"
-        warm = warm or status_kib(pid, "VmRSS")
+        if round_ == 1:
+            warm = status_kib(pid, "VmRSS")
     kept = (status_kib(pid, "VmRSS") - warm) / 1024
-    assert kept < 8, f"the router kept {kept:.1f} MiB more after 32 more consumers"
+    assert kept < 8, f"the router kept {kept:.1f} MiB more after 48 more consumers"
 
 
 def _unread_streams_dropped(router: str, key: str, count: int) -> None:
