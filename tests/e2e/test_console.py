@@ -140,6 +140,16 @@ def test_a_tenant_logs_in_creates_a_subscription_sees_a_match_arrive_and_deletes
         )
     _by_id(browser, "search-text").clear()
     _by_id(browser, "search-text").submit()
+    # Trying a text shows what it would match, highlighted, and publishes nothing.
+    tried = "Look, a platypus swims by the try box"
+    _by_id(browser, "try-text").send_keys(tried)
+    _by_id(browser, "try-button").click()
+    shown = _wait(
+        browser, lambda d: d.find_elements(By.CSS_SELECTOR, "#tried li"), "the tried matches"
+    )
+    assert [li.get_attribute("data-subscription") for li in shown] == [sub_id]
+    assert [m.text for m in shown[0].find_elements(By.TAG_NAME, "mark")] == ["platypus", "swims"]
+    assert "nothing was published" in _by_id(browser, "notice").text
 
     _view(browser, "matches")
     assert _by_id(browser, "notice").text == ""  # the subscriptions view's notice stayed there

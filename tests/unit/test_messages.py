@@ -12,7 +12,7 @@ import pytest
 from wordcast.query.alternatives import HeldAlternatives
 from wordcast.query.analysis import term_positions
 from wordcast.query.boolean import parse_query, part_id
-from wordcast.services.matcher.messages import Batch, messages
+from wordcast.services.matcher.messages import Batch, explained_matches, messages
 from wordcast.storage.outbox import MAX_SIGNERS, webhook_id
 from wordcast.storage.records import STREAM_DELIVERY, Subscription, delivery_address
 from wordcast.webhooks.payload import matches_of
@@ -271,3 +271,24 @@ def test_explained_bodies_are_the_whole_payloads_json_byte_for_byte(version: int
         assert message.body == orjson.dumps(expected).decode()
         seen += len(matches)
     assert seen == len(pairs) > 100
+
+
+def test_a_dry_run_shows_the_callers_matches_once_each_under_the_delivered_id() -> None:
+    alternatives = HeldAlternatives()
+    query = "apple OR pear"
+    words = parse_query("white house").clauses[0].words
+    subscriptions = {
+        "mine": Subscription("mine", "white house", words, "u", 0, tenant="a"),
+        "theirs": Subscription("theirs", "white house", words, "u", 0, tenant="b"),
+    }
+    read = parse_query(query)
+    for k, clause in enumerate(read.clauses):
+        stored = part_id("q", k)
+        subscriptions[stored] = Subscription(stored, query, clause.words, "u", 0, tenant="a")
+        alternatives.add(stored, read)
+    text = "the white house: an apple and a pear"
+    batch = Batch([("p", text, (*words, "appl", "pear"), False)], "a", "shared")
+    pairs = [("theirs", 0), ("mine", 0), (part_id("q", 0), 0), (part_id("q", 1), 0), ("mine", 0)]
+    found = explained_matches(pairs, batch, subscriptions, alternatives, "a")
+    assert [(sub_id, position) for sub_id, position, _ in found] == [("mine", 0), ("q", 0)]
+    assert orjson.loads(found[0][2]) == {"terms": {"white": [[4, 9]], "hous": [[10, 15]]}}

@@ -1,8 +1,8 @@
 """The ``wordcast`` command line: one module per group of commands, each adding its own to the
 parser (``register``): :mod:`.local` (a local cluster, single services), :mod:`.api` (talking to a
-router), :mod:`.endpoints` (webhook endpoints), :mod:`.status` (the cluster, for an operator),
-:mod:`.tenants` (API keys and shared streams, as admin), :mod:`.routing` (learning, scaling,
-draining) and :mod:`.bench`.
+router), :mod:`.publish` (publishing and dry runs), :mod:`.endpoints` (webhook endpoints),
+:mod:`.status` (the cluster, for an operator), :mod:`.tenants` (API keys and shared streams, as
+admin), :mod:`.routing` (learning, scaling, draining) and :mod:`.bench`.
 
 May import anything: it is the top of the package."""
 
@@ -12,7 +12,7 @@ import argparse
 import os
 import sys
 
-from wordcast.cli import api, bench, endpoints, local, routing, status, tenants
+from wordcast.cli import api, bench, endpoints, local, publish, routing, status, tenants
 from wordcast.cli.common import DEFAULT_ROUTER, default_router, fail
 from wordcast.errors import WordcastError
 
@@ -35,7 +35,8 @@ wordcast endpoint list|create|show|update|rotate|delete …  your webhook endpoi
                                                     one signing secret, and their health
 wordcast publish TEXT... | --corpus N | --json      publish texts, corpus posts, or JSON lines
                                                     ({"id", "text"}) read from stdin; --stream S
-                                                    to a shared stream
+                                                    to a shared stream; --dry-run shows what
+                                                    would match, publishing nothing
 wordcast watch QUERY... [--pattern P]               subscribe, show matches as they are
                                                     delivered, unsubscribe on Ctrl-C
 wordcast deadletters | replay ID... | replay --all  deliveries given up on; send them again
@@ -58,7 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="wordcast", description=USAGE, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     sub = parser.add_subparsers(dest="command", required=True)
-    for commands in (local, api, endpoints, status, tenants, routing, bench):
+    for commands in (local, api, publish, endpoints, status, tenants, routing, bench):
         commands.register(sub)
     return parser
 

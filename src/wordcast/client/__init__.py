@@ -179,15 +179,22 @@ class RouterClient(AdminCalls, EndpointCalls):
         return result
 
     async def publish(
-        self, publications: Sequence[dict[str, Any]], *, stream: str | None = None
+        self,
+        publications: Sequence[dict[str, Any]],
+        *,
+        stream: str | None = None,
+        dry_run: bool = False,
     ) -> dict[str, Any]:
-        """Publish a batch to the tenant's own subscriptions, or to shared ``stream``."""
+        """Publish a batch to the tenant's own subscriptions, or to shared ``stream``; with
+        ``dry_run``, answer the matches it would bring the tenant's subscriptions (each with its
+        ``matched``) and publish nothing."""
         body: dict[str, Any] = {"publications": list(publications)}
         if stream:
             body["stream"] = stream
         result: dict[str, Any] = await self._call(
             "POST",
             "/publications",
+            params={"dry_run": "true"} if dry_run else None,
             content=orjson.dumps(body),
             headers={"content-type": "application/json"},
         )

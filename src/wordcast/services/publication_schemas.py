@@ -141,3 +141,19 @@ class PublicationsAccepted(BaseModel):
     accepted: int
     ids: list[str]
     routed: int = Field(description="Batches sent to matchers (one per matcher reached).")
+
+
+class DryRunMatch(BaseModel):
+    publication_id: str
+    subscription_id: str
+    matched: dict[str, Any] = Field(
+        description="Why it matched, as a delivered match's `matched` says."
+    )
+
+
+class PublicationsDryRun(BaseModel):
+    dry_run: bool = True
+    ids: list[str] = Field(description="Each publication's id (given or generated).")
+    matches: list[DryRunMatch] = Field(
+        description="The matches your own subscriptions would get, in publication order."
+    )

@@ -246,6 +246,32 @@ class SubscriptionOut(BaseModel):
     )
 
 
+class SubscriptionPreview(BaseModel):
+    """What ``POST /subscriptions?dry_run=true`` answers: the subscription as it would be read
+    and placed now. Nothing is stored."""
+
+    dry_run: bool = True
+    kind: Literal["keywords", "pattern"]
+    query: str | None = None
+    terms: list[str] = Field(
+        description="The analysed terms it would match on (a boolean query's first alternative's)."
+    )
+    alternatives: list[AlternativeOut] | None = Field(
+        default=None, description="How a boolean query is read; absent for a plain conjunction."
+    )
+    pattern: str | None = None
+    anchor: str | None = Field(
+        default=None, description="The literal run of a pattern that routes publications to it."
+    )
+    matchers: list[list[int]] = Field(
+        description="For each alternative (or the pattern), the matchers it would be placed on "
+        "now (H(i) changes as subscriptions come and go: a later request may place it elsewhere)."
+    )
+    callback_url: str | None = None
+    delivery: list[Delivery]
+    stream: str | None = None
+
+
 class BackfillOut(BaseModel):
     since: float = Field(description="The window's start (Unix time).")
     until: float = Field(

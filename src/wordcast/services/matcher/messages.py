@@ -102,6 +102,29 @@ def messages(
     return found
 
 
+def explained_matches(
+    pairs: Sequence[tuple[str, int]],
+    batch: Batch,
+    subscriptions: Mapping[str, Subscription],
+    alternatives: HeldAlternatives,
+    tenant: str,
+) -> list[tuple[str, int, bytes]]:
+    """(id delivered under, position, JSON of ``matched``) for each of ``pairs`` whose
+    subscription is ``tenant``'s, once each: what :func:`messages` would deliver to that tenant
+    (a dry run's answer; the other tenants' matches of a shared stream are not shown)."""
+    explained = _Explanations(batch, alternatives, True)
+    mine = [(subscriptions[sub_id], position) for sub_id, position in pairs]
+    mine = [(sub, position) for sub, position in mine if sub.tenant == tenant]
+    explained.read({position for _, position in mine})
+    delivered_id = explained.delivered_id
+    found: dict[tuple[str, int], bytes] = {}
+    for sub, position in mine:
+        sub_id = sub.id if delivered_id is None else delivered_id(sub.id)
+        if (sub_id, position) not in found:
+            found[sub_id, position] = explained.matched(sub, position)
+    return [(sub_id, position, matched) for (sub_id, position), matched in found.items()]
+
+
 class _Explanations:
     """The ``matched`` of each match (:mod:`wordcast.query.explain`), each publication analysed
     once for all its matches."""

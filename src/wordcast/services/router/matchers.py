@@ -231,6 +231,26 @@ class MatcherLinks:
         """One batch of publications, routed with mapping ``version``, to be matched against the
         subscriptions of tenant ``publisher`` (or of shared ``stream``); ``accepted``: when the
         router took them (Unix seconds)."""
+        await self._send_batch(matcher, "match", version, batch, publisher, stream, accepted)
+
+    async def dry_run(
+        self, matcher: int, version: int, batch: RoutedBatch, publisher: str, stream: str = ""
+    ) -> list[tuple[str, int, Any]]:
+        """What matcher ``matcher`` would deliver to tenant ``publisher`` of ``batch``, as
+        (subscription id, position in the batch, ``matched``), recording nothing."""
+        response = await self._send_batch(matcher, "dry-run", version, batch, publisher, stream)
+        return [tuple(match) for match in orjson.loads(response.content)["matches"]]
+
+    async def _send_batch(
+        self,
+        matcher: int,
+        path: str,
+        version: int,
+        batch: RoutedBatch,
+        publisher: str,
+        stream: str,
+        accepted: float = 0.0,
+    ) -> httpx.Response:
         body = {
             "version": version,
             "publisher": publisher,
@@ -246,7 +266,7 @@ class MatcherLinks:
         try:
             response = await self._post(
                 matcher,
-                "match",
+                path,
                 content=orjson.dumps(body, option=orjson.OPT_NON_STR_KEYS),
                 headers={"content-type": "application/json"},
             )
@@ -261,3 +281,4 @@ class MatcherLinks:
             raise MatcherUnavailable(matcher, f"{type(exc).__name__}: {exc}") from exc
         if not response.is_success:
             raise MatcherUnavailable(matcher, f"HTTP {response.status_code}: {response.text[:200]}")
+        return response

@@ -218,6 +218,21 @@ class Placer:
         sizes, known = await self.store.word_maps.word_map_view(view.span, wanted, terms)
         return plan(terms, view.planning, sizes, known, self.cost)
 
+    async def would_place(self, terms: Sequence[str]) -> list[int]:
+        """The matchers LASP would place a keyword record of ``terms`` on now (a dry run's
+        answer: nothing is stored, and H(i) is read as Redis holds it)."""
+        return sorted(matchers_of(await self._plan(terms, self.versions.view)))
+
+    async def would_place_pattern(self, anchor: str) -> int:
+        """The matcher a pattern of ``anchor`` would be placed on now (a random pick among
+        equals, as for a real one)."""
+        return place_pattern(
+            self._anchors().owners(anchor),
+            await self.store.word_maps.pattern_loads(),
+            self.versions.view.common,
+            self._random.choice,
+        )
+
     async def add_pattern(
         self,
         source: str,

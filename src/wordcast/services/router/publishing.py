@@ -191,11 +191,46 @@ class Publishing:
         BATCH_SECONDS.observe(time.perf_counter() - started)
         return ids, len(per_matcher)
 
+    async def dry_run(
+        self,
+        publications: Sequence[tuple[str | None, str]],
+        publisher: str,
+        stream: str = "",
+        *,
+        attributes: Sequence[Mapping[str, Value] | None] | None = None,
+        languages: Sequence[str | None] | None = None,
+    ) -> tuple[list[str], list[tuple[str, int, Any]]]:
+        """What :meth:`publish` would deliver to ``publisher``'s own subscriptions: the ids, and
+        (subscription id, publication's position, ``matched``) for each match, in publication
+        order. Analysed and routed as published (never shed), matched by every matcher
+        concerned; nothing is logged, kept for backfills, delivered or counted."""
+        size = sum(len(text) for _, text in publications)
+        with self.in_flight.hold(publisher, size):
+            analysed = await self.analysis.analyse(publications, attributes, languages, size)
+            mapping = self.versions.view.active
+            ids, per_matcher, _, _ = await self._route(publications, mapping, analysed, shed=False)
+            with self.versions.in_use(mapping.version):
+                answers = await asyncio.gather(
+                    *(
+                        self.links.dry_run(m, mapping.version, batch, publisher, stream)
+                        for m, batch in per_matcher.items()
+                    )
+                )
+        position_of = {pub_id: k for k, pub_id in enumerate(ids)}
+        found: dict[tuple[int, str], Any] = {}
+        for batch, answer in zip(per_matcher.values(), answers, strict=True):
+            for sub_id, position, matched in answer:
+                # A subscription held on two matchers (a migration) is shown once.
+                found.setdefault((position_of[batch.ids[position]], sub_id), matched)
+        return ids, [(sub_id, k, matched) for (k, sub_id), matched in sorted(found.items())]
+
     async def _route(
         self,
         publications: Sequence[tuple[str | None, str]],
         mapping: HashMapping,
         analysed: tuple[list[tuple[str, ...]], list[list[str]]],
+        *,
+        shed: bool = True,
     ) -> tuple[
         list[str], Routed, list[tuple[float, tuple[str, ...]]], list[tuple[str, str, list[str]]]
     ]:
@@ -230,7 +265,7 @@ class Publishing:
                 sampled.append((now, terms))
             copy_draw = keyed_draw(pub_id) if has_hot_words else None
             targets, drawn = route_held(terms, held, mapping, copy_draw)
-            if shedder.enabled and targets:
+            if shed and shedder.enabled and targets:
                 targets = shedder.cut(targets, terms, held, mapping, drawn)
             # A pattern on its way off a removed matcher is owned there too (and stays so here
             # until the events say otherwise); nothing there serves this version.

@@ -132,6 +132,24 @@ class Subscribing:
         await self._announce(event_id, sub.matchers)
         return sub
 
+    async def preview(
+        self, kind: str, text: str, callback_url: str, tenant: str, stream: str = ""
+    ) -> tuple[BooleanQuery | None, str, list[list[int]]]:
+        """What subscribing would do with a query (``kind`` "query") or a pattern, checked as
+        :meth:`subscribe` checks it, storing nothing: the query read (None for a pattern), the
+        pattern's anchor ("" for a query), and the matchers each alternative (or the pattern)
+        would be placed on now. Raises as subscribing would."""
+        if kind == "pattern":
+            anchor = parse(text).anchor
+            await self._check_webhook(callback_url)
+            await self._may_subscribe(tenant, [stream])
+            return None, anchor, [[await self.placer.would_place_pattern(anchor)]]
+        analysed = self.analyse_query(text)
+        await self._check_webhook(callback_url)
+        await self._may_subscribe(tenant, [stream])
+        placed = [await self.placer.would_place(c.words) for c in analysed.clauses]
+        return analysed, "", placed
+
     async def subscribe_batch(self, items: Sequence[BatchItem], tenant: str) -> list[Subscription]:
         """Register a batch of subscriptions, in order.
 

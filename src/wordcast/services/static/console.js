@@ -240,6 +240,27 @@ function showMatches(body) {
   while (list.children.length > SHOWN_MATCHES) list.removeChild(list.lastChild);
 }
 
+// -- trying a text: a dry run of publishing it ------------------------------------------------
+async function tryText(event) {
+  event.preventDefault();
+  const text = $("try-text").value;
+  const answer = await api("POST", "/publications?dry_run=true", { publications: [{ text }] });
+  if (answer.matches.some((m) => !labels.has(m.subscription_id))) await labelSubscriptions();
+  const list = $("tried");
+  list.textContent = "";
+  for (const match of answer.matches) {
+    const item = document.createElement("li");
+    const label = document.createElement("span");
+    label.className = "label";
+    label.textContent = labels.get(match.subscription_id) || match.subscription_id;
+    item.appendChild(label);
+    appendHighlighted(item, text, highlights(match.matched));
+    item.dataset.subscription = match.subscription_id;
+    list.appendChild(item);
+  }
+  notice(`${answer.matches.length} of your subscriptions would match (nothing was published)`);
+}
+
 // -- subscriptions ---------------------------------------------------------------------------
 async function loadSubscriptions(fromStart) {
   const body = $("subscriptions");
@@ -554,6 +575,9 @@ document.addEventListener("DOMContentLoaded", () => {
     b.addEventListener("click", () => show(b.dataset.view));
   }
   $("create").addEventListener("submit", createSubscription);
+  $("try").addEventListener("submit", (event) =>
+    tryText(event).catch((error) => notice(error.message, true)),
+  );
   $("create-endpoint").addEventListener("submit", createEndpoint);
   $("search").addEventListener("submit", (event) => {
     event.preventDefault();

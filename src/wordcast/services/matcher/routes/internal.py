@@ -5,10 +5,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Depends
+import orjson
+from fastapi import APIRouter, Depends, Response
 
 from wordcast.errors import Overloaded
 from wordcast.services.matcher.deps import ReadyState, RouterRoute, require_router
+from wordcast.services.matcher.index import Routed
+from wordcast.services.matcher.messages import Batch, explained_matches
 from wordcast.services.schemas import (
     ERRORS,
     BackfillRequest,
@@ -33,18 +36,11 @@ async def match(batch: MatchRequest, state: ReadyState) -> MatchResponse:
     refused = dispatcher.pressure.refusal(outbox_max)
     if refused is not None:
         raise Overloaded(refused)
-    flagged = set(batch.patterns)
-    routed = [
-        (pub_id, text, terms, k in flagged)
-        for k, (pub_id, text, terms) in enumerate(
-            zip(batch.ids, batch.texts, batch.terms, strict=True)
-        )
-    ]
-    hot = batch.hot
+    routed, drawn = _routed(batch)
     messages = state.match(
         routed,
         batch.version,
-        [hot.get(k, {}) for k in range(len(routed))] if hot else None,
+        drawn,
         publisher=batch.publisher,
         stream=batch.stream,
         accepted=batch.accepted,
@@ -56,6 +52,39 @@ async def match(batch: MatchRequest, state: ReadyState) -> MatchResponse:
     dispatcher.pressure.recorded(size)
     await state.outbox.put(messages)
     return MatchResponse(matches=sum(m.matches for m in messages))
+
+
+@router.post("/dry-run")
+async def dry_run(batch: MatchRequest, state: ReadyState) -> Response:
+    """The matches of the publisher's own subscriptions in a routed batch, each with its
+    ``matched``: ``{"matches": [[subscription id, position, matched], ...]}``. Nothing is
+    recorded, delivered or counted."""
+    routed, drawn = _routed(batch)
+    index, publisher = state.index, batch.publisher
+    pairs = index.pairs(routed, batch.version, drawn, publisher, batch.stream)
+    found = explained_matches(
+        pairs,
+        Batch(routed, publisher, batch.stream),
+        index.subscriptions,
+        index.alternatives,
+        publisher,
+    )
+    matches = [[sub_id, position, orjson.Fragment(matched)] for sub_id, position, matched in found]
+    return Response(orjson.dumps({"matches": matches}), media_type="application/json")
+
+
+def _routed(batch: MatchRequest) -> tuple[list[Routed], list[dict[str, int]] | None]:
+    """The batch's (id, text, terms, has an anchor here) rows, and the hot-word copies drawn for
+    each (None: none drawn)."""
+    flagged = set(batch.patterns)
+    routed: list[Routed] = [
+        (pub_id, text, terms, k in flagged)
+        for k, (pub_id, text, terms) in enumerate(
+            zip(batch.ids, batch.texts, batch.terms, strict=True)
+        )
+    ]
+    hot = batch.hot
+    return routed, [hot.get(k, {}) for k in range(len(routed))] if hot else None
 
 
 @router.post("/backfill", status_code=202)

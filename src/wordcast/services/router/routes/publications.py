@@ -1,9 +1,16 @@
 from __future__ import annotations
 
-from fastapi import APIRouter
+from typing import Annotated
+
+import orjson
+from fastapi import APIRouter, Query, Response
 
 from wordcast.errors import RateLimited
-from wordcast.services.publication_schemas import PublicationsAccepted, PublicationsIn
+from wordcast.services.publication_schemas import (
+    PublicationsAccepted,
+    PublicationsDryRun,
+    PublicationsIn,
+)
 from wordcast.services.router.deps import ReadyState, Tenant, TenantRoute
 from wordcast.services.schemas import ERRORS
 
@@ -12,8 +19,25 @@ router = APIRouter(
 )
 
 
-@router.post("", status_code=202, response_model=PublicationsAccepted)
-async def publish(body: PublicationsIn, state: ReadyState, tenant: Tenant) -> PublicationsAccepted:
+@router.post(
+    "",
+    status_code=202,
+    response_model=PublicationsAccepted,
+    responses={200: {"model": PublicationsDryRun, "description": "A dry run's matches."}},
+)
+async def publish(
+    body: PublicationsIn,
+    state: ReadyState,
+    tenant: Tenant,
+    dry_run: Annotated[
+        bool,
+        Query(
+            description="Answer (200) with the matches the publications would bring your own "
+            "subscriptions, each with its `matched`; nothing is delivered, logged, kept for "
+            "backfills or counted (the rate limit still applies)."
+        ),
+    ] = False,
+) -> PublicationsAccepted | Response:
     """Publish one publication or a batch; 202 means every matcher concerned has accepted it.
 
     Without ``stream`` the publications meet only your own tenant's subscriptions; with one, the
@@ -27,6 +51,22 @@ async def publish(body: PublicationsIn, state: ReadyState, tenant: Tenant) -> Pu
             wait,
         )
     publications = body.publications
+    if dry_run:
+        ids, found = await state.publishing.dry_run(
+            [(p.id, p.text) for p in publications],
+            tenant,
+            body.stream or "",
+            attributes=[p.attributes for p in publications]
+            if any(p.attributes for p in publications)
+            else None,
+            languages=[p.lang for p in publications] if any(p.lang for p in publications) else None,
+        )
+        matches = [
+            {"publication_id": ids[k], "subscription_id": sub_id, "matched": matched}
+            for sub_id, k, matched in found
+        ]
+        answer = {"dry_run": True, "ids": ids, "matches": matches}
+        return Response(orjson.dumps(answer), media_type="application/json")
     ids, routed = await state.publishing.publish(
         [(p.id, p.text) for p in publications],
         tenant,

@@ -4,6 +4,7 @@ from typing import Annotated, Any
 
 import orjson
 from fastapi import APIRouter, Path, Query, Response
+from fastapi.responses import JSONResponse
 
 from wordcast.errors import InvalidInput, NotFound
 from wordcast.query.boolean import has_operators, parse_query
@@ -18,12 +19,13 @@ from wordcast.services.schemas import (
     SubscriptionIn,
     SubscriptionOut,
     SubscriptionPage,
+    SubscriptionPreview,
     SubscriptionsDeleted,
     SubscriptionsIn,
     SubscriptionsOut,
 )
 from wordcast.storage.endpoints import Endpoint
-from wordcast.storage.records import Subscription
+from wordcast.storage.records import Subscription, delivery_of
 
 router = APIRouter(
     prefix="/subscriptions", tags=["subscriptions"], responses=ERRORS, route_class=TenantRoute
@@ -119,10 +121,27 @@ def _alternatives(query: str) -> list[AlternativeOut] | None:
     ]
 
 
-@router.post("", status_code=201, response_model=SubscriptionOut, responses={201: _links("/id")})
+@router.post(
+    "",
+    status_code=201,
+    response_model=SubscriptionOut,
+    responses={
+        201: _links("/id"),
+        200: {"model": SubscriptionPreview, "description": "A dry run's preview."},
+    },
+)
 async def create_subscription(
-    body: SubscriptionIn, state: ReadyState, tenant: Tenant
-) -> SubscriptionOut:
+    body: SubscriptionIn,
+    state: ReadyState,
+    tenant: Tenant,
+    dry_run: Annotated[
+        bool,
+        Query(
+            description="Check the subscription and answer (200) how it would be read and the "
+            "matchers it would be placed on now, storing nothing."
+        ),
+    ] = False,
+) -> SubscriptionOut | Response:
     """Register a subscription; 201 means it is durably stored and in effect (and its
     backfill, if it asked for one, started)."""
     stream = body.stream or ""
@@ -130,6 +149,9 @@ async def create_subscription(
     address = await _address(body, state, tenant)
     if minutes is not None:
         state.backfilling.check(minutes)
+    if dry_run:
+        preview = await _preview(body, state, tenant, address)
+        return JSONResponse(preview.model_dump(mode="json"))
     if body.key is not None:  # the batch path finds what an earlier request stored
         kind, text = (
             ("pattern", body.pattern) if body.pattern is not None else ("query", body.query)
@@ -246,6 +268,33 @@ async def rotate_secret(sub_id: SubscriptionId, state: ReadyState, tenant: Tenan
     delivering there shares it); deliveries carry both signatures during the grace period."""
     sub = await state.subscribing.owned(sub_id, tenant)
     return SecretOut(secret=await state.endpoints.rotate_for(sub))
+
+
+async def _preview(
+    body: SubscriptionIn, state: ReadyState, tenant: str, address: str
+) -> SubscriptionPreview:
+    kind, text = ("pattern", body.pattern) if body.pattern is not None else ("query", body.query)
+    read, anchor, matchers = await state.subscribing.preview(
+        kind, text or "", address, tenant, body.stream or ""
+    )
+    webhook_url, to_stream = delivery_of(address)
+    delivery: list[Delivery] = ["webhook"] if webhook_url else []
+    shown: dict[str, Any] = {
+        "matchers": matchers,
+        "callback_url": webhook_url or None,
+        "delivery": [*delivery, "stream"] if to_stream else delivery,
+        "stream": body.stream or None,
+    }
+    if read is None:
+        shown |= {"kind": "pattern", "pattern": text, "anchor": anchor, "terms": []}
+    else:
+        shown |= {
+            "kind": "keywords",
+            "query": text,
+            "terms": list(read.clauses[0].words),
+            "alternatives": _alternatives(text or ""),
+        }
+    return SubscriptionPreview(**shown)
 
 
 async def _address(body: SubscriptionIn, state: ReadyState, tenant: str) -> str:
