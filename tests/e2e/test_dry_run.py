@@ -48,6 +48,12 @@ def _subscribe(router: str, headers: dict[str, str], hook: str) -> list[str]:
     return ids
 
 
+def _dry_run(router: str, path: str, body: Any, headers: dict[str, str] = AUTH) -> httpx.Response:
+    return httpx.post(
+        f"{router}/{path}", params={"dry_run": "true"}, json=body, headers=headers, timeout=30
+    )
+
+
 def _matcher_figures(cluster: RunningCluster) -> list[tuple[Any, ...]]:
     figures = []
     for url in cluster.matcher_urls:
@@ -68,13 +74,7 @@ def test_a_dry_run_shows_what_publishing_delivers_and_records_nothing(
     before = _matcher_figures(cluster)
     received = receiver.count()
 
-    answer = httpx.post(
-        f"{router}/publications",
-        params={"dry_run": "true"},
-        json={"publications": publications},
-        headers=AUTH,
-        timeout=30,
-    )
+    answer = _dry_run(router, "publications", {"publications": publications})
     assert answer.status_code == 200, answer.text
     body = answer.json()
     assert body["dry_run"] is True
@@ -113,13 +113,8 @@ def test_a_dry_run_shows_what_publishing_delivers_and_records_nothing(
 
 
 def test_a_dry_run_refuses_what_publishing_refuses(cluster: RunningCluster) -> None:
-    answer = httpx.post(
-        f"{cluster.router_url}/publications",
-        params={"dry_run": "true"},
-        json={"publications": [{"id": "a", "text": "x"}, {"id": "a", "text": "y"}]},
-        headers=AUTH,
-        timeout=30,
-    )
+    pair = {"publications": [{"id": "a", "text": "x"}, {"id": "a", "text": "y"}]}
+    answer = _dry_run(cluster.router_url, "publications", pair)
     assert answer.status_code == 422
     assert "given more than once" in answer.text
     answer = httpx.post(
@@ -145,13 +140,7 @@ def test_a_subscription_dry_run_shows_its_reading_and_placement_and_stores_nothi
     router = cluster.router_url
     before = _listed(router)
     query = '"solar panel" OR (wind turbine NOT offshore)'
-    answer = httpx.post(
-        f"{router}/subscriptions",
-        params={"dry_run": "true"},
-        json={"query": query},
-        headers=AUTH,
-        timeout=30,
-    )
+    answer = _dry_run(router, "subscriptions", {"query": query})
     assert answer.status_code == 200, answer.text
     preview = answer.json()
     assert preview["dry_run"] is True
@@ -163,26 +152,14 @@ def test_a_subscription_dry_run_shows_its_reading_and_placement_and_stores_nothi
     ]
     assert preview["alternatives"][1]["without"] == ["offshor"]
     assert [len(m) for m in preview["matchers"]] == [1, 1]
-    pattern = httpx.post(
-        f"{router}/subscriptions",
-        params={"dry_run": "true"},
-        json={"pattern": "photovolt*"},
-        headers=AUTH,
-        timeout=30,
-    ).json()
+    pattern = _dry_run(router, "subscriptions", {"pattern": "photovolt*"}).json()
     assert (pattern["kind"], pattern["anchor"], len(pattern["matchers"])) == (
         "pattern",
         "photovolt",
         1,
     )
     # Refused as subscribing refuses it, and nothing stored either way.
-    refused = httpx.post(
-        f"{router}/subscriptions",
-        params={"dry_run": "true"},
-        json={"query": "the and of"},
-        headers=AUTH,
-        timeout=30,
-    )
+    refused = _dry_run(router, "subscriptions", {"query": "the and of"})
     assert refused.status_code == 422
     assert "no terms left" in refused.text
     assert _listed(router) == before

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 import orjson
 from fastapi import APIRouter, Query, Response
@@ -51,29 +51,22 @@ async def publish(
             wait,
         )
     publications = body.publications
+    given: dict[str, Any] = {
+        "publications": [(p.id, p.text) for p in publications],
+        "publisher": tenant,
+        "stream": body.stream or "",
+        "attributes": [p.attributes for p in publications]
+        if any(p.attributes for p in publications)
+        else None,
+        "languages": [p.lang for p in publications] if any(p.lang for p in publications) else None,
+    }
     if dry_run:
-        ids, found = await state.publishing.dry_run(
-            [(p.id, p.text) for p in publications],
-            tenant,
-            body.stream or "",
-            attributes=[p.attributes for p in publications]
-            if any(p.attributes for p in publications)
-            else None,
-            languages=[p.lang for p in publications] if any(p.lang for p in publications) else None,
-        )
+        ids, found = await state.publishing.dry_run(**given)
         matches = [
             {"publication_id": ids[k], "subscription_id": sub_id, "matched": matched}
             for sub_id, k, matched in found
         ]
         answer = {"dry_run": True, "ids": ids, "matches": matches}
         return Response(orjson.dumps(answer), media_type="application/json")
-    ids, routed = await state.publishing.publish(
-        [(p.id, p.text) for p in publications],
-        tenant,
-        body.stream or "",
-        attributes=[p.attributes for p in publications]
-        if any(p.attributes for p in publications)
-        else None,
-        languages=[p.lang for p in publications] if any(p.lang for p in publications) else None,
-    )
+    ids, routed = await state.publishing.publish(**given)
     return PublicationsAccepted(accepted=len(ids), ids=ids, routed=routed)
