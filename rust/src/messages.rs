@@ -29,7 +29,8 @@ const NO_GROUP: u32 = u32::MAX;
 /// What a match of one trie number needs to be written.
 struct Delivery {
     id: Box<str>,
-    terms: Box<[u32]>, // numbers in `Table::terms`, in the subscription's order
+    tag: Option<Box<str>>, // the subscriber's label, echoed in each match
+    terms: Box<[u32]>,     // numbers in `Table::terms`, in the subscription's order
     groups: [u32; 2],
     audience: u32,
     plain: bool, // written here; otherwise handed back to the reference
@@ -341,6 +342,10 @@ impl Table {
                 head.clear();
                 head.extend_from_slice(b"{\"subscription_id\":");
                 json_string(&mut head, &entry.id);
+                if let Some(tag) = &entry.tag {
+                    head.extend_from_slice(b",\"tag\":");
+                    json_string(&mut head, tag);
+                }
                 head.extend_from_slice(b",\"publication\":");
                 for &position in &positions[&number] {
                     let publication = &publications[position as usize];
@@ -560,8 +565,9 @@ impl Deliveries {
     /// the groups its messages go in (``None`` for none), the audience it meets, whether its
     /// matches are written here (``plain``) or handed back, and (``spans``, for an alternative
     /// held back) the phrases and windows that must hold, and those that must not, as
-    /// ``([(term, offset), …], near)``: a candidate breaking them is dropped, not handed back.
-    #[pyo3(signature = (numbers, ids, terms, groups, audiences, plain, spans=None))]
+    /// ``([(term, offset), …], near)``: a candidate breaking them is dropped, not handed back;
+    /// ``tags``: each subscription's tag ("" for none).
+    #[pyo3(signature = (numbers, ids, terms, groups, audiences, plain, spans=None, tags=None))]
     #[allow(clippy::too_many_arguments)]
     fn set_many(
         &mut self,
@@ -572,10 +578,12 @@ impl Deliveries {
         audiences: Vec<u32>,
         plain: Vec<bool>,
         spans: Option<Vec<Option<RuleIn>>>,
+        tags: Option<Vec<String>>,
     ) -> PyResult<()> {
         let n = numbers.len();
         let mut spans = spans.unwrap_or_else(|| (0..n).map(|_| None).collect());
-        if spans.len() != n {
+        let tags = tags.unwrap_or_else(|| vec![String::new(); n]);
+        if spans.len() != n || tags.len() != n {
             return Err(PyValueError::new_err("as many of each, please"));
         }
         if [
@@ -625,6 +633,7 @@ impl Deliveries {
             });
             let entry = Delivery {
                 id: ids[k].as_str().into(),
+                tag: (!tags[k].is_empty()).then(|| tags[k].as_str().into()),
                 terms,
                 groups: [first.unwrap_or(NO_GROUP), second.unwrap_or(NO_GROUP)],
                 audience: audiences[k],

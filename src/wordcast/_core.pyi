@@ -89,6 +89,7 @@ class Deliveries:
             | None
         ]
         | None = None,
+        tags: Sequence[str] | None = None,
     ) -> None: ...
     def write(
         self,

@@ -18,6 +18,7 @@ MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 # headers (Retry-After) are all it needs.
 MAX_WEBHOOK_RESPONSE_BYTES = 4 * 1024
 MAX_PATTERN_CHARS = 256
+MAX_TAG_CHARS = 64  # a subscription's tag, echoed in each of its matches
 MAX_PATTERN_PHRASES = 16
 MIN_PATTERN_ANCHOR_CHARS = 3
 MAX_ATTRIBUTES = 16  # keys of a publication's attributes

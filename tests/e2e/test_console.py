@@ -114,6 +114,7 @@ def test_a_tenant_logs_in_creates_a_subscription_sees_a_match_arrive_and_deletes
     Select(_by_id(browser, "new-kind")).select_by_value("query")
     _by_id(browser, "new-text").send_keys("platypus swims")
     Select(_by_id(browser, "new-delivery")).select_by_value("stream")
+    _by_id(browser, "new-tag").send_keys("zoo")
     _by_id(browser, "create-button").click()
     row = _wait(
         browser,
@@ -123,10 +124,12 @@ def test_a_tenant_logs_in_creates_a_subscription_sees_a_match_arrive_and_deletes
     sub_id = row.get_attribute("data-id")
     assert "platypus swims" in row.text
     assert "stream" in row.text
+    assert "zoo" in row.text
     assert f"Created {sub_id}" == _by_id(browser, "notice").text  # stream only: no secret
     stored = httpx.get(f"{router}/subscriptions/{sub_id}", headers=AUTH, timeout=10).json()
-    assert stored["delivery"] == ["stream"]
-    for wanted, found in (("PLATYPUS", True), ("no such words", False)):
+    assert (stored["delivery"], stored["tag"]) == (["stream"], "zoo")
+    searches = [("PLATYPUS", True), ("no such words", False), ("tag:zoo", True), ("tag:zo", False)]
+    for wanted, found in searches:
         _by_id(browser, "search-text").clear()
         _by_id(browser, "search-text").send_keys(wanted)
         _by_id(browser, "search-text").submit()

@@ -358,10 +358,11 @@ def test_a_matchers_snapshot_reads_every_record_once_in_pages_and_skips_the_dele
                 1_700_000_000.5,
                 tenant=f"tenant{i % 3}",
                 stream="news" if i % 4 == 0 else "",
+                tag=f"tag ✓ {i}" if i % 3 == 0 else "",
             )
             for i in range(40)
         ] + [
-            Subscription(f"p{i}", "", (), "http://x/hook", 0, 0.0, f"x?y{i}*z", f"y{i}")
+            Subscription(f"p{i}", "", (), "http://x/hook", 0, 0.0, f"x?y{i}*z", f"y{i}", tag="w")
             for i in range(10)
         ]
         for sub in subs:
@@ -544,5 +545,33 @@ def test_a_batch_delete_of_a_record_moved_since_it_was_read_deletes_it_where_it_
         assert await store.subscriptions.count() == 0
         await reader.aclose()
         await mover.aclose()
+
+    asyncio.run(scenario())
+
+
+def test_every_add_and_move_event_carries_the_subscriptions_tag(
+    redis_url: str, namespace: str
+) -> None:
+    """A matcher learns a subscription from its events: each add and move names its tag."""
+
+    async def scenario() -> None:
+        client = connect(redis_url)
+        store = Store(client, namespace)
+        keywords = Subscription("kt", "white house", ("white", "hous"), "u", 0, tag="ké")
+        pattern = Subscription("pt", "", (), "u", 0, pattern="wh?te*", anchor="wh", tag="pé")
+        await store.subscriptions.add(keywords)
+        await store.subscriptions.add(pattern)
+        for sub_id in ("kt", "pt"):
+            stored = await store.subscriptions.get(sub_id)
+            assert await store.subscriptions.move(stored, [Placement(1, 0)]) is not None
+        events = [e for shard in await store.events.events_after("0-0") for e in shard]
+        tags = [(e.op, e.subscription.id, e.subscription.tag) for e in events]
+        assert sorted(tags) == [
+            ("add", "kt", "ké"),
+            ("add", "pt", "pé"),
+            ("move", "kt", "ké"),
+            ("move", "pt", "pé"),
+        ]
+        await client.aclose()
 
     asyncio.run(scenario())

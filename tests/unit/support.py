@@ -18,7 +18,7 @@ from wordcast.storage.records import Subscription
 
 def held_subscriptions(query: str) -> tuple[HeldAlternatives, dict[str, Subscription]]:
     """What a matcher holds for a boolean ``query`` (its alternatives ``q~k``), a plain query
-    (``plain``: senate) and a pattern (``wild``: h?use* s*e)."""
+    (``plain``: senate, tagged "senate") and a pattern (``wild``: h?use* s*e)."""
     read = parse_query(query)
     held = HeldAlternatives()
     subscriptions = {}
@@ -26,7 +26,7 @@ def held_subscriptions(query: str) -> tuple[HeldAlternatives, dict[str, Subscrip
         stored = part_id("q", part)
         held.add(stored, read)
         subscriptions[stored] = Subscription(stored, query, read.clauses[part].words, "u", 0)
-    subscriptions["plain"] = Subscription("plain", "senate", ("senat",), "u", 0)
+    subscriptions["plain"] = Subscription("plain", "senate", ("senat",), "u", 0, tag="senate")
     subscriptions["wild"] = Subscription("wild", "", (), "u", 0, pattern="h?use* s*e")
     return held, subscriptions
 

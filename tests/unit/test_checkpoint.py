@@ -25,6 +25,7 @@ HELD = [
         tenant="acme",
         placements=(Placement(2, 0, 3), Placement(0, 3, None, "lion", frozenset({1}))),
         stream="news",
+        tag="big cats ✓",
     ),
     Subscription("p", "", (), "http://127.0.0.1:9/h", 1, pattern="colou?r", anchor="colo"),
 ] + [Subscription(f"s{k}", "w x", ("w", "x"), "", 0) for k in range(25_000)]

@@ -121,6 +121,7 @@ def _delivered(found: Iterable[Message]) -> list[tuple[str, str, str, str, str]]
             st.sampled_from(["http://a/", "http://b/", "", "http://c/ü"]),
             st.booleans(),
             st.sampled_from(["", "news"]),
+            st.sampled_from(["", "elections", 'q"uote\\ ü ☃']),
         ),
         min_size=1,
         max_size=12,
@@ -140,7 +141,7 @@ def _delivered(found: Iterable[Message]) -> list[tuple[str, str, str, str, str]]
     lang=st.sampled_from(["", "en", "de"]),
 )
 def test_plain_matches_are_written_as_the_reference_writes_them(
-    queries: list[tuple[list[str], str, str, bool, str]],
+    queries: list[tuple[list[str], str, str, bool, str, str]],
     texts: list[str],
     ids: list[str] | None,
     publisher: str,
@@ -152,9 +153,9 @@ def test_plain_matches_are_written_as_the_reference_writes_them(
     lang: str,
 ) -> None:
     subs = []
-    for k, (words, tenant, url, to_stream, sub_stream) in enumerate(queries):
+    for k, (words, tenant, url, to_stream, sub_stream, tag) in enumerate(queries):
         address = delivery_address(url, to_stream or not url)
-        sub = _sub(f"s{k}\u00e9", " ".join(words), tenant, address, stream=sub_stream)
+        sub = _sub(f"s{k}\u00e9", " ".join(words), tenant, address, stream=sub_stream, tag=tag)
         if sub.terms:  # "x" alone: no term (a query the router refuses)
             subs.append(sub)
     batch = Batch(_routed(texts, ids, lang), publisher, stream, 12.5)
@@ -175,7 +176,8 @@ def test_plain_matches_on_the_corpora(explain: bool, monkeypatch: pytest.MonkeyP
     posts = sample_posts(1_500, seed=4)
     queries = post_queries(posts, 3_000, seed=5, sizes=(2, 2, 3))
     urls = ["http://a/", "http://b/", delivery_address("http://a/", True)]
-    subs = [_sub(f"sub{k}", q, url=urls[k % 3]) for k, q in enumerate(queries)]
+    tags = ["", "", "corpus", "ü"]
+    subs = [_sub(f"sub{k}", q, url=urls[k % 3], tag=tags[k % 4]) for k, q in enumerate(queries)]
     batch = Batch(_routed([p.text for p in posts], [p.id for p in posts]), "t", "")
     # Every match here is plain: the compiled writer writes them all, the reference none.
     monkeypatch.setattr(compiled_messages, "messages", lambda pairs, *a, **kw: pairs and 1 / 0)

@@ -198,6 +198,11 @@ def test_without_a_signers_bound_a_message_holds_any_number_of_subscriptions() -
     assert [m.matches for m in bounded] == [64, 64, 64, 8]
 
 
+def _tagged(sub: Subscription) -> dict[str, str]:
+    """A match's tag member: after its subscription's id, when it has one."""
+    return {"tag": sub.tag} if sub.tag else {}
+
+
 @pytest.mark.parametrize("version", [1, 2])
 def test_explained_bodies_are_the_whole_payloads_json_byte_for_byte(version: int) -> None:
     """With explanations, every match's ``matched`` is what :mod:`wordcast.query.explain` says,
@@ -252,14 +257,16 @@ def test_explained_bodies_are_the_whole_payloads_json_byte_for_byte(version: int
             expected |= {"version": 2, "publisher": "acme", "stream": None}
             expected["publications"] = [{"id": f"p{k}", "text": texts[k]} for k in named]
             expected["matches"] = [
-                {"subscription_id": m["subscription_id"], "publication": named.index(k)}
-                | {"matched": matched(s, k)}
+                {"subscription_id": m["subscription_id"]}
+                | _tagged(subscriptions[s])
+                | {"publication": named.index(k), "matched": matched(s, k)}
                 for m, s, k in zip(matches, stored, k_of, strict=True)
             ]
         else:
             expected |= {"publisher": "acme", "stream": None}
             expected["matches"] = [
                 {"subscription_id": m["subscription_id"]}
+                | _tagged(subscriptions[s])
                 | (
                     {"pattern": subscriptions[s].pattern}
                     if subscriptions[s].pattern

@@ -33,6 +33,7 @@ async def _subscribe_one(client: RouterClient, args: argparse.Namespace) -> dict
         kind="pattern" if pattern else "query",
         stream=args.stream,
         backfill_minutes=args.backfill,
+        tag=args.tag,
     )
 
 
@@ -67,6 +68,10 @@ def cmd_subscribe(args: argparse.Namespace) -> int:
         return fail("give one of QUERY, --pattern PATTERN, --from-corpus N or --file FILE")
     if args.backfill is not None and (args.file or args.from_corpus):
         return fail("--backfill is for one subscription (QUERY or --pattern)")
+    if args.tag is not None and (args.file or args.from_corpus):
+        return fail(
+            '--tag is for one subscription (QUERY or --pattern); a file gives "tag" per line'
+        )
     if args.file and not Path(args.file).is_file():
         return fail(f"no file {args.file!r}")
     if args.patterns and not args.from_corpus:
@@ -85,13 +90,14 @@ def cmd_subscribe(args: argparse.Namespace) -> int:
 
 
 def describe(sub: dict[str, Any]) -> str:
-    """One line for a subscription: id, matcher, what it matches, where matches go."""
+    """One line for a subscription: id, matcher, what it matches, its tag, where matches go."""
     what = f"pattern {sub['pattern']!r}" if sub["kind"] == "pattern" else repr(sub["query"])
     where = " + ".join(
         sub["callback_url"] if way == "webhook" else "the match stream"
         for way in sub.get("delivery") or ["webhook"]
     )
-    return f"{sub['id']}  matcher-{sub['matcher']}  {what}  -> {where}"
+    tagged = f"  [{sub['tag']}]" if sub.get("tag") else ""
+    return f"{sub['id']}  matcher-{sub['matcher']}  {what}{tagged}  -> {where}"
 
 
 def _list(
@@ -141,20 +147,26 @@ def _by_ids(
 
 def cmd_subscriptions(args: argparse.Namespace) -> int:
     """List the tenant's subscriptions, one line (or JSON object) each, sorted by their query or
-    pattern (then id); with --match, only those whose query or pattern holds the text."""
+    pattern (then id); with --match, only those whose query or pattern holds the text, with
+    --tag only those of that tag."""
     wanted = (args.match or "").casefold()
 
     async def sorted_subscriptions(client: RouterClient) -> AsyncIterator[dict[str, Any]]:
         found = [sub async for sub in client.subscriptions()]
-        shown = [sub for sub in found if wanted in _written(sub).casefold()]
+        shown = [
+            sub
+            for sub in found
+            if wanted in _written(sub).casefold() and args.tag in (None, sub.get("tag"))
+        ]
         shown.sort(key=lambda sub: (_written(sub).casefold(), str(sub["id"])))
         for sub in shown:
             yield sub
-        if wanted:
-            print(
-                f"of {counted(len(found), 'subscription')}, these hold {args.match!r}:",
-                file=sys.stderr,
+        if wanted or args.tag is not None:
+            asked = " and ".join(
+                ([f"hold {args.match!r}"] if wanted else [])
+                + ([f"are tagged {args.tag!r}"] if args.tag is not None else [])
             )
+            print(f"of {counted(len(found), 'subscription')}, these {asked}:", file=sys.stderr)
 
     return _list(args, sorted_subscriptions, describe, "subscription")
 
@@ -322,6 +334,7 @@ def register(sub: Any) -> None:
         help="also deliver the matches of the last MINUTES of publications (when the cluster "
         "keeps them: WORDCAST_ROUTER_BACKFILL_S), marked backfill",
     )
+    subscribe.add_argument("--tag", help="your label for it, echoed in each of its matches")
     add_router_option(subscribe)
     subscribe.add_argument(
         "--stream",
@@ -343,6 +356,7 @@ def register(sub: Any) -> None:
     subscriptions.add_argument(
         "--match", metavar="TEXT", help="only those whose query or pattern holds TEXT (any case)"
     )
+    subscriptions.add_argument("--tag", help="only those tagged TAG")
     unsubscribe = command("unsubscribe", "delete subscriptions by id, or --all", cmd_unsubscribe)
     unsubscribe.add_argument("ids", nargs="*", metavar="ID")
     unsubscribe.add_argument("--all", action="store_true", help="every subscription of yours")

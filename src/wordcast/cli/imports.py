@@ -25,7 +25,7 @@ from wordcast.client import ApiError, Progress, RouterClient, RouterUnreachable
 from wordcast.errors import InvalidInput
 
 DONE_SUFFIX = ".wordcast-done"
-FIELDS = {"query", "pattern", "callback_url", "delivery", "stream", "key"}
+FIELDS = {"query", "pattern", "callback_url", "delivery", "stream", "key", "tag"}
 RETRIED = {429, 502, 503, 504}  # answers a later try may not get; keys make the retry safe
 TRIES = 5
 

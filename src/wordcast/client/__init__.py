@@ -106,17 +106,17 @@ class RouterClient(AdminCalls, EndpointCalls):
         stream: str | None = None,
         delivery: Sequence[str] | None = None,
         backfill_minutes: int | None = None,
+        tag: str | None = None,
     ) -> dict[str, Any]:
         """Register a keyword subscription, or a wildcard pattern with ``kind="pattern"``; to the
         publications of shared ``stream`` if given, else to the tenant's own. Its matches go to
         ``callback_url``, else to the tenant's match stream (:meth:`matches`); ``delivery``
         chooses (``["webhook", "stream"]`` for both). ``backfill_minutes`` asks for the matches
-        of the publications of the last minutes too (when the cluster keeps them)."""
+        of the publications of the last minutes too (when the cluster keeps them); ``tag`` is
+        echoed in each of its matches."""
         body = _item(kind, query, callback_url, stream)
-        if delivery is not None:
-            body["delivery"] = list(delivery)
-        if backfill_minutes is not None:
-            body["backfill_minutes"] = backfill_minutes
+        given = {"tag": tag, "delivery": delivery, "backfill_minutes": backfill_minutes}
+        body |= {name: value for name, value in given.items() if value is not None}
         result: dict[str, Any] = await self._call("POST", "/subscriptions", json=body)
         return result
 

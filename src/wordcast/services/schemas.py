@@ -44,6 +44,17 @@ IdempotencyKey = Annotated[
         description="Printable ASCII without spaces, at most 200 characters.",
     ),
 ]
+Tag = Annotated[
+    str,
+    Field(
+        min_length=1,
+        max_length=limits.MAX_TAG_CHARS,
+        pattern=r"^[^\x00-\x1f\x7f]+$",
+        description=f"Your label for the subscription, echoed in each of its matches (at most "
+        f"{limits.MAX_TAG_CHARS} characters, no control characters).",
+        examples=["elections"],
+    ),
+]
 StreamName = Annotated[
     str,
     Field(
@@ -103,6 +114,7 @@ class SubscriptionIn(Strict):
         description="Match the publications of this shared stream (your tenant needs its "
         "subscribe grant) instead of your own tenant's.",
     )
+    tag: Tag | None = None
     key: IdempotencyKey | None = Field(
         default=None,
         description="Your idempotency key for this subscription: a request repeated with the "
@@ -236,6 +248,7 @@ class SubscriptionOut(BaseModel):
         description="The shared stream it listens to; null for your own tenant's publications.",
     )
     matcher: int = Field(description="The matcher the subscription was placed on.")
+    tag: str | None = Field(default=None, description="Your label for it, echoed in its matches.")
     backfill: BackfillOut | None = Field(
         default=None, description="The backfill this request started, if it asked for one."
     )

@@ -35,7 +35,7 @@ def add_many_call(
         [
             sub.id, str(sub.matcher), sub.query, " ".join(sub.terms), sub.callback_url,
             pack_record(sub), tenant_at[sub.tenant], encode(sub.placements), sub.stream,
-            [matcher_at[m] for m in sub.matchers],
+            [matcher_at[m] for m in sub.matchers], sub.tag,
         ]
         for sub in placed
     ]  # fmt: skip

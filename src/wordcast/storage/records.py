@@ -30,6 +30,7 @@ class Subscription(NamedTuple):
     secret: str = ""
     placements: tuple[Placement, ...] = ()
     stream: str = ""  # a shared stream it listens to; "" for its own tenant's publications
+    tag: str = ""  # the subscriber's label for it, echoed in every match
     # Not stored with it: in a creation answer, its webhook endpoint and that one's secret.
     endpoint_id: str = ""
 
@@ -136,6 +137,7 @@ FIELDS = (
     "tenant",
     "placements",
     "stream",
+    "tag",
 )
 
 
@@ -143,7 +145,7 @@ FIELDS = (
 # head the scripts read without parsing JSON, a newline, then the rest as a JSON array:
 #
 #   matchers \t matcher \t tenant \t placements \t terms \t anchor \n
-#   [query, callback_url, created, secret, stream, pattern, previous_secret, previous_until]
+#   [query, callback_url, created, secret, stream, pattern, previous_secret, previous_until, tag]
 #
 # ``matchers`` ("0,1") are those that hold it (:attr:`Subscription.matchers`), which a matcher's
 # load filters on; ``terms`` are space-separated. Nothing in the head can hold a tab or a newline:
@@ -158,6 +160,7 @@ RECORD_BODY = (
     "pattern",
     "previous_secret",
     "previous_until",
+    "tag",
 )
 
 
@@ -167,7 +170,7 @@ def pack_record(sub: Subscription, previous_secret: str = "", previous_until: fl
     placements = encode(sub.placements) if sub.placements else ""
     head = f"{matchers}\t{sub.matcher}\t{sub.tenant}\t{placements}\t{' '.join(sub.terms)}"
     body: list[str | float] = [sub.query, sub.callback_url, sub.created, sub.secret, sub.stream]
-    body += [sub.pattern, previous_secret, previous_until]
+    body += [sub.pattern, previous_secret, previous_until, sub.tag]
     while body and not body[-1]:
         body.pop()
     return f"{head}\t{sub.anchor}\n{orjson.dumps(body).decode()}"
@@ -177,7 +180,7 @@ def unpack_record(sub_id: str, value: str) -> Subscription:
     """The subscription a packed record holds."""
     head, _, body = value.partition("\n")
     _, matcher, tenant, placements, terms, anchor = head.split("\t")
-    query, url, created, secret, stream, pattern = (orjson.loads(body) + [""] * 6)[:6]
+    query, url, created, secret, stream, pattern, _, _, tag = (orjson.loads(body) + [""] * 9)[:9]
     return Subscription(
         id=sub_id,
         query=query,
@@ -191,6 +194,7 @@ def unpack_record(sub_id: str, value: str) -> Subscription:
         secret=secret,
         placements=decode(placements) if placements else (),
         stream=stream,
+        tag=tag,
     )
 
 
@@ -210,9 +214,19 @@ def subscription_from_fields(sub_id: str, fields: dict[str, str]) -> Subscriptio
 
 def subscription_from_values(sub_id: str, values: Sequence[str | None]) -> Subscription:
     """A subscription from its record's ``FIELDS`` (None or "" for a field it does not have)."""
-    query, terms, callback_url, matcher, created, pattern, anchor, tenant, placements, stream = (
-        values
-    )
+    (
+        query,
+        terms,
+        callback_url,
+        matcher,
+        created,
+        pattern,
+        anchor,
+        tenant,
+        placements,
+        stream,
+        tag,
+    ) = values
     if not matcher:
         raise KeyError(f"subscription {sub_id} has no matcher field")
     return Subscription(
@@ -227,6 +241,7 @@ def subscription_from_values(sub_id: str, values: Sequence[str | None]) -> Subsc
         tenant=tenant or "",
         placements=decode(placements) if placements else (),
         stream=stream or "",
+        tag=tag or "",
     )
 
 
@@ -266,6 +281,7 @@ BATCH_EVENT = (
     "held",
     "dropped",
     "stream",
+    "tag",  # absent from entries written before tags
 )
 
 
@@ -299,20 +315,8 @@ def events_from_entry(
     read = orjson.loads(fields["events"])
     if rows is not None:
         read = [row for row in read if rows(row)]
-    for (
-        op,
-        sub_id,
-        matcher,
-        terms,
-        url,
-        query,
-        words,
-        tenant,
-        placements,
-        held,
-        dropped,
-        stream,
-    ) in read:
+    for row in read:
+        op, sub_id, matcher, terms, url, query, words, tenant, placements, held, dropped = row[:11]
         sub = Subscription(
             sub_id,
             query,
@@ -321,7 +325,8 @@ def events_from_entry(
             int(matcher),
             tenant=tenant,
             placements=decode(placements) if placements else (),
-            stream=stream,
+            stream=row[11],
+            tag=row[12] if len(row) > 12 else "",
         )
         events.append(
             SubscriptionEvent(

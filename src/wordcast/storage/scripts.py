@@ -14,7 +14,7 @@ end
 # batch's matchers' H(i), then each subscription's bucket. ARGV[1]: JSON {w: window, m: events
 # kept, tn: tenants, tr: each tenant's limit in this shard, o: the matchers' ordinals, s: the
 # subscriptions, each [id, matcher, query, terms, callback_url, packed record, tenant (1-based),
-# placements, stream, matchers (1-based)]}. Answers JSON [event id or "", [per subscription:
+# placements, stream, matchers (1-based), tag]}. Answers JSON [event id or "", [per subscription:
 # 1 stored, 0 over its tenant's limit, 2 the id exists]], or "-1" when the window moved
 # (nothing stored). The event is one entry, op "batch", whose "events" hold each change
 # (records.BATCH_EVENT).
@@ -90,7 +90,7 @@ for _, i in ipairs(stored) do
     if #new > 0 then lines[#lines + 1] = batch.o[m] .. ' ' .. table.concat(new, ' ') end
   end
   events[#events + 1] = {'add', s[1], s[2], s[4], s[5], s[3], table.concat(new_words, ' '),
-                         batch.tn[s[7]], s[8], table.concat(lines, '\\n'), '', s[9]}
+                         batch.tn[s[7]], s[8], table.concat(lines, '\\n'), '', s[9], s[11]}
 end
 local event_id = ''
 if #events > 0 then
@@ -207,7 +207,7 @@ for i, s in ipairs(batch.s) do
     local f = cjson.decode(body)
     events[#events + 1] = {'move', s[1], s[4], terms, f[2] or '', f[1] or '', '', tenant,
                            s[3], table.concat(held, '\\n'), table.concat(dropped, '\\n'),
-                           f[5] or ''}
+                           f[5] or '', f[9] or ''}
     answers[i] = 1
   end
 end
@@ -223,7 +223,7 @@ return cjson.encode({event_id, answers})
 # Pattern add. KEYS: 1 its bucket, 2 matcher counts, 3 its matcher's anchor map, 4 pattern
 # loads, 5 events, 6 tenant counts, 7 mapping window. ARGV: 1 id, 2 matcher, 3 pattern,
 # 4 anchor, 5 callback_url, 6 packed record, 7 events kept, 8 tenant, 9 its limit in this shard,
-# 10 window, 11 stream.
+# 10 window, 11 stream, 12 tag.
 ADD_PATTERN = """
 if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 1 then return false end
 if (redis.call('GET', KEYS[7]) or '0 0') ~= ARGV[10] then return -1 end
@@ -237,7 +237,7 @@ if redis.call('HINCRBY', KEYS[3], ARGV[4], 1) == 1 then born = ARGV[2] end
 return redis.call('XADD', KEYS[5], 'MAXLEN', '~', ARGV[7], '*', 'op', 'add', 'sub', ARGV[1],
                   'matcher', ARGV[2], 'pattern', ARGV[3], 'anchor', ARGV[4], 'terms', '',
                   'callback_url', ARGV[5], 'anchor_joined', born, 'tenant', ARGV[8],
-                  'stream', ARGV[11])
+                  'stream', ARGV[11], 'tag', ARGV[12])
 """
 
 # A pattern leaving matcher m (KEYS 3 and 5: pattern loads, matcher counts): its anchor's count
@@ -312,7 +312,7 @@ redis.call('HSET', KEYS[1], ARGV[1],
 local f = cjson.decode(body)
 return redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[6], '*', 'op', 'move', 'sub', ARGV[1],
                   'matcher', ARGV[4], 'pattern', f[6] or '', 'anchor', anchor, 'terms', '',
-                  'callback_url', f[2] or '', 'tenant', tenant, 'stream', f[5] or '',
+                  'callback_url', f[2] or '', 'tenant', tenant, 'stream', f[5] or '', 'tag', f[9] or '',
                   'placements', ARGV[3], 'anchor_joined', table.concat(joined, ' '),
                   'anchor_left', table.concat(left, ' '))
 """

@@ -190,7 +190,7 @@ class SubscriptionStore(SubscriptionReads):
         keys += [self.keys.tenant_counts, self.keys.window]
         args: list[str | int] = [sub.id, sub.matcher, sub.pattern, sub.anchor, sub.callback_url]
         args += [pack_record(sub), self.events_max, sub.tenant, tenant_limit - others, window]
-        args.append(sub.stream)
+        args += [sub.stream, sub.tag]
         with translated("storing a subscription"):
             event_id = await self.replication.run_script(
                 self.client, self._add_pattern, keys, args, "storing a subscription"

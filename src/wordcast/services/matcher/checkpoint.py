@@ -205,13 +205,16 @@ def _row(sub: Subscription) -> list[Any]:
         sub.tenant,
         encode(sub.placements) if sub.placements else "",
         sub.stream,
+        sub.tag,
     ]
 
 
 def _subscription(row: list[Any]) -> Subscription:
     """A subscription from its :func:`_row`, read straight into its fields (a restart reads a
     million: a conversion saved is a second saved)."""
-    sub_id, query, terms, url, matcher, created, pattern, anchor, tenant, placements, stream = row
+    sub_id, query, terms, url, matcher, created, pattern, anchor, tenant, placements, stream = row[
+        :11
+    ]
     return Subscription(
         sub_id,
         query,
@@ -225,6 +228,7 @@ def _subscription(row: list[Any]) -> Subscription:
         "",
         decode(placements) if placements else (),
         stream,
+        row[11] if len(row) > 11 else "",  # its tag (a checkpoint from before tags has none)
     )
 
 

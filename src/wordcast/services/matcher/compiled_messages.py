@@ -103,6 +103,7 @@ class CompiledMessages:
         audiences: list[int] = []
         plain: list[bool] = []
         spans: list[SpanRule | None] = []
+        tags: list[str] = []
         # A snapshot loaded is a million of these: what most share is looked up once.
         restricted, alternatives = index.restricted, index.alternatives
         number_of = self.trie.number_of
@@ -125,6 +126,7 @@ class CompiledMessages:
             numbers.append(number)
             groups.append(pair)
             audiences.append(code)
+            tags.append(sub.tag)
             if sub_id not in restricted and sub_id not in alternatives:
                 ids.append(sub_id)
                 terms.append(sub.terms)
@@ -142,7 +144,7 @@ class CompiledMessages:
             terms.append(sub.terms if clause is None else clause.words)
             plain.append(False)
             spans.append(rule)
-        self.deliveries.set_many(numbers, ids, terms, groups, audiences, plain, spans)
+        self.deliveries.set_many(numbers, ids, terms, groups, audiences, plain, spans, tags)
 
     def _groups(self, tenant: str, address: str) -> tuple[int | None, int | None]:
         """The message groups of a subscription delivering to ``address`` (its webhook's, its

@@ -257,11 +257,16 @@ def _match(
     delivered_id = explained.delivered_id
     sub_id = sub.id if delivered_id is None else delivered_id(sub.id)
     matched = b',"matched":' + explained.matched(sub, position) + b"}" if explained.wanted else b"}"
+    tagged = b',"tag":' + orjson.dumps(sub.tag) if sub.tag else b""
     if version >= 2:
-        return sub_id, b'{"subscription_id":' + orjson.dumps(sub_id) + b',"publication":', matched
+        head = b'{"subscription_id":' + orjson.dumps(sub_id) + tagged + b',"publication":'
+        return sub_id, head, matched
     pub_id, text = batch.publications[position][:2]
     kind, written = ("pattern", sub.pattern) if sub.pattern else ("query", sub.query)
-    match = {"subscription_id": sub_id, kind: written, "publication_id": pub_id, "text": text}
+    match: dict[str, Any] = {"subscription_id": sub_id}
+    if sub.tag:
+        match["tag"] = sub.tag
+    match |= {kind: written, "publication_id": pub_id, "text": text}
     return sub_id, orjson.dumps(match)[:-1] + matched, None
 
 

@@ -24,13 +24,15 @@ from wordcast.storage.records import Subscription
 
 class BatchItem(NamedTuple):
     """One subscription of a batch: kind "query" or "pattern", its text, where to deliver, the
-    shared stream ("" for the tenant's own publications), and the client's idempotency key."""
+    shared stream ("" for the tenant's own publications), the client's idempotency key, and its
+    tag."""
 
     kind: str
     text: str
     callback_url: str
     stream: str = ""
     key: str | None = None
+    tag: str = ""
 
 
 def keyed_id(tenant: str, key: str) -> str:
@@ -95,7 +97,12 @@ async def existing(
         if sub_id is None or sub_id not in stored.held:
             continue
         sub = await store.subscriptions.get(sub_id)
-        if (sub.pattern or sub.query, sub.callback_url, sub.stream) != item[1:4]:
+        if (sub.pattern or sub.query, sub.callback_url, sub.stream, sub.tag) != (
+            item.text,
+            item.callback_url,
+            item.stream,
+            item.tag,
+        ):
             raise Conflict(
                 f"subscription {index}: the key {item.key!r} made a different subscription "
                 f"({sub.id}); nothing was stored"
@@ -127,7 +134,7 @@ async def store_in_order(
                 index += 1
             queries = [
                 QueryItem(items[i].text, _query(terms_or_anchors[i]), items[i].callback_url,
-                          items[i].stream, ids[i], i)
+                          items[i].stream, ids[i], i, items[i].tag)
                 for i in run
             ]  # fmt: skip
             made = await placer.add_queries(queries, tenant, added, held)
@@ -137,7 +144,7 @@ async def store_in_order(
         if ids[index] not in held:
             try:
                 sub, event_id = await placer.add_pattern(
-                    item.text, checked, item.callback_url, tenant, item.stream, ids[index]
+                    item.text, checked, item.callback_url, tenant, item.stream, ids[index], item.tag
                 )
             except (StoreUnavailable, LimitExceeded) as exc:
                 raise type(exc)(f"subscription {index}: {exc}") from exc

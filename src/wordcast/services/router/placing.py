@@ -49,6 +49,7 @@ class QueryItem:
     stream: str = ""
     sub_id: str | None = None  # None: a fresh one
     index: int = 0  # its place in the request, to name it in an error
+    tag: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +61,7 @@ class _Record:
     sub_id: str
     secret: str
     item: int  # the QueryItem's index
+    tag: str
 
 
 class Placer:
@@ -176,6 +178,7 @@ class Placer:
                     secret=record.secret,
                     placements=placements,
                     stream=record.stream,
+                    tag=record.tag,
                 )
             )
         return subs
@@ -189,6 +192,7 @@ class Placer:
         sub_id: str | None = None,
         secret: str | None = None,
         stream: str = "",
+        tag: str = "",
     ) -> Stored:
         """Place a checked keyword subscription with LASP and store it (not yet announced)."""
         for _ in range(5):
@@ -207,6 +211,7 @@ class Placer:
                     placements=placements,
                     window=view.window_text,
                     stream=stream,
+                    tag=tag,
                 )
             except StaleMapping:
                 await self.versions.refresh()  # the window moved: plan for the new one
@@ -241,6 +246,7 @@ class Placer:
         tenant: str,
         stream: str = "",
         sub_id: str | None = None,
+        tag: str = "",
     ) -> Stored:
         """Place a checked pattern on a matcher every version in use routes to, and store it."""
         for _ in range(5):
@@ -263,6 +269,7 @@ class Placer:
                     pattern=source,
                     anchor=anchor,
                     stream=stream,
+                    tag=tag,
                 )
             except StaleMapping:
                 await self.versions.refresh()
@@ -323,6 +330,7 @@ def _records(items: Sequence[QueryItem], held: Collection[str]) -> tuple[list[st
                         part_id(first, part),
                         "",
                         item.index,
+                        item.tag,
                     )
                 )
     return firsts, records

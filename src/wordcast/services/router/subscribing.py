@@ -76,17 +76,17 @@ class Subscribing:
         return parse_query(query, self.analyzer)
 
     async def subscribe(
-        self, query: str, callback_url: str, tenant: str, stream: str = ""
+        self, query: str, callback_url: str, tenant: str, stream: str = "", tag: str = ""
     ) -> Subscription:
         analysed = self.analyse_query(query)
         await self._check_webhook(callback_url)
         await self._may_subscribe(tenant, [stream])
         if not analysed.is_plain:  # several records: the batch path withdraws a partial one
-            item = BatchItem("query", query, callback_url, stream)
+            item = BatchItem("query", query, callback_url, stream, tag=tag)
             return (await self._register([item], [analysed], tenant))[0]
         terms = analysed.clauses[0].words
         sub, event_id = await self.placer.add_keywords(
-            query, terms, callback_url, tenant, stream=stream
+            query, terms, callback_url, tenant, stream=stream, tag=tag
         )
         await self._still_granted(tenant, [sub])
         await self._announce(event_id, sub.matchers)
@@ -120,13 +120,13 @@ class Subscribing:
                 )
 
     async def subscribe_pattern(
-        self, source: str, callback_url: str, tenant: str, stream: str = ""
+        self, source: str, callback_url: str, tenant: str, stream: str = "", tag: str = ""
     ) -> Subscription:
         pattern = parse(source)
         await self._check_webhook(callback_url)
         await self._may_subscribe(tenant, [stream])
         sub, event_id = await self.placer.add_pattern(
-            source, pattern.anchor, callback_url, tenant, stream
+            source, pattern.anchor, callback_url, tenant, stream, tag=tag
         )
         await self._still_granted(tenant, [sub])
         await self._announce(event_id, sub.matchers)
@@ -162,7 +162,7 @@ class Subscribing:
         terms_or_anchors: list[BooleanQuery | str] = []
         first_use: dict[str, int] = {}
         keys: dict[str, int] = {}
-        for index, (kind, text, callback_url, _, key) in enumerate(items):
+        for index, (kind, text, callback_url, _, key, _) in enumerate(items):
             if key is not None and keys.setdefault(key, index) != index:
                 raise InvalidInput(
                     f"subscription {index}: its key {key!r} is subscription {keys[key]}'s too"

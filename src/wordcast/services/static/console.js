@@ -230,7 +230,8 @@ function showMatches(body) {
     const item = document.createElement("li");
     const label = document.createElement("span");
     label.className = "label";
-    label.textContent = match.query || match.pattern || labels.get(match.subscription_id) || "";
+    const written = match.query || match.pattern || labels.get(match.subscription_id) || "";
+    label.textContent = match.tag ? `${written} [${match.tag}]` : written;
     item.appendChild(label);
     appendHighlighted(item, match.text, highlights(match.matched));
     item.title = `${match.subscription_id} / ${match.publication_id}`;
@@ -272,7 +273,9 @@ async function loadSubscriptions(fromStart) {
   let found = 0;
   do {
     const query = new URLSearchParams({ cursor, limit: PAGE });
-    if (searchText) query.set("q", searchText);
+    // "tag:NAME" searches by tag, anything else the queries and patterns.
+    if (searchText.startsWith("tag:")) query.set("tag", searchText.slice(4));
+    else if (searchText) query.set("q", searchText);
     const answer = await api("GET", `/subscriptions?${query}`);
     for (const sub of answer.subscriptions) addSubscriptionRow(sub);
     found += answer.subscriptions.length;
@@ -288,6 +291,7 @@ function addSubscriptionRow(sub, first = false) {
   row.dataset.id = sub.id;
   cell(row, sub.id);
   cell(row, sub.kind === "pattern" ? `pattern ${sub.pattern}` : sub.query);
+  cell(row, sub.tag, "tag");
   cell(row, sub.delivery.map((d) => (d === "webhook" ? sub.callback_url : "stream")).join(" + "));
   cell(row, sub.matcher, "num");
   const actions = cell(row, "");
@@ -320,10 +324,12 @@ async function createSubscription(event) {
   const body = { [$("new-kind").value]: $("new-text").value };
   body.delivery = way === "both" ? ["webhook", "stream"] : [way];
   if (way !== "stream") body.callback_url = $("new-callback").value;
+  if ($("new-tag").value) body.tag = $("new-tag").value;
   try {
     const sub = await api("POST", "/subscriptions", body);
     addSubscriptionRow(sub, true);
     $("new-text").value = "";
+    $("new-tag").value = "";
     const secret = sub.secret ? `; its endpoint's signing secret: ${sub.secret}` : "";
     notice(`Created ${sub.id}${secret}`);
   } catch (error) {

@@ -84,6 +84,7 @@ def _shown(sub: Subscription, endpoint: Endpoint | None) -> dict[str, Any]:
         "delivery": _delivery(sub),
         "stream": sub.stream or None,
         "matcher": sub.matcher,
+        "tag": sub.tag or None,
     }
     if endpoint is not None:
         shown["secret"] = endpoint.secret
@@ -156,13 +157,15 @@ async def create_subscription(
         kind, text = (
             ("pattern", body.pattern) if body.pattern is not None else ("query", body.query)
         )
-        item = BatchItem(kind, text or "", address, stream, body.key)
+        item = BatchItem(kind, text or "", address, stream, body.key, body.tag or "")
         sub = (await state.subscribing.subscribe_batch([item], tenant))[0]
     elif body.pattern is not None:
-        sub = await state.subscribing.subscribe_pattern(body.pattern, address, tenant, stream)
+        sub = await state.subscribing.subscribe_pattern(
+            body.pattern, address, tenant, stream, body.tag or ""
+        )
     else:
         assert body.query is not None  # the schema admits exactly one of the two
-        sub = await state.subscribing.subscribe(body.query, address, tenant, stream)
+        sub = await state.subscribing.subscribe(body.query, address, tenant, stream, body.tag or "")
     [sub] = await state.endpoints.answered(tenant, [sub])
     update: dict[str, object] = {
         "secret": sub.secret or None,
@@ -204,6 +207,7 @@ async def create_subscriptions(
                 address,
                 item.stream or "",
                 item.key,
+                item.tag or "",
             )
         )
     subs = await state.subscribing.subscribe_batch(items, tenant)
@@ -239,12 +243,23 @@ async def list_subscriptions(
             "may then hold fewer, even none, before the end.",
         ),
     ] = None,
+    tag: Annotated[
+        str | None,
+        Query(
+            min_length=1,
+            max_length=64,
+            description="Only those with this tag (exactly); a page may then hold fewer, even "
+            "none, before the end.",
+        ),
+    ] = None,
 ) -> SubscriptionPage:
     """Your subscriptions, a page at a time (about ``limit`` each; next_cursor 0 at the end)."""
     next_cursor, subs = await state.store.subscriptions.tenant_subscriptions(tenant, cursor, limit)
     if q is not None:
         wanted = q.casefold()
         subs = [s for s in subs if wanted in (s.pattern or s.query).casefold()]
+    if tag is not None:
+        subs = [s for s in subs if s.tag == tag]
     subs = await state.endpoints.shown(tenant, subs)
     return SubscriptionPage(subscriptions=[_out(s) for s in subs], next_cursor=next_cursor)
 
