@@ -84,7 +84,19 @@ class _Cluster(RedisCluster):
         if self._initialize:
             await self.initialize()
         async with self.connection_slot():
-            return await super().execute_command(*args, **kwargs)
+            # A node hands a connection back to its pool only after a task of its own has
+            # disconnected it, when the command before was cut off (a client gone, a timeout):
+            # until then a command holding a free slot may find none. redis-py raises that
+            # before sending anything, so the command is safely sent again a moment later.
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + POOL_WAIT_S
+            while True:
+                try:
+                    return await super().execute_command(*args, **kwargs)
+                except redis.exceptions.MaxConnectionsError:
+                    if loop.time() >= deadline:
+                        raise
+                    await asyncio.sleep(POOL_RECHECK_S)
 
     def pipeline(self, transaction: Any | None = None, shard_hint: Any | None = None) -> Any:
         if shard_hint:
@@ -134,6 +146,7 @@ def slot_namespace(namespace: str) -> str:
 
 
 POOL_WAIT_S = 5.0  # how long a command waits for a free pooled connection before it fails
+POOL_RECHECK_S = 0.005  # on a Redis Cluster, how often a command looks again for one
 MAX_CONNECTIONS = 100
 
 
