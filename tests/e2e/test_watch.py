@@ -9,12 +9,14 @@ import ast
 import contextlib
 import os
 import re
+import shlex
 import signal
 import subprocess
 import sys
 import time
 from collections import Counter
 from collections.abc import Iterator
+from pathlib import Path
 
 import httpx
 import pytest
@@ -253,3 +255,49 @@ def test_an_unreachable_router_is_a_clear_error(command: list[str]) -> None:
         "wordcast: error: cannot reach the router at http://127.0.0.1:1"
     )
     assert "Traceback" not in result.stderr
+
+
+def _first_screen() -> list[list[str]]:
+    """The wordcast commands of README's first example, in order, as a user types them."""
+    readme = (Path(__file__).parents[2] / "README.md").read_text()
+    section = readme.split("## Your first match", 1)[1]
+    block = section.split("```sh\n", 1)[1].split("```", 1)[0]
+    commands = [shlex.split(line, comments=True) for line in block.splitlines()]
+    return [command for command in commands if command and command[0] == "wordcast"]
+
+
+def test_the_readmes_first_screen_as_written(cluster: RunningCluster) -> None:
+    """Watch, publish and dry-run as README's first screen types them (its `make run`'s
+    cluster is this one): the published text shows in the watch, the dry run names its match,
+    and Ctrl-C takes the subscription away."""
+    watch, publish, dry_run = _first_screen()
+    env = os.environ | {"PYTHONUNBUFFERED": "1", "WORDCAST_URL": cluster.router_url}
+    process = subprocess.Popen(
+        [sys.executable, "-m", *watch],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=env,
+        start_new_session=True,
+    )
+    try:
+        lines: list[str] = []
+        _read_until(process, lines, "watching 1 subscriptions")
+        published = subprocess.run(
+            [sys.executable, "-m", *publish], capture_output=True, text=True, env=env, timeout=60
+        )
+        assert published.returncode == 0, published.stderr
+        _read_until(process, lines, publish[-1])
+        tried = subprocess.run(
+            [sys.executable, "-m", *dry_run], capture_output=True, text=True, env=env, timeout=60
+        )
+        assert tried.returncode == 0, tried.stderr
+        assert len(tried.stdout.splitlines()) == 1
+        assert "1 match in 1 publication" in tried.stderr
+        os.killpg(process.pid, signal.SIGINT)
+        process.communicate(timeout=60)
+        assert process.returncode == 0
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert watch[-1] not in _registered(cluster)

@@ -45,6 +45,31 @@ async function api(method, path, body) {
   return answer.status === 204 ? null : answer.json();
 }
 
+// A new signing secret stays on screen, with a copy button, until it is dismissed (a notice
+// would be overwritten by the next action).
+function showSecret(about, secret) {
+  $("secret-about").textContent = about;
+  $("secret-value").textContent = secret;
+  $("secret-copy").textContent = "Copy";
+  $("secret-dialog").showModal();
+}
+
+async function copySecret() {
+  const secret = $("secret-value").textContent;
+  try {
+    await navigator.clipboard.writeText(secret);
+    $("secret-copy").textContent = "Copied";
+  } catch (_) {
+    // No clipboard (a page not served over https or from localhost): select it for the user.
+    const range = document.createRange();
+    range.selectNodeContents($("secret-value"));
+    const selection = window.getSelection();
+    selection.removeAllRanges();
+    selection.addRange(range);
+    $("secret-copy").textContent = "Selected: press Ctrl-C";
+  }
+}
+
 function cell(row, text, className) {
   const td = row.insertCell();
   td.textContent = text === null || text === undefined ? "" : String(text);
@@ -301,7 +326,8 @@ function addSubscriptionRow(sub, first = false) {
     if (!window.confirm(ask)) return;
     try {
       const answer = await api("POST", `/subscriptions/${sub.id}/secret`);
-      notice(`New signing secret of ${sub.id}'s endpoint: ${answer.secret}`);
+      notice(`Rotated the signing secret of ${sub.id}'s endpoint`);
+      showSecret(`The new signing secret of the endpoint of "${label}"`, answer.secret);
     } catch (error) {
       notice(error.message, true);
     }
@@ -330,8 +356,8 @@ async function createSubscription(event) {
     addSubscriptionRow(sub, true);
     $("new-text").value = "";
     $("new-tag").value = "";
-    const secret = sub.secret ? `; its endpoint's signing secret: ${sub.secret}` : "";
-    notice(`Created ${sub.id}${secret}`);
+    notice(`Created ${sub.id}`);
+    if (sub.secret) showSecret(`The signing secret of ${sub.id}'s endpoint`, sub.secret);
   } catch (error) {
     notice(error.message, true);
   }
@@ -378,7 +404,8 @@ function addEndpointRow(body, endpoint) {
     if (!window.confirm(ask)) return;
     act(async () => {
       const answer = await api("POST", `/endpoints/${endpoint.id}/secret`);
-      notice(`New signing secret of ${endpoint.id}: ${answer.secret}`);
+      notice(`Rotated the signing secret of ${endpoint.id}`);
+      showSecret(`The new signing secret of ${endpoint.url}`, answer.secret);
     });
   });
   button(actions, "Delete", () => {
@@ -399,7 +426,8 @@ async function createEndpoint(event) {
     $("endpoint-url").value = "";
     $("endpoint-description").value = "";
     await loadEndpoints();
-    notice(`Created ${endpoint.id}; its signing secret: ${endpoint.secret}`);
+    notice(`Created ${endpoint.id}`);
+    showSecret(`The signing secret of ${endpoint.url}`, endpoint.secret);
   } catch (error) {
     notice(error.message, true);
   }
@@ -482,7 +510,8 @@ function figureRow(body, figures, first) {
   return row;
 }
 
-function plotLoads(svg, mappings) {
+// Bars of each matcher's load under each mapping, with its axes named and its sample said.
+function plotLoads(svg, mappings, sampled) {
   svg.textContent = "";
   const ns = "http://www.w3.org/2000/svg";
   const add = (name, attrs, text) => {
@@ -494,7 +523,7 @@ function plotLoads(svg, mappings) {
   };
   const matchers = Math.max(...mappings.map((m) => m.loads.length));
   const top = Math.max(1, ...mappings.flatMap((m) => m.loads));
-  const width = 720, height = 260, left = 50, bottom = 30, plotH = height - bottom - 20;
+  const width = 720, height = 260, left = 50, bottom = 44, plotH = height - bottom - 20;
   const group = (width - left - 10) / matchers;
   const barW = Math.max(2, (group * 0.8) / mappings.length);
   add("line", { x1: left, y1: height - bottom, x2: width, y2: height - bottom, stroke: "#888" });
@@ -519,6 +548,11 @@ function plotLoads(svg, mappings) {
   for (let i = 0; i < matchers; i++) {
     add("text", { x: left + i * group + 2, y: height - bottom + 14 }, String(i));
   }
+  const across = `matcher (${sampled} sampled publications)`;
+  add("text", { x: left + (width - left) / 2, y: height - 6, "text-anchor": "middle", class: "axis" }, across);
+  const y = height - bottom - plotH / 2;
+  const up = { x: 12, y, transform: `rotate(-90 12 ${y})`, "text-anchor": "middle", class: "axis" };
+  add("text", up, "publications routed");
 }
 
 async function loadRouting() {
@@ -526,7 +560,7 @@ async function loadRouting() {
   const figures = $("routing-figures");
   figures.textContent = "";
   for (const m of insight.mappings) figureRow(figures, m);
-  plotLoads($("load-plot"), insight.mappings);
+  plotLoads($("load-plot"), insight.mappings, insight.publications);
   const words = $("hot-words");
   words.textContent = "";
   for (const w of insight.hot_words) {
@@ -581,6 +615,8 @@ document.addEventListener("DOMContentLoaded", () => {
     b.addEventListener("click", () => show(b.dataset.view));
   }
   $("create").addEventListener("submit", createSubscription);
+  $("secret-copy").addEventListener("click", copySecret);
+  $("secret-close").addEventListener("click", () => $("secret-dialog").close());
   $("try").addEventListener("submit", (event) =>
     tryText(event).catch((error) => notice(error.message, true)),
   );
