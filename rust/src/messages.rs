@@ -194,13 +194,15 @@ struct Shape {
 }
 
 /// One message: the group it is for (an endpoint of a tenant), its body, its webhook-id, how
-/// many matches it holds, and the ids of the subscriptions it holds matches for.
+/// many matches it holds, the ids of the subscriptions it holds matches for, and how many
+/// each.
 struct Written {
     group: u32,
     body: String,
     webhook_id: String,
     matches: usize,
     signers: Vec<u32>,
+    counts: Vec<u32>,
 }
 
 /// A publication's terms' parts of `matched`: term -> `"term":[[start,end],…]`.
@@ -441,6 +443,16 @@ impl Table {
         body.extend_from_slice(&shape.between);
         body.extend_from_slice(&chunk.matches);
         body.extend_from_slice(&shape.tail);
+        let place: FxHashMap<u32, usize> = chunk
+            .signer_order
+            .iter()
+            .enumerate()
+            .map(|(k, &number)| (number, k))
+            .collect();
+        let mut counts = vec![0u32; chunk.signer_order.len()];
+        for (number, _) in &chunk.pairs {
+            counts[place[number]] += 1;
+        }
         let mut pairs: Vec<(&str, &str)> = chunk
             .pairs
             .iter()
@@ -467,6 +479,7 @@ impl Table {
             webhook_id,
             matches: chunk.pairs.len(),
             signers: chunk.signer_order,
+            counts,
         }
     }
 }
@@ -770,6 +783,7 @@ impl Deliveries {
                 message.webhook_id,
                 message.matches,
                 PyTuple::new(py, signers)?,
+                PyTuple::new(py, message.counts)?,
             ))?;
         }
         Ok((out, others, plain))

@@ -108,7 +108,11 @@ class Deliveries:
         max_bytes: int,
         signers: int,
         explain: bool,
-    ) -> tuple[list[tuple[int, str, str, int, tuple[str, ...]]], list[tuple[int, int]], int]:
+    ) -> tuple[
+        list[tuple[int, str, str, int, tuple[str, ...], tuple[int, ...]]],
+        list[tuple[int, int]],
+        int,
+    ]:
         """The messages of the plain matches of a batch, as (group, body, webhook-id, matches,
         subscription ids); the (number, position) of the other matches, for the reference; and
         how many matches the messages hold. The GIL released while writing."""

@@ -34,6 +34,7 @@ def _redis_state(redis_url: str, namespace: str) -> dict[str, Any]:
 
 
 HOOK = "http://127.0.0.1:9/hook"
+NOT_COUNTED = {"matched": 0, "delivered": 0, "failed": 0, "last_match": None}
 
 
 def _refused_changing_nothing(
@@ -178,7 +179,8 @@ def test_a_valid_subscription_round_trips(api: httpx.Client) -> None:
     assert body["secret"].startswith("whsec_")  # shown once, at creation
     fetched = api.get(f"/subscriptions/{body['id']}")
     assert fetched.status_code == 200
-    assert fetched.json() == body | {"secret": None}
+    # Counted from now on: a GET shows its counters (none yet).
+    assert fetched.json() == body | {"secret": None, "counters": NOT_COUNTED}
     assert api.delete(f"/subscriptions/{body['id']}").status_code == 204
 
 
@@ -231,7 +233,7 @@ def test_a_batch_registers_every_subscription_in_order(api: httpx.Client) -> Non
         assert sub["secret"].startswith("whsec_")
         fetched = api.get(f"/subscriptions/{sub['id']}")
         assert fetched.status_code == 200
-        assert fetched.json() == sub | {"secret": None}
+        assert fetched.json() == sub | {"secret": None, "counters": NOT_COUNTED}
         assert api.delete(f"/subscriptions/{sub['id']}").status_code == 204
 
 

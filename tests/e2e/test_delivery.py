@@ -74,6 +74,17 @@ def _wait(condition: Callable[[], object], timeout: float = 30, what: str = "con
     eventually(condition, timeout, what=what)
 
 
+def _counters(api: httpx.Client, sub_id: str) -> tuple[int, int, int, float | None]:
+    """A subscription's counters: matched, delivered, failed, last match."""
+    counters = api.get(f"/subscriptions/{sub_id}").json()["counters"]
+    return (
+        counters["matched"],
+        counters["delivered"],
+        counters["failed"],
+        counters["last_match"],
+    )
+
+
 def _wordcast(cluster: RunningCluster, *args: str) -> subprocess.CompletedProcess[str]:
     """The command line against this cluster (the development key)."""
     return wordcast_cli(*args, router=cluster.router_url, timeout=120)
@@ -177,6 +188,8 @@ def test_failing_receiver_is_retried_then_dead_lettered_then_replayed(
     assert matches_of(letter["payload"])[0]["publication_id"] == "w-2"  # type: ignore[arg-type]
     stats = [httpx.get(f"{u}/stats").json() for u in delivery_cluster.matcher_urls]
     assert sum(s["deliveries_pending"] for s in stats) == 0  # nothing left behind in the outbox
+    # Its counters say so (added every second or so).
+    _wait(lambda: _counters(api, sub_id)[:3] == (2, 1, 1), what="2 matched, 1 delivered, 1 failed")
     # The matcher's log names it by the id the API and `wordcast replay` take.
     _wait(
         lambda: any(f"wordcast replay {letter['id']}" in line for line in delivery_cluster.output),
@@ -210,6 +223,7 @@ def test_failing_receiver_is_retried_then_dead_lettered_then_replayed(
     got = dict(zip(map(tuple, deliveries["pairs"]), deliveries["webhook_ids"], strict=True))
     assert got[(sub_id, "w-2")] == letter["webhook_id"]
     assert not dead()
+    _wait(lambda: _counters(api, sub_id)[:3] == (2, 2, 1), what="the replay counted delivered")
     assert api.post(f"/deadletters/{letter['id']}/replay").status_code == 404
 
 

@@ -60,7 +60,7 @@ def _routed(texts: Sequence[str], ids: Sequence[str] | None = None, lang: str = 
 
 def _shown(found: Iterable[Message]) -> list[tuple[object, ...]]:
     return [
-        (m.tenant, m.callback_url, m.webhook_id, m.body, m.matches, m.subscription_ids)
+        (m.tenant, m.callback_url, m.webhook_id, m.body, m.matches, m.subscription_ids, m.counts)
         for m in found
     ]
 

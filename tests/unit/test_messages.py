@@ -4,6 +4,7 @@ as the JSON of the whole payload (the fragments they are put together from must 
 from __future__ import annotations
 
 import random
+from collections import Counter
 from typing import Any
 
 import orjson
@@ -130,6 +131,8 @@ def test_bodies_are_the_whole_payloads_json_and_every_match_is_in_one_message(
             delivered = [(m["subscription_id"], m["publication_id"]) for m in body["matches"]]
             assert message.webhook_id == webhook_id(delivered, "acme", stream)
             assert message.subscription_ids == tuple(dict.fromkeys(d for d, _ in delivered))
+            each = Counter(d for d, _ in delivered)
+            assert list(message.per_subscription()) == list(each.items())
             assert message.matches == len(delivered) <= 100
             assert len(message.body.encode()) <= max_bytes or message.matches == 1
             assert len(message.subscription_ids) <= MAX_SIGNERS

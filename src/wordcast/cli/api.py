@@ -97,7 +97,14 @@ def describe(sub: dict[str, Any]) -> str:
         for way in sub.get("delivery") or ["webhook"]
     )
     tagged = f"  [{sub['tag']}]" if sub.get("tag") else ""
-    return f"{sub['id']}  matcher-{sub['matcher']}  {what}{tagged}  -> {where}"
+    counters = sub.get("counters")
+    counted = (
+        f"  ({counters['matched']} matched, {counters['delivered']} delivered, "
+        f"{counters['failed']} failed)"
+        if counters
+        else ""
+    )
+    return f"{sub['id']}  matcher-{sub['matcher']}  {what}{tagged}  -> {where}{counted}"
 
 
 def _list(

@@ -249,6 +249,11 @@ class SubscriptionOut(BaseModel):
     )
     matcher: int = Field(description="The matcher the subscription was placed on.")
     tag: str | None = Field(default=None, description="Your label for it, echoed in its matches.")
+    counters: CountersOut | None = Field(
+        default=None,
+        description="What became of its matches (in GET answers; counted by the matchers and "
+        "added every second or so).",
+    )
     backfill: BackfillOut | None = Field(
         default=None, description="The backfill this request started, if it asked for one."
     )
@@ -257,6 +262,18 @@ class SubscriptionOut(BaseModel):
         description="The Standard Webhooks signing secret (whsec_…) of its endpoint; only in "
         "the creation answer.",
     )
+
+
+class CountersOut(BaseModel):
+    matched: int = Field(description="Its matches (a boolean query's once, whichever held).")
+    delivered: int = Field(
+        description="Matches delivered: to its webhook (a 2xx) or written to the match stream; "
+        "one delivered both ways counts twice."
+    )
+    failed: int = Field(
+        description="Matches given up on (dead letters; a replay may deliver them)."
+    )
+    last_match: float | None = Field(description="When it last matched (Unix time); null: never.")
 
 
 class SubscriptionPreview(BaseModel):

@@ -33,6 +33,7 @@ Keys (all under a namespace, ``wordcast`` by default, so several clusters can sh
 ``{ns}:layout``             "packed" once the shard's records are in the packed layout
 ``{ns}:matcher-counts``     hash matcher -> how many records are placed on it (for any mapping version)
 ``{ns}:tenant-counts``      hash tenant -> how many records (subscriptions and alternatives) it holds
+``{ns}:counters``           hash id -> "matched delivered failed last-match" (:mod:`.counters`)
 ``{ns}:matcher:{i}:words``  hash word -> count: the subscription word map H(i) of S³-TM §4.2
 ``{ns}:mapping:window``     "low high": the mapping versions routers may be routing with; a
                             subscription is stored only when it was placed for this window
@@ -97,6 +98,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from wordcast.storage.counters import SubscriptionCounters
 from wordcast.storage.dead_letters import DeadLetters
 from wordcast.storage.endpoints import EndpointStore
 from wordcast.storage.events import EventLog
@@ -151,6 +153,7 @@ class Store:
         self.mappings = MappingStore(client, namespace, self.shards)
         self.dead_letters = DeadLetters(client, namespace)
         self.match_streams = MatchStreams(client, namespace, bodies)
+        self.counters = SubscriptionCounters(client, self.shards)
 
     @classmethod
     def connect(

@@ -36,6 +36,8 @@ class Keys:
         self.follows = f"{ns}:cluster:follows"
         self.secrets_epoch = f"{ns}:secrets-epoch"
         self.endpoints_epoch = f"{ns}:endpoints-epoch"
+        # Each subscription's counters (matched, delivered, failed, last match), in its shard.
+        self.counters = f"{ns}:counters"
 
     def records(self, bucket: int) -> str:
         """One of the shard's record buckets: a hash id -> packed record (:mod:`.records`)."""

@@ -60,6 +60,14 @@ class Message:
     matches: int
     created: float
     published: float = 0.0  # when the router accepted the publications (0: not known)
+    # How many of its matches each of ``subscription_ids`` has (empty: not said, one each).
+    counts: tuple[int, ...] = ()
+
+    def per_subscription(self) -> Iterable[tuple[str, int]]:
+        """(subscription id, its matches here) for each subscription the message is for."""
+        counts = self.counts or [1] * len(self.subscription_ids)
+        # An entry whose counts do not line up was not written by a matcher: what does counts.
+        return zip(self.subscription_ids, counts, strict=False)
 
     def fields(self) -> dict[str, str]:
         return {
@@ -71,6 +79,7 @@ class Message:
             "matches": str(self.matches),
             "created": repr(self.created),
             "published": repr(self.published),
+            "counts": " ".join(map(str, self.counts)),
         }
 
     @classmethod
@@ -84,6 +93,7 @@ class Message:
             matches=int(fields.get("matches", "1")),
             created=float(fields.get("created", "0")),
             published=float(fields.get("published", "0")),
+            counts=tuple(int(n) for n in fields.get("counts", "").split()),
         )
 
 

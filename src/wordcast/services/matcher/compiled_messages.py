@@ -206,9 +206,11 @@ class CompiledMessages:
         )
         now = time.time()
         found = []
-        for group, body, webhook_id, count, held in written:
+        for group, body, webhook_id, count, held, counts in written:
             tenant, url = self.groups[group]
-            found.append(Message(held, tenant, url, webhook_id, body, count, now, batch.accepted))
+            found.append(
+                Message(held, tenant, url, webhook_id, body, count, now, batch.accepted, counts)
+            )
         name_of = self.trie.name_of
         pairs = [(name_of(number), position) for number, position in others]
         pairs += index.pairs_beside_terms(publications, drawn)

@@ -31,6 +31,7 @@ from prometheus_client import Counter, Gauge, Histogram
 
 from wordcast.errors import StoreUnavailable
 from wordcast.services.matcher.back_pressure import BackPressure
+from wordcast.services.matcher.counting import Counting
 from wordcast.services.matcher.endpoints import DeliveryEndpoints
 from wordcast.services.matcher.retries import Retries
 from wordcast.services.matcher.streaming import StreamDelivery
@@ -91,15 +92,19 @@ class Dispatcher:
         stream_retention_s: float = 3600.0,
         stream_max_messages: int = 100_000,
         endpoints: DeliveryEndpoints | None = None,
+        counting: Counting | None = None,
     ) -> None:
         self._outbox = outbox
+        self._counting = counting or Counting(store)
         self._redis_memory_max = redis_memory_max
         self._concurrency = concurrency
         self._attempts = attempts
         self._take_over_after_s = take_over_after_s
         self.endpoints = endpoints or DeliveryEndpoints(store, slots=concurrency)
         self._webhooks = Webhooks(store, address_policy, concurrency, timeout_s, self.endpoints)
-        self.streams = StreamDelivery(store.match_streams, stream_retention_s, stream_max_messages)
+        self.streams = StreamDelivery(
+            store.match_streams, stream_retention_s, stream_max_messages, self._counting
+        )
         self.secrets = self._webhooks.secrets
         # httpx's timeout bounds each wait for the network, not the exchange: a receiver that
         # answers a byte at a time could hold a slot for ever, and outlast the take-over bound.
@@ -292,6 +297,7 @@ class Dispatcher:
                 DELIVERED.inc(message.matches)
                 _observe_latency(message)
                 self.delivered += message.matches
+                self._counting.delivered(message)
                 return False
             if outcome in ("gone", "deleted"):
                 await acks.ack(entry_id)
@@ -301,6 +307,7 @@ class Dispatcher:
                 dead_id = await outbox.dead_letter(entry_id, message, reason, attempt)
                 FAILED.labels("dead_letter").inc()
                 self.failed += message.matches
+                self._counting.failed(message)
                 self._webhooks.gave_up(message)
                 log.warning(  # by the id `wordcast replay` and GET /deadletters take
                     "gave up after %d attempts: dead letter %s of tenant %r (wordcast replay %s): %s",

@@ -48,6 +48,7 @@ def create_app(settings: MatcherSettings | None = None) -> FastAPI:
                 in_background(state.dispatcher.run(), "dispatch"),
                 in_background(state.register(), "registration"),
                 in_background(state.keep_checkpoints(), "checkpoints"),
+                in_background(state.counting.keep(), "counters"),
             ):
                 yield
         finally:

@@ -15,6 +15,7 @@ subscription's id.
 from __future__ import annotations
 
 import time
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -317,6 +318,10 @@ class _Chunk:
         frame = self.frame
         parts = (frame.head, b",".join(self.publications), frame.between, b",".join(self.encoded))
         body = (b"".join(parts) + frame.tail).decode()
-        signers = tuple(dict.fromkeys(sub_id for sub_id, _ in self.pairs))
+        each = Counter(sub_id for sub_id, _ in self.pairs)
+        signers = tuple(each)  # in the order of their first match
         msg_id = webhook_id(self.pairs, batch.publisher, batch.stream)
-        return Message(signers, tenant, url, msg_id, body, len(self.pairs), now, batch.accepted)
+        counts = tuple(each.values())
+        return Message(
+            signers, tenant, url, msg_id, body, len(self.pairs), now, batch.accepted, counts
+        )

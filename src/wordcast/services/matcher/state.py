@@ -22,6 +22,7 @@ from wordcast.query.boolean import PART_SEPARATOR
 from wordcast.services.matcher.backfill import Backfills
 from wordcast.services.matcher.checkpoint import CheckpointKeeper
 from wordcast.services.matcher.compiled_messages import CompiledMessages
+from wordcast.services.matcher.counting import Counting
 from wordcast.services.matcher.dispatcher import Dispatcher
 from wordcast.services.matcher.endpoints import DeliveryEndpoints
 from wordcast.services.matcher.index import MatcherIndex, Routed
@@ -62,6 +63,7 @@ class MatcherState:
         )
         READY.set_function(lambda: float(self.ready))
         self.outbox = store.outbox(settings.ordinal)
+        self.counting = Counting(store)
         self.dispatcher = Dispatcher(
             self.outbox,
             store,
@@ -75,6 +77,7 @@ class MatcherState:
             redis_memory_max=settings.redis_memory_max,
             stream_retention_s=settings.stream_retention_s,
             stream_max_messages=settings.stream_max_messages,
+            counting=self.counting,
             endpoints=DeliveryEndpoints(
                 store,
                 settings.endpoint_disable_after_s,

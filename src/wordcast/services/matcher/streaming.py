@@ -16,6 +16,7 @@ from collections.abc import Sequence
 
 from prometheus_client import Counter, Histogram
 
+from wordcast.services.matcher.counting import Counting
 from wordcast.storage.match_streams import MatchStreams
 from wordcast.storage.outbox import Message, Outbox
 from wordcast.storage.records import STREAM_DELIVERY
@@ -31,10 +32,13 @@ Entry = tuple[Outbox, str, Message]
 
 
 class StreamDelivery:
-    def __init__(self, streams: MatchStreams, retention_s: float, most: int) -> None:
+    def __init__(
+        self, streams: MatchStreams, retention_s: float, most: int, counting: Counting
+    ) -> None:
         self._streams = streams
         self._retention_s = retention_s
         self._most = most
+        self._counting = counting
         self.streamed = 0
 
     async def deliver(self, entries: Sequence[Entry]) -> list[Entry]:
@@ -59,6 +63,7 @@ class StreamDelivery:
         await asyncio.gather(*(outbox.ack(ids) for outbox, ids in per_outbox.items()))
         now = time.time()
         for _, _, message in streamed:
+            self._counting.delivered(message)
             if message.published:
                 PUBLISH_TO_STREAM.observe(max(0.0, now - message.published))
         matches = sum(message.matches for _, _, message in streamed)

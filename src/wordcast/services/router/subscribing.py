@@ -242,6 +242,7 @@ class Subscribing:
         await self.owned(sub_id, tenant)
         sub, event_id, matchers = await self.store.subscriptions.delete_with_alternatives(sub_id)
         await self._announce(event_id, sorted(matchers))
+        await forget_counters(self.store, [sub_id])
         return sub
 
     async def unsubscribe_batch(self, sub_ids: Sequence[str], tenant: str) -> list[str]:
@@ -268,6 +269,7 @@ class Subscribing:
         last_event, matchers = await self.store.subscriptions.delete_many(ids)
         if last_event is not None:
             await self._announce(last_event, sorted(matchers))
+        await forget_counters(self.store, ids)
 
     async def _announce(self, event_id: str, matchers: Sequence[int]) -> None:
         """Make the change effective here and on its matchers before answering the client.
@@ -295,3 +297,13 @@ class Subscribing:
                 continue
             return await self.store.dead_letters.replay(tenant, dead_id, sub.matcher)
         raise NotFound(f"the subscriptions of dead letter {dead_id!r} were deleted")
+
+
+async def forget_counters(store: Store, ids: Sequence[str]) -> None:
+    """Delete the counters of deleted subscriptions. The deletion stands if this fails: a tally
+    arriving later adds nothing to a subscription gone, so what is left is only what was counted
+    before (logged)."""
+    try:
+        await store.counters.forget(ids)
+    except StoreUnavailable as exc:
+        log.warning("could not delete the counters of %d subscriptions: %s", len(ids), exc)

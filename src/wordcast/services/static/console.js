@@ -317,6 +317,9 @@ function addSubscriptionRow(sub, first = false) {
   cell(row, sub.id);
   cell(row, sub.kind === "pattern" ? `pattern ${sub.pattern}` : sub.query);
   cell(row, sub.tag, "tag");
+  const counted = sub.counters;
+  cell(row, counted ? `${counted.matched} / ${counted.delivered} / ${counted.failed}` : "", "num");
+  cell(row, counted && counted.last_match ? new Date(counted.last_match * 1000).toLocaleString() : "");
   cell(row, sub.delivery.map((d) => (d === "webhook" ? sub.callback_url : "stream")).join(" + "));
   cell(row, sub.matcher, "num");
   const actions = cell(row, "");

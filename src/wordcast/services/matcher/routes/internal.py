@@ -51,6 +51,7 @@ async def match(batch: MatchRequest, state: ReadyState) -> MatchResponse:
         raise Overloaded(refused)
     dispatcher.pressure.recorded(size)
     await state.outbox.put(messages)
+    state.counting.matched(messages, state.index.subscriptions)
     return MatchResponse(matches=sum(m.matches for m in messages))
 
 

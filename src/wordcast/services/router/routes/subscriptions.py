@@ -13,6 +13,7 @@ from wordcast.services.router.deps import ReadyState, Tenant, TenantRoute
 from wordcast.services.schemas import (
     ERRORS,
     AlternativeOut,
+    CountersOut,
     Delivery,
     SecretOut,
     SubscriptionIdsIn,
@@ -24,6 +25,7 @@ from wordcast.services.schemas import (
     SubscriptionsIn,
     SubscriptionsOut,
 )
+from wordcast.storage.counters import Tally
 from wordcast.storage.endpoints import Endpoint
 from wordcast.storage.records import Subscription, delivery_of
 
@@ -261,7 +263,13 @@ async def list_subscriptions(
     if tag is not None:
         subs = [s for s in subs if s.tag == tag]
     subs = await state.endpoints.shown(tenant, subs)
-    return SubscriptionPage(subscriptions=[_out(s) for s in subs], next_cursor=next_cursor)
+    counted = await state.store.counters.read([s.id for s in subs])
+    shown = [_out(s).model_copy(update={"counters": _counters(counted[s.id])}) for s in subs]
+    return SubscriptionPage(subscriptions=shown, next_cursor=next_cursor)
+
+
+def _counters(tally: Tally) -> CountersOut:
+    return CountersOut(**tally.shown())
 
 
 @router.get("/{sub_id}", response_model=SubscriptionOut, operation_id="get_subscription")
@@ -269,7 +277,9 @@ async def get_subscription(
     sub_id: SubscriptionId, state: ReadyState, tenant: Tenant
 ) -> SubscriptionOut:
     sub = await state.subscribing.owned(sub_id, tenant)
-    return _out((await state.endpoints.shown(tenant, [sub]))[0])
+    counted = await state.store.counters.read([sub.id])
+    out = _out((await state.endpoints.shown(tenant, [sub]))[0])
+    return out.model_copy(update={"counters": _counters(counted[sub.id])})
 
 
 @router.delete("/{sub_id}", status_code=204, operation_id="delete_subscription")
