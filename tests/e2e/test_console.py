@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import shutil
 import time
 from collections.abc import Iterator
@@ -102,6 +103,21 @@ def _other_origins(driver: Any, router: str) -> list[str]:
     return [url for url in resources if not url.startswith(router)]
 
 
+def _column(driver: Any, column: int) -> list[str]:
+    """The subscriptions table's cells of one column, top to bottom."""
+    cells: list[str] = driver.execute_script(
+        "return [...document.querySelectorAll('#subscriptions tr')]"
+        ".map((r) => r.cells[arguments[0]].textContent)",
+        column,
+    )
+    return cells
+
+
+def _natural(text: str) -> list[Any]:
+    """How the console orders text: numbers within it as numbers, case aside."""
+    return [int(part) if part.isdigit() else part.casefold() for part in re.split(r"(\d+)", text)]
+
+
 def test_a_tenant_logs_in_creates_a_subscription_sees_a_match_arrive_and_deletes_it(
     cluster: RunningCluster, browser: Any
 ) -> None:
@@ -110,6 +126,11 @@ def test_a_tenant_logs_in_creates_a_subscription_sees_a_match_arrive_and_deletes
     from selenium.webdriver.support.ui import Select
 
     router = cluster.router_url
+    for query in ("zebra 10", "zebra 9", "aardvark"):  # for the sorting below
+        made = httpx.post(
+            f"{router}/subscriptions", json={"query": query}, headers=AUTH, timeout=10
+        )
+        assert made.status_code == 201, made.text
     _log_in(browser, router, DEV_KEY)
     _view(browser, "subscriptions")
     Select(_by_id(browser, "new-kind")).select_by_value("query")
@@ -119,7 +140,11 @@ def test_a_tenant_logs_in_creates_a_subscription_sees_a_match_arrive_and_deletes
     _by_id(browser, "create-button").click()
     row = _wait(
         browser,
-        lambda d: d.find_elements(By.CSS_SELECTOR, "#subscriptions tr[data-id]"),
+        lambda d: [
+            r
+            for r in d.find_elements(By.CSS_SELECTOR, "#subscriptions tr[data-id]")
+            if "platypus swims" in r.text
+        ],
         "the new subscription listed",
     )[0]
     sub_id = row.get_attribute("data-id")
@@ -144,6 +169,14 @@ def test_a_tenant_logs_in_creates_a_subscription_sees_a_match_arrive_and_deletes
         )
     _by_id(browser, "search-text").clear()
     _by_id(browser, "search-text").submit()
+    _wait(browser, lambda d: len(_column(d, 1)) > 1, "the subscriptions listed again")
+    # A heading sorts the rows by its column, a second click the other way.
+    heading = browser.find_element(By.XPATH, "//th[text()='query or pattern']")
+    heading.click()
+    ascending = _column(browser, 1)
+    assert ascending == sorted(ascending, key=_natural)
+    heading.click()
+    assert _column(browser, 1) == ascending[::-1]
     # Trying a text shows what it would match, highlighted, and publishes nothing.
     tried = "Look, a platypus swims by the try box"
     _by_id(browser, "try-text").send_keys(tried)
@@ -334,6 +367,14 @@ def test_the_admin_sees_the_cluster_the_load_per_matcher_and_replays_a_dead_lett
     )
     assert len(bars) == len(cluster.matcher_urls)
     assert sum(float(bar.get_attribute("height")) for bar in bars) > 0
+    # The cluster view's last 15 minutes: a chart of each rate, and when it was last updated.
+    _view(browser, "cluster")
+    charts = _wait(
+        browser, lambda d: d.find_elements(By.CSS_SELECTOR, "#charts figure svg polyline"), "charts"
+    )
+    assert len(charts) == 4
+    _wait(browser, lambda d: "last updated" in _by_id(d, "history-updated").text, "a stamp")
+    _view(browser, "routing")
     axes = [t.text for t in browser.find_elements(By.CSS_SELECTOR, "#load-plot text.axis")]
     assert axes == ["matcher (300 sampled publications)", "publications routed"]
     figures = _by_id(browser, "routing-figures").text

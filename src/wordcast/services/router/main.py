@@ -56,6 +56,7 @@ def create_app(settings: RouterSettings | None = None) -> FastAPI:
                 in_background(state.tenants.follow_revocations(), "key revocations"),
                 in_background(state.publishing.write_samples(), "publication log"),
                 in_background(state.match_streams.follow(), "match stream positions"),
+                in_background(state.keep_history(), "rate history"),
             ):
                 yield
         finally:

@@ -116,6 +116,7 @@ class Publishing:
         self.analysis = PublicationAnalysis(settings.detect_languages)
         self._random = random.Random()
         self.stats = RoutingStats(settings.initial_matchers, 0)
+        self.published = 0  # publications accepted by this process
         self.in_flight = CharsInFlight(settings.tenant_chars_in_flight_max)
         self._samples: deque[tuple[float, tuple[str, ...]]] = deque()
         self._sampled = asyncio.Event()
@@ -185,6 +186,7 @@ class Publishing:
                 publisher, stream, recent, settings.backfill_s, settings.backfill_max_entries
             )
         PUBLICATIONS.inc(len(ids))
+        self.published += len(ids)
         ROUTED.inc(sum(len(batch) for batch in per_matcher.values()))
         if self.stats.version == version:
             self.stats.record(len(ids), {m: len(b) for m, b in per_matcher.items()})

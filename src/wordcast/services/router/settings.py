@@ -59,6 +59,13 @@ class RouterSettings(ServiceSettings, MatchStreamLimits):
     )
 
     port: int = Field(default=8000, description="The port the router listens on.")
+    history_every_s: float = Field(
+        default=10.0,
+        ge=0.1,
+        le=300,
+        description="How often the router samples the cluster's rates for the console's charts "
+        "of the last 15 minutes (GET /stats/history).",
+    )
     workers: int = Field(
         default=1,
         ge=1,

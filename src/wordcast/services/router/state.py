@@ -23,6 +23,7 @@ from wordcast.routing.lasp import LinearCost
 from wordcast.routing.mapping import HashMapping
 from wordcast.services.router.backfilling import Backfilling
 from wordcast.services.router.endpoints import Endpoints
+from wordcast.services.router.history import History
 from wordcast.services.router.insight import hot_words, load_figures
 from wordcast.services.router.learning import LearningRuns
 from wordcast.services.router.match_stream import MatchStreamServer
@@ -81,6 +82,12 @@ class RouterState:
             self.links,
             self.shedder,
             lambda: (self.replica.held, self.replica.anchors),
+        )
+        self.history = History(settings.history_every_s)
+
+    async def keep_history(self) -> None:
+        await self.history.keep(
+            lambda: self.publishing.published, lambda: self.links.stats(self.view.span)
         )
 
     async def routing_insight(self, samples: int = 5_000, words: int = 20) -> dict[str, Any]:

@@ -474,11 +474,67 @@ function describe(list, pairs) {
   }
 }
 
+const CHARTS = [
+  ["publications_per_s", "publications / s (this router)"],
+  ["matches_per_s", "matches / s"],
+  ["deliveries_per_s", "deliveries / s"],
+  ["backlog", "backlog (deliveries pending)"],
+];
+
+// A line of each rate over the last 15 minutes (the router's ring buffer), newest on the right.
+function drawHistory(history) {
+  const charts = $("charts");
+  charts.textContent = "";
+  const ns = "http://www.w3.org/2000/svg";
+  const width = 300, height = 90, top = 14, bottom = 14;
+  const until = history.updated || Date.now() / 1000;
+  const since = until - history.window_s;
+  for (const [field, title] of CHARTS) {
+    const figure = document.createElement("figure");
+    figure.dataset.chart = field;
+    const caption = document.createElement("figcaption");
+    const values = history.points.map((p) => p[field]);
+    const last = values.length ? values[values.length - 1] : null;
+    caption.textContent = last === null ? title : `${title}: ${last}`;
+    figure.appendChild(caption);
+    const svg = document.createElementNS(ns, "svg");
+    svg.setAttribute("viewBox", `0 0 ${width} ${height}`);
+    svg.setAttribute("role", "img");
+    svg.setAttribute("aria-label", title);
+    const most = Math.max(1, ...values);
+    const at = (p) => [
+      ((p.at - since) / history.window_s) * width,
+      top + (1 - p[field] / most) * (height - top - bottom),
+    ];
+    const line = document.createElementNS(ns, "polyline");
+    line.setAttribute("points", history.points.map((p) => at(p).join(",")).join(" "));
+    line.setAttribute("class", "history");
+    svg.appendChild(line);
+    for (const [text, x, y, anchor] of [
+      [String(most), 2, 11, "start"],
+      ["15 min ago", 2, height - 2, "start"],
+      ["now", width - 2, height - 2, "end"],
+    ]) {
+      const label = document.createElementNS(ns, "text");
+      Object.entries({ x, y, "text-anchor": anchor }).forEach(([k, v]) => label.setAttribute(k, v));
+      label.textContent = text;
+      svg.appendChild(label);
+    }
+    figure.appendChild(svg);
+    charts.appendChild(figure);
+  }
+  const updated = history.updated ? new Date(history.updated * 1000).toLocaleTimeString() : "not yet";
+  const note = history.points.length < 2 ? `; a point every ${history.every_s} s, collecting` : "";
+  $("history-updated").textContent = `last updated ${updated}${note}`;
+}
+
 async function loadCluster() {
-  const [stats, matchers] = await Promise.all([
+  const [stats, matchers, history] = await Promise.all([
     api("GET", "/stats"),
     api("GET", "/stats/matchers"),
+    api("GET", "/stats/history"),
   ]);
+  drawHistory(history);
   const mapping = stats.mapping;
   describe($("mapping"), [
     ["mapping version (active, latest)", `${mapping.active}, ${mapping.latest}`],
@@ -608,7 +664,32 @@ async function startLearning() {
 }
 
 // -- wiring ----------------------------------------------------------------------------------
+// Every table sorts by a column when its heading is clicked (again: the other way), numbers as
+// numbers; the rows shown are sorted, a page at a time as they are loaded.
+function sortable(table) {
+  const headings = [...table.tHead.rows[0].cells];
+  headings.forEach((th, column) => {
+    if (!th.textContent) return;
+    th.classList.add("sortable");
+    th.addEventListener("click", () => {
+      const down = th.dataset.sorted === "up";
+      headings.forEach((other) => delete other.dataset.sorted);
+      th.dataset.sorted = down ? "down" : "up";
+      const body = table.tBodies[0];
+      const key = (row) => (row.cells[column] ? row.cells[column].textContent : "");
+      const rows = [...body.rows].sort((a, b) => {
+        const [x, y] = [key(a), key(b)];
+        const numbers = x !== "" && y !== "" && !isNaN(x) && !isNaN(y);
+        const order = numbers ? Number(x) - Number(y) : x.localeCompare(y, undefined, { numeric: true });
+        return down ? -order : order;
+      });
+      for (const row of rows) body.appendChild(row);
+    });
+  });
+}
+
 document.addEventListener("DOMContentLoaded", () => {
+  for (const table of document.querySelectorAll("table")) sortable(table);
   $("login").addEventListener("submit", (event) => {
     event.preventDefault();
     logIn($("key").value.trim());

@@ -52,6 +52,14 @@ async def matcher_stats(state: State) -> dict[str, Any]:
     return {"matchers": await state.links.stats(state.view.span)}
 
 
+@router.get("/stats/history", dependencies=[Admin], responses=ERRORS)
+async def history(state: State) -> dict[str, Any]:
+    """The last 15 minutes' rates, a point every ``WORDCAST_ROUTER_HISTORY_EVERY_S``: this
+    router's publications, the matchers' matches and deliveries per second, and their backlog
+    (:mod:`wordcast.services.router.history`). Operators only."""
+    return state.history.shown()
+
+
 @router.get("/whoami", responses=ERRORS)
 async def whoami(request: Request, state: ReadyState, credentials: Credentials) -> dict[str, str]:
     """Whose key the request carries: the admin's token, or a tenant's API key (401 for
