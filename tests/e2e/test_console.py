@@ -516,9 +516,46 @@ def test_the_admin_starts_a_learning_run_and_sees_routing_before_and_after(
     assert _problems(browser) == []
 
 
+def test_the_admin_makes_a_tenant_and_revokes_its_key(
+    cluster: RunningCluster, browser: Any
+) -> None:
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.expected_conditions import alert_is_present
+
+    router = cluster.router_url
+    _log_in(browser, router, ADMIN_TOKEN)
+    _view(browser, "tenants")
+    _by_id(browser, "tenant-name").send_keys("console-made")
+    _by_id(browser, "tenant-name").submit()
+    _wait(browser, lambda d: _by_id(d, "secret-dialog").is_displayed(), "the new key shown")
+    key = _by_id(browser, "secret-value").text
+    assert _by_id(browser, "secret-title").text == "API key"
+    assert _by_id(browser, "notice").text == "Made tenant console-made"
+    # The key works, as the tenant's.
+    who = httpx.get(f"{router}/whoami", headers={"authorization": f"Bearer {key}"}, timeout=10)
+    assert who.json()["tenant"] == "console-made"
+    _by_id(browser, "secret-close").click()
+    row = _wait(
+        browser,
+        lambda d: d.find_elements(By.CSS_SELECTOR, "#tenants tr[data-tenant='console-made']"),
+        "the tenant listed",
+    )[0]
+    assert row.text.split()[:3] == ["console-made", "1", "0"]
+    key_row = _wait(
+        browser, lambda d: d.find_elements(By.CSS_SELECTOR, "#tenant-keys tr[data-key]"), "its key"
+    )[0]
+    # Revoking asks first; accepted, the key is refused from then on.
+    key_row.find_element(By.XPATH, ".//button[text()='Revoke']").click()
+    _wait(browser, alert_is_present(), "the confirmation").accept()
+    _wait(browser, lambda d: not d.find_elements(By.CSS_SELECTOR, "#tenant-keys tr"), "revoked")
+    refused = httpx.get(f"{router}/whoami", headers={"authorization": f"Bearer {key}"}, timeout=10)
+    assert refused.status_code == 401
+    assert _problems(browser) == []
+
+
 SCREENSHOTS = Path(__file__).parents[2] / "docs" / "screenshots"
 TENANT_VIEWS = ["matches", "subscriptions", "endpoints", "deadletters"]
-ADMIN_VIEWS = ["cluster", "routing", "learning", "admin-deadletters"]
+ADMIN_VIEWS = ["cluster", "tenants", "routing", "learning", "admin-deadletters"]
 
 
 def _page_width(driver: Any) -> int:

@@ -47,7 +47,12 @@ async function api(method, path, body) {
 
 // A new signing secret stays on screen, with a copy button, until it is dismissed (a notice
 // would be overwritten by the next action).
-function showSecret(about, secret) {
+const SIGNING_HINT =
+  "Keep it where your receiver checks signatures: it is not shown again (GET /endpoints/{id}/secret shows it to your key).";
+
+function showSecret(about, secret, title = "Signing secret", hint = SIGNING_HINT) {
+  $("secret-title").textContent = title;
+  $("secret-hint").textContent = hint;
   $("secret-about").textContent = about;
   $("secret-value").textContent = secret;
   $("secret-copy").textContent = "Copy";
@@ -127,6 +132,7 @@ const VIEWS = {
     await loadCluster();
     refreshing = setInterval(() => loadCluster().catch((e) => notice(e.message, true)), 2000);
   },
+  tenants: loadTenants,
   routing: loadRouting,
   learning: loadLearning,
   "admin-deadletters": async () => {},
@@ -632,6 +638,61 @@ async function loadRouting() {
   if (!insight.publications) notice("No publications logged yet: publish some first.");
 }
 
+// -- tenants and their keys (admin) ---------------------------------------------------------------
+async function loadTenants() {
+  const answer = await api("GET", "/admin/tenants");
+  const body = $("tenants");
+  body.textContent = "";
+  for (const t of answer.tenants) {
+    const row = body.insertRow();
+    row.dataset.tenant = t.tenant;
+    cell(row, t.tenant);
+    cell(row, t.keys, "num");
+    cell(row, t.subscriptions, "num");
+    button(cell(row, ""), "Keys", () => showKeys(t.tenant).catch((e) => notice(e.message, true)));
+  }
+}
+
+async function showKeys(tenant) {
+  const answer = await api("GET", `/admin/tenants/${encodeURIComponent(tenant)}/keys`);
+  $("keys-title").textContent = `Keys of ${tenant}`;
+  $("keys-title").hidden = $("keys-table").hidden = false;
+  const body = $("tenant-keys");
+  body.textContent = "";
+  for (const k of answer.keys) {
+    const row = body.insertRow();
+    row.dataset.key = k.key_id;
+    cell(row, k.key_id);
+    cell(row, new Date(k.created * 1000).toLocaleString());
+    button(cell(row, ""), "Revoke", async () => {
+      const ask = `Revoke key ${k.key_id} of ${tenant}? Clients using it are refused within a second.`;
+      if (!window.confirm(ask)) return;
+      try {
+        await api("DELETE", `/admin/tenants/${encodeURIComponent(tenant)}/keys/${k.key_id}`);
+        notice(`Revoked ${k.key_id}`);
+        await Promise.all([showKeys(tenant), loadTenants()]);
+      } catch (error) {
+        notice(error.message, true);
+      }
+    });
+  }
+}
+
+async function createTenantKey(event) {
+  event.preventDefault();
+  const tenant = $("tenant-name").value.trim();
+  try {
+    const made = await api("POST", "/admin/tenants", { tenant });
+    $("tenant-name").value = "";
+    notice(made.new_tenant ? `Made tenant ${tenant}` : `Made another key for ${tenant}`);
+    const hint = "Give it to the tenant now: only its SHA-256 is kept, and it is not shown again.";
+    showSecret(`The API key ${made.key_id} of ${tenant}`, made.api_key, "API key", hint);
+    await Promise.all([loadTenants(), showKeys(tenant)]);
+  } catch (error) {
+    notice(error.message, true);
+  }
+}
+
 // -- learning (admin) --------------------------------------------------------------------------
 async function loadLearning() {
   const run = await api("GET", "/admin/learning");
@@ -699,6 +760,7 @@ document.addEventListener("DOMContentLoaded", () => {
     b.addEventListener("click", () => show(b.dataset.view));
   }
   $("create").addEventListener("submit", createSubscription);
+  $("create-tenant").addEventListener("submit", createTenantKey);
   $("secret-copy").addEventListener("click", copySecret);
   $("secret-close").addEventListener("click", () => $("secret-dialog").close());
   $("try").addEventListener("submit", (event) =>
