@@ -475,6 +475,7 @@ def test_the_admin_starts_a_learning_run_and_sees_routing_before_and_after(
     cluster: RunningCluster, browser: Any, redis_url: str
 ) -> None:
     from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.expected_conditions import alert_is_present
     from selenium.webdriver.support.ui import WebDriverWait
 
     async def traffic() -> None:
@@ -497,7 +498,18 @@ def test_the_admin_starts_a_learning_run_and_sees_routing_before_and_after(
 
     _log_in(browser, cluster.router_url, ADMIN_TOKEN)
     _view(browser, "learning")
+    # Publishing a mapping asks first, saying how much traffic it is learned from.
     _by_id(browser, "learn").click()
+    asked = _wait(browser, alert_is_present(), "the confirmation")
+    admin = {"authorization": f"Bearer {ADMIN_TOKEN}"}
+    routing = httpx.get(f"{cluster.router_url}/admin/routing", headers=admin, timeout=30).json()
+    logged = routing["publications"]
+    assert f"from the {logged} logged publications" in asked.text
+    assert f"Only {logged} are logged" in asked.text  # fewer than 1,000
+    asked.dismiss()
+    assert "state: idle" in _by_id(browser, "learning-state").text  # nothing started
+    _by_id(browser, "learn").click()
+    _wait(browser, alert_is_present(), "the confirmation").accept()
     WebDriverWait(browser, 300).until(
         lambda d: (
             "state: succeeded" in _by_id(d, "learning-state").text
@@ -508,6 +520,8 @@ def test_the_admin_starts_a_learning_run_and_sees_routing_before_and_after(
     assert "state: succeeded" in _by_id(browser, "learning-state").text, _by_id(
         browser, "learning-state"
     ).text
+    shown = _by_id(browser, "learning-state").text
+    assert not re.search(r"\d\d:\d\d:\d\d (WARN|INFO) ", shown), shown  # Spark's log left out
     rows = [r.text for r in browser.find_elements(By.CSS_SELECTOR, "#learning-figures tr")]
     assert any(r.startswith("before hash") for r in rows), rows
     after = [r for r in rows if r.startswith("after learned")]

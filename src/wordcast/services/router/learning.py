@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 import importlib.util
 import os
+import re
 import shutil
 import signal
 import sys
@@ -92,7 +93,9 @@ class LearningRuns:
             )
             assert process.stdout is not None
             async for line in process.stdout:
-                self.output.append(line.decode(errors="replace").rstrip())
+                text = line.decode(errors="replace").rstrip()
+                if not _spark_noise(text):
+                    self.output.append(text)
             code = await process.wait()
         except OSError as exc:
             self.state, self.detail = "failed", f"could not start the job: {exc}"
@@ -122,6 +125,19 @@ class LearningRuns:
         if self._task is not None:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
+
+
+# What Spark and its JVM print on their own (log4j lines, start-up banners): left out of the
+# output shown, which is the job's own account of the run.
+SPARK_NOISE = re.compile(
+    r"^(\d\d/\d\d/\d\d \d\d:\d\d:\d\d (WARN|INFO|DEBUG) |WARNING: |Setting default log "
+    r"level|To adjust logging level|Using Spark's default log4j|\[Stage \d+|:: loading settings|"
+    r"\s*$)"
+)
+
+
+def _spark_noise(line: str) -> bool:
+    return SPARK_NOISE.match(line) is not None
 
 
 def _signal_group(pid: int, sig: signal.Signals) -> None:

@@ -714,8 +714,17 @@ async function loadLearning() {
   if (run.state === "running") refreshing = setTimeout(loadLearning, 1000);
 }
 
+const FEW_PUBLICATIONS = 1000; // fewer logged than this: a learned mapping is a guess
+
 async function startLearning() {
   try {
+    const logged = (await api("GET", "/admin/routing")).publications;
+    const few =
+      logged < FEW_PUBLICATIONS
+        ? ` Only ${logged} are logged: a mapping learned from so few may route worse than hashing.`
+        : "";
+    const ask = `Learn a mapping from the ${logged} logged publications and publish it? The routers move to it at once.${few}`;
+    if (!window.confirm(ask)) return;
     await api("POST", "/admin/learning");
     notice("Learning run started.");
     await loadLearning();
