@@ -7,7 +7,9 @@ from __future__ import annotations
 import argparse
 import re
 
-from wordcast.cli import USAGE, build_parser
+import pytest
+
+from wordcast.cli import USAGE, build_parser, main
 
 
 def _commands() -> dict[str, argparse.ArgumentParser]:
@@ -46,3 +48,24 @@ def test_every_option_the_usage_names_is_the_commands_and_brackets_say_optional(
 
 def test_the_usage_shows_up_keeping_its_data() -> None:
     assert "--data-dir" in USAGE
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (["publish", "--batch", "0", "x"], "argument --batch: must be from 1 to 1000 (got 0)"),
+        (["no-such-command"], "invalid choice: 'no-such-command'"),
+        (["endpoint", "frob"], "invalid choice: 'frob'"),
+    ],
+)
+def test_a_refused_command_line_says_so_in_the_one_error_style(
+    argv: list[str], says: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as ended:
+        main(argv)
+    assert ended.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("wordcast: error: ")
+    assert says in err
+    assert err.rstrip().endswith("--help)")
+    assert "usage:" not in err

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from typing import NoReturn
 
 from wordcast.cli import api, bench, endpoints, local, publish, routing, status, tenants
 from wordcast.cli.common import DEFAULT_ROUTER, default_router, fail
@@ -54,8 +55,17 @@ wordcast router | matcher | receiver                run one service (settings fr
 """
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, its refusals in the one style every command's errors take (``fail``):
+    ``wordcast: error: …`` and status 2, pointing at the command's help."""
+
+    def error(self, message: str) -> NoReturn:
+        fail(f"{message} (see {self.prog} --help)")
+        raise SystemExit(2)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="wordcast", description=USAGE, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     sub = parser.add_subparsers(dest="command", required=True)
