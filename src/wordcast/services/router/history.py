@@ -2,8 +2,8 @@
 router keeps, sampled every ``history_every_s`` (no external service).
 
 A sample is this router's publications accepted so far, the matchers' matches and deliveries so
-far and their backlog (what their ``/stats`` say, asked as ``/stats/matchers`` asks, at most
-once a second for every caller); the rates are the differences between consecutive samples. A
+far and their backlog (what their ``/stats`` say, asked afresh each round); the rates are the
+differences between consecutive samples. A
 matcher that restarted counts from zero again: a drop is shown as no traffic, not as a negative
 rate. With several routers each shows its own publications (the matchers' figures are the
 cluster's).

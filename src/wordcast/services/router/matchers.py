@@ -200,11 +200,13 @@ class MatcherLinks:
             fresh = not answers.done() or loop.time() - asked_at < STATS_FRESH_S
             if asked_of == matchers and fresh:
                 return await asyncio.shield(answers)
-        answers = asyncio.ensure_future(self._ask_stats(matchers, timeout_s))
+        answers = asyncio.ensure_future(self.ask_stats(matchers, timeout_s))
         self._recent_stats = (loop.time(), matchers, answers)
         return await asyncio.shield(answers)
 
-    async def _ask_stats(self, matchers: int, timeout_s: float) -> list[dict[str, Any]]:
+    async def ask_stats(self, matchers: int, timeout_s: float = 2.0) -> list[dict[str, Any]]:
+        """What matchers 0 … ``matchers`` - 1 say of themselves now (as :meth:`stats`, never a
+        shared answer)."""
 
         async def one(matcher: int) -> dict[str, Any]:
             where: dict[str, Any] = {"ordinal": matcher}

@@ -86,8 +86,10 @@ class RouterState:
         self.history = History(settings.history_every_s)
 
     async def keep_history(self) -> None:
+        # Asked afresh, not through the shared answer /stats/matchers keeps for a second: a
+        # round every history_every_s would otherwise keep that answer always a little old.
         await self.history.keep(
-            lambda: self.publishing.published, lambda: self.links.stats(self.view.span)
+            lambda: self.publishing.published, lambda: self.links.ask_stats(self.view.span)
         )
 
     async def routing_insight(self, samples: int = 5_000, words: int = 20) -> dict[str, Any]:
