@@ -32,9 +32,9 @@ class TenantStore:
         with translated("reading a tenant's API keys"):
             return bool(await self.client.exists(self.keys.tenant_keys(tenant)))
 
-    async def tenants(self) -> list[tuple[str, int, int]]:
-        """Every tenant that has an API key: (name, keys, subscriptions), by name. A tenant is
-        made with its first key, so the keys' hashes are the list (a scan, for the admin)."""
+    async def tenants(self) -> list[tuple[str, int]]:
+        """Every tenant that has an API key: (name, keys), by name. A tenant is made with its
+        first key, so the keys' hashes are the list (a scan, for the admin)."""
         pattern = self.keys.tenant_keys("*")
         head, _, tail = pattern.partition("*")
         with translated("listing the tenants"):
@@ -47,11 +47,8 @@ class TenantStore:
             pipe = self.client.pipeline(transaction=False)
             for name in names:
                 pipe.hlen(self.keys.tenant_keys(name))
-                pipe.hget(self.keys.tenant_counts, name)
             counts = await pipe.execute() if names else []
-        return [
-            (name, int(counts[2 * k]), int(counts[2 * k + 1] or 0)) for k, name in enumerate(names)
-        ]
+        return [(name, int(count)) for name, count in zip(names, counts, strict=True)]
 
     async def api_keys(self, tenant: str) -> dict[str, float]:
         """A tenant's API keys: id -> when it was made (Unix time)."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Query
@@ -82,7 +83,14 @@ async def create_tenant_key(body: TenantIn, state: ReadyState) -> TenantKey:
 async def list_tenants(state: ReadyState) -> TenantsOut:
     """Every tenant that has an API key, by name, with its keys and subscriptions counted."""
     found = await state.store.tenants.tenants()
-    return TenantsOut(tenants=[TenantOut(tenant=t, keys=k, subscriptions=s) for t, k, s in found])
+    # Each shard counts the records it holds (on a Redis Cluster, several): added up per tenant.
+    held = await asyncio.gather(*(state.store.subscriptions.tenant_count(t) for t, _ in found))
+    return TenantsOut(
+        tenants=[
+            TenantOut(tenant=t, keys=k, subscriptions=s)
+            for (t, k), s in zip(found, held, strict=True)
+        ]
+    )
 
 
 @router.get("/tenants/{tenant}/keys", response_model=TenantKeys, operation_id="list_tenant_keys")
