@@ -14,6 +14,7 @@ import json
 import re
 import shutil
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,7 +22,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.helpers import RunningCluster
+from tests.helpers import RunningCluster, tenant_key
 from wordcast.local.supervisor import free_port
 from wordcast.storage import Store
 from wordcast.storage.outbox import Message
@@ -170,6 +171,9 @@ def test_a_tenant_logs_in_creates_a_subscription_sees_a_match_arrive_and_deletes
     _by_id(browser, "search-text").clear()
     _by_id(browser, "search-text").submit()
     _wait(browser, lambda d: len(_column(d, 1)) > 1, "the subscriptions listed again")
+    total = httpx.get(f"{router}/subscriptions", headers=AUTH, timeout=10).json()["total"]
+    counted = _by_id(browser, "subscriptions-count").text
+    assert f"{len(_column(browser, 1))} shown of {total}" in counted
     # A heading sorts the rows by its column, a second click the other way.
     heading = browser.find_element(By.XPATH, "//th[text()='query or pattern']")
     heading.click()
@@ -567,9 +571,90 @@ def test_the_admin_makes_a_tenant_and_revokes_its_key(
     assert _problems(browser) == []
 
 
+def test_the_admin_makes_a_shared_stream_grants_and_revokes_rights_and_deletes_it(
+    cluster: RunningCluster, browser: Any
+) -> None:
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.expected_conditions import alert_is_present
+
+    router = cluster.router_url
+    stream, tenant = f"console-{uuid.uuid4().hex[:6]}", "console-streamer"
+    as_tenant = {"authorization": f"Bearer {tenant_key(cluster, tenant)}"}
+    shown = f"{router}/admin/streams/{stream}"
+    as_admin = {"authorization": f"Bearer {ADMIN_TOKEN}"}
+
+    def grants() -> list[dict[str, Any]]:
+        found: list[dict[str, Any]] = httpx.get(shown, headers=as_admin, timeout=10).json()[
+            "grants"
+        ]
+        return found
+
+    def listed(d: Any) -> list[Any]:
+        return list(d.find_elements(By.CSS_SELECTOR, f"#streams tr[data-stream='{stream}']"))
+
+    def row_of_stream(d: Any) -> list[str] | None:
+        # Read in one script: the table is redrawn after every change.
+        cells: list[str] | None = d.execute_script(
+            "const r = document.querySelector(`#streams tr[data-stream='${arguments[0]}']`);"
+            "return r ? [...r.cells].map((c) => c.textContent) : null",
+            stream,
+        )
+        return cells
+
+    _log_in(browser, router, ADMIN_TOKEN)
+    _view(browser, "streams")
+    _by_id(browser, "stream-name").send_keys(stream)
+    _by_id(browser, "stream-name").submit()
+    _wait(browser, lambda d: _by_id(d, "grant").is_displayed(), "the grants of the new stream")
+    assert httpx.get(shown, headers=as_admin, timeout=10).status_code == 200
+    # Granting sets the tenant's rights; the stream's row names who holds each.
+    _by_id(browser, "grant-tenant").send_keys(tenant)
+    _by_id(browser, "grant-publish").click()
+    _by_id(browser, "grant-subscribe").click()
+    _by_id(browser, "grant").submit()
+    _wait(
+        browser,
+        lambda d: (row_of_stream(d) or [])[:3] == [stream, tenant, tenant],
+        "both rights listed",
+    )
+    assert grants() == [{"tenant": tenant, "publish": True, "subscribe": True}]
+    sub = httpx.post(
+        f"{router}/subscriptions", json={"query": "otter", "stream": stream}, headers=as_tenant
+    )
+    assert sub.status_code == 201, sub.text
+    # Dropping "subscribe" would delete the tenant's subscriptions to it: asked first.
+    _by_id(browser, "grant-tenant").send_keys(tenant)
+    _by_id(browser, "grant-subscribe").click()
+    _by_id(browser, "grant").submit()
+    _wait(browser, alert_is_present(), "the confirmation").dismiss()
+    assert grants()[0]["subscribe"]
+    # Revoking asks first; accepted, the rights and the subscription go.
+    revoke = _wait(
+        browser,
+        lambda d: d.find_elements(
+            By.XPATH, f"//tr[@data-tenant='{tenant}']//button[text()='Revoke']"
+        ),
+        "the grant listed",
+    )[0]
+    revoke.click()
+    _wait(browser, alert_is_present(), "the confirmation").accept()
+    _wait(browser, lambda d: not d.find_elements(By.CSS_SELECTOR, "#grants tr"), "revoked")
+    assert grants() == []
+    gone = httpx.get(f"{router}/subscriptions/{sub.json()['id']}", headers=as_tenant, timeout=10)
+    assert gone.status_code == 404
+    # Deleting the stream asks first.
+    listed(browser)[0].find_element(By.XPATH, ".//button[text()='Delete']").click()
+    asked = _wait(browser, alert_is_present(), "the confirmation")
+    assert stream in asked.text
+    asked.accept()
+    _wait(browser, lambda d: row_of_stream(d) is None, "the stream gone")
+    assert httpx.get(shown, headers=as_admin, timeout=10).status_code == 404
+    assert _problems(browser) == []
+
+
 SCREENSHOTS = Path(__file__).parents[2] / "docs" / "screenshots"
 TENANT_VIEWS = ["matches", "subscriptions", "endpoints", "deadletters"]
-ADMIN_VIEWS = ["cluster", "tenants", "routing", "learning", "admin-deadletters"]
+ADMIN_VIEWS = ["cluster", "tenants", "streams", "routing", "learning", "admin-deadletters"]
 
 
 def _page_width(driver: Any) -> int:

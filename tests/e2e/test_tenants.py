@@ -159,6 +159,31 @@ def test_the_cli_lists_and_deletes_a_tenants_own_subscriptions(cluster: RunningC
 
 
 @pytest.mark.e2e
+def test_totals_count_a_boolean_query_once(cluster: RunningCluster) -> None:
+    """The listing's total and the admin's tenant list count subscriptions, not the records a
+    boolean query's alternatives take (which still count against the tenant's limit)."""
+    tenant = f"tally-{uuid.uuid4().hex[:6]}"
+    router = httpx.Client(base_url=cluster.router_url, headers=_as(tenant_key(cluster, tenant)))
+    admin = httpx.Client(base_url=cluster.router_url, headers=_as(DEFAULT_ADMIN_TOKEN))
+
+    def totals() -> tuple[int, int]:
+        listed = router.get("/subscriptions", params={"q": "no such text"}).json()
+        tenants = admin.get("/admin/tenants").json()["tenants"]
+        return listed["total"], next(t["subscriptions"] for t in tenants if t["tenant"] == tenant)
+
+    either = router.post("/subscriptions", json={"query": "(red OR blue OR green) fish"})
+    assert either.status_code == 201, either.text
+    made = router.post(
+        "/subscriptions/batch",
+        json={"subscriptions": [{"query": "salmon OR trout"}, {"pattern": "pike*"}]},
+    )
+    assert made.status_code == 201, made.text
+    assert totals() == (3, 3)
+    assert router.delete(f"/subscriptions/{either.json()['id']}").status_code == 204
+    assert totals() == (2, 2)
+
+
+@pytest.mark.e2e
 def test_admin_operations_need_the_admin_token(cluster: RunningCluster) -> None:
     body = {"tenant": "mallory"}
     url = f"{cluster.router_url}/admin/tenants"

@@ -270,9 +270,7 @@ class CountersOut(BaseModel):
         description="Matches delivered: to its webhook (a 2xx) or written to the match stream; "
         "one delivered both ways counts twice."
     )
-    failed: int = Field(
-        description="Matches given up on (dead letters; a replay may deliver them)."
-    )
+    failed: int = Field(description="Matches given up on (dead letters; a replay may send them).")
     last_match: float | None = Field(description="When it last matched (Unix time); null: never.")
 
 
@@ -353,6 +351,7 @@ class SubscriptionsOut(BaseModel):
 class SubscriptionPage(BaseModel):
     subscriptions: list[SubscriptionOut]
     next_cursor: int = Field(description="Pass as cursor for the next page; 0 when done.")
+    total: int = Field(description="Your subscriptions in all, whatever the filter (an OR once).")
 
 
 TENANT_PATTERN = r"^[A-Za-z0-9_.-]+$"

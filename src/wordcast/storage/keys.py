@@ -52,6 +52,12 @@ class Keys:
         """Hash tenant -> how many records the tenant holds in this shard."""
         return f"{self.ns}:tenant-counts"
 
+    @staticmethod
+    def alternatives_field(tenant: str) -> str:
+        """The field of :attr:`tenant_counts` that counts the tenant's later alternatives of
+        boolean queries, records but not subscriptions (a space is never in a tenant's name)."""
+        return f"{tenant} alternatives"
+
     @property
     def matcher_counts(self) -> str:
         """Hash matcher -> how many records are placed on it in this shard."""

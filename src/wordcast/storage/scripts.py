@@ -8,6 +8,15 @@ local function head_of(v)
 end
 """
 
+# A tenant's records count against its limit; the later alternatives of its boolean queries (ids
+# with "~", query.boolean.PART_SEPARATOR) are also counted apart, under "TENANT alternatives"
+# (keys.alternatives_field), so that its subscriptions are the one count less the other.
+_ALTERNATIVES = """
+local function alternatives_of(id, tenant)
+  if string.find(id, '~', 1, true) then return tenant .. ' alternatives' end
+end
+"""
+
 # A batch of keyword subscriptions in one script (one round trip and one event for the batch,
 # where one script each cost the router more to pack than Redis to run); a single one is a batch
 # of one. KEYS: 1 s(W), 2 events, 3 mapping window, 4 tenant counts, 5 matcher counts, then the
@@ -18,11 +27,14 @@ end
 # 1 stored, 0 over its tenant's limit, 2 the id exists]], or "-1" when the window moved
 # (nothing stored). The event is one entry, op "batch", whose "events" hold each change
 # (records.BATCH_EVENT).
-ADD_MANY = """
+ADD_MANY = (
+    _ALTERNATIVES
+    + """
 local batch = cjson.decode(ARGV[1])
 if (redis.call('GET', KEYS[3]) or '0 0') ~= batch.w then return '-1' end
 local first_record = 6 + #batch.o
 local counts, added = {}, {}
+local alternatives = {}
 for t, tenant in ipairs(batch.tn) do
   counts[t], added[t] = tonumber(redis.call('HGET', KEYS[4], tenant) or '0'), 0
 end
@@ -39,6 +51,8 @@ for i, s in ipairs(batch.s) do
     answers[i] = 2
   else
     answers[i], added[t], stored[#stored + 1] = 1, added[t] + 1, i
+    local field = alternatives_of(s[1], batch.tn[t])
+    if field then alternatives[field] = (alternatives[field] or 0) + 1 end
     for term in string.gmatch(s[4], '%S+') do
       if not more[term] then
         more[term], first[term], order[#order + 1] = 0, i, term
@@ -75,6 +89,7 @@ end
 for t, tenant in ipairs(batch.tn) do
   if added[t] > 0 then redis.call('HINCRBY', KEYS[4], tenant, added[t]) end
 end
+for field, n in pairs(alternatives) do redis.call('HINCRBY', KEYS[4], field, n) end
 local events = {}
 for _, i in ipairs(stored) do
   local s = batch.s[i]
@@ -99,6 +114,7 @@ if #events > 0 then
 end
 return cjson.encode({event_id, answers})
 """
+)
 
 # A count in a hash lowered by one, the field gone at zero; and a record's words so in a word map.
 _LOWER = """
@@ -128,6 +144,7 @@ end
 DELETE_MANY = (
     _HEAD
     + _LOWER
+    + _ALTERNATIVES
     + """
 local batch = cjson.decode(ARGV[1])
 local first_record = 5 + #batch.o
@@ -144,6 +161,8 @@ for i, s in ipairs(batch.s) do
   else
     redis.call('HDEL', bucket, s[1])
     lower(KEYS[3], tenant)
+    local field = alternatives_of(s[1], tenant)
+    if field then lower(KEYS[3], field) end
     local dropped = {}
     for _, m in ipairs(s[3]) do
       local words = KEYS[4 + m]
@@ -413,11 +432,16 @@ return {#KEYS, '0', out}
 # A record from the layout before packing moved into its bucket, once (a second migrating
 # process finds it gone). KEYS: 1 the old hash, 2 its bucket, 3 tenant counts, 4 matcher
 # counts. ARGV: 1 id, 2 the packed record, 3 tenant, then the matchers that hold it.
-MIGRATE_RECORD = """
+MIGRATE_RECORD = (
+    _ALTERNATIVES
+    + """
 if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
 redis.call('HSET', KEYS[2], ARGV[1], ARGV[2])
 redis.call('DEL', KEYS[1])
 redis.call('HINCRBY', KEYS[3], ARGV[3], 1)
+local field = alternatives_of(ARGV[1], ARGV[3])
+if field then redis.call('HINCRBY', KEYS[3], field, 1) end
 for k = 4, #ARGV do redis.call('HINCRBY', KEYS[4], ARGV[k], 1) end
 return 1
 """
+)

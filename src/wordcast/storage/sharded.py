@@ -69,8 +69,13 @@ class Subscriptions:
         return held
 
     async def tenant_count(self, tenant: str) -> int:
-        """How many subscriptions a tenant holds."""
+        """How many records a tenant holds (its limit counts each alternative)."""
         return sum(await self._tenant_counts(tenant))
+
+    async def tenant_total(self, tenant: str) -> int:
+        """How many subscriptions a tenant holds (not counting alternatives), over every shard."""
+        parts = await self.parts()
+        return sum(await asyncio.gather(*(part.tenant_total(tenant) for part in parts)))
 
     async def _tenant_counts(self, tenant: str) -> list[int]:
         parts = await self.parts()

@@ -89,6 +89,15 @@ class SubscriptionReads:
         with translated("counting a tenant's subscriptions"):
             return int(await self.client.hget(self.keys.tenant_counts, tenant) or 0)
 
+    async def tenant_total(self, tenant: str) -> int:
+        """How many subscriptions a tenant holds: its records less the later alternatives of its
+        boolean queries. Alternatives stored before they were counted apart (November 2026)
+        count as subscriptions here until their query is deleted."""
+        fields = (tenant, self.keys.alternatives_field(tenant))
+        with translated("counting a tenant's subscriptions"):
+            records, alternatives = await self.client.hmget(self.keys.tenant_counts, fields)
+        return max(0, int(records or 0) - int(alternatives or 0))
+
     async def tenant_subscriptions(
         self, tenant: str, cursor: int = 0, count: int = 100
     ) -> tuple[int, list[Subscription]]:

@@ -133,6 +133,7 @@ const VIEWS = {
     refreshing = setInterval(() => loadCluster().catch((e) => notice(e.message, true)), 2000);
   },
   tenants: loadTenants,
+  streams: loadStreams,
   routing: loadRouting,
   learning: loadLearning,
   "admin-deadletters": async () => {},
@@ -302,6 +303,7 @@ async function loadSubscriptions(fromStart) {
   }
   // A search filters each page on the router: look further until a page's worth is found.
   let found = 0;
+  let total = 0;
   do {
     const query = new URLSearchParams({ cursor, limit: PAGE });
     // "tag:NAME" searches by tag, anything else the queries and patterns.
@@ -310,10 +312,14 @@ async function loadSubscriptions(fromStart) {
     const answer = await api("GET", `/subscriptions?${query}`);
     for (const sub of answer.subscriptions) addSubscriptionRow(sub);
     found += answer.subscriptions.length;
+    total = answer.total;
     cursor = answer.next_cursor;
   } while (searchText && cursor && found < PAGE);
   $("more").hidden = !cursor;
-  $("subscriptions-count").textContent = `${body.rows.length} shown${cursor ? "" : ", all"}`;
+  let which = searchText ? ` that hold "${searchText}"` : "";
+  if (searchText.startsWith("tag:")) which = ` tagged "${searchText.slice(4)}"`;
+  const all = cursor ? "" : searchText ? ", all found" : ", all";
+  $("subscriptions-count").textContent = `${body.rows.length}${which} shown of ${total}${all}`;
 }
 
 function addSubscriptionRow(sub, first = false) {
@@ -693,6 +699,111 @@ async function createTenantKey(event) {
   }
 }
 
+// -- shared streams and their grants (admin) ---------------------------------------------------
+let grantsOf = null; // the stream whose grants are shown
+let grantsShown = new Map(); // its tenants -> their grant
+
+const streamPath = (stream) => `/admin/streams/${encodeURIComponent(stream)}`;
+const tenantsWith = (grants, right) => grants.filter((g) => g[right]).map((g) => g.tenant).join(", ");
+
+async function loadStreams() {
+  const answer = await api("GET", "/admin/streams");
+  const body = $("streams");
+  body.textContent = "";
+  for (const s of answer.streams) {
+    const row = body.insertRow();
+    row.dataset.stream = s.stream;
+    cell(row, s.stream);
+    cell(row, tenantsWith(s.grants, "publish"));
+    cell(row, tenantsWith(s.grants, "subscribe"));
+    const actions = cell(row, "");
+    button(actions, "Grants", () => showGrants(s.stream).catch((e) => notice(e.message, true)));
+    button(actions, "Delete", async () => {
+      const ask = `Delete the shared stream ${s.stream}? Its grants go, and every subscription to it is deleted.`;
+      if (!window.confirm(ask)) return;
+      try {
+        await api("DELETE", streamPath(s.stream));
+        notice(`Deleted the stream ${s.stream}`);
+        if (grantsOf === s.stream) hideGrants();
+        await loadStreams();
+      } catch (error) {
+        notice(error.message, true);
+      }
+    });
+  }
+  if (grantsOf && !answer.streams.some((s) => s.stream === grantsOf)) hideGrants();
+}
+
+function hideGrants() {
+  grantsOf = null;
+  $("grants-title").hidden = $("grant").hidden = $("grants-table").hidden = true;
+}
+
+async function showGrants(stream) {
+  const shown = await api("GET", streamPath(stream));
+  grantsOf = stream;
+  grantsShown = new Map(shown.grants.map((g) => [g.tenant, g]));
+  $("grants-title").textContent = `Who may use ${stream}`;
+  $("grants-title").hidden = $("grant").hidden = $("grants-table").hidden = false;
+  const body = $("grants");
+  body.textContent = "";
+  for (const g of shown.grants) {
+    const row = body.insertRow();
+    row.dataset.tenant = g.tenant;
+    cell(row, g.tenant);
+    cell(row, g.publish ? "yes" : "no");
+    cell(row, g.subscribe ? "yes" : "no");
+    button(cell(row, ""), "Revoke", async () => {
+      const ask = `Take every right on ${stream} away from ${g.tenant}? Its subscriptions to the stream are deleted.`;
+      if (!window.confirm(ask)) return;
+      try {
+        await api("DELETE", `${streamPath(stream)}/grants/${encodeURIComponent(g.tenant)}`);
+        notice(`Revoked ${g.tenant}'s rights on ${stream}`);
+        await Promise.all([showGrants(stream), loadStreams()]);
+      } catch (error) {
+        notice(error.message, true);
+      }
+    });
+  }
+}
+
+async function createStream(event) {
+  event.preventDefault();
+  const stream = $("stream-name").value.trim();
+  try {
+    await api("POST", "/admin/streams", { stream });
+    $("stream-name").value = "";
+    notice(`Made the shared stream ${stream}: grant tenants the right to use it`);
+    await Promise.all([loadStreams(), showGrants(stream)]);
+  } catch (error) {
+    notice(error.message, true);
+  }
+}
+
+async function grant(event) {
+  event.preventDefault();
+  const tenant = $("grant-tenant").value.trim();
+  const rights = { publish: $("grant-publish").checked, subscribe: $("grant-subscribe").checked };
+  if (!rights.publish && !rights.subscribe) {
+    notice("Grant what: publish, subscribe or both? (Revoke takes every right away.)", true);
+    return;
+  }
+  // A grant sets the tenant's rights: one that drops "subscribe" deletes its subscriptions.
+  const before = grantsShown.get(tenant);
+  if (before && before.subscribe && !rights.subscribe) {
+    const ask = `${tenant} may subscribe to ${grantsOf} now: without that right, its subscriptions to the stream are deleted. Go on?`;
+    if (!window.confirm(ask)) return;
+  }
+  try {
+    await api("PUT", `${streamPath(grantsOf)}/grants/${encodeURIComponent(tenant)}`, rights);
+    $("grant-tenant").value = "";
+    notice(`${tenant} may now ${Object.keys(rights).filter((r) => rights[r]).join(" and ")} on ${grantsOf}`);
+    await Promise.all([showGrants(grantsOf), loadStreams()]);
+  } catch (error) {
+    notice(error.message, true);
+  }
+}
+
 // -- learning (admin) --------------------------------------------------------------------------
 async function loadLearning() {
   const run = await api("GET", "/admin/learning");
@@ -770,6 +881,8 @@ document.addEventListener("DOMContentLoaded", () => {
   }
   $("create").addEventListener("submit", createSubscription);
   $("create-tenant").addEventListener("submit", createTenantKey);
+  $("create-stream").addEventListener("submit", createStream);
+  $("grant").addEventListener("submit", grant);
   $("secret-copy").addEventListener("click", copySecret);
   $("secret-close").addEventListener("click", () => $("secret-dialog").close());
   $("try").addEventListener("submit", (event) =>

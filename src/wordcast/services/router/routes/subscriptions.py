@@ -265,7 +265,8 @@ async def list_subscriptions(
     subs = await state.endpoints.shown(tenant, subs)
     counted = await state.store.counters.read([s.id for s in subs])
     shown = [_out(s).model_copy(update={"counters": _counters(counted[s.id])}) for s in subs]
-    return SubscriptionPage(subscriptions=shown, next_cursor=next_cursor)
+    total = await state.store.subscriptions.tenant_total(tenant)
+    return SubscriptionPage(subscriptions=shown, next_cursor=next_cursor, total=total)
 
 
 def _counters(tally: Tally) -> CountersOut:
