@@ -69,3 +69,38 @@ def test_a_refused_command_line_says_so_in_the_one_error_style(
     assert says in err
     assert err.rstrip().endswith("--help)")
     assert "usage:" not in err
+
+
+def _nested(name: str, parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    """A command and its own commands (``endpoint list``), by the words that run each."""
+    found = {name: parser}
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for inner, inner_parser in action.choices.items():
+                found.update(_nested(f"{name} {inner}", inner_parser))
+    return found
+
+
+def test_every_command_is_in_the_overview_and_explains_each_option(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """`wordcast --help` names every command; each command's own --help (a command's commands'
+    too) says what it does and what each of its options and arguments is for."""
+    overview = {line.split()[1] for line in USAGE.splitlines() if line.startswith("wordcast ")}
+    overview |= set(re.findall(r"\| (\w+)", USAGE))  # "router | matcher | receiver"
+    checked = 0
+    for top, top_parser in _commands().items():
+        assert top in overview, f"wordcast --help does not name `wordcast {top}`"
+        for name, parser in _nested(top, top_parser).items():
+            assert parser.description, f"wordcast {name} --help says nothing of what it does"
+            for action in parser._actions:
+                if isinstance(action, argparse._HelpAction) or action.help == argparse.SUPPRESS:
+                    continue
+                what = action.option_strings or [action.dest]
+                assert action.help, f"wordcast {name}: {what[-1]} has no help"
+                checked += 1
+            with pytest.raises(SystemExit) as ended:
+                main([*name.split(), "--help"])
+            assert ended.value.code == 0
+            assert capsys.readouterr().out.startswith(f"usage: wordcast {name}")
+    assert checked > 100

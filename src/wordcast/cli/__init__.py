@@ -28,12 +28,13 @@ wordcast subscribe --pattern 'pie*tea' [--callback URL]  register a wildcard pat
 wordcast subscribe --file subs.jsonl [--callback URL]  import a JSON Lines file of subscriptions;
                                                     run again after an interruption: it resumes,
                                                     without duplicates
-wordcast subscriptions [--match TEXT] [--json]      list your subscriptions, sorted
+wordcast subscriptions [--match TEXT] [--tag T]     list your subscriptions, sorted
 wordcast unsubscribe ID... | --all                  delete subscriptions
 wordcast secret ID                                  rotate the signing secret of a
                                                     subscription's endpoint
-wordcast endpoint list|create|show|update|rotate|delete …  your webhook endpoints, each with
-                                                    one signing secret, and their health
+wordcast endpoint list|create|show|secret|update|rotate|delete …  your webhook endpoints,
+                                                    each with one signing secret, and their
+                                                    health
 wordcast publish TEXT... | --corpus N | --json      publish texts, corpus posts, or JSON lines
                                                     ({"id", "text"}) read from stdin; --stream S
                                                     to a shared stream; --dry-run shows what
@@ -71,7 +72,20 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     for commands in (local, api, publish, endpoints, status, tenants, routing, bench):
         commands.register(sub)
+    _describe(parser)
     return parser
+
+
+def _describe(parser: argparse.ArgumentParser) -> None:
+    """A command's --help opens with what it does: its own description, else its summary line
+    (the one ``wordcast --help`` lists), and so on for a command's own commands."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for summary in action._choices_actions:
+                command = action.choices[summary.dest]
+                if not command.description and summary.help:
+                    command.description = summary.help[0].upper() + summary.help[1:] + "."
+                _describe(command)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -365,7 +365,7 @@ def register(sub: Any) -> None:
     )
     subscriptions.add_argument("--tag", help="only those tagged TAG")
     unsubscribe = command("unsubscribe", "delete subscriptions by id, or --all", cmd_unsubscribe)
-    unsubscribe.add_argument("ids", nargs="*", metavar="ID")
+    unsubscribe.add_argument("ids", nargs="*", metavar="ID", help="the subscriptions' ids")
     unsubscribe.add_argument("--all", action="store_true", help="every subscription of yours")
     secret = command(
         "secret", "rotate a subscription's signing secret and print the new one", cmd_secret
@@ -378,7 +378,7 @@ def register(sub: Any) -> None:
     )
     deadletters.add_argument("--json", action="store_true", help="one JSON object per line")
     replay = command("replay", "deliver dead letters again, by id or --all", cmd_replay)
-    replay.add_argument("ids", nargs="*", metavar="ID")
+    replay.add_argument("ids", nargs="*", metavar="ID", help="the dead letters' ids")
     replay.add_argument("--all", action="store_true", help="every dead letter of yours")
 
     watch = sub.add_parser(

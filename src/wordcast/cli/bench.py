@@ -57,6 +57,6 @@ def register(sub: Any) -> None:
         "to bench/results/ (WORDCAST_BENCH_DIR elsewhere). Options after NAME go to the "
         "benchmark: wordcast bench routing --help.",
     )
-    bench.add_argument("name", choices=BENCHMARKS)
+    bench.add_argument("name", choices=BENCHMARKS, help="the benchmark")
     bench.add_argument("options", nargs=argparse.REMAINDER, help="the benchmark's own options")
     bench.set_defaults(func=cmd_bench)

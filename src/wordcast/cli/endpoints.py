@@ -100,7 +100,7 @@ def register(sub: Any) -> None:
     endpoint = sub.add_parser(
         "endpoint", help="your webhook endpoints: list, create, show, update, rotate, delete"
     )
-    actions = endpoint.add_subparsers(dest="action", required=True)
+    actions = endpoint.add_subparsers(dest="action", required=True, help="what to do")
 
     def action(name: str, summary: str, with_id: bool = True) -> Any:
         parser = actions.add_parser(name, help=summary)
@@ -121,7 +121,7 @@ def register(sub: Any) -> None:
     action("rotate", "a new signing secret; the old one signs too for the grace period")
     update = action("update", "change an endpoint's URL or description, enable or disable it")
     update.add_argument("--url", help="a new URL (only while no subscription delivers there)")
-    update.add_argument("--description")
+    update.add_argument("--description", help="a new note for you")
     switch = update.add_mutually_exclusive_group()
     switch.add_argument("--enable", action="store_true", help="resume delivery")
     switch.add_argument("--disable", action="store_true", help="stop delivery")

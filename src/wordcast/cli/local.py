@@ -189,7 +189,15 @@ def _run_until_stopped(cluster: Cluster, args: argparse.Namespace, namespace: st
 
 def register(sub: Any) -> None:
     """Add this module's commands to the ``wordcast`` parser."""
-    up = sub.add_parser("up", help="start a local cluster in the foreground")
+    up = sub.add_parser(
+        "up",
+        help="start a local cluster in the foreground",
+        description="Starts an embedded Redis (unless REDIS_URL is set), matchers and a router, "
+        "and a demo: a receiver that prints what it is sent, subscriptions from the sample "
+        "corpus delivered to it, and posts published at --demo-rate. Ctrl-C stops everything. "
+        "With --data-dir, Redis keeps its data there and a restart finds the same "
+        "subscriptions (the demo's are not added twice).",
+    )
     up.add_argument(
         "--matchers",
         type=int,
@@ -210,14 +218,31 @@ def register(sub: Any) -> None:
         help="run on an embedded Redis Cluster of this many masters (3 or more), a replica each, "
         "instead of one Redis (default 0: one Redis)",
     )
-    up.add_argument("--demo-subscriptions", type=whole(1), default=300)
+    up.add_argument(
+        "--demo-subscriptions",
+        type=whole(1),
+        default=300,
+        help="keyword subscriptions the demo makes from the corpus (default 300)",
+    )
     up.add_argument("--demo-rate", type=positive, default=20.0, help="demo posts per second")
     up.set_defaults(func=cmd_up)
 
     for name, func in (("router", cmd_router), ("matcher", cmd_matcher)):
-        service = sub.add_parser(name, help=f"run one {name} (configured by environment)")
+        service = sub.add_parser(
+            name,
+            help=f"run one {name} (configured by environment)",
+            description=f"Runs one {name} in the foreground, as a pod does; its settings come "
+            "from WORDCAST_* environment variables (docs/CONFIGURATION.md lists them).",
+        )
         service.set_defaults(func=func)
-    receiver = sub.add_parser("receiver", help="run the demo webhook receiver")
-    receiver.add_argument("--port", type=whole(0, 65535))
-    receiver.add_argument("--quiet", action="store_true")
+    receiver = sub.add_parser(
+        "receiver",
+        help="run the demo webhook receiver",
+        description="A webhook receiver that prints each match it is POSTed (it checks no "
+        "signature): a callback URL to try subscriptions with, offline.",
+    )
+    receiver.add_argument(
+        "--port", type=whole(0, 65535), help="the port to listen on (default 8200)"
+    )
+    receiver.add_argument("--quiet", action="store_true", help="print nothing per delivery")
     receiver.set_defaults(func=cmd_receiver)

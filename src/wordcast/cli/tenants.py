@@ -125,7 +125,9 @@ def register(sub: Any) -> None:
         "if new) and prints it, the only time it is shown; `keys` lists a tenant's keys by id; "
         "`revoke` makes one stop working.",
     )
-    tenant.add_argument("action", choices=("create", "list", "keys", "revoke"))
+    tenant.add_argument(
+        "action", choices=("create", "list", "keys", "revoke"), help="what to do (above)"
+    )
     tenant.add_argument("tenant", nargs="?", help="the tenant's name (letters, digits, _ . -)")
     tenant.add_argument("key_id", nargs="?", metavar="KEY_ID", help="with revoke: the key's id")
     add_admin_token_option(tenant)
@@ -141,7 +143,9 @@ def register(sub: Any) -> None:
         "(and deletes the tenant's subscriptions to it), `delete` removes the stream and every "
         "subscription to it.",
     )
-    stream.add_argument("action", choices=("create", "list", "grant", "revoke", "delete"))
+    stream.add_argument(
+        "action", choices=("create", "list", "grant", "revoke", "delete"), help="what to do (above)"
+    )
     stream.add_argument("stream", nargs="?", help="the stream's name (letters, digits, _ . -)")
     stream.add_argument("tenant", nargs="?", help="with grant and revoke: the tenant")
     stream.add_argument("--publish", action="store_true", help="with grant: may publish to it")
