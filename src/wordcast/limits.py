@@ -1,4 +1,5 @@
-"""Input limits, enforced by the API and documented in the README (docs/ARCHITECTURE.md, invariant 5)."""
+"""Input limits, enforced by the API and documented in docs/GUIDE.md, "Limits"
+(docs/ARCHITECTURE.md, invariant 5)."""
 
 MAX_QUERY_CHARS = 512
 MAX_TERMS_PER_SUBSCRIPTION = 16

@@ -38,3 +38,28 @@ def test_every_name_the_docs_give_exists(page: str, least: int) -> None:
         if not (ROOT / path).is_file() or name not in _defined(ROOT / path)
     ]
     assert not missing, f"docs/{page} names code that does not exist: {missing}"
+
+
+PAGES = ["README.md", "CONTRIBUTING.md", *(f"docs/{p.name}" for p in (ROOT / "docs").glob("*.md"))]
+
+
+def test_readme_is_a_first_page_that_leads_to_the_rest() -> None:
+    """README stays a user's first page (300 lines at most) and links to every guide."""
+    readme = (ROOT / "README.md").read_text()
+    assert len(readme.splitlines()) <= 300
+    for page in ("docs/GUIDE.md", "docs/OPERATIONS.md", "docs/CONFIGURATION.md", "docs/TOUR.md"):
+        assert f"]({page})" in readme, f"README does not link to {page}"
+    for page in ("docs/GLOSSARY.md", "docs/ARCHITECTURE.md", "docs/CHANGES.md", "CONTRIBUTING.md"):
+        assert f"]({page})" in readme, f"README does not link to {page}"
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_every_relative_link_of_the_docs_leads_to_a_file(page: str) -> None:
+    text = (ROOT / page).read_text()
+    targets = re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", text)
+    missing = [
+        t
+        for t in targets
+        if "://" not in t and not (ROOT / page).parent.joinpath(t).resolve().exists()
+    ]
+    assert not missing, f"{page} links to what is not there: {missing}"
