@@ -29,7 +29,7 @@ from wordcast.corpus.workload import post_queries, sample_posts
 from wordcast.defaults import DEVELOPMENT_API_KEY
 from wordcast.local.cluster import Cluster
 from wordcast.local.supervisor import free_port
-from wordcast.query.analysis import compiled_analyzer
+from wordcast.query.analysis import compiled_analyser
 from wordcast.query.boolean import parse_query
 from wordcast.storage import Store
 from wordcast.storage.redis import connect_sync
@@ -47,7 +47,7 @@ def log(message: str) -> None:
 async def _keep(cluster: Cluster, texts: list[str], total: int) -> list[tuple[str, ...]]:
     """Append ``total`` publications (the texts over and over) to the recent publications."""
     store = Store.connect(cluster.redis_url, cluster.namespace)
-    terms = compiled_analyzer().term_tuples(texts)
+    terms = compiled_analyser().term_tuples(texts)
     try:
         for start in range(0, total, REQUEST):
             batch = [

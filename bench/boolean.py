@@ -46,7 +46,7 @@ from wordcast.engines.compiled import CompiledCompactTrie
 from wordcast.engines.registry import pattern_index
 from wordcast.engines.trie import Trie
 from wordcast.query.alternatives import HeldAlternatives
-from wordcast.query.analysis import analyze, term_positions
+from wordcast.query.analysis import analyse, term_positions
 from wordcast.query.boolean import BooleanQuery, Node, evaluate, parse_query, parse_tree, part_id
 from wordcast.services.matcher.compiled_messages import CompiledMessages
 from wordcast.services.matcher.index import MatcherIndex
@@ -225,9 +225,9 @@ def timed(
 
 def run(sizes: list[int], posts_count: int, passes: int, brute_max: int) -> dict[str, Any]:
     pool = sample_posts(max(sizes) * 2 + posts_count, seed=4242)
-    stream = [analyze(p.text) for p in pool[:posts_count]]
+    stream = [analyse(p.text) for p in pool[:posts_count]]
     source = pool[posts_count:]
-    df: Counter[str] = Counter(t for post in source for t in analyze(post.text))
+    df: Counter[str] = Counter(t for post in source for t in analyse(post.text))
     rows: list[dict[str, Any]] = []
     for size in sizes:
         log(f"{size:,} queries…")
@@ -272,7 +272,7 @@ def run_spans(sizes: list[int], posts_count: int, passes: int) -> list[dict[str,
     """Phrase and proximity queries against plain conjunctions of the same words."""
     pool = sample_posts(max(sizes) * 2 + posts_count, seed=4343)
     posts, source = pool[:posts_count], pool[posts_count:]
-    stream, texts = [analyze(p.text) for p in posts], [p.text for p in posts]
+    stream, texts = [analyse(p.text) for p in posts], [p.text for p in posts]
     rows: list[dict[str, Any]] = []
     for size in sizes:
         for kind, shapes in SPAN_KINDS.items():

@@ -29,7 +29,7 @@ from wordcast.engines.compact_trie import CompactTrie
 from wordcast.engines.compiled import CompiledCompactTrie
 from wordcast.engines.querynote import CostModel, QueryNoteIndex
 from wordcast.engines.termstats import TermOrder
-from wordcast.query.analysis import Analyzer, compiled_analyzer
+from wordcast.query.analysis import Analyser, compiled_analyser
 
 from .matcher import (
     corpus_stats,
@@ -62,7 +62,7 @@ def best_rate(run: Callable[[], object], items: int, passes: int = 3) -> float:
 
 def analysis(count: int) -> dict[str, Any]:
     texts = [t for _, _, t in itertools.islice(pypi_posts(), count)]
-    python, compiled = Analyzer(), compiled_analyzer()
+    python, compiled = Analyser(), compiled_analyser()
     compiled.term_tuples(texts)  # each new word stemmed once: the steady state is measured
     [python.terms(t) for t in texts]
     row = {

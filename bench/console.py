@@ -23,7 +23,7 @@ from wordcast.corpus.workload import sample_posts
 from wordcast.defaults import DEFAULT_ADMIN_TOKEN, DEVELOPMENT_API_KEY
 from wordcast.local.cluster import Cluster
 from wordcast.local.supervisor import free_port
-from wordcast.query.analysis import analyze
+from wordcast.query.analysis import analyse
 
 from .common import machine, median, write_json
 
@@ -33,7 +33,7 @@ KEY = {"authorization": f"Bearer {DEVELOPMENT_API_KEY}"}
 def _queries(count: int, seed: int) -> list[str]:
     # Terms as analysed, of two characters or more: one-character tokens are dropped.
     words = sorted(
-        {t for p in sample_posts(5_000, seed=seed) for t in analyze(p.text) if len(t) > 1}
+        {t for p in sample_posts(5_000, seed=seed) for t in analyse(p.text) if len(t) > 1}
     )
     rng = random.Random(seed)
     return [f"{rng.choice(words)} {rng.choice(words)}" for _ in range(count)]

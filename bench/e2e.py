@@ -30,7 +30,7 @@ from wordcast.corpus.workload import Post, post_queries, sample_posts
 from wordcast.engines.trie import Trie
 from wordcast.local.cluster import Cluster
 from wordcast.local.supervisor import free_port
-from wordcast.query.analysis import analyze
+from wordcast.query.analysis import analyse
 
 from .common import RESULTS, machine, median, write_json
 
@@ -139,8 +139,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         queries = post_queries(posts, args.subscriptions, seed=8, sizes=sizes)
     trie: Trie[int] = Trie()
     for i, query in enumerate(queries):
-        trie.add(i, analyze(query))
-    matches_per_post = [len(trie.match(analyze(text))) for _, text in pool]
+        trie.add(i, analyse(query))
+    matches_per_post = [len(trie.match(analyse(text))) for _, text in pool]
 
     runs: list[dict[str, Any]] = []
     RESULTS.mkdir(parents=True, exist_ok=True)

@@ -20,7 +20,7 @@ from typing import Any
 from wordcast.corpus.workload import post_queries, post_span_queries, sample_posts
 from wordcast.engines.trie import Trie
 from wordcast.query.alternatives import HeldAlternatives
-from wordcast.query.analysis import analyze, term_positions
+from wordcast.query.analysis import analyse, term_positions
 from wordcast.query.boolean import parse_query, part_id
 from wordcast.services.common import tune_garbage_collection
 from wordcast.services.matcher.messages import Batch, messages
@@ -43,7 +43,7 @@ def _workload(queries: list[str], texts: list[str]) -> tuple[Any, ...]:
             trie.add(stored, clause.words)
             if not read.is_plain:
                 held.add(stored, read)
-    terms = [analyze(text) for text in texts]
+    terms = [analyse(text) for text in texts]
     pairs = [(s, k) for k, t in enumerate(terms) for s in trie.match(t)]
     if held:
         pairs = held.delivering(pairs, terms.__getitem__, lambda k: term_positions(texts[k]))

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from wordcast.corpus.workload import sample_posts
-from wordcast.query.analysis import compiled_analyzer
+from wordcast.query.analysis import compiled_analyser
 from wordcast.query.languages import Detector, analyse_in_languages
 
 from .common import RESULTS, machine, write_json
@@ -147,7 +147,7 @@ def accuracy(texts: list[tuple[str, str]]) -> list[dict[str, Any]]:
 
 def throughput(count: int, passes: int) -> dict[str, Any]:
     texts = [post.text for post in sample_posts(count, seed=5)]
-    english = compiled_analyzer()
+    english = compiled_analyser()
     english.term_tuples(texts)  # every word stemmed once, as on a router that has run a while
     analyse_in_languages(texts, english.term_tuples(texts), [None] * count, detect=True)
     timings: dict[str, list[float]] = {"english": [], "detected": []}

@@ -37,7 +37,7 @@ from wordcast.engines.compact_trie import CompactTrie
 from wordcast.engines.querynote import MODES, CostModel, QueryNoteIndex
 from wordcast.engines.termstats import TermOrder, TermStats
 from wordcast.engines.trie import Trie
-from wordcast.query.analysis import analyze
+from wordcast.query.analysis import analyse
 from wordcast.testing.counting import CountingIndex
 from wordcast.testing.synthetic import DISTRIBUTIONS, generate, uniform_length, zipf_vocabulary
 
@@ -84,7 +84,7 @@ def short_items() -> list[Terms]:
 
 
 def long_documents() -> list[Terms]:
-    return cached("debian", lambda: [analyze(t) for _, t in debian_documents()])
+    return cached("debian", lambda: [analyse(t) for _, t in debian_documents()])
 
 
 def corpus_stats() -> TermStats:

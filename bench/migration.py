@@ -22,7 +22,7 @@ from wordcast.learning.salb import learn
 from wordcast.local.redis_server import start_redis_server
 from wordcast.local.supervisor import free_port
 from wordcast.ops.migration import BATCH, move_to
-from wordcast.query.analysis import analyze
+from wordcast.query.analysis import analyse
 from wordcast.routing.lasp import LinearCost
 from wordcast.routing.mapping import HashMapping, LearnedMapping
 from wordcast.routing.placement import Placement, still_valid
@@ -44,7 +44,7 @@ ROUTER_COST = LinearCost(
 
 def _queries(count: int, seed: int) -> list[tuple[str, ...]]:
     """Subscriptions of 1-4 words of corpus posts (the shape of tweet-based subscriptions)."""
-    posts = [sorted(analyze(text)) for _n, _m, text in pypi_posts(limit=4 * count)]
+    posts = [sorted(analyse(text)) for _n, _m, text in pypi_posts(limit=4 * count)]
     posts = [p for p in posts if p]
     rng = random.Random(seed)
     return [tuple(sorted(rng.sample(p, min(len(p), rng.randint(1, 4))))) for p in posts[:count]]
@@ -106,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.quick:
         args.subscriptions, args.runs = "2000", 1
     counts = [int(v) for v in args.subscriptions.split(",")]
-    training = [analyze(text) for _n, _m, text in pypi_posts(limit=50_000)]
+    training = [analyse(text) for _n, _m, text in pypi_posts(limit=50_000)]
     learned = learn([t for t in training if t], MATCHERS)
     target = learned.as_routing()
     rows: list[dict[str, Any]] = []

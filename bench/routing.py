@@ -41,7 +41,7 @@ from wordcast.engines.trie import Trie
 from wordcast.learning.partitioning import partition, word_network
 from wordcast.learning.refine import learn_refined
 from wordcast.learning.salb import Graph, learn_graph
-from wordcast.query.analysis import analyze
+from wordcast.query.analysis import analyse
 from wordcast.routing.lasp import LinearCost, Placer
 from wordcast.routing.mapping import (
     HashMapping,
@@ -60,7 +60,7 @@ Post = frozenset[str]
 
 def corpus() -> list[tuple[str, Post, str]]:
     """(month, terms, text) of every non-empty pypi summary, oldest month first."""
-    rows = [(month, analyze(text), text) for _name, month, text in pypi_posts()]
+    rows = [(month, analyse(text), text) for _name, month, text in pypi_posts()]
     return sorted(((m, t, x) for m, t, x in rows if t and m), key=lambda row: row[0])
 
 

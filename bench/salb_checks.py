@@ -37,7 +37,7 @@ import numpy as np
 from wordcast.corpus.files import debian_documents
 from wordcast.learning.partitioning import METHODS, word_network
 from wordcast.learning.throughput import model
-from wordcast.query.analysis import analyze
+from wordcast.query.analysis import analyse
 from wordcast.routing.mapping import HashMapping
 
 from .common import machine, write_json
@@ -108,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def debian(nodes: Sequence[int], folds: int) -> int:
     """The 10-fold comparison on Debian's long descriptions (25,000 pooled, 5,000 subscribed)."""
-    documents = [terms for _, text in debian_documents() if (terms := analyze(text))]
+    documents = [terms for _, text in debian_documents() if (terms := analyse(text))]
     random.Random(7).shuffle(documents)
     pool, rest = documents[:25_000], documents[25_000:]
     subs = tweet_subscriptions(rest, 5_000, 1)

@@ -1,8 +1,8 @@
 //! `wordcast._core`: the compiled core behind the Python API.
 //!
 //! Each class here stands in for a Python reference of the same behaviour, which stays the
-//! seed-faithful reading and the oracle of the differential tests: `Analyzer` for
-//! `wordcast.query.analysis.Analyzer`, `CompactTrie` for `wordcast.engines.compact_trie`,
+//! seed-faithful reading and the oracle of the differential tests: `Analyser` for
+//! `wordcast.query.analysis.Analyser`, `CompactTrie` for `wordcast.engines.compact_trie`,
 //! `QueryNote` for the matching of `wordcast.engines.querynote`, `Patterns` for
 //! `wordcast.engines.ac_retriever` and `PlanningView` for `wordcast.routing.placement`'s. Batch
 //! calls release the GIL while they work. A panic (none is expected) reaches Python as an
@@ -110,7 +110,7 @@ const DROPPED: u32 = u32::MAX;
 
 /// The analyser, compiled: ``terms(text)`` equals the Python reference's for every text.
 #[pyclass(module = "wordcast._core")]
-pub(crate) struct Analyzer {
+pub(crate) struct Analyser {
     stem_words: Py<PyAny>,
     fallback: Py<PyAny>,
     stop: FxHashMap<&'static str, ()>,
@@ -125,12 +125,12 @@ enum Read {
 }
 
 #[pymethods]
-impl Analyzer {
+impl Analyser {
     /// ``stem_words``: PyStemmer's ``porter`` ``stemWords``; ``fallback``: the reference
     /// analyser's ``terms``, for the rare text the tables cannot vouch for.
     #[new]
     fn new(stem_words: Py<PyAny>, fallback: Py<PyAny>) -> Self {
-        Analyzer {
+        Analyser {
             stem_words,
             fallback,
             stop: analysis::stop_word_set(),
@@ -231,7 +231,7 @@ impl Analyzer {
     }
 }
 
-impl Analyzer {
+impl Analyser {
     /// ``term_parts_many``'s answer in Rust: for each ASCII text, (term, ``"term":[[s,e],…]``)
     /// in the order terms first occur; None for a text that is not ASCII.
     pub(crate) fn term_parts(
@@ -770,7 +770,7 @@ impl CompactTrie {
 
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    m.add_class::<Analyzer>()?;
+    m.add_class::<Analyser>()?;
     m.add_class::<CompactTrie>()?;
     m.add_class::<querynote::QueryNote>()?;
     m.add_class::<patterns::Patterns>()?;

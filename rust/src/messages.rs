@@ -21,7 +21,7 @@ use pyo3::types::{PyList, PyString, PyTuple};
 use rustc_hash::{FxHashMap, FxHashSet};
 use sha2::{Digest, Sha256};
 
-use crate::{Analyzer, Positions};
+use crate::{Analyser, Positions};
 
 /// A subscription's messages: up to two (a webhook endpoint's and its tenant's match stream's).
 const NO_GROUP: u32 = u32::MAX;
@@ -669,10 +669,10 @@ impl Deliveries {
     /// The messages of a batch from the trie's flat answer (``match_many_flat``): a list of
     /// (group, body, webhook-id, matches, subscription ids), the (number, position) of the
     /// matches handed back to the reference, and how many matches the messages hold (a match
-    /// delivered both to a webhook and to the match stream counted once). ``analyzer`` reads the offsets of the publications
+    /// delivered both to a webhook and to the match stream counted once). ``analyser`` reads the offsets of the publications
     /// ``given`` does not hold the parts of (``{position: {term: b'"term":[…]'}}``).
     #[allow(clippy::too_many_arguments)]
-    #[pyo3(signature = (numbers, offsets, wanted, ids, texts, analyzer, given, given_tokens, frame, publisher, stream, most, max_bytes, signers, explain))]
+    #[pyo3(signature = (numbers, offsets, wanted, ids, texts, analyser, given, given_tokens, frame, publisher, stream, most, max_bytes, signers, explain))]
     fn write<'py>(
         &self,
         py: Python<'py>,
@@ -681,7 +681,7 @@ impl Deliveries {
         wanted: u32,
         ids: Vec<PyBackedStr>,
         texts: Vec<PyBackedStr>,
-        analyzer: &Bound<'py, Analyzer>,
+        analyser: &Bound<'py, Analyser>,
         given: FxHashMap<u32, Parts>,
         given_tokens: FxHashMap<u32, Vec<(u32, u32)>>,
         frame: (Vec<u8>, Vec<u8>, Vec<u8>),
@@ -728,11 +728,11 @@ impl Deliveries {
             explain,
         };
         let parts = if explain {
-            self.read_parts(py, &numbers, &offsets, &texts, analyzer, given)?
+            self.read_parts(py, &numbers, &offsets, &texts, analyser, given)?
         } else {
             Vec::new()
         };
-        let positions = self.read_positions(py, &numbers, &offsets, &texts, analyzer)?;
+        let positions = self.read_positions(py, &numbers, &offsets, &texts, analyser)?;
         // The tokens' places of each text with spans to explain: given (a text the reference
         // reads), or read here from an ASCII text.
         let mut given_tokens = given_tokens;
@@ -799,7 +799,7 @@ impl Deliveries {
         numbers: &[u32],
         offsets: &[u32],
         texts: &[PyBackedStr],
-        analyzer: &Bound<'_, Analyzer>,
+        analyser: &Bound<'_, Analyser>,
     ) -> PyResult<Vec<Option<Positions>>> {
         let mut read: Vec<usize> = Vec::new();
         for (position, run) in offsets.windows(2).enumerate() {
@@ -817,7 +817,7 @@ impl Deliveries {
         }
         let chosen: Vec<&str> = read.iter().map(|&k| &*texts[k]).collect();
         let term_numbers = &self.table.term_numbers;
-        let found = analyzer
+        let found = analyser
             .borrow_mut()
             .term_positions(py, &chosen, |term| term_numbers.get(term).copied())?;
         for (position, found) in read.into_iter().zip(found) {
@@ -834,7 +834,7 @@ impl Deliveries {
         numbers: &[u32],
         offsets: &[u32],
         texts: &[PyBackedStr],
-        analyzer: &Bound<'_, Analyzer>,
+        analyser: &Bound<'_, Analyser>,
         mut given: FxHashMap<u32, Parts>,
     ) -> PyResult<Vec<Option<Parts>>> {
         let mut read: Vec<u32> = Vec::new();
@@ -863,7 +863,7 @@ impl Deliveries {
             py,
             read.iter().map(|&k| PyString::new(py, &texts[k as usize])),
         )?;
-        let found = analyzer.borrow_mut().term_parts(py, list.as_any())?;
+        let found = analyser.borrow_mut().term_parts(py, list.as_any())?;
         for (position, found) in read.into_iter().zip(found) {
             let Some(found) = found else {
                 return Err(PyValueError::new_err(format!(

@@ -2,7 +2,7 @@
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
-class Analyzer:
+class Analyser:
     """The analyser of :mod:`wordcast.query.analysis`, compiled: the same terms for every text."""
 
     def __init__(
@@ -98,7 +98,7 @@ class Deliveries:
         wanted: int,
         ids: Sequence[str],
         texts: Sequence[str],
-        analyzer: Analyzer,
+        analyser: Analyser,
         given: Mapping[int, Mapping[str, bytes]],
         given_tokens: Mapping[int, Sequence[tuple[int, int]]],
         frame: tuple[bytes, bytes, bytes],

@@ -30,7 +30,7 @@ from tests.helpers import (
 from wordcast.client import RouterClient
 from wordcast.corpus.workload import Post
 from wordcast.engines.termstats import TermStats
-from wordcast.query.analysis import analyze, term_positions
+from wordcast.query.analysis import analyse, term_positions
 from wordcast.query.boolean import evaluate, parse_tree
 from wordcast.query.patterns import normalise, parse
 
@@ -44,7 +44,7 @@ def subscribe_terms(
 
     created = asyncio.run(run())
     # The oracle analyses the queries itself rather than trusting what the router says.
-    return {str(c["id"]): analyze(str(c["query"])) for c in created}
+    return {str(c["id"]): analyse(str(c["query"])) for c in created}
 
 
 def publish_posts(cluster: RunningCluster, posts: list[Post]) -> None:
@@ -101,7 +101,7 @@ def engine_cluster(
     redis_url: str, engine: str, sample: list[Post], tmp_path: Path
 ) -> Iterator[RunningCluster]:
     """A cluster whose matchers run ``engine``, with term statistics of ``sample``."""
-    stats = TermStats.from_documents(analyze(p.text) for p in sample)
+    stats = TermStats.from_documents(analyse(p.text) for p in sample)
     stats_file = tmp_path / "stats.json"
     stats.save(stats_file)
     env = {"WORDCAST_MATCHER_ENGINE": engine, "WORDCAST_MATCHER_TERM_STATS": str(stats_file)}
@@ -120,7 +120,7 @@ def boolean_oracle(queries: dict[str, str], posts: list[Post]) -> set[tuple[str,
     return {
         (sid, post.id)
         for post in posts
-        for terms, positions in [(analyze(post.text), term_positions(post.text))]
+        for terms, positions in [(analyse(post.text), term_positions(post.text))]
         for sid, tree in trees.items()
         if evaluate(tree, terms, positions)
     }

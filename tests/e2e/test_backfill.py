@@ -24,7 +24,7 @@ from tests.helpers import (
 )
 from wordcast.client import RouterClient
 from wordcast.corpus.workload import Post, post_queries, sample_posts
-from wordcast.query.analysis import analyze, term_positions
+from wordcast.query.analysis import analyse, term_positions
 from wordcast.query.boolean import evaluate, parse_tree
 
 pytestmark = pytest.mark.e2e
@@ -93,7 +93,7 @@ def test_a_new_subscription_gets_the_recent_matches_and_then_the_live_ones(
             return {
                 (sid, post.id)
                 for post in of
-                for terms in [analyze(post.text)]
+                for terms in [analyse(post.text)]
                 for sid, tree in trees.items()
                 if evaluate(tree, terms, term_positions(post.text))
             }

@@ -21,7 +21,7 @@ from tests.e2e.support import (
 )
 from tests.helpers import AUTH, Receiver, RunningCluster, eventually, start_cluster, stop_cluster
 from wordcast.corpus.workload import Post, post_queries, sample_posts
-from wordcast.query.analysis import analyze
+from wordcast.query.analysis import analyse
 from wordcast.storage.redis import connect_sync
 from wordcast.testing.bruteforce import match_pairs
 
@@ -56,7 +56,7 @@ def _held(cluster: RunningCluster) -> dict[str, frozenset[str]]:
         cursor = 0
         while True:
             page = router.get("/subscriptions", params={"cursor": cursor, "limit": 1000}).json()
-            held |= {s["id"]: analyze(s["query"]) for s in page["subscriptions"]}
+            held |= {s["id"]: analyse(s["query"]) for s in page["subscriptions"]}
             cursor = page.get("next_cursor") or 0
             if not cursor:
                 return held
@@ -75,7 +75,7 @@ def _changed_meanwhile(cluster: RunningCluster, receiver: Receiver, seed: int) -
 def _delivers_exactly(cluster: RunningCluster, receiver: Receiver, tag: str) -> None:
     held = _held(cluster)
     posts = [Post(f"{tag}:{p.id}", p.text) for p in POSTS[2_000:3_000]]
-    expected = match_pairs(held, {p.id: analyze(p.text) for p in posts})
+    expected = match_pairs(held, {p.id: analyse(p.text) for p in posts})
     assert expected, "the posts should match some subscriptions"
     offset = receiver.count()
     publish_posts(cluster, posts)

@@ -8,11 +8,11 @@ from __future__ import annotations
 import itertools
 
 from wordcast.corpus.files import debian_documents, pypi_posts
-from wordcast.query.analysis import Analyzer, compiled_analyzer
+from wordcast.query.analysis import Analyser, compiled_analyser
 
 
 def test_every_corpus_text_analyses_as_the_reference_says() -> None:
-    reference, compiled = Analyzer(), compiled_analyzer()
+    reference, compiled = Analyser(), compiled_analyser()
     texts = itertools.chain((t for _, _, t in pypi_posts()), (d for _, d in debian_documents()))
     seen = 0
     while batch := list(itertools.islice(texts, 20_000)):

@@ -32,7 +32,7 @@ from tests.helpers import (
 from wordcast.client import RouterClient
 from wordcast.corpus.workload import Post, post_queries, sample_posts
 from wordcast.local.supervisor import free_port
-from wordcast.query.analysis import analyze
+from wordcast.query.analysis import analyse
 from wordcast.storage.redis import connect_sync
 from wordcast.testing.bruteforce import match_pairs
 from wordcast.webhooks.payload import matches_of
@@ -350,7 +350,7 @@ def test_the_client_publishes_through_a_matcher_restart_and_loses_nothing(
         queries = post_queries(posts[:2_000], 300, seed=31)
         subscriptions = subscribe_terms(cluster, queries, receiver.hook)
         published = [Post(f"restart:{p.id}", p.text) for p in posts[2_000:]]
-        expected = match_pairs(subscriptions, {p.id: analyze(p.text) for p in published})
+        expected = match_pairs(subscriptions, {p.id: analyse(p.text) for p in published})
         assert len(expected) > 500, "the workload should produce plenty of matches"
         # Batches for matcher 0 are 503s until the supervisor has restarted it and it has
         # rebuilt its trie; the client sends them again until then.
@@ -379,7 +379,7 @@ def test_the_client_publishes_through_a_router_restart(redis_url: str, receiver:
         _behave(receiver)
         posts = sample_posts(1_000, seed=909)
         subscriptions = subscribe_terms(cluster, post_queries(posts, 100, seed=5), receiver.hook)
-        expected = match_pairs(subscriptions, {p.id: analyze(p.text) for p in posts})
+        expected = match_pairs(subscriptions, {p.id: analyse(p.text) for p in posts})
         body = [{"id": p.id, "text": p.text} for p in posts]
 
         async def publish() -> int:
@@ -410,9 +410,9 @@ def test_a_killed_matcher_hands_its_pending_deliveries_to_its_successor(
                 created = api.post(
                     "/subscriptions", json={"query": query, "callback_url": receiver.hook}
                 )
-                subs[created.json()["id"]] = analyze(query)
+                subs[created.json()["id"]] = analyse(query)
         published = [Post(f"crash:{p.id}", p.text) for p in posts]
-        expected = match_pairs(subs, {p.id: analyze(p.text) for p in published})
+        expected = match_pairs(subs, {p.id: analyse(p.text) for p in published})
         assert len(expected) > 500
         offset = receiver.count()
         publish_posts(cluster, published)

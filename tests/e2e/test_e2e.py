@@ -32,7 +32,7 @@ from tests.helpers import (
 )
 from wordcast.corpus.workload import Post, post_queries, sample_posts
 from wordcast.defaults import DEFAULT_ADMIN_TOKEN
-from wordcast.query.analysis import analyze
+from wordcast.query.analysis import analyse
 from wordcast.routing.mapping import HashMapping
 from wordcast.storage.redis import connect_sync
 from wordcast.testing.bruteforce import match_pairs
@@ -49,7 +49,7 @@ def test_cluster_delivers_exactly_the_oracle_matches_and_survives_a_matcher_kill
     assert len(subscriptions) == 1_000
 
     first = posts[:10_000]
-    expected = match_pairs(subscriptions, {p.id: analyze(p.text) for p in first})
+    expected = match_pairs(subscriptions, {p.id: analyse(p.text) for p in first})
     assert len(expected) > 5_000, "the workload should produce plenty of matches"
     publish_posts(cluster, first)
     check_exact(delivered_after(cluster, receiver, 0, len(expected)), expected)
@@ -60,7 +60,7 @@ def test_cluster_delivers_exactly_the_oracle_matches_and_survives_a_matcher_kill
     assert stats["subscriptions"] > 0
 
     second = [Post(f"again:{p.id}", p.text) for p in posts[5_000:15_000]]
-    expected = match_pairs(subscriptions, {p.id: analyze(p.text) for p in second})
+    expected = match_pairs(subscriptions, {p.id: analyse(p.text) for p in second})
     publish_posts(cluster, second)
     check_exact(delivered_after(cluster, receiver, offset, len(expected)), expected)
 
@@ -103,7 +103,7 @@ def test_a_word_goes_only_to_a_matcher_holding_a_subscription_with_it(
     words = ["narwhal", "bonobo", "pangolin", "axolotl", "capybara", "wombat", "kinkajou"]
     first = words[0]
     second = next(w for w in words if mapping(w) != mapping(first))
-    assert analyze(f"{first} {second}") == {first, second}
+    assert analyse(f"{first} {second}") == {first, second}
     sub = router.post(
         "/subscriptions", json={"query": f"{first} {second}", "callback_url": receiver.hook}
     )
@@ -266,7 +266,7 @@ def test_every_matcher_engine_delivers_the_oracle_matches(
         subscriptions = subscribe_terms(cluster, post_queries(posts, 400, seed=78), receiver.hook)
         offset = receiver.count()
         published = [Post(f"{engine}:{p.id}", p.text) for p in posts[2_000:]]
-        expected = match_pairs(subscriptions, {p.id: analyze(p.text) for p in published})
+        expected = match_pairs(subscriptions, {p.id: analyse(p.text) for p in published})
         assert len(expected) > 500
         publish_posts(cluster, published)
         check_exact(delivered_after(cluster, receiver, offset, len(expected)), expected)

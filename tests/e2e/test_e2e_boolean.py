@@ -31,7 +31,7 @@ from wordcast.corpus.workload import (
     post_span_queries,
     sample_posts,
 )
-from wordcast.query.analysis import analyze, term_positions
+from wordcast.query.analysis import analyse, term_positions
 from wordcast.query.boolean import evaluate, parse_query, parse_tree
 from wordcast.query.filters import filter_terms
 from wordcast.query.languages import SNOWBALL, Detector, analyse_in_languages
@@ -47,7 +47,7 @@ def _words_only(queries: dict[str, str], posts: list[Post]) -> set[tuple[str, st
     return {
         (sid, post.id)
         for post in posts
-        for terms in [analyze(post.text)]
+        for terms in [analyse(post.text)]
         for sid, query in queries.items()
         if any(set(clause.words) <= terms for clause in parse_query(query).clauses)
     }
@@ -89,7 +89,7 @@ def test_boolean_queries_deliver_exactly_the_oracle_matches_once(
     expected = boolean_oracle(queries, first)
     # Each query parsed and each post analysed once (per pair, this loop took a minute).
     clauses = [parse_query(q).clauses for q in queries.values()]
-    analysed = [analyze(post.text) for post in first]
+    analysed = [analyse(post.text) for post in first]
     overlapping = sum(
         1 for held in clauses for terms in analysed if sum(c.holds(terms) for c in held) > 1
     )
@@ -151,7 +151,7 @@ def test_phrase_and_proximity_queries_deliver_exactly_the_oracle_matches(
     assert explained
     for match in explained:
         text, matched = match["text"], match["matched"]
-        terms, positions = analyze(text), term_positions(text)
+        terms, positions = analyse(text), term_positions(text)
         clauses = parse_query(queries[match["subscription_id"]]).clauses
         first = next(k for k, c in enumerate(clauses) if c.holds(terms, positions))
         assert matched.get("alternative", 0) == first, (match, first)
@@ -187,7 +187,7 @@ def test_attribute_filters_deliver_exactly_the_oracle_matches(
     expected = {
         (sid, post.id)
         for post in posts
-        for terms in [analyze(post.text) | set(filter_terms(attributes[post.id]))]
+        for terms in [analyse(post.text) | set(filter_terms(attributes[post.id]))]
         for sid, tree in trees.items()
         if evaluate(tree, terms, term_positions(post.text))
     }
@@ -240,7 +240,7 @@ def test_languages_deliver_exactly_the_oracle_matches(
     queries = subscribe_queries(cluster, queries_written, receiver.hook)
     terms_of, codes = analyse_in_languages(
         [p.text for p in posts],
-        [tuple(analyze(p.text)) for p in posts],
+        [tuple(analyse(p.text)) for p in posts],
         [given[p.id] for p in posts],
         detect=True,
     )

@@ -24,7 +24,7 @@ from tests.helpers import (
     stop_cluster,
 )
 from wordcast.corpus.workload import Post, post_patterns, post_queries, sample_posts
-from wordcast.query.analysis import analyze
+from wordcast.query.analysis import analyse
 from wordcast.testing.bruteforce import match_pairs
 
 pytestmark = pytest.mark.e2e
@@ -52,7 +52,7 @@ def test_patterns_and_keywords_deliver_exactly_the_oracle_matches(
     keyword_created = create_subscriptions(
         pattern_cluster.router_url, [{"query": q, "callback_url": hook} for q in queries]
     )
-    keywords = {str(c["id"]): analyze(str(c["query"])) for c in keyword_created}
+    keywords = {str(c["id"]): analyse(str(c["query"])) for c in keyword_created}
 
     # Patterns are spread over the matchers, not piled on one.
     loads = [
@@ -64,7 +64,7 @@ def test_patterns_and_keywords_deliver_exactly_the_oracle_matches(
 
     published = [Post(f"pat:{p.id}", p.text) for p in posts[3_000:]]
     expected = pattern_oracle(by_id, published) | match_pairs(
-        keywords, {p.id: analyze(p.text) for p in published}
+        keywords, {p.id: analyse(p.text) for p in published}
     )
     pattern_matches = pattern_oracle(by_id, published)
     assert len(pattern_matches) > 300, "the workload should make plenty of pattern matches"
@@ -80,7 +80,7 @@ def test_patterns_and_keywords_deliver_exactly_the_oracle_matches(
     kept = {sid: p for sid, p in by_id.items() if sid not in set(gone)}
     again = [Post(f"again:{p.id}", p.text) for p in published]
     expected = pattern_oracle(kept, again) | match_pairs(
-        keywords, {p.id: analyze(p.text) for p in again}
+        keywords, {p.id: analyse(p.text) for p in again}
     )
     offset = receiver.count()
     publish_posts(pattern_cluster, again)

@@ -37,7 +37,7 @@ from tests.helpers import (
 )
 from wordcast.corpus.workload import Post, post_boolean_queries, post_queries, sample_posts
 from wordcast.learning.salb import learn
-from wordcast.query.analysis import analyze
+from wordcast.query.analysis import analyse
 from wordcast.routing.mapping import HashMapping, copy_name
 from wordcast.storage import Store
 from wordcast.testing.bruteforce import match_pairs
@@ -80,7 +80,7 @@ def _state(redis_url: str, namespace: str) -> tuple[int, int, tuple[int, int]]:
 def _hot_mapping(posts: list[Post]) -> tuple[dict[str, int], dict[str, int], dict[str, int]]:
     """The five most frequent words split into three copies, one per matcher; the rest hashed
     differently from version 0 (shifted by one), so that almost every subscription moves."""
-    frequency = Counter(t for p in posts for t in analyze(p.text))
+    frequency = Counter(t for p in posts for t in analyse(p.text))
     hot = [w for w, _ in frequency.most_common(5)]
     hashing = HashMapping(MATCHERS)
     words = {w: (hashing(w) + 1) % MATCHERS for w in frequency if w not in hot}
@@ -116,7 +116,7 @@ def test_two_live_mapping_swaps_lose_and_duplicate_nothing(
         boolean_queries += [f"{hot[0]} OR {hot[2]}", f"{hot[1]} -{hot[3]}"]
         boolean = subscribe_queries(swap_cluster, boolean_queries, receiver.hook)
 
-        learned = learn([analyze(p.text) for p in learning], MATCHERS, seed=3)
+        learned = learn([analyse(p.text) for p in learning], MATCHERS, seed=3)
         publisher = AlternatingPublisher([swap_cluster.router_url, slow_url], stream)
 
         time.sleep(2)
@@ -166,7 +166,7 @@ def test_two_live_mapping_swaps_lose_and_duplicate_nothing(
         assert moved > 20, "the second mapping should have moved many subscriptions"
 
         # Subscriptions added after the first swap missed the posts published before them.
-        analysed = {p.id: analyze(p.text) for p in stream}
+        analysed = {p.id: analyse(p.text) for p in stream}
         expected = match_pairs(early, analysed) | boolean_oracle(boolean, stream)
         delivered = delivered_after(swap_cluster, receiver, 0, len(expected))
         late_pairs = [pair for pair in delivered if pair[0] in late]
@@ -178,11 +178,11 @@ def test_two_live_mapping_swaps_lose_and_duplicate_nothing(
         # A batch sent twice (a client retrying after a lost answer) draws the same hot-word
         # copies both times, so each match comes again in a message with the same webhook-id:
         # receivers de-duplicate on webhook-id alone. Random draws would regroup the matches.
-        carrying = [p for p in learning if analyze(p.text) & set(hot)][:60]
+        carrying = [p for p in learning if analyse(p.text) & set(hot)][:60]
         again = [Post(f"again-{p.id}", p.text) for p in carrying]
         offset = receiver.count()
         expected_again = match_pairs(
-            subscriptions, {p.id: analyze(p.text) for p in again}
+            subscriptions, {p.id: analyse(p.text) for p in again}
         ) | boolean_oracle(boolean, again)
         assert len({pid for _, pid in expected_again}) > 30, "most of the batch should match"
         for _ in range(2):

@@ -14,7 +14,7 @@ from wordcast.corpus.files import pypi_posts
 from wordcast.errors import MappingUnconfirmed, NotFound
 from wordcast.ops.migration import BATCH, move_to, retire
 from wordcast.ops.scaling import wait_settled
-from wordcast.query.analysis import analyze
+from wordcast.query.analysis import analyse
 from wordcast.routing.mapping import HashMapping, LearnedMapping, copy_name
 from wordcast.routing.placement import PATTERN_TOLERANCE, Placement, matchers_of, still_valid
 from wordcast.services.router.settings import RouterSettings
@@ -31,7 +31,7 @@ MATCHERS = 6
 def _corpus_terms(count: int) -> list[tuple[str, ...]]:
     found: list[tuple[str, ...]] = []
     for _name, _month, text in pypi_posts():
-        terms = sorted(analyze(text))
+        terms = sorted(analyse(text))
         if terms:
             found.append(tuple(terms[:4]))
         if len(found) == count:

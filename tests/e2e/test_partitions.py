@@ -25,7 +25,7 @@ from wordcast.client import RouterClient
 from wordcast.corpus.workload import post_queries, sample_posts
 from wordcast.local.redis_server import redis_ready, redis_server_argv
 from wordcast.local.supervisor import free_port
-from wordcast.query.analysis import analyze
+from wordcast.query.analysis import analyse
 from wordcast.testing.bruteforce import match_pairs
 
 pytestmark = [
@@ -174,7 +174,7 @@ def _publish_through_a_cut(
             hook = f"{deployment.receiver_url}/hook"
             return await client.subscribe_many(queries, hook, progress=False)
 
-    subscribed = {str(c["id"]): analyze(str(c["query"])) for c in asyncio.run(subscribe())}
+    subscribed = {str(c["id"]): analyse(str(c["query"])) for c in asyncio.run(subscribe())}
     offset = len(deployment.deliveries(0)[0])
     publisher = Publisher(deployment.router_url, [(p.id, p.text) for p in posts])
     publisher.start()
@@ -199,7 +199,7 @@ def _publish_through_a_cut(
 
     acknowledged = set(publisher.acknowledged)
     expected = match_pairs(
-        subscribed, {p.id: analyze(p.text) for p in posts if p.id in acknowledged}
+        subscribed, {p.id: analyse(p.text) for p in posts if p.id in acknowledged}
     )
 
     def all_delivered() -> bool:

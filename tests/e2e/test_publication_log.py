@@ -9,7 +9,7 @@ import pytest
 
 from tests.helpers import AUTH, start_cluster, stop_cluster
 from wordcast.corpus.workload import sample_posts
-from wordcast.query.analysis import analyze
+from wordcast.query.analysis import analyse
 from wordcast.query.languages import analyse_in_languages
 from wordcast.storage import Store
 from wordcast.storage.redis import connect
@@ -53,7 +53,7 @@ def test_sampled_publications_are_logged_with_their_terms(
     # The terms routed: a post in another Snowball language has its own language's too.
     texts = [p.text for p in posts]
     routed, _ = analyse_in_languages(
-        texts, [tuple(analyze(t)) for t in texts], [None] * len(texts), detect=True
+        texts, [tuple(analyse(t)) for t in texts], [None] * len(texts), detect=True
     )
     expected = [tuple(sorted(terms)) for terms in routed if terms]
     if rate == "0":

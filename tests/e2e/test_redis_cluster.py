@@ -29,7 +29,7 @@ from tests.helpers import (
 )
 from wordcast.client import RouterClient
 from wordcast.corpus.workload import post_queries, sample_posts
-from wordcast.query.analysis import analyze
+from wordcast.query.analysis import analyse
 from wordcast.storage import Store
 from wordcast.storage.redis import connect_sync, slot_namespace
 from wordcast.testing.bruteforce import match_pairs
@@ -233,7 +233,7 @@ def test_a_master_killed_while_publishing_loses_no_acknowledged_match(
         async with RouterClient(cluster.router_url) as client:
             return await client.subscribe_many(queries, receiver.hook, progress=False)
 
-    subscribed = {str(c["id"]): analyze(str(c["query"])) for c in asyncio.run(subscribe())}
+    subscribed = {str(c["id"]): analyse(str(c["query"])) for c in asyncio.run(subscribe())}
     offset = receiver.count()
     # The master holding matcher 0's outbox: where acknowledged matches wait for delivery.
     outbox = _outbox_key(url, cluster.namespace, 0)
@@ -258,7 +258,7 @@ def test_a_master_killed_while_publishing_loses_no_acknowledged_match(
 
     acknowledged = set(publisher.acknowledged)
     expected = match_pairs(
-        subscribed, {p.id: analyze(p.text) for p in posts if p.id in acknowledged}
+        subscribed, {p.id: analyse(p.text) for p in posts if p.id in acknowledged}
     )
     eventually(
         lambda: expected <= set(receiver.pairs(offset)) and cluster.pending_deliveries() == 0,

@@ -16,7 +16,7 @@ from tests.e2e.support import check_exact, delivered_after, publish_posts
 from tests.helpers import AUTH, Receiver, start_cluster, start_redis_server, stop_cluster
 from wordcast.corpus.workload import Post, post_queries, sample_posts
 from wordcast.local.supervisor import free_port
-from wordcast.query.analysis import analyze
+from wordcast.query.analysis import analyse
 from wordcast.testing.bruteforce import match_pairs
 
 pytestmark = pytest.mark.e2e
@@ -61,7 +61,7 @@ def test_cluster_survives_a_redis_restart(own_redis: RestartableRedis, receiver:
                 "/subscriptions", json={"query": query, "callback_url": receiver.hook}
             )
             assert created.status_code == 201
-            subs[created.json()["id"]] = analyze(query)
+            subs[created.json()["id"]] = analyse(query)
 
         # A steady stream of publications while Redis goes away and comes back.
         stop = threading.Event()
@@ -114,7 +114,7 @@ def test_cluster_survives_a_redis_restart(own_redis: RestartableRedis, receiver:
         cluster.wait_ready()
         delivered_after(cluster, receiver, 0, 0)  # let the outage's stragglers finish
         after = [Post(f"after:{p.id}", p.text) for p in posts[3_000:]]
-        expected = match_pairs(subs, {p.id: analyze(p.text) for p in after})
+        expected = match_pairs(subs, {p.id: analyse(p.text) for p in after})
         assert len(expected) > 300
         offset = receiver.count()
         publish_posts(cluster, after)

@@ -52,7 +52,7 @@ from tests.helpers import (
     stored_record,
 )
 from wordcast.corpus.workload import post_boolean_queries, post_patterns, post_queries, sample_posts
-from wordcast.query.analysis import analyze
+from wordcast.query.analysis import analyse
 from wordcast.query.boolean import parse_query
 from wordcast.storage.keys import RECORD_BUCKETS
 from wordcast.storage.records import unpack_record
@@ -249,7 +249,7 @@ def test_scaling_up_and_down_under_a_stream_loses_and_duplicates_nothing(
     assert status.stdout.count("matcher-") == 2, status.stdout
     assert "scaling to" not in status.stdout, "the cluster has the number wanted"
 
-    analysed = {p.id: analyze(p.text) for p in stream}
+    analysed = {p.id: analyse(p.text) for p in stream}
     expected = match_pairs(keywords, analysed) | pattern_oracle(patterns, stream)
     expected |= boolean_oracle(boolean, stream)
     assert len(expected) > 2_000, "the stream should produce plenty of matches"
@@ -585,7 +585,7 @@ def test_a_removed_matcher_that_is_gone_does_not_hold_the_cluster_on_the_old_ver
             publish_posts(cluster, stream)
         finally:
             os.kill(frozen, signal.SIGCONT)
-        analysed = {p.id: analyze(p.text) for p in stream}
+        analysed = {p.id: analyse(p.text) for p in stream}
         expected = match_pairs(keywords, analysed)
         assert len(expected) > 200
         delivered = _quiet(client, namespace, receiver, already + len(expected))[already:]
@@ -624,7 +624,7 @@ def test_scale_with_a_learned_mapping_writes_only_that_version(
         assert "not usable" not in logged
         assert len(placed_on(client, namespace, 2)) > 0, "LASP moved some to matcher 2"
         publish_posts(cluster, posts[1_500:])
-        analysed = {p.id: analyze(p.text) for p in posts}
+        analysed = {p.id: analyse(p.text) for p in posts}
         expected = match_pairs(keywords, analysed)
         assert len(expected) > 300
         check_exact(

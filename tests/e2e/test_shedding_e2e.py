@@ -27,7 +27,7 @@ from tests.helpers import (
 )
 from wordcast.client import RouterClient
 from wordcast.corpus.workload import post_queries, sample_posts
-from wordcast.query.analysis import analyze
+from wordcast.query.analysis import analyse
 from wordcast.routing.mapping import HashMapping, route
 from wordcast.testing.bruteforce import match_pairs
 
@@ -51,7 +51,7 @@ def subscriptions(cluster: RunningCluster, receiver: Receiver) -> dict[str, froz
         async with RouterClient(cluster.router_url, concurrency=4) as client:
             return await client.subscribe_many(queries, receiver.hook, progress=False)
 
-    return {str(c["id"]): analyze(str(c["query"])) for c in asyncio.run(run())}
+    return {str(c["id"]): analyse(str(c["query"])) for c in asyncio.run(run())}
 
 
 def _settled(cluster: RunningCluster, receiver: Receiver, posts: set[str]) -> list[tuple[str, str]]:
@@ -80,7 +80,7 @@ def test_an_overloaded_router_sheds_copies_and_only_loses_matches(
     # Both strategies draw from one corpus: their own ids keep their deliveries apart.
     posts = [(f"{strategy}:{p.id}", p.text) for p in sample_posts(4_000, seed=seed)]
     ids = {pid for pid, _ in posts}
-    analysed = {pid: analyze(text) for pid, text in posts}
+    analysed = {pid: analyse(text) for pid, text in posts}
     expected = match_pairs(subscriptions, analysed)
     subscribed = set().union(*subscriptions.values())
     spread = {

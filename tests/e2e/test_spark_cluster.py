@@ -23,7 +23,7 @@ from tests.helpers import (
 )
 from wordcast.corpus.workload import sample_posts
 from wordcast.engines.termstats import TermStats
-from wordcast.query.analysis import analyze
+from wordcast.query.analysis import analyse
 from wordcast.spark_jobs.learn_mapping import learned_mapping
 from wordcast.storage import Store
 from wordcast.storage.redis import connect_sync
@@ -60,7 +60,7 @@ def _ran_on_every_worker(cluster: SparkStandalone, app: str) -> None:
 
 def _log_publications(redis_url: str, namespace: str, count: int) -> list[frozenset[str]]:
     """``count`` corpus posts' terms in the routers' publication log, as routers sample them."""
-    documents = [analyze(p.text) for p in sample_posts(count, seed=21)]
+    documents = [analyse(p.text) for p in sample_posts(count, seed=21)]
     documents = [d for d in documents if d]
     client = connect_sync(redis_url, decode_responses=False)
     for terms in documents:

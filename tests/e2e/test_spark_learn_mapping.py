@@ -14,7 +14,7 @@ from wordcast.learning.partitioning import partition, word_network
 from wordcast.learning.refine import learn_refined
 from wordcast.learning.salb import Graph, Mapping, learn, salb
 from wordcast.learning.throughput import model
-from wordcast.query.analysis import analyze
+from wordcast.query.analysis import analyse
 from wordcast.routing.mapping import LearnedMapping
 from wordcast.spark_jobs import learn_mapping
 from wordcast.storage import Store
@@ -26,7 +26,7 @@ def test_spark_graph_and_mappings_agree_with_the_pure_learners(spark: Any) -> No
     texts = [p.text for p in sample_posts(3_000, seed=11)]
     raw = spark.createDataFrame([(t,) for t in texts], ["summary"])
     docs = learn_mapping.analysed_documents(raw, "summary").cache()
-    posts = [analyze(t) for t in texts if analyze(t)]
+    posts = [analyse(t) for t in texts if analyse(t)]
 
     graph, _ = learn_mapping.collect_graph(docs)
     pure = Graph.from_publications(posts)

@@ -11,7 +11,7 @@ import pytest
 
 from wordcast.corpus.files import debian_documents
 from wordcast.engines.termstats import TermOrder, TermStats
-from wordcast.query.analysis import analyze
+from wordcast.query.analysis import analyse
 from wordcast.spark_jobs import term_stats
 from wordcast.storage.redis import connect_sync
 
@@ -21,7 +21,7 @@ def test_transforms_agree_with_the_pure_builder(spark: Any) -> None:
     raw = spark.createDataFrame([(t,) for t in texts], ["description"])
     docs = term_stats.analysed_documents(raw, "description")
     got = term_stats.term_stats(docs, min_pair_df=15)
-    expected = TermStats.from_documents([analyze(t) for t in texts if analyze(t)], min_pair_df=15)
+    expected = TermStats.from_documents([analyse(t) for t in texts if analyse(t)], min_pair_df=15)
     assert got.documents == expected.documents == 400
     assert got.df == expected.df
     assert got.pair_df == expected.pair_df
@@ -68,13 +68,13 @@ def test_statistics_from_the_routers_publication_log(
     client = connect_sync(redis_url, decode_responses=False)
     for text in texts:
         client.xadd(
-            f"{namespace}:publications", {"at": "1.0", "terms": " ".join(sorted(analyze(text)))}
+            f"{namespace}:publications", {"at": "1.0", "terms": " ".join(sorted(analyse(text)))}
         )
     out = tmp_path / "log-stats.json"
     monkeypatch.setenv("WORDCAST_NAMESPACE", namespace)
     args = ["termstats", "--redis-url", redis_url, "--min-pair-df", "10", "--out", str(out)]
     assert wordcast(args) == 0
-    expected = TermStats.from_documents([analyze(t) for t in texts if analyze(t)], min_pair_df=10)
+    expected = TermStats.from_documents([analyse(t) for t in texts if analyse(t)], min_pair_df=10)
     got = TermStats.load(out)
     assert (got.documents, got.df, got.pair_df) == (
         expected.documents,

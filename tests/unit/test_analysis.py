@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from wordcast.query import analysis
-from wordcast.query.analysis import MAX_TOKEN_CHARS, STOP_WORDS, Analyzer, analyze
+from wordcast.query.analysis import MAX_TOKEN_CHARS, STOP_WORDS, Analyser, analyse
 
 _STEMMER = Stemmer.Stemmer("porter")
 
@@ -30,13 +30,13 @@ def _reference_terms(text: str) -> frozenset[str]:
 
 
 def test_stemming_makes_inflections_meet() -> None:
-    assert analyze("Running") == analyze("runs") == {"run"}
-    assert analyze("White House") <= analyze("the white houses of Washington")
+    assert analyse("Running") == analyse("runs") == {"run"}
+    assert analyse("White House") <= analyse("the white houses of Washington")
 
 
 def test_stop_words_and_one_letter_tokens_are_dropped() -> None:
-    assert analyze("The and of a I x") == frozenset()
-    assert analyze("to be or not to be") == frozenset()
+    assert analyse("The and of a I x") == frozenset()
+    assert analyse("to be or not to be") == frozenset()
 
 
 @pytest.mark.parametrize(
@@ -72,32 +72,32 @@ def test_stop_words_and_one_letter_tokens_are_dropped() -> None:
     ],
 )
 def test_unicode_punctuation_urls_emoji(text: str, expected: set[str]) -> None:
-    assert analyze(text) == expected
+    assert analyse(text) == expected
 
 
 def test_terms_never_contain_whitespace_and_have_bounded_length() -> None:
     long_word = "x" * (MAX_TOKEN_CHARS + 1)
-    assert analyze(f"{long_word} fine") == {"fine"}
+    assert analyse(f"{long_word} fine") == {"fine"}
 
 
 @given(st.text(max_size=300))
 def test_any_text_gives_clean_terms(text: str) -> None:
-    analyzer = Analyzer()
-    for token in analyzer.tokens(text):
+    analyser = Analyser()
+    for token in analyser.tokens(text):
         assert token not in STOP_WORDS
         assert 1 < len(token) <= MAX_TOKEN_CHARS
-    terms = analyzer.terms(text)
+    terms = analyser.terms(text)
     for term in terms:
         assert term
         assert not any(ch.isspace() for ch in term)
-    assert Analyzer().terms(text) == terms
+    assert Analyser().terms(text) == terms
 
 
 @given(st.lists(st.sampled_from(["cat", "dogs", "running", "house", "über", "naïve"]), max_size=6))
 def test_analysis_of_a_concatenation_is_the_union(words: list[str]) -> None:
     joined = " ".join(words)
-    union: frozenset[str] = frozenset().union(*(analyze(w) for w in words))
-    assert analyze(joined) == union
+    union: frozenset[str] = frozenset().union(*(analyse(w) for w in words))
+    assert analyse(joined) == union
 
 
 _ASCII_TEXT = st.text(alphabet=string.printable, max_size=300)
@@ -114,16 +114,16 @@ def test_terms_are_the_documented_pipeline(text: str) -> None:
     """The ASCII shortcut and the remembered terms change nothing: a fresh analyser, one that
     has seen the text before, and the shared one all agree with the plain pipeline."""
     expected = _reference_terms(text)
-    analyzer = Analyzer()
-    assert analyzer.terms(text) == expected
-    assert analyzer.terms(text) == expected
-    assert analyze(text) == expected
+    analyser = Analyser()
+    assert analyser.terms(text) == expected
+    assert analyser.terms(text) == expected
+    assert analyse(text) == expected
 
 
 def test_remembered_terms_stay_bounded_and_correct(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(analysis, "STEM_CACHE_WORDS", 50)
-    analyzer = Analyzer()
+    analyser = Analyser()
     texts = [f"running{k} houses{k % 7} the cats" for k in range(200)]
     for text in texts + texts:
-        assert analyzer.terms(text) == _reference_terms(text)
-        assert len(analyzer._term_of) <= 50
+        assert analyser.terms(text) == _reference_terms(text)
+        assert len(analyser._term_of) <= 50

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from wordcast.errors import EmptyQuery, InvalidInput
 from wordcast.query.alternatives import HeldAlternatives
-from wordcast.query.analysis import analyze
+from wordcast.query.analysis import analyse
 from wordcast.query.boolean import (
     MAX_ALTERNATIVES,
     And,
@@ -31,8 +31,8 @@ from wordcast.query.boolean import (
 
 # "ice-cream" is one written word of two terms: excluding it excludes only posts with both.
 WORDS = ["apple", "berry", "cherry", "dates", "cream", "ice-cream"]
-TERMS = sorted({term for word in WORDS for term in analyze(word)})
-WRITTEN = {analyze(word): word for word in WORDS}
+TERMS = sorted({term for word in WORDS for term in analyse(word)})
+WRITTEN = {analyse(word): word for word in WORDS}
 
 
 def _render(node: Node, dash: bool) -> str:
@@ -49,7 +49,7 @@ def _render(node: Node, dash: bool) -> str:
 
 
 trees = st.recursive(
-    st.sampled_from(WORDS).map(lambda w: Word(analyze(w))),
+    st.sampled_from(WORDS).map(lambda w: Word(analyse(w))),
     lambda children: st.one_of(
         st.lists(children, min_size=2, max_size=3).map(lambda c: And(tuple(c))),
         st.lists(children, min_size=2, max_size=3).map(lambda c: Or(tuple(c))),
@@ -101,7 +101,7 @@ def test_plain_queries_stay_plain_conjunctions() -> None:
     for text in ["white house", "smile :) at the camera", "covid-19 cases", "AND-gate"]:
         query = parse_query(text)
         assert query.is_plain
-        assert set(query.clauses[0].words) == analyze(text)
+        assert set(query.clauses[0].words) == analyse(text)
 
 
 def test_the_documented_examples() -> None:
@@ -118,8 +118,8 @@ def test_the_documented_examples() -> None:
         Clause(("appl",), ("red",)),
     )
     # Excluding a word of two terms excludes the posts that have both.
-    assert parse_query("apple -ice-cream").matches(analyze("apple cream"))
-    assert not parse_query("apple -ice-cream").matches(analyze("apple ice cream"))
+    assert parse_query("apple -ice-cream").matches(analyse("apple cream"))
+    assert not parse_query("apple -ice-cream").matches(analyse("apple ice cream"))
     # Implied alternatives go: apple OR (apple berry) is apple.
     assert parse_query("apple OR (apple berry)").is_plain
 
@@ -178,7 +178,7 @@ def test_held_alternatives_keep_one_match_per_query_and_name_it() -> None:
     for sub_id, query in queries.items():
         for k in range(len(query.clauses)):
             held.add(part_id(sub_id, k), query)
-    posts = [analyze(t) for t in ["apple berry cherry", "cherry dates", "cherry", "figs apple"]]
+    posts = [analyse(t) for t in ["apple berry cherry", "cherry dates", "cherry", "figs apple"]]
     # What a trie over the required words would find: every alternative whose words occur.
     found = [
         (part_id(sub_id, k), position)

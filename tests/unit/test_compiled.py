@@ -21,12 +21,12 @@ from hypothesis import strategies as st
 from wordcast import _core
 from wordcast.corpus.workload import sample_posts
 from wordcast.engines.compact_trie import CompactTrie
-from wordcast.query.analysis import Analyzer, compiled_analyzer
+from wordcast.query.analysis import Analyser, compiled_analyser
 from wordcast.query.explain import AnalysedText, compiled_term_parts
 from wordcast.testing.bruteforce import BruteForce
 
-REFERENCE = Analyzer()
-COMPILED = compiled_analyzer()
+REFERENCE = Analyser()
+COMPILED = compiled_analyser()
 
 any_text = st.text(
     alphabet=st.characters(codec=None, categories=None, exclude_categories=()), max_size=200
@@ -108,7 +108,7 @@ def test_a_megabyte_of_text_and_a_batch_of_hostile_texts() -> None:
 
 
 def test_the_analyser_remembers_a_bounded_number_of_words() -> None:
-    analyser = compiled_analyzer()
+    analyser = compiled_analyser()
     analyser.terms_many([f"word{k}x" for k in range(120_000)])
     analyser.terms("one more")
     assert len(analyser) <= 100_001  # type: ignore[arg-type]

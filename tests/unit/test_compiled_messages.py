@@ -21,7 +21,7 @@ from wordcast.corpus.workload import (
 )
 from wordcast.engines.compiled import CompiledCompactTrie
 from wordcast.engines.registry import pattern_index
-from wordcast.query.analysis import Analyzer
+from wordcast.query.analysis import Analyser
 from wordcast.query.boolean import parse_query, part_id
 from wordcast.routing.placement import Placement
 from wordcast.services.matcher import compiled_messages
@@ -32,7 +32,7 @@ from wordcast.storage.outbox import Message
 from wordcast.storage.records import Subscription, SubscriptionEvent, delivery_address
 from wordcast.webhooks.payload import matches_of
 
-ANALYZER = Analyzer()
+ANALYZER = Analyser()
 WORDS = ["senate", "vote", "budget", "river", "house", "naïve", "café", "Straße", "data", "x"]
 AWKWARD = ['quote " and \\ slash', "ünïcödé ☃", "tab\there", "new\nline", "</script>", "\x00\x1f"]
 

@@ -18,7 +18,7 @@ from wordcast.engines.compiled import CompiledCompactTrie, CompiledQueryNote
 from wordcast.engines.querynote import MODES, CostModel, QueryNoteIndex, _leapfrog
 from wordcast.engines.termstats import TermOrder, TermStats
 from wordcast.engines.trie import Trie
-from wordcast.query.analysis import analyze
+from wordcast.query.analysis import analyse
 from wordcast.testing.bruteforce import BruteForce
 from wordcast.testing.counting import CountingIndex
 
@@ -117,10 +117,10 @@ def test_leapfrog_conjunction() -> None:
 
 
 def test_querynote_stores_fewer_extra_terms_than_fully_indexed() -> None:
-    docs = [analyze(text) for _, text in debian_documents(limit=3_000)]
+    docs = [analyse(text) for _, text in debian_documents(limit=3_000)]
     stats = TermStats.from_documents(docs[:2_000], min_pair_df=40)
     queries = [
-        analyze(q)
+        analyse(q)
         for q in post_queries(
             sample_posts(3_000, seed=5, pool=100_000), 800, seed=6, sizes=(2, 3, 4, 5)
         )
@@ -140,10 +140,10 @@ def test_querynote_stores_fewer_extra_terms_than_fully_indexed() -> None:
 
 
 def test_engines_agree_on_corpus_posts_and_long_documents() -> None:
-    posts = [analyze(p.text) for p in sample_posts(2_000, seed=11, pool=100_000)]
-    longs = [analyze(text) for _, text in debian_documents(limit=600)]
+    posts = [analyse(p.text) for p in sample_posts(2_000, seed=11, pool=100_000)]
+    longs = [analyse(text) for _, text in debian_documents(limit=600)]
     queries = [
-        analyze(q) for q in post_queries(sample_posts(2_000, seed=12, pool=100_000), 1_500, seed=13)
+        analyse(q) for q in post_queries(sample_posts(2_000, seed=12, pool=100_000), 1_500, seed=13)
     ]
     stats = TermStats.from_documents(posts + longs, min_pair_df=20)
     oracle: BruteForce[int] = BruteForce()

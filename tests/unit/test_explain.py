@@ -11,7 +11,7 @@ import orjson
 
 from tests.unit.support import held_subscriptions
 from wordcast.errors import InvalidInput
-from wordcast.query.analysis import analyze, normalised_tokens, term_positions, token_offsets
+from wordcast.query.analysis import analyse, normalised_tokens, term_positions, token_offsets
 from wordcast.query.boolean import parse_query
 from wordcast.query.explain import (
     AnalysedText,
@@ -59,7 +59,7 @@ def test_explanations_point_at_every_term_and_span_of_the_alternative_that_deliv
             read = parse_query(query)
         except InvalidInput:
             continue
-        terms, positions = analyze(text), term_positions(text)
+        terms, positions = analyse(text), term_positions(text)
         first = next((k for k, c in enumerate(read.clauses) if c.holds(terms, positions)), None)
         if first is None:
             continue
@@ -71,7 +71,7 @@ def test_explanations_point_at_every_term_and_span_of_the_alternative_that_deliv
         for term, offsets in matched["terms"].items():
             assert len(offsets) == len(positions[term]), (text, term)  # every occurrence
             for start, end in offsets:
-                assert term in analyze(text[start:end]), (text, term, start, end)
+                assert term in analyse(text[start:end]), (text, term, start, end)
         assert set(matched.get("spans", {})) == {str(span) for span in clause.spans}
         for span in clause.spans:
             offsets = matched["spans"][str(span)]
@@ -85,15 +85,15 @@ def test_explanations_point_at_every_term_and_span_of_the_alternative_that_deliv
 def test_each_delivered_match_names_the_alternative_that_delivers_it() -> None:
     held, subscriptions = held_subscriptions('"white house" OR (senate vote) OR apple')
     texts = ["The White House: senate vote", "apple senate, no vote", "house Senate vote"]
-    publications = [(f"p{k}", text, tuple(analyze(text)), True) for k, text in enumerate(texts)]
+    publications = [(f"p{k}", text, tuple(analyse(text)), True) for k, text in enumerate(texts)]
     candidates = [
         (stored, k)
         for k, text in enumerate(texts)
         for stored in subscriptions
-        if stored != "wild" and set(subscriptions[stored].terms) <= analyze(text)
+        if stored != "wild" and set(subscriptions[stored].terms) <= analyse(text)
     ] + [("wild", 0), ("wild", 2)]
     pairs = held.delivering(
-        candidates, lambda k: analyze(texts[k]), lambda k: term_positions(texts[k])
+        candidates, lambda k: analyse(texts[k]), lambda k: term_positions(texts[k])
     )
     found = messages(pairs, Batch(publications, "", ""), subscriptions, held, most=100)
     delivered = {

@@ -10,7 +10,7 @@ import pytest
 
 from tests.unit.support import delivered_by_alternatives
 from wordcast.errors import InvalidInput
-from wordcast.query.analysis import analyze
+from wordcast.query.analysis import analyse
 from wordcast.query.boolean import evaluate, parse_query, parse_tree
 from wordcast.query.filters import filter_terms
 
@@ -54,7 +54,7 @@ def test_filter_terms_say_what_the_attributes_hold() -> None:
 def test_filters_hold_where_the_attributes_say(
     query: str, attributes: dict[str, object], holds: bool
 ) -> None:
-    terms = analyze("an apple pie") | set(filter_terms(attributes))  # type: ignore[arg-type]
+    terms = analyse("an apple pie") | set(filter_terms(attributes))  # type: ignore[arg-type]
     if "example" in query:
         terms |= {"exampl", "http"}
     assert evaluate(parse_tree(query), terms) is holds
@@ -84,7 +84,7 @@ def test_random_queries_with_filters_agree_every_way() -> None:
             read = parse_query(query)
         except InvalidInput:
             continue
-        terms = analyze(text) | set(filter_terms(attributes))  # type: ignore[arg-type]
+        terms = analyse(text) | set(filter_terms(attributes))  # type: ignore[arg-type]
         expected = evaluate(parse_tree(query), terms)
         assert read.matches(terms) == expected, (query, text, attributes)
         kept = delivered_by_alternatives(read, terms)

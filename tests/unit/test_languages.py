@@ -6,14 +6,14 @@ from __future__ import annotations
 import pytest
 
 from wordcast.errors import InvalidInput
-from wordcast.query.analysis import analyze, default_analyzer
+from wordcast.query.analysis import analyse, default_analyser
 from wordcast.query.boolean import parse_query
 from wordcast.query.explain import AnalysedText, explain_clause
 from wordcast.query.languages import (
     CODES,
     Detector,
     analyse_in_languages,
-    analyzer_for,
+    analyser_for,
     canonical,
     check_code,
 )
@@ -32,16 +32,16 @@ def test_clear_sentences_are_detected() -> None:
 
 
 def test_a_language_is_analysed_with_its_stop_words_and_stemmer_and_marked() -> None:
-    assert analyzer_for("de").terms("Die Bibliotheken und die Häuser") == {
+    assert analyser_for("de").terms("Die Bibliotheken und die Häuser") == {
         "bibliothek@de",
         "haus@de",
     }
-    assert analyzer_for("fr").terms("les maisons") == {"maison@fr"}
+    assert analyser_for("fr").terms("les maisons") == {"maison@fr"}
 
 
 def test_a_publication_keeps_its_english_terms_and_adds_its_own_languages() -> None:
     texts = ["Die Bibliotheken", "The libraries", "ライブラリ"]
-    english = default_analyzer().term_tuples(texts)
+    english = default_analyser().term_tuples(texts)
     terms, codes = analyse_in_languages(texts, english, [None, "de", None], detect=True)
     assert codes == ["de", "de", "ja"]  # a given language wins over detection
     assert set(terms[0]) == set(english[0]) | {"bibliothek@de"}
@@ -57,7 +57,7 @@ def test_a_query_is_analysed_in_the_language_it_names() -> None:
     assert [str(c) for c in parse_query("Bibliotheken lang:de").clauses] == [
         "bibliothek@de lang:de"
     ]
-    assert parse_query("Bibliotheken").clauses[0].words == tuple(analyze("Bibliotheken"))
+    assert parse_query("Bibliotheken").clauses[0].words == tuple(analyse("Bibliotheken"))
     assert [str(c) for c in parse_query("apple -lang:de").clauses] == ["appl -lang:de"]
     assert parse_query("データ lang:ja").clauses[0].words == ("データ",)  # no stemmer: as before
 

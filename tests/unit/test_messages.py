@@ -211,18 +211,18 @@ def test_explained_bodies_are_the_whole_payloads_json_byte_for_byte(version: int
     """With explanations, every match's ``matched`` is what :mod:`wordcast.query.explain` says,
     and the body is the JSON of the whole payload however it was put together."""
     from tests.unit.support import held_subscriptions
-    from wordcast.query.analysis import analyze
+    from wordcast.query.analysis import analyse
     from wordcast.query.explain import AnalysedText, explain_clause, explain_pattern, explain_terms
 
     rng = random.Random(40)
     held, subscriptions = held_subscriptions('"white house" OR (senate vote -poll) OR apple')
     words = ["white", "house", "senate", "vote", "apple", "ünïcödé", 'quote"d', "tab\there"]
     for n in range(60):  # plain conjunctions, some of terms that need escaping
-        terms = tuple(sorted({analyze(w).__iter__().__next__() for w in rng.sample(words, 2)}))
+        terms = tuple(sorted({analyse(w).__iter__().__next__() for w in rng.sample(words, 2)}))
         subscriptions[f"s{n}"] = Subscription(f"s{n}", " ".join(terms), terms, "u", 0)
     texts = [" ".join(rng.choice(words) for _ in range(rng.randint(3, 12))) for _ in range(80)]
     texts += ["The White House: senate vote 🦆", "house Senate vote ⑴ apple"]
-    publications = [(f"p{k}", t, tuple(analyze(t)), True) for k, t in enumerate(texts)]
+    publications = [(f"p{k}", t, tuple(analyse(t)), True) for k, t in enumerate(texts)]
     pairs = [
         (sub_id, k)
         for k, (_, _, terms, _) in enumerate(publications)

@@ -13,7 +13,7 @@ from jsonschema import Draft202012Validator
 from referencing import Registry, Resource
 
 from tests.unit.support import held_subscriptions
-from wordcast.query.analysis import analyze
+from wordcast.query.analysis import analyse
 from wordcast.query.boolean import part_id
 from wordcast.services.matcher.messages import Batch, messages
 from wordcast.webhooks.payload import matches_of
@@ -40,7 +40,7 @@ def _messages(version: int, explain: bool, backfill: bool) -> list[dict[str, Any
     )
     texts = ["The White House: senate vote", "apple senate, vote 🦆", "house Senate vote"]
     publications = [
-        (f"p{k}", text, (*analyze(text), "lang:en"), True) for k, text in enumerate(texts)
+        (f"p{k}", text, (*analyse(text), "lang:en"), True) for k, text in enumerate(texts)
     ]
     pairs = [(part_id("q", 0), 0), (part_id("q", 1), 2), (part_id("q", 2), 1)]
     pairs += [("plain", k) for k in range(3)] + [("wild", 0), ("wild", 2)]

@@ -9,7 +9,7 @@ import pytest
 
 from tests.unit.support import delivered_by_alternatives
 from wordcast.errors import InvalidInput
-from wordcast.query.analysis import analyze, term_positions, token_terms
+from wordcast.query.analysis import analyse, term_positions, token_terms
 from wordcast.query.boolean import evaluate, parse_query, parse_tree
 from wordcast.query.spans import Span
 
@@ -57,8 +57,8 @@ def test_phrases_and_proximity_hold_where_the_definition_says(
     query: str, text: str, holds: bool
 ) -> None:
     tree = parse_tree(query)
-    assert evaluate(tree, analyze(text), term_positions(text)) is holds
-    assert parse_query(query).matches(analyze(text), term_positions(text)) is holds
+    assert evaluate(tree, analyse(text), term_positions(text)) is holds
+    assert parse_query(query).matches(analyse(text), term_positions(text)) is holds
 
 
 def test_random_queries_agree_with_the_brute_force_reading_every_way() -> None:
@@ -75,7 +75,7 @@ def test_random_queries_agree_with_the_brute_force_reading_every_way() -> None:
         except InvalidInput:
             continue
         tree = parse_tree(query)
-        terms, positions = analyze(text), term_positions(text)
+        terms, positions = analyse(text), term_positions(text)
         for span in _spans(tree):
             assert span.holds(positions) == _brute(span, text), (span, text)
         expected = evaluate(tree, terms, positions)
@@ -111,5 +111,5 @@ def test_a_span_needs_positions_where_a_plain_clause_does_not() -> None:
     read = parse_query('"white house" OR senate')
     assert not read.is_plain
     with pytest.raises(ValueError, match="positions"):
-        read.matches(analyze("white house"))
-    assert read.matches(analyze("the senate"), term_positions("the senate"))
+        read.matches(analyse("white house"))
+    assert read.matches(analyse("the senate"), term_positions("the senate"))

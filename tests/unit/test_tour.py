@@ -63,3 +63,48 @@ def test_every_relative_link_of_the_docs_leads_to_a_file(page: str) -> None:
         if "://" not in t and not (ROOT / page).parent.joinpath(t).resolve().exists()
     ]
     assert not missing, f"{page} links to what is not there: {missing}"
+
+
+def _identifiers(path: Path) -> set[str]:
+    """Every name a Python module defines or uses (not its prose: docstrings, comments)."""
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Name):
+            names.add(node.id)
+        elif isinstance(node, ast.Attribute):
+            names.add(node.attr)
+        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            names.add(node.name)
+        elif isinstance(node, ast.arg):
+            names.add(node.arg)
+        elif isinstance(node, ast.alias):
+            names |= set((node.asname or node.name).split("."))
+            names |= set(node.name.split("."))
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            names |= set(node.module.split("."))
+    return names
+
+
+def _retired() -> list[str]:
+    """The retired names docs/GLOSSARY.md lists, as patterns over whole identifiers."""
+    text = (ROOT / "docs" / "GLOSSARY.md").read_text()
+    table = text.split("## Retired names", 1)[1].split("\n## ", 1)[0]
+    rows = [line.split("|")[1] for line in table.splitlines() if line.startswith("| `")]
+    return [name for row in rows for name in re.findall(r"`([^`]+)`", row)]
+
+
+def test_no_retired_name_is_an_identifier_in_the_code() -> None:
+    retired = _retired()
+    assert "analyzer" in retired
+    spelled = re.compile(r"(?i)analyz")  # one spelling, in every form
+    found: list[str] = []
+    for path in sorted((ROOT / "src").rglob("*.py*")):
+        if path.suffix not in (".py", ".pyi"):
+            continue
+        used = _identifiers(path)
+        found += [f"{path.relative_to(ROOT)}: {n}" for n in sorted(used & set(retired))]
+        found += [f"{path.relative_to(ROOT)}: {n}" for n in sorted(used) if spelled.search(n)]
+    for path in sorted((ROOT / "rust" / "src").rglob("*.rs")):
+        words = set(re.findall(r"\b[A-Za-z_]\w*\b", path.read_text()))
+        found += [f"{path.relative_to(ROOT)}: {n}" for n in sorted(words & set(retired))]
+    assert not found, f"retired names (docs/GLOSSARY.md) still in use: {found}"

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from wordcast.corpus.workload import post_queries, sample_posts
 from wordcast.engines.trie import Trie
-from wordcast.query.analysis import analyze
+from wordcast.query.analysis import analyse
 from wordcast.testing.bruteforce import BruteForce, match_pairs
 
 VOCAB = ["a1", "b2", "c3", "d4", "e5", "f6", "g7", "h8"]
@@ -66,8 +66,8 @@ def test_shared_prefixes_share_nodes() -> None:
 def test_trie_matches_the_oracle_on_corpus_posts() -> None:
     posts = sample_posts(3_000, seed=7, pool=200_000)
     queries = post_queries(posts, 2_000, seed=8)
-    subs = {f"s{i}": analyze(q) for i, q in enumerate(queries)}
-    pubs = {p.id: analyze(p.text) for p in posts}
+    subs = {f"s{i}": analyse(q) for i, q in enumerate(queries)}
+    pubs = {p.id: analyse(p.text) for p in posts}
     trie: Trie[str] = Trie()
     for sid, words in subs.items():
         trie.add(sid, words)

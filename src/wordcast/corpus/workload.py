@@ -13,17 +13,17 @@ from dataclasses import dataclass
 
 from wordcast.corpus.files import pypi_posts
 from wordcast.errors import InvalidInput
-from wordcast.query.analysis import Analyzer, normalised_tokens
+from wordcast.query.analysis import Analyser, normalised_tokens
 from wordcast.query.boolean import parse_query
 
-_REFERENCE: Analyzer | None = None
+_REFERENCE: Analyser | None = None
 
 
-def _reference() -> Analyzer:
+def _reference() -> Analyser:
     """The reference analyser: workloads need its unstemmed ``tokens`` too."""
     global _REFERENCE
     if _REFERENCE is None:
-        _REFERENCE = Analyzer()
+        _REFERENCE = Analyser()
     return _REFERENCE
 
 
@@ -46,14 +46,14 @@ def post_queries(
     *,
     seed: int = 1,
     sizes: tuple[int, ...] = (1, 2, 2, 3, 3, 3),
-    analyzer: Analyzer | None = None,
+    analyser: Analyser | None = None,
 ) -> list[str]:
     """Queries made of 1-3 words of random posts (words kept unstemmed, as a user writes them)."""
-    analyzer = analyzer or _reference()
+    analyser = analyser or _reference()
     rng = random.Random(seed)
     queries: list[str] = []
     while len(queries) < count:
-        tokens = sorted(set(analyzer.tokens(rng.choice(posts).text)))
+        tokens = sorted(set(analyser.tokens(rng.choice(posts).text)))
         if not tokens:
             continue
         k = min(rng.choice(sizes), len(tokens))
@@ -110,18 +110,18 @@ def post_span_queries(
 
 
 def post_boolean_queries(
-    posts: list[Post], count: int, *, seed: int = 1, analyzer: Analyzer | None = None
+    posts: list[Post], count: int, *, seed: int = 1, analyser: Analyser | None = None
 ) -> list[str]:
     """Boolean queries (:mod:`wordcast.query.boolean`) over words of random posts, in the shapes above.
 
     a and b come from one post, d from another; c comes from the first post half the time, from
     the second otherwise, so alternatives have real matches and exclusions bite."""
-    analyzer = analyzer or _reference()
+    analyser = analyser or _reference()
     rng = random.Random(seed)
 
     def words(k: int) -> list[str]:
         while True:
-            tokens = sorted(set(analyzer.tokens(rng.choice(posts).text)))
+            tokens = sorted(set(analyser.tokens(rng.choice(posts).text)))
             if len(tokens) >= k:
                 return rng.sample(tokens, k)
 
@@ -133,7 +133,7 @@ def post_boolean_queries(
         c, d = (first[2] if rng.random() < 0.5 else second[0]), second[1]
         query = shape.format(a=a, b=b, c=c, d=d)
         try:  # two words can stem alike: "models -model" can never match and is refused
-            parse_query(query, analyzer)
+            parse_query(query, analyser)
         except InvalidInput:
             continue
         queries.append(query)
@@ -146,7 +146,7 @@ def analysed_posts(count: int, *, seed: int = 0, skip: int = 0) -> list[frozense
     Drawn with replacement when ``count`` exceeds the corpus; ``skip`` discards the first draws so
     two calls with the same seed can give disjoint samples.
     """
-    analyzer = _reference()
+    analyser = _reference()
     texts = [text for _name, _month, text in pypi_posts()]
     rng = random.Random(seed)
     order = rng.sample(range(len(texts)), len(texts))
@@ -154,7 +154,7 @@ def analysed_posts(count: int, *, seed: int = 0, skip: int = 0) -> list[frozense
     for index in itertools.chain(
         order[skip:], (rng.randrange(len(texts)) for _ in itertools.count())
     ):
-        terms = analyzer.terms(texts[index])
+        terms = analyser.terms(texts[index])
         if terms:
             out.append(terms)
             if len(out) >= count:
@@ -168,10 +168,10 @@ def package_name_queries(count: int, *, seed: int = 0) -> list[frozenset[str]]:
     Names with fewer than two terms are skipped, as the Luwak thesis uses queries of 2+ terms;
     drawn with replacement beyond the distinct names (the thesis allows duplicate queries).
     """
-    analyzer = _reference()
+    analyser = _reference()
     names = []
     for name, _month, _text in pypi_posts():
-        terms = analyzer.terms(name.replace("-", " ").replace("_", " ").replace(".", " "))
+        terms = analyser.terms(name.replace("-", " ").replace("_", " ").replace(".", " "))
         if len(terms) >= 2:
             names.append(terms)
     rng = random.Random(seed)

@@ -94,7 +94,7 @@ def token_offsets(text: str) -> list[tuple[str, int, int]]:
     return tokens
 
 
-class Analyzer:
+class Analyser:
     """Turns text into its set of analysed terms.
 
     Instances are cheap to share. Each keeps what it made of every token it has seen (the
@@ -158,7 +158,7 @@ class Analyzer:
         return term
 
 
-class TermAnalyzer(Protocol):
+class TermAnalyser(Protocol):
     """What the services ask of an analyser: this module's reference, or the compiled one."""
 
     def terms(self, text: str) -> frozenset[str]: ...
@@ -168,40 +168,40 @@ class TermAnalyzer(Protocol):
     def term_tuples(self, texts: Iterable[str]) -> list[tuple[str, ...]]: ...
 
 
-def compiled_analyzer() -> TermAnalyzer:
-    """The analyser compiled in ``wordcast._core``: the same terms as :class:`Analyzer` for every
+def compiled_analyser() -> TermAnalyser:
+    """The analyser compiled in ``wordcast._core``: the same terms as :class:`Analyser` for every
     text (its differential tests say so), many times faster. It stems with PyStemmer's own
     ``porter`` (each new word once, remembered), and hands the rare text holding a code point its
-    tables cannot vouch for to an :class:`Analyzer`."""
+    tables cannot vouch for to an :class:`Analyser`."""
     from wordcast import _core
 
-    return _core.Analyzer(Stemmer.Stemmer("porter").stemWords, Analyzer().terms)
+    return _core.Analyser(Stemmer.Stemmer("porter").stemWords, Analyser().terms)
 
 
-def new_analyzer() -> TermAnalyzer:
+def new_analyser() -> TermAnalyser:
     """The compiled analyser, or this module's reference when ``WORDCAST_ANALYZER=python``."""
     if os.environ.get("WORDCAST_ANALYZER", "compiled") == "python":
-        return Analyzer()
-    return compiled_analyzer()
+        return Analyser()
+    return compiled_analyser()
 
 
-_default: TermAnalyzer | None = None
+_default: TermAnalyser | None = None
 
 
-def default_analyzer() -> TermAnalyzer:
-    """The process-wide analyser (:func:`new_analyzer`), created on first use."""
+def default_analyser() -> TermAnalyser:
+    """The process-wide analyser (:func:`new_analyser`), created on first use."""
     global _default
     if _default is None:
-        _default = new_analyzer()
+        _default = new_analyser()
     return _default
 
 
-def analyze(text: str) -> frozenset[str]:
-    """Shorthand for ``default_analyzer().terms(text)``."""
-    return default_analyzer().terms(text)
+def analyse(text: str) -> frozenset[str]:
+    """Shorthand for ``default_analyser().terms(text)``."""
+    return default_analyser().terms(text)
 
 
-_positional: Analyzer | None = None
+_positional: Analyser | None = None
 
 
 def token_terms(text: str) -> list[str]:
@@ -214,7 +214,7 @@ def terms_of_tokens(tokens: Iterable[str]) -> list[str]:
     """The term of each normalised token, "" where it is dropped."""
     global _positional
     if _positional is None:
-        _positional = Analyzer()
+        _positional = Analyser()
     term_of, make = _positional._term_of, _positional._term
     terms = []
     for token in tokens:

@@ -41,9 +41,9 @@ from dataclasses import dataclass
 
 from wordcast.errors import EmptyQuery, InvalidInput
 from wordcast.limits import MAX_TERMS_PER_SUBSCRIPTION
-from wordcast.query.analysis import TermAnalyzer, default_analyzer, token_terms
+from wordcast.query.analysis import TermAnalyser, default_analyser, token_terms
 from wordcast.query.filters import LANG, is_filter, read_filter, written
-from wordcast.query.languages import SNOWBALL, analyzer_for
+from wordcast.query.languages import SNOWBALL, analyser_for
 from wordcast.query.spans import Span, phrase, proximity
 
 MAX_ALTERNATIVES = 16
@@ -128,11 +128,11 @@ def has_operators(text: str) -> bool:
     return any(t in _OPERATORS or t.startswith("-") or is_filter(t) for t in _TOKEN.findall(text))
 
 
-def parse_tree(text: str, analyzer: TermAnalyzer | None = None) -> Node:
+def parse_tree(text: str, analyser: TermAnalyser | None = None) -> Node:
     """The query's tree, its words analysed in the language its ``lang:`` filters name, else
-    in English (by ``analyzer``: the reference analyser, or the compiled one, which equals it);
+    in English (by ``analyser``: the reference analyser, or the compiled one, which equals it);
     raises InvalidQuery (or EmptyQuery) naming the problem."""
-    tree = _parse_tree(text, analyzer or default_analyzer())
+    tree = _parse_tree(text, analyser or default_analyser())
     languages = sorted(_languages(tree, False))
     if len(languages) > 1:
         raise InvalidQuery(
@@ -140,7 +140,7 @@ def parse_tree(text: str, analyzer: TermAnalyzer | None = None) -> Node:
             "query is analysed in one: make one subscription per language"
         )
     if languages and languages[0] in SNOWBALL:
-        return _parse_tree(text, analyzer_for(languages[0]))
+        return _parse_tree(text, analyser_for(languages[0]))
     return tree
 
 
@@ -156,13 +156,13 @@ def _languages(node: Node, negated: bool) -> set[str]:
     return set()
 
 
-def _parse_tree(text: str, analyzer: TermAnalyzer) -> Node:
+def _parse_tree(text: str, analyser: TermAnalyser) -> Node:
     if not has_operators(text):
-        terms = analyzer.terms(text)
+        terms = analyser.terms(text)
         if not terms:
             raise EmptyQuery(text)
         return Word(terms)
-    parser = _Parser(_TOKEN.findall(text), analyzer, text)
+    parser = _Parser(_TOKEN.findall(text), analyser, text)
     tree = parser.alternatives()
     if parser.position < len(parser.tokens):
         raise InvalidQuery(f"query {text!r}: unmatched ')'")
@@ -175,8 +175,8 @@ class _Parser:
     """Recursive descent: alternatives := conjunction (OR conjunction)*;
     conjunction := factor+; factor := NOT factor | -word | -( … ) | ( … ) | word."""
 
-    def __init__(self, tokens: list[str], analyzer: TermAnalyzer, text: str) -> None:
-        self.tokens, self.analyzer, self.text = tokens, analyzer, text
+    def __init__(self, tokens: list[str], analyser: TermAnalyser, text: str) -> None:
+        self.tokens, self.analyser, self.text = tokens, analyser, text
         self.position = 0
         self.depth = 0
 
@@ -286,7 +286,7 @@ class _Parser:
         return Not(node)
 
     def _word(self, token: str) -> Word | None:
-        terms = self.analyzer.terms(token)
+        terms = self.analyser.terms(token)
         return Word(terms) if terms else None  # a stop word or punctuation constrains nothing
 
 
@@ -414,9 +414,9 @@ def _dnf(node: Node, negated: bool, text: str) -> list[_Conjunct]:
     return result
 
 
-def parse_query(text: str, analyzer: TermAnalyzer | None = None) -> BooleanQuery:
+def parse_query(text: str, analyser: TermAnalyser | None = None) -> BooleanQuery:
     """The query as alternatives, in the order every matcher uses; raises InvalidQuery."""
-    conjuncts = _dnf(parse_tree(text, analyzer), False, text)
+    conjuncts = _dnf(parse_tree(text, analyser), False, text)
     if not conjuncts:
         raise InvalidQuery(f"query {text!r} can never match: every alternative contradicts itself")
     clauses = sorted(

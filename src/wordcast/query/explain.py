@@ -24,9 +24,9 @@ from collections.abc import Iterable, Sequence
 from functools import lru_cache
 from typing import Any
 
-from wordcast.query.analysis import compiled_analyzer, terms_of_tokens, token_offsets
+from wordcast.query.analysis import compiled_analyser, terms_of_tokens, token_offsets
 from wordcast.query.boolean import Clause
-from wordcast.query.languages import ENGLISH, SNOWBALL, analyzer_for
+from wordcast.query.languages import ENGLISH, SNOWBALL, analyser_for
 from wordcast.query.patterns import normalise, parse
 
 
@@ -56,7 +56,7 @@ class AnalysedText:
         self.positions = positions
         self.term_offsets = offsets
         if language is not None and language != ENGLISH and language in SNOWBALL:
-            term_of = analyzer_for(language).term_of  # its marked terms (bibliothek@de)
+            term_of = analyser_for(language).term_of  # its marked terms (bibliothek@de)
             for token, start, end in tokens:
                 term = term_of(token)
                 if term:
@@ -75,14 +75,14 @@ class AnalysedText:
 _compiled: Any = None  # the compiled analyser that reads offsets, made at first use
 
 
-def offsets_analyzer() -> Any:
+def offsets_analyser() -> Any:
     """The process's compiled analyser for reading offsets (one, so that its words are stemmed
     and remembered once), or None when ``WORDCAST_ANALYZER=python`` asks for the reference."""
     global _compiled
     if os.environ.get("WORDCAST_ANALYZER", "compiled") == "python":
         return None
     if _compiled is None:
-        _compiled = compiled_analyzer()
+        _compiled = compiled_analyser()
     return _compiled
 
 
@@ -92,10 +92,10 @@ def compiled_term_parts(texts: Sequence[str]) -> list[dict[str, bytes] | None]:
     (``wordcast._core``) for many texts at once; None for a text it leaves to
     :class:`AnalysedText` (one that is not ASCII), and for every text when
     ``WORDCAST_ANALYZER=python`` asks for the reference."""
-    analyzer = offsets_analyzer()
-    if analyzer is None:
+    analyser = offsets_analyser()
+    if analyser is None:
         return [None] * len(texts)
-    found: list[dict[str, bytes] | None] = analyzer.term_parts_many(texts)
+    found: list[dict[str, bytes] | None] = analyser.term_parts_many(texts)
     return found
 
 

@@ -30,7 +30,7 @@ from collections.abc import Sequence
 from functools import cache
 from importlib.resources import files
 
-from wordcast.query.analysis import Analyzer
+from wordcast.query.analysis import Analyser
 
 ENGLISH = "en"
 MARK = "@"  # between a term and its language
@@ -110,13 +110,13 @@ def check_code(code: str) -> str:
 
 
 @cache
-def analyzer_for(code: str) -> Analyzer:
+def analyser_for(code: str) -> Analyser:
     """The analyser of a language in :data:`SNOWBALL` (one per process): the pipeline of
     :mod:`.analysis` with that language's stemmer and stop list, each term marked with it."""
     import stop_words
 
     algorithm, stop_list = SNOWBALL[code]
-    return Analyzer(algorithm, frozenset(stop_words.get_stop_words(stop_list)), f"{MARK}{code}")
+    return Analyser(algorithm, frozenset(stop_words.get_stop_words(stop_list)), f"{MARK}{code}")
 
 
 def analyse_in_languages(
@@ -137,7 +137,7 @@ def analyse_in_languages(
     terms = list(english)
     for k, code in enumerate(codes):
         if code is not None and code != ENGLISH and code in SNOWBALL:
-            own = analyzer_for(code).terms(texts[k])
+            own = analyser_for(code).terms(texts[k])
             if own:
                 terms[k] = (*terms[k], *own)
     return terms, codes

@@ -27,9 +27,9 @@ from wordcast.engines.termstats import TermStats
 
 
 def _analyse(text: str | None) -> list[str]:
-    from wordcast.query.analysis import analyze
+    from wordcast.query.analysis import analyse
 
-    return sorted(analyze(text)) if text else []
+    return sorted(analyse(text)) if text else []
 
 
 # A lambda, so Spark does not try to read an evaluation type from _analyse's annotations.

@@ -26,7 +26,7 @@ import orjson
 from wordcast import _core
 from wordcast.engines.compiled import CompiledCompactTrie
 from wordcast.query.boolean import Clause
-from wordcast.query.explain import offsets_analyzer
+from wordcast.query.explain import offsets_analyser
 from wordcast.services.matcher.index import MatcherIndex, Routed
 from wordcast.services.matcher.messages import (
     Batch,
@@ -66,10 +66,10 @@ class CompiledMessages:
         self.index = index
         self.trie: CompiledCompactTrie = index.terms
         self.deliveries = _core.Deliveries()
-        analyzer = offsets_analyzer()  # the reference's explanations read with it too
-        if not isinstance(analyzer, _core.Analyzer):
+        analyser = offsets_analyser()  # the reference's explanations read with it too
+        if not isinstance(analyser, _core.Analyser):
             raise ValueError("compiled messages need the compiled analyser")
-        self.analyzer = analyzer
+        self.analyser = analyser
         self.groups: list[tuple[str, str]] = []  # (tenant, URL or STREAM_DELIVERY)
         self._group_of: dict[tuple[str, str], int] = {}
         self._audiences: dict[str, int] = {}
@@ -193,7 +193,7 @@ class CompiledMessages:
             self._audiences.get(audience(batch.publisher, batch.stream), NOBODY),
             [publication[0] for publication in publications],
             [publication[1] for publication in publications],
-            self.analyzer,
+            self.analyser,
             given,
             given_tokens,
             frame_of(batch),

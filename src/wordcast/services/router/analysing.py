@@ -22,7 +22,7 @@ from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 
 from wordcast.errors import RateLimited
-from wordcast.query.analysis import TermAnalyzer, new_analyzer
+from wordcast.query.analysis import TermAnalyser, new_analyser
 from wordcast.query.filters import Value, filter_terms
 from wordcast.query.languages import analyse_in_languages
 
@@ -35,8 +35,8 @@ Analysed = tuple[list[tuple[str, ...]], list[list[str]]]
 class PublicationAnalysis:
     def __init__(self, detect_languages: bool) -> None:
         self.detect_languages = detect_languages
-        self._analyzer = new_analyzer()
-        self._thread_analyzer = new_analyzer()
+        self._analyser = new_analyser()
+        self._thread_analyser = new_analyser()
         self._thread_analysing = threading.Lock()
 
     async def analyse(
@@ -50,7 +50,7 @@ class PublicationAnalysis:
         ``attributes[k]`` and ``languages[k]`` what publication k says of itself, ``size`` the
         characters of their texts."""
         if size < OFF_LOOP_CHARS:
-            return self._analyse(publications, attributes, languages, self._analyzer)
+            return self._analyse(publications, attributes, languages, self._analyser)
         return await asyncio.to_thread(self._analyse_in_thread, publications, attributes, languages)
 
     def _analyse_in_thread(
@@ -60,17 +60,17 @@ class PublicationAnalysis:
         languages: Sequence[str | None] | None,
     ) -> Analysed:
         with self._thread_analysing:
-            return self._analyse(publications, attributes, languages, self._thread_analyzer)
+            return self._analyse(publications, attributes, languages, self._thread_analyser)
 
     def _analyse(
         self,
         publications: Sequence[tuple[str | None, str]],
         attributes: Sequence[Mapping[str, Value] | None] | None,
         languages: Sequence[str | None] | None,
-        analyzer: TermAnalyzer,
+        analyser: TermAnalyser,
     ) -> Analysed:
         texts = [text for _, text in publications]
-        english = analyzer.term_tuples(texts)
+        english = analyser.term_tuples(texts)
         detect = self.detect_languages
         if not detect and languages is None and attributes is None:
             return english, []

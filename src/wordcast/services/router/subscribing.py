@@ -21,7 +21,7 @@ from wordcast.errors import (
     StoreUnavailable,
     WordcastError,
 )
-from wordcast.query.analysis import new_analyzer
+from wordcast.query.analysis import new_analyser
 from wordcast.query.boolean import BooleanQuery, parse_query
 from wordcast.query.patterns import parse
 from wordcast.services.router.batches import (
@@ -67,13 +67,13 @@ class Subscribing:
         self.placer = placer
         self.follower = follower
         self.links = links
-        self.analyzer = new_analyzer()
+        self.analyser = new_analyser()
         self.address_policy = settings.address_policy
 
     def analyse_query(self, query: str) -> BooleanQuery:
         """The query's alternatives (:mod:`wordcast.query.boolean`); one without operators is a
         single conjunction of its terms. Raises InvalidInput naming the problem."""
-        return parse_query(query, self.analyzer)
+        return parse_query(query, self.analyser)
 
     async def subscribe(
         self, query: str, callback_url: str, tenant: str, stream: str = "", tag: str = ""
