@@ -148,7 +148,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     shedding = args.shedding != "off"
     # The cluster's processes inherit the environment: this is how the router gets its settings.
     os.environ["WORDCAST_ROUTER_SHEDDING"] = args.shedding
-    os.environ["WORDCAST_ROUTER_SHED_BUFFER"] = str(args.shed_buffer)
+    os.environ["WORDCAST_ROUTER_SHED_IN_FLIGHT"] = str(args.shed_buffer)
     for run_no in range(args.runs):
         with Cluster(
             matchers=args.matchers,

@@ -42,7 +42,7 @@ from wordcast.learning.partitioning import partition, word_network
 from wordcast.learning.refine import learn_refined
 from wordcast.learning.salb import Graph, learn_graph
 from wordcast.query.analysis import analyse
-from wordcast.routing.lasp import LinearCost, Placer
+from wordcast.routing.lasp import LaspPlacer, LinearCost
 from wordcast.routing.mapping import (
     HashMapping,
     LearnedMapping,
@@ -122,7 +122,7 @@ def learn(
 class Deployment:
     """Subscriptions placed on a cluster by LASP, each matcher's tries, and its word map H(i)."""
 
-    placer: Placer
+    placer: LaspPlacer
     tries: list[Trie[str]]
     # A multicast subscription (only hot words, §5.1) serves just the posts whose drawn copy of its
     # least frequent hot word the matcher holds: such subscriptions sit in a trie per hot word and
@@ -147,7 +147,7 @@ class Deployment:
 
 def deploy(mapping: HashMapping, subs: Sequence[Post], cost: LinearCost) -> Deployment:
     n = mapping.matchers
-    placer = Placer(n, cost)
+    placer = LaspPlacer(n, cost)
     tries: list[Trie[str]] = [Trie() for _ in range(n)]
     multicast: list[dict[str, dict[frozenset[int], Trie[str]]]] = [{} for _ in range(n)]
     word_counts: list[Counter[str]] = [Counter() for _ in range(n)]

@@ -62,7 +62,7 @@ async def _scale(
 ) -> dict[str, float]:
     """One ``wordcast scale``; the seconds from the request to each step's end."""
     started, before = time.monotonic(), cluster.matcher_count
-    silent: scaling.Progress = lambda _line: None  # noqa: E731
+    silent: scaling.ProgressReport = lambda _line: None  # noqa: E731
     await scaling.request(store, matchers)
     await scaling.wait_for_matchers(store, matchers, 120, silent)
     ready = time.monotonic()
@@ -104,7 +104,7 @@ async def _one_run(cluster: Cluster, args: argparse.Namespace) -> dict[str, Any]
         began = time.monotonic()
         await asyncio.sleep(args.steady_s)
         up = await _scale(cluster, store, mappings, 4)
-        on_new = sum([await store.cluster.held_by(m) for m in (2, 3)])
+        on_new = sum([await store.membership.held_by(m) for m in (2, 3)])
         pattern_loads = await store.word_maps.pattern_loads()
         patterns_on_new = sum(pattern_loads.get(m, 0) for m in (2, 3))
         await asyncio.sleep(args.steady_s)

@@ -45,7 +45,7 @@ def main() -> None:
                 sizes="2,2,3",
                 rate=0.0,
                 shedding="off",
-                shed_buffer=20_000,
+                shed_in_flight=20_000,
                 profile=False,
                 redis_shards=shards,
                 name=f"scale-out-{kind}",

@@ -80,7 +80,7 @@ def test_records_of_the_layout_before_are_migrated_without_loss(
             old = set(BEFORE[f"matcher:{matcher}:subs"]["value"])
             placed = [s async for page in store.word_maps.placed_on(matcher) for s in page]
             assert {s.id for s in placed} == old
-            assert await store.cluster.held_by(matcher) == len(old)
+            assert await store.membership.held_by(matcher) == len(old)
         for tenant in ("acme", "zeta"):
             old = set(BEFORE[f"tenant:{tenant}:subs"]["value"])
             assert await store.subscriptions.tenant_count(tenant) == len(old)
@@ -97,7 +97,7 @@ def test_records_of_the_layout_before_are_migrated_without_loss(
         for matcher in (0, 1):
             assert await store.word_maps.word_map(matcher) == {}
             assert await store.word_maps.anchor_map(matcher) == {}
-            assert await store.cluster.held_by(matcher) == 0
+            assert await store.membership.held_by(matcher) == 0
         assert await store.word_maps.subscribed_words() == set()
         assert await store.word_maps.pattern_loads() == {}
         assert [await store.subscriptions.tenant_count(t) for t in ("acme", "zeta")] == [0, 0]

@@ -215,7 +215,7 @@ def test_a_migration_to_fewer_matchers_empties_the_removed_ones_patterns_include
                 assert new_one.matcher < 2
         await retire(store, mappings, 1, 4, sync, keep_alive)
         for matcher in (2, 3):
-            assert await store.cluster.held_by(matcher) == 0
+            assert await store.membership.held_by(matcher) == 0
             assert await store.word_maps.word_map(matcher) == {}
             assert await store.word_maps.anchor_map(matcher) == {}
         held = await _assert_exact(
@@ -253,7 +253,7 @@ def test_a_retirement_stopped_midway_is_finished_by_the_next_router(
             await retire(store, mappings, version, 4, nothing, stops, batch=50)
         assert (await mappings.state())[1:] == (version, (version, version))
         assert await mappings.retiring() == version
-        left = [await store.cluster.held_by(m) for m in (2, 3)]
+        left = [await store.membership.held_by(m) for m in (2, 3)]
         assert sum(left) > 0, "the first batch cannot have dropped every old placement"
 
         async with serving(DroppingServer()) as matcher_url:  # answers every catch-up
@@ -270,7 +270,7 @@ def test_a_retirement_stopped_midway_is_finished_by_the_next_router(
                 await state.close()
         assert await mappings.retiring() is None
         for matcher in (2, 3):
-            assert await store.cluster.held_by(matcher) == 0
+            assert await store.membership.held_by(matcher) == 0
             assert await store.word_maps.word_map(matcher) == {}
             assert await store.word_maps.anchor_map(matcher) == {}
         for sub_id in [f"s{k}" for k in range(len(terms))] + [p.id for p in patterns]:

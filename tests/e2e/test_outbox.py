@@ -319,9 +319,9 @@ def test_a_matcher_removed_by_scaling_down_hands_on_its_unfinished_deliveries_it
             assert len(await Outbox(client, namespace, ordinal, reader=2).read(">", 4, None)) == 4
         taker = Outbox(client, namespace, 0, reader=0)
 
-        await store.cluster.want_matchers(3)
+        await store.membership.want_matchers(3)
         assert await state.hand_on_if_removed() == 0  # still wanted: a restart
-        await store.cluster.want_matchers(2)
+        await store.membership.want_matchers(2)
         await store.subscriptions.add(Subscription("held", "a b", ("a", "b"), "http://x/h", 2))
         assert await state.hand_on_if_removed() == 0  # not drained yet
         await store.subscriptions.delete("held")

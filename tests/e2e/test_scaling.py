@@ -422,9 +422,9 @@ def test_a_router_writes_a_version_for_the_number_wanted_once_the_cluster_can_ta
 
     from tests.unit.support import KUBE_CONFIG, cronjob_api
     from wordcast.ops.kube import CronJobRun
-    from wordcast.services.router import scale
+    from wordcast.services.router import scale_follower
 
-    monkeypatch.setattr(scale, "REMIND_EVERY_S", 0.05)
+    monkeypatch.setattr(scale_follower, "REMIND_EVERY_S", 0.05)
     jobs: list[dict[str, Any]] = []
 
     async def scenario() -> None:
@@ -433,15 +433,15 @@ def test_a_router_writes_a_version_for_the_number_wanted_once_the_cluster_can_ta
             follower = state.versions.scale
             assert follower.learner is not None
             follower.learner = CronJobRun("learn-mapping", KUBE_CONFIG, transport=cronjob_api(jobs))
-            await store.cluster.want_matchers(3)
-            await store.cluster.register_matcher(
+            await store.membership.want_matchers(3)
+            await store.membership.register_matcher(
                 2, "http://127.0.0.1:3"
             )  # registered, not answering
             await state.versions.step()
             assert (follower.wanted, follower.awaited) == (3, 2)
             assert (await mappings.state())[0] == 0, "no version before matcher 2 is ready"
             await asyncio.sleep(0.1)
-            with caplog.at_level(logging.WARNING, logger=scale.__name__):
+            with caplog.at_level(logging.WARNING, logger=scale_follower.__name__):
                 await state.versions.step()
             assert "matcher-2 has not been ready for" in caplog.text
             assert "stays on 2 matchers" in caplog.text
@@ -449,7 +449,7 @@ def test_a_router_writes_a_version_for_the_number_wanted_once_the_cluster_can_ta
             assert waited is not None
             assert waited >= 0.1
 
-            await store.cluster.want_matchers(1)
+            await store.membership.want_matchers(1)
             await state.versions.step()
             latest = (await mappings.state())[0]
             assert latest == 1
@@ -459,7 +459,7 @@ def test_a_router_writes_a_version_for_the_number_wanted_once_the_cluster_can_ta
             assert (meta["matchers"], meta["algorithm"], meta["reason"]) == ("1", "hash", "scale")
             assert [job["metadata"]["name"] for job in jobs] == ["learn-mapping-scale-v1"]
 
-            await store.cluster.want_matchers(2)
+            await store.membership.want_matchers(2)
             await state.versions.step()  # moving to v1 is under way (no matcher answers): wait
             assert (await mappings.state())[0] == 1
 
@@ -471,7 +471,7 @@ def test_a_matcher_that_does_not_answer_is_listed_with_the_reason(
 ) -> None:
     async def scenario() -> list[dict[str, Any]]:
         async with _router_state(redis_url, namespace) as state:
-            listed: list[dict[str, Any]] = await state.links.stats(3)
+            listed: list[dict[str, Any]] = await state.matcher_client.stats(3)
             return listed
 
     first, second, third = asyncio.run(scenario())
@@ -507,18 +507,20 @@ def test_a_router_following_the_statefulset_copies_its_replicas(
                 "matcher", KUBE_CONFIG, transport=transport
             )
             await state.versions.step()
-            assert await store.cluster.matchers_wanted() == 5
-            assert await store.cluster.followed() == "matcher"
+            assert await store.membership.matchers_wanted() == 5
+            assert await store.membership.followed() == "matcher"
             replicas["now"] = 3
             await state.versions.step()
-            assert await store.cluster.matchers_wanted() == 5, "read again only after follow_poll_s"
+            assert await store.membership.matchers_wanted() == 5, (
+                "read again only after follow_poll_s"
+            )
             await asyncio.sleep(0.25)
             await state.versions.step()
-            assert await store.cluster.matchers_wanted() == 3
+            assert await store.membership.matchers_wanted() == 3
             replicas["now"] = 0
             await asyncio.sleep(0.25)
             await state.versions.step()
-            assert await store.cluster.matchers_wanted() == 3
+            assert await store.membership.matchers_wanted() == 3
 
     asyncio.run(scenario())
 

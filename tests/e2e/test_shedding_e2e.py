@@ -88,7 +88,7 @@ def test_an_overloaded_router_sheds_copies_and_only_loses_matches(
         for pid, terms in analysed.items()
     }
 
-    settings = {"shedding": strategy, "shed_buffer": "1", "shed_period_s": "0.05"}
+    settings = {"shedding": strategy, "shed_in_flight": "1", "shed_period_s": "0.05"}
     with extra_router(cluster, redis_url, **settings) as url:
 
         async def publish() -> None:

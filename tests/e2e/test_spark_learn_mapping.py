@@ -12,7 +12,7 @@ import pytest
 from wordcast.corpus.workload import sample_posts
 from wordcast.learning.partitioning import partition, word_network
 from wordcast.learning.refine import learn_refined
-from wordcast.learning.salb import Graph, Mapping, learn, salb
+from wordcast.learning.salb import Graph, SalbResult, learn, salb
 from wordcast.learning.throughput import model
 from wordcast.query.analysis import analyse
 from wordcast.routing.mapping import LearnedMapping
@@ -78,7 +78,7 @@ def test_best_keeps_the_contender_that_models_best_on_held_out_posts(spark: Any)
     for name, found in pure.items():
         words, versions, counts = (
             (found.words, found.versions, found.frequencies)
-            if isinstance(found, Mapping)
+            if isinstance(found, SalbResult)
             else (found, {}, {})
         )
         mapping = LearnedMapping(1, 8, words, versions, counts)
@@ -87,7 +87,7 @@ def test_best_keeps_the_contender_that_models_best_on_held_out_posts(spark: Any)
     assert {n: s.throughput for n, s in chosen.scores.items()} == expected
     assert chosen.algorithm == max(expected, key=lambda n: expected[n])
     winner = pure[chosen.algorithm]
-    assert chosen.mapping.words == (winner.words if isinstance(winner, Mapping) else winner)
+    assert chosen.mapping.words == (winner.words if isinstance(winner, SalbResult) else winner)
     assert chosen.timings["held_out"] == len(held_posts)
 
 

@@ -12,7 +12,7 @@ import pytest
 from wordcast.errors import NotFound
 from wordcast.routing.mapping import WordHolders
 from wordcast.routing.placement import Placement, encode
-from wordcast.services.router.replica import Replica
+from wordcast.services.router.routing_table import RoutingTable
 from wordcast.storage import Store
 from wordcast.storage.events import EventFollower
 from wordcast.storage.records import Subscription, SubscriptionEvent
@@ -270,7 +270,7 @@ def test_routers_replica_of_who_holds_each_word_converges_under_adds_deletes_and
         writer_client, reader_client = connect(redis_url), connect(redis_url)
         writer = Store(writer_client, namespace)
         reader = Store(reader_client, namespace)
-        replica = Replica()  # the router's
+        replica = RoutingTable()  # the router's
         matchers = 4
 
         async def snapshot() -> None:

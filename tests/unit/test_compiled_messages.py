@@ -26,7 +26,7 @@ from wordcast.query.boolean import parse_query, part_id
 from wordcast.routing.placement import Placement
 from wordcast.services.matcher import compiled_messages
 from wordcast.services.matcher.compiled_messages import CompiledMessages
-from wordcast.services.matcher.index import MatcherIndex, Routed
+from wordcast.services.matcher.index import MatcherIndex, RoutedPublication
 from wordcast.services.matcher.messages import Batch, messages
 from wordcast.storage.outbox import Message
 from wordcast.storage.records import Subscription, SubscriptionEvent, delivery_address
@@ -50,7 +50,9 @@ def _sub(
     return Subscription(sub_id, query, terms, url, 0, tenant=tenant, **kw)  # type: ignore[arg-type]
 
 
-def _routed(texts: Sequence[str], ids: Sequence[str] | None = None, lang: str = "") -> list[Routed]:
+def _routed(
+    texts: Sequence[str], ids: Sequence[str] | None = None, lang: str = ""
+) -> list[RoutedPublication]:
     filters = (f"lang:{lang}",) if lang else ()
     return [
         (ids[k] if ids else f"p{k}", text, tuple(ANALYZER.terms(text)) + filters, False)

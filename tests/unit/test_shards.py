@@ -9,7 +9,7 @@ from typing import Any
 
 from wordcast.query.boolean import part_id
 from wordcast.routing.placement import Placement
-from wordcast.services.router.replica import Replica
+from wordcast.services.router.routing_table import RoutingTable
 from wordcast.storage.events import ids_of, reached
 from wordcast.storage.records import Subscription, SubscriptionEvent
 from wordcast.storage.shards import latest, position_of, shard_of
@@ -59,7 +59,7 @@ def _event(shard: int, dropped: tuple[tuple[int, tuple[str, ...]], ...], **patte
 
 
 def test_a_word_dropped_in_one_shard_stays_routed_while_another_shard_holds_it() -> None:
-    replica = Replica()
+    replica = RoutingTable()
     asyncio.run(replica.load(_Store(), 2))  # type: ignore[arg-type]
     assert replica.held.holders("heron") == [0]
     replica.apply([_event(0, ((0, ("heron",)),))])

@@ -21,7 +21,7 @@ from typing import Any
 
 import orjson
 
-from wordcast.client import ApiError, Progress, RouterClient, RouterUnreachable
+from wordcast.client import ApiError, ProgressLine, RouterClient, RouterUnreachable
 from wordcast.errors import InvalidInput
 
 DONE_SUFFIX = ".wordcast-done"
@@ -109,7 +109,7 @@ async def import_file(
     skip = _lines_done(path)
     items = [(n, item) for n, item in read_items(path, callback, stream)]  # every line checked
     todo = [(n, item) for n, item in items if n > skip]
-    bar = Progress("subscribing", len(todo), enabled=progress)
+    bar = ProgressLine("subscribing", len(todo), enabled=progress)
     if skip:
         bar.note(f"resuming after line {skip:,} ({len(items) - len(todo):,} done before)")
     batches = [todo[i : i + batch] for i in range(0, len(todo), batch)]

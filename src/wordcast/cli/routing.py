@@ -14,7 +14,7 @@ from wordcast.cli.common import NO_REDIS, add_router_option, cluster_redis, fail
 from wordcast.learning.partitioning import VARIANTS
 
 if TYPE_CHECKING:
-    from wordcast.learning.salb import Mapping
+    from wordcast.learning.salb import SalbResult
     from wordcast.storage import Store
 
 
@@ -25,7 +25,7 @@ def _wanted_matchers(redis_url: str, namespace: str) -> int | None:
     async def read() -> int | None:
         store = Store.connect(redis_url, namespace)
         try:
-            return await store.cluster.matchers_wanted()
+            return await store.membership.matchers_wanted()
         finally:
             await store.aclose()
 
@@ -108,7 +108,7 @@ SCALE_LOCK_TTL_S = 30.0
 
 def _learn(
     matchers: int, algorithm: str, namespace: str, redis_url: str
-) -> tuple[Mapping, dict[str, object]]:
+) -> tuple[SalbResult, dict[str, object]]:
     """The Spark learner on the publication log: its mapping and meta, not yet published."""
     from wordcast.spark_jobs import learn_mapping
 
@@ -161,7 +161,7 @@ async def _scale(args: argparse.Namespace, redis_url: str, namespace: str, curre
     store = Store.connect(redis_url, namespace)
     mappings = store.mappings
     try:
-        if followed := await store.cluster.followed():
+        if followed := await store.membership.followed():
             raise RuntimeError(
                 f"the routers follow statefulset/{followed}, and would undo this: kubectl "
                 f"scale statefulset/{followed} --replicas={args.matchers} instead"
@@ -243,7 +243,7 @@ def cmd_drain(args: argparse.Namespace) -> int:
 
     async def wanted_now(store: Store) -> int | None:
         if not args.statefulset:
-            return await store.cluster.matchers_wanted()
+            return await store.membership.matchers_wanted()
         replicas = StatefulSetReplicas(args.statefulset)
         try:
             wanted = await replicas.get()
@@ -251,7 +251,7 @@ def cmd_drain(args: argparse.Namespace) -> int:
             await replicas.aclose()
         if 1 <= wanted <= ordinal:
             # Said at once, rather than at the routers' next look at the StatefulSet.
-            await store.cluster.want_matchers(wanted)
+            await store.membership.want_matchers(wanted)
         return wanted
 
     async def run() -> str:

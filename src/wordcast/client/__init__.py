@@ -36,7 +36,7 @@ FIRST_PAUSE_S = 0.5
 MAX_PAUSE_S = 10.0
 
 
-class Progress:
+class ProgressLine:
     """Prints ``label: done/total (rate/s)`` to stderr, redrawn on a terminal, a line every 5 s
     when the output goes to a file or a CI log."""
 
@@ -224,7 +224,7 @@ class RouterClient(AdminCalls, EndpointCalls):
     ) -> list[dict[str, Any]]:
         """Register many subscriptions through the batch endpoint, ``batch`` to a request (at
         most 1,000), in order."""
-        bar = Progress("subscribing", len(queries), enabled=progress)
+        bar = ProgressLine("subscribing", len(queries), enabled=progress)
 
         async def one(chunk: Sequence[str]) -> list[dict[str, Any]]:
             items = [_item(kind, q, callback_url, stream) for q in chunk]
@@ -257,7 +257,7 @@ class RouterClient(AdminCalls, EndpointCalls):
         that means one was deleted meanwhile (or never was), so that request's ids are deleted
         one by one, each 404 taken as done. Check ids first where an unknown one is an error.
         """
-        bar = Progress("deleting", len(sub_ids), enabled=progress)
+        bar = ProgressLine("deleting", len(sub_ids), enabled=progress)
 
         async def one(chunk: Sequence[str]) -> None:
             try:
@@ -294,7 +294,7 @@ class RouterClient(AdminCalls, EndpointCalls):
         publications. Matches of a batch that reached some matchers before it failed may be
         delivered again.
         """
-        bar = Progress("publishing", len(publications), enabled=progress)
+        bar = ProgressLine("publishing", len(publications), enabled=progress)
 
         async def one(chunk: Sequence[dict[str, str]]) -> None:
             named = [p if p.get("id") else {**p, "id": uuid.uuid4().hex} for p in chunk]

@@ -40,7 +40,7 @@ from typing import Any
 
 import numpy as np
 
-from wordcast.learning.salb import Graph, Mapping, salb_graph, split_hot
+from wordcast.learning.salb import Graph, SalbResult, salb_graph, split_hot
 
 PASSES = 3  # the benchmark's gains flatten after two or three passes (BENCHMARKS.md)
 _TOLERANCE = 1e-12  # Φ terms are near 1: below this a "gain" is rounding
@@ -163,8 +163,8 @@ def learn_refined(
     matchers: int,
     seed: int = 0,
     passes: int = PASSES,
-    salb: Mapping | None = None,
-) -> Mapping:
+    salb: SalbResult | None = None,
+) -> SalbResult:
     """Hot-word splitting, SALB, then refinement: ``--algorithm salb-refined``.
 
     ``salb``, if given, is SALB's mapping of the same graph, matchers and seed (``learn_graph``'s
@@ -178,4 +178,4 @@ def learn_refined(
     else:
         start = np.array([salb.words[w] for w in split.vocabulary], dtype=np.int64)
     refined = refine(split, start, matchers, passes)
-    return Mapping.from_assignment(graph, split, versions, refined.assignment, matchers)
+    return SalbResult.from_assignment(graph, split, versions, refined.assignment, matchers)

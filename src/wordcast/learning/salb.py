@@ -45,7 +45,7 @@ VERSION_SEPARATOR = COPY_SEPARATOR
 
 
 @dataclass(frozen=True)
-class Mapping:
+class SalbResult:
     """A learned word -> matcher mapping M, with the versions (copies) of split hot words."""
 
     matchers: int
@@ -68,7 +68,7 @@ class Mapping:
         versions: dict[str, int],
         assignment: np.ndarray,
         matchers: int,
-    ) -> Mapping:
+    ) -> SalbResult:
         """The mapping of ``split`` (``graph`` after :func:`split_hot`) given each word's matcher."""
         frequency = graph.frequencies()
         index = {w: i for i, w in enumerate(graph.vocabulary) if w in versions}
@@ -248,13 +248,13 @@ def salb(publications: Sequence[Iterable[str]], matchers: int) -> dict[str, int]
     return dict(zip(graph.vocabulary, assignment.tolist(), strict=True))
 
 
-def learn_graph(graph: Graph, matchers: int, seed: int = 0) -> Mapping:
+def learn_graph(graph: Graph, matchers: int, seed: int = 0) -> SalbResult:
     """Hot-word splitting, then SALB: the mapping the nightly job publishes."""
     split, versions = split_hot(graph, matchers, seed)
-    return Mapping.from_assignment(graph, split, versions, salb_graph(split, matchers), matchers)
+    return SalbResult.from_assignment(graph, split, versions, salb_graph(split, matchers), matchers)
 
 
-def learn(publications: Sequence[Iterable[str]], matchers: int, seed: int = 0) -> Mapping:
+def learn(publications: Sequence[Iterable[str]], matchers: int, seed: int = 0) -> SalbResult:
     return learn_graph(Graph.from_publications(publications), matchers, seed)
 
 

@@ -201,7 +201,7 @@ class Cluster(Supervisor):
             while not self._stopping.is_set():
                 await asyncio.sleep(0.5)
                 try:
-                    wanted = await store.cluster.matchers_wanted()
+                    wanted = await store.membership.matchers_wanted()
                     if wanted is None or wanted == self.matcher_count:
                         continue
                     if wanted > self.matcher_count:
@@ -246,7 +246,7 @@ class Cluster(Supervisor):
         try:
             released = await self._release_outbox_entries(store, gone)
             for ordinal in gone:
-                await store.cluster.forget_matcher(ordinal)
+                await store.membership.forget_matcher(ordinal)
         except StoreUnavailable as exc:  # take-over still gets them, later
             self._out(f"[supervisor] could not hand on the removed matchers' deliveries: {exc}")
             released = 0

@@ -36,12 +36,14 @@ import httpx
 from wordcast.storage import Store
 from wordcast.storage.mappings import MappingStore
 
-Progress = Callable[[str], None]
+ProgressReport = Callable[[str], None]
 # What a wait checks: None once done, else (what it waits for, the error if time runs out).
 Check = Callable[[], Awaitable[tuple[str, str] | None]]
 
 
-async def wait(check: Check, timeout_s: float, progress: Progress, pause_s: float = 0.3) -> None:
+async def wait(
+    check: Check, timeout_s: float, progress: ProgressReport, pause_s: float = 0.3
+) -> None:
     """Call ``check`` until it says done, telling ``progress`` what it waits for whenever that
     changes (TimeoutError after ``timeout_s``)."""
     deadline = time.monotonic() + timeout_s
@@ -58,7 +60,7 @@ async def wait(check: Check, timeout_s: float, progress: Progress, pause_s: floa
 
 @contextlib.asynccontextmanager
 async def holding_migration_lock(
-    mappings: MappingStore, owner: str, ttl_s: float, timeout_s: float, progress: Progress
+    mappings: MappingStore, owner: str, ttl_s: float, timeout_s: float, progress: ProgressReport
 ) -> AsyncIterator[None]:
     """Hold the routers' migration lock (renewed every third of ``ttl_s``): meanwhile no router
     writes a version or moves to one. Waits for a migration under way to finish first; if this
@@ -92,7 +94,7 @@ async def holding_migration_lock(
 
 async def request(store: Store, matchers: int) -> None:
     """Step 1: record the number of matchers wanted (a local supervisor starts or stops them)."""
-    await store.cluster.want_matchers(matchers)
+    await store.membership.want_matchers(matchers)
 
 
 def version_for(wanted: int | None, routed: int, settled: bool, first_missing: int | None) -> bool:
@@ -110,7 +112,7 @@ async def first_not_ready(
 ) -> int | None:
     """The first matcher from ``start`` below ``matchers`` that is not up, ready and registered."""
     for ordinal in range(start, matchers):
-        url = await store.cluster.matcher_url(ordinal)
+        url = await store.membership.matcher_url(ordinal)
         if url is None or not await _ready_at(client, url, ordinal):
             return ordinal
     return None
@@ -129,7 +131,7 @@ async def removable(
         return False
     if await mappings.matchers_of(active, initial or 0) > first:
         return False
-    return not any([await store.cluster.held_by(k) for k in range(first, end)])
+    return not any([await store.membership.held_by(k) for k in range(first, end)])
 
 
 async def logged_publications(store: Store) -> int:
@@ -149,7 +151,7 @@ async def _ready_at(client: httpx.AsyncClient, url: str, ordinal: int) -> bool:
 
 
 async def wait_for_matchers(
-    store: Store, matchers: int, timeout_s: float, progress: Progress
+    store: Store, matchers: int, timeout_s: float, progress: ProgressReport
 ) -> None:
     """Step 2: every matcher below ``matchers`` is up, ready and registered (TimeoutError)."""
     async with httpx.AsyncClient(timeout=5) as client:
@@ -173,7 +175,7 @@ async def write_hash_version(mappings: MappingStore, matchers: int) -> int:
 
 
 async def wait_settled(
-    mappings: MappingStore, version: int, timeout_s: float, progress: Progress
+    mappings: MappingStore, version: int, timeout_s: float, progress: ProgressReport
 ) -> None:
     """Step 4: ``version`` is active, the only one in use, and no placement for an older one is
     left (TimeoutError)."""
@@ -208,7 +210,7 @@ async def wait_settled(
 
 
 async def wait_for_version(
-    mappings: MappingStore, matchers: int, initial: int, timeout_s: float, progress: Progress
+    mappings: MappingStore, matchers: int, initial: int, timeout_s: float, progress: ProgressReport
 ) -> int:
     """Step 3 from outside: a version for ``matchers`` is the latest; returns its number."""
     found: list[int] = []
@@ -234,7 +236,7 @@ async def wait_removable(
     first: int,
     end: int,
     timeout_s: float,
-    progress: Progress,
+    progress: ProgressReport,
 ) -> None:
     """Step 4 when shrinking: matchers ``first`` … ``end`` - 1 may be stopped (TimeoutError)."""
     initial = await mappings.initial()
@@ -244,7 +246,7 @@ async def wait_removable(
     async def still_used() -> tuple[str, str] | None:
         if await removable(store, mappings, first, end, initial):
             return None
-        left = sum([await store.cluster.held_by(m) for m in range(first, end)])
+        left = sum([await store.membership.held_by(m) for m in range(first, end)])
         return (
             f"dropping the old placements on {which}…",
             f"{which} {'is' if one else 'are'} still in use ({left} subscriptions held) after "

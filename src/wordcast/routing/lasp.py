@@ -91,7 +91,7 @@ def _best(
     return best
 
 
-class Placer:
+class LaspPlacer:
     """Alg. 2 for a stream of subscriptions: keeps H(i) and the running sums of f(|H(i)|), so each
     placement costs O(|S| · |B(S, M)|) instead of a pass over every matcher."""
 

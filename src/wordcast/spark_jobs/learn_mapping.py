@@ -37,7 +37,7 @@ from pyspark.sql import functions as F
 
 from wordcast.learning.partitioning import VARIANTS, WordNetwork, partition_network
 from wordcast.learning.refine import learn_refined
-from wordcast.learning.salb import Graph, Mapping, learn_graph
+from wordcast.learning.salb import Graph, SalbResult, learn_graph
 from wordcast.learning.throughput import Modelled, best, model
 
 from .term_stats import (
@@ -124,7 +124,7 @@ class Learned:
     """A learned mapping, the algorithm that made it, timings, and for ``best`` every contender's
     modelled throughput on the held-out publications."""
 
-    mapping: Mapping
+    mapping: SalbResult
     algorithm: str
     timings: dict[str, float]
     scores: dict[str, Modelled] = field(default_factory=dict)
@@ -136,15 +136,15 @@ def _mapping(
     network: Callable[[], WordNetwork],
     matchers: int,
     seed: int,
-    salb: Mapping | None = None,
-) -> Mapping:
+    salb: SalbResult | None = None,
+) -> SalbResult:
     if algorithm == "salb":
         return learn_graph(graph, matchers, seed)
     if algorithm == "salb-refined":
         return learn_refined(graph, matchers, seed, salb=salb)  # SALB once when ``best`` has it
     if algorithm == "hash":
-        return Mapping(matchers, {}, {}, {})
-    return Mapping(matchers, partition_network(algorithm, network(), matchers, seed), {}, {})
+        return SalbResult(matchers, {}, {}, {})
+    return SalbResult(matchers, partition_network(algorithm, network(), matchers, seed), {}, {})
 
 
 def learn(
@@ -175,7 +175,7 @@ def learn(
         return collected[0]
 
     names = CONTENDERS if algorithm == "best" else (algorithm,)
-    mappings: dict[str, Mapping] = {}
+    mappings: dict[str, SalbResult] = {}
     for name in names:
         mappings[name] = _mapping(name, graph, network, matchers, seed, mappings.get("salb"))
     learned = time.perf_counter()
@@ -202,7 +202,9 @@ def learn(
     return Learned(mappings[chosen], chosen, timings, scores)
 
 
-async def publish(redis_url: str, namespace: str, mapping: Mapping, meta: dict[str, object]) -> int:
+async def publish(
+    redis_url: str, namespace: str, mapping: SalbResult, meta: dict[str, object]
+) -> int:
     """Write the mapping as a new version, unless the cluster's number of matchers is no longer
     the mapping's: it changed while the job learned (``wordcast scale``, ``kubectl scale``), and
     the routers would only move every subscription to it and then on to a version for the new
@@ -211,7 +213,7 @@ async def publish(redis_url: str, namespace: str, mapping: Mapping, meta: dict[s
 
     store = Store.connect(redis_url, namespace)
     try:
-        wanted = await store.cluster.matchers_wanted()
+        wanted = await store.membership.matchers_wanted()
         if wanted is not None and wanted != mapping.matchers:
             raise SystemExit(
                 f"learn_mapping: the cluster now wants {wanted} matchers and this mapping is for "
@@ -255,7 +257,7 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def learned_mapping(argv: list[str]) -> tuple[Mapping, dict[str, object]]:
+def learned_mapping(argv: list[str]) -> tuple[SalbResult, dict[str, object]]:
     """The job without its output: the mapping the arguments ask for, and its meta (algorithm,
     timings, scores), for a caller that writes it itself (``wordcast scale``)."""
     args = _parser().parse_args(argv)
@@ -298,7 +300,7 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _learned(args: argparse.Namespace) -> tuple[Mapping, dict[str, object], dict[str, float]]:
+def _learned(args: argparse.Namespace) -> tuple[SalbResult, dict[str, object], dict[str, float]]:
     """Learn as the arguments say: the mapping, its meta, and the timings in it."""
     from .session import spark_session
 

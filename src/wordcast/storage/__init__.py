@@ -105,7 +105,7 @@ from wordcast.storage.events import EventLog
 from wordcast.storage.keys import Keys
 from wordcast.storage.mappings import MappingStore
 from wordcast.storage.match_streams import MatchStreams
-from wordcast.storage.membership import ClusterStore
+from wordcast.storage.membership import MembershipStore
 from wordcast.storage.outbox import Outbox
 from wordcast.storage.publication_log import PublicationLog
 from wordcast.storage.ratelimit import RateLimiter
@@ -118,7 +118,7 @@ from wordcast.storage.redis import (
     connect,
     stored_namespace,
 )
-from wordcast.storage.sharded import Subscriptions
+from wordcast.storage.sharded import ShardedSubscriptions
 from wordcast.storage.shards import Shards
 from wordcast.storage.subscriptions import EVENTS_MAX
 from wordcast.storage.tenants import TenantStore
@@ -142,12 +142,12 @@ class Store:
         self.keys = Keys(namespace)
         self.replication = replication
         self.shards = Shards(client, namespace)
-        self.subscriptions = Subscriptions(client, self.shards, events_max, replication)
+        self.subscriptions = ShardedSubscriptions(client, self.shards, events_max, replication)
         self.word_maps = WordMaps(client, self.shards)
         self.events = EventLog(client, self.shards)
         self.tenants = TenantStore(client, self.keys)
         self.endpoints = EndpointStore(client, self.keys)
-        self.cluster = ClusterStore(client, self.keys, self.shards)
+        self.membership = MembershipStore(client, self.keys, self.shards)
         self.publication_log = PublicationLog(client, self.keys)
         self.recent = RecentPublications(client, self.keys)
         self.mappings = MappingStore(client, namespace, self.shards)

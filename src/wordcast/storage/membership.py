@@ -11,7 +11,7 @@ from wordcast.storage.redis import translated
 from wordcast.storage.shards import Shards
 
 
-class ClusterStore:
+class MembershipStore:
     def __init__(self, client: Any, keys: Keys, shards: Shards | None = None) -> None:
         self.client = client
         self.keys = keys

@@ -178,8 +178,8 @@ class Outbox:
         self.replication = replication
         self.ns = namespace
         self.matcher = matcher
-        self.spread = on_cluster(client)
-        self._key = key or (None if self.spread else f"{namespace}:outbox:{matcher}")
+        self.on_cluster = on_cluster(client)
+        self._key = key or (None if self.on_cluster else f"{namespace}:outbox:{matcher}")
         self.reader = matcher if reader is None else reader
         self.consumer = f"matcher-{self.reader}"
         self._ack = self.client.register_script(ACK)
@@ -202,7 +202,7 @@ class Outbox:
         """This outbox first, then every other registered one, all read by our consumer."""
         await self.locate()
         with translated("looking for outboxes"):
-            if self.spread:
+            if self.on_cluster:
                 keys = await self.client.hgetall(f"{self.ns}:outbox-keys")
             else:
                 keys = {m: "" for m in await self.client.smembers(f"{self.ns}:outboxes")}
@@ -251,7 +251,7 @@ class Outbox:
         """This outbox's depth and Redis's memory, in one round trip."""
         await self.locate()
         with translated("measuring the outbox"):
-            if self.spread:
+            if self.on_cluster:
                 # A cluster's pipelines refuse INFO: the memory that counts is the node's
                 # holding this outbox's slot.
                 node = await node_of(self.client, self.key)
@@ -352,7 +352,7 @@ class Outbox:
         outboxes: Sequence[Outbox], count: int, block_ms: int | None
     ) -> list[tuple[Outbox, str, Message]]:
         """New entries from any of ``outboxes`` (one consumer's), at most ``count`` from each."""
-        if outboxes[0].spread:
+        if outboxes[0].on_cluster:
             await asyncio.gather(*(outbox.locate() for outbox in outboxes))
             return await _read_new_apart(outboxes, count, block_ms)
         by_key = {outbox.key: outbox for outbox in outboxes}
@@ -387,7 +387,7 @@ class Outbox:
         }
         dead = self.dead_key(message.tenant)
         with translated("dead-lettering a delivery"):
-            if self.spread:  # two slots: the dead letter first, then the entry let go
+            if self.on_cluster:  # two slots: the dead letter first, then the entry let go
                 dead_id = await self.client.xadd(
                     dead, fields, maxlen=DEAD_LETTERS_MAX, approximate=True
                 )
@@ -398,7 +398,7 @@ class Outbox:
             pipe.xack(self.key, GROUP, entry_id)
             pipe.xdel(self.key, entry_id)
             done = await pipe.execute()
-        return str(dead_id if self.spread else done[0])
+        return str(dead_id if self.on_cluster else done[0])
 
 
 def _live(entries: Sequence[tuple[str, dict[str, str] | None]]) -> list[tuple[str, Message]]:

@@ -117,7 +117,7 @@ def audience(publisher: str, stream: str) -> str:
 
     A publication sent to a stream reaches the subscriptions to that stream; one sent without a
     stream reaches only its publisher's own subscriptions (tenants stay apart by default)."""
-    return f"stream:{stream}" if stream else f"tenant:{publisher}"
+    return f"shared:{stream}" if stream else f"tenant:{publisher}"
 
 
 def event_order(event_id: str) -> tuple[int, int]:

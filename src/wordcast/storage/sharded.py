@@ -17,7 +17,7 @@ from wordcast.storage.shards import Shards, latest, position_of
 from wordcast.storage.subscriptions import EVENTS_MAX, SubscriptionStore
 
 
-class Subscriptions:
+class ShardedSubscriptions:
     """The subscription records of every shard."""
 
     def __init__(

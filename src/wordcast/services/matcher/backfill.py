@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from wordcast.routing.placement import Placement, decode, encode
-from wordcast.services.matcher.index import MatcherIndex, Routed
+from wordcast.services.matcher.index import MatcherIndex, RoutedPublication
 from wordcast.services.matcher.messages import Batch, messages
 from wordcast.storage.outbox import Message
 from wordcast.storage.records import Subscription
@@ -44,7 +44,7 @@ KEPT_DONE = 100  # finished backfills the stats still show
 
 
 @dataclass
-class Progress:
+class BackfillState:
     stored_ids: tuple[str, ...]
     since: float
     until: float
@@ -67,13 +67,13 @@ class Backfills:
         self.state = state
         self._new_index = new_index
         self._slots = asyncio.Semaphore(MOST_RUNNING)
-        self.progress: dict[str, Progress] = {}
+        self.progress: dict[str, BackfillState] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         # (when, publisher, ids) of the routed batches received while a window is open.
         self._live: deque[tuple[float, str, list[str]]] = deque()
         self._watching_until = 0.0  # monotonic
 
-    def saw(self, publisher: str, publications: Sequence[Routed]) -> None:
+    def saw(self, publisher: str, publications: Sequence[RoutedPublication]) -> None:
         """A routed batch was matched live (noted only while a backfill's window is open)."""
         now = time.monotonic()
         if now < self._watching_until:
@@ -81,7 +81,7 @@ class Backfills:
         elif self._live and not self._tasks:
             self._live.clear()
 
-    def _matched_live(self, progress: Progress) -> set[tuple[str, str]]:
+    def _matched_live(self, progress: BackfillState) -> set[tuple[str, str]]:
         return {
             (publisher, pub_id)
             for at, publisher, ids in self._live
@@ -89,12 +89,12 @@ class Backfills:
             for pub_id in ids
         }
 
-    def start(self, stored_ids: Sequence[str], since: float, until: float) -> Progress:
+    def start(self, stored_ids: Sequence[str], since: float, until: float) -> BackfillState:
         key = stored_ids[0]
         running = self.progress.get(key)
         if running is not None and running.state in ("waiting", "running"):
             return running  # asked again (a router's retry): the one under way answers
-        progress = self.progress[key] = Progress(tuple(stored_ids), since, until)
+        progress = self.progress[key] = BackfillState(tuple(stored_ids), since, until)
         window_left = until - time.time() + 1.0
         self._watching_until = max(self._watching_until, time.monotonic() + window_left)
         task = asyncio.create_task(self._run(progress))
@@ -113,7 +113,7 @@ class Backfills:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
 
-    async def _run(self, progress: Progress) -> None:
+    async def _run(self, progress: BackfillState) -> None:
         async with self._slots:
             progress.state = "running"
             try:
@@ -151,7 +151,7 @@ class Backfills:
         index.load(held)
         return index
 
-    async def _backfill(self, progress: Progress) -> None:
+    async def _backfill(self, progress: BackfillState) -> None:
         index = self._index_of(progress.stored_ids)
         # What is kept already first; then, once the window has closed, what publications
         # routed while the subscription took effect added.
@@ -162,7 +162,9 @@ class Backfills:
             await asyncio.sleep(wait)
         await self._read(progress, index, last)
 
-    async def _read(self, progress: Progress, index: MatcherIndex, after: str | None) -> str | None:
+    async def _read(
+        self, progress: BackfillState, index: MatcherIndex, after: str | None
+    ) -> str | None:
         """Backfill the window's entries after entry ``after``; the last entry read."""
         state = self.state
         async for batches in state.store.recent.read(progress.since, progress.until, after):

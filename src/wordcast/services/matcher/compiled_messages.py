@@ -27,7 +27,7 @@ from wordcast import _core
 from wordcast.engines.compiled import CompiledCompactTrie
 from wordcast.query.boolean import Clause
 from wordcast.query.explain import offsets_analyser
-from wordcast.services.matcher.index import MatcherIndex, Routed
+from wordcast.services.matcher.index import MatcherIndex, RoutedPublication
 from wordcast.services.matcher.messages import (
     Batch,
     compiled_reads,
@@ -229,7 +229,7 @@ class CompiledMessages:
 
 
 def _reference_reading(
-    publications: Sequence[Routed], offsets: memoryview
+    publications: Sequence[RoutedPublication], offsets: memoryview
 ) -> tuple[dict[int, dict[str, bytes]], dict[int, list[tuple[int, int]]]]:
     """The parts of ``matched``, and the tokens' places, of each matched publication the
     compiled analyser leaves to the reference (:func:`.messages.compiled_reads`)."""

@@ -9,7 +9,7 @@ any of them has a backlog: the matches of a matcher's subscriptions are not its 
 delivery work.
 
 Each attempt (signing, the address check, the POST) is :mod:`.webhook`'s; messages for tenants'
-match streams are :mod:`.streaming`'s, moved there a read at a time. Failed
+match streams are :mod:`.match_stream_delivery`'s, moved there a read at a time. Failed
 attempts are retried with exponential backoff and full jitter, honouring ``Retry-After``; a 410
 deletes the subscription (the receiver said it is gone for good); a forbidden callback address
 (:mod:`wordcast.webhooks.netguard`) is not retried; after the last attempt the message goes to its
@@ -33,8 +33,8 @@ from wordcast.errors import StoreUnavailable
 from wordcast.services.matcher.back_pressure import BackPressure
 from wordcast.services.matcher.counting import Counting
 from wordcast.services.matcher.endpoints import DeliveryEndpoints
+from wordcast.services.matcher.match_stream_delivery import MatchStreamDelivery
 from wordcast.services.matcher.retries import Retries
-from wordcast.services.matcher.streaming import StreamDelivery
 from wordcast.services.matcher.webhook import ATTEMPTS, Webhooks
 from wordcast.storage import Store
 from wordcast.storage.outbox import Acknowledgements, Backlog, Message, Outbox
@@ -102,7 +102,7 @@ class Dispatcher:
         self._take_over_after_s = take_over_after_s
         self.endpoints = endpoints or DeliveryEndpoints(store, slots=concurrency)
         self._webhooks = Webhooks(store, address_policy, concurrency, timeout_s, self.endpoints)
-        self.streams = StreamDelivery(
+        self.match_streams = MatchStreamDelivery(
             store.match_streams, stream_retention_s, stream_max_messages, self._counting
         )
         self.secrets = self._webhooks.secrets
@@ -199,7 +199,7 @@ class Dispatcher:
                             cursors, free - len(entries), self._take_over_after_s
                         )
                         took_over = time.monotonic()
-                    for outbox, entry_id, message in await self.streams.deliver(entries):
+                    for outbox, entry_id, message in await self.match_streams.deliver(entries):
                         if (outbox.key, entry_id) in self._active:
                             continue
                         self._start(outbox, entry_id, message)

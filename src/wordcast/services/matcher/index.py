@@ -40,7 +40,7 @@ from wordcast.storage.records import Subscription, SubscriptionEvent, audience
 log = logging.getLogger(__name__)
 
 # (id, text, terms, whether an anchor of this matcher's patterns occurs in it)
-Routed = tuple[str, str, Iterable[str], bool]
+RoutedPublication = tuple[str, str, Iterable[str], bool]
 
 
 class MatcherIndex:
@@ -193,7 +193,7 @@ class MatcherIndex:
     # -- matching ---------------------------------------------------------------------------------
     def pairs(
         self,
-        publications: Sequence[Routed],
+        publications: Sequence[RoutedPublication],
         version: int,
         drawn: Sequence[dict[str, int]] | None,
         publisher: str,
@@ -207,7 +207,7 @@ class MatcherIndex:
         return self.delivering(pairs, publications, version, drawn, publisher, stream)
 
     def pairs_beside_terms(
-        self, publications: Sequence[Routed], drawn: Sequence[dict[str, int]] | None
+        self, publications: Sequence[RoutedPublication], drawn: Sequence[dict[str, int]] | None
     ) -> list[tuple[str, int]]:
         """The matches found by the hot words' and the patterns' indexes (not yet checked)."""
         pairs: list[tuple[str, int]] = []
@@ -230,7 +230,7 @@ class MatcherIndex:
     def delivering(
         self,
         pairs: list[tuple[str, int]],
-        publications: Sequence[Routed],
+        publications: Sequence[RoutedPublication],
         version: int,
         drawn: Sequence[dict[str, int]] | None,
         publisher: str,

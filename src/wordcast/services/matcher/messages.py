@@ -30,7 +30,7 @@ from wordcast.query.explain import (
     explain_pattern,
 )
 from wordcast.query.languages import ENGLISH
-from wordcast.services.matcher.index import Routed
+from wordcast.services.matcher.index import RoutedPublication
 from wordcast.storage.outbox import Message, webhook_id
 from wordcast.storage.records import STREAM_DELIVERY, Subscription, delivery_of
 
@@ -39,7 +39,7 @@ from wordcast.storage.records import STREAM_DELIVERY, Subscription, delivery_of
 class Batch:
     """A routed batch as the messages need it: its publications, who published them, where."""
 
-    publications: Sequence[Routed]
+    publications: Sequence[RoutedPublication]
     publisher: str
     stream: str
     accepted: float = 0.0  # when the router took the publications (0: not said)
@@ -195,13 +195,15 @@ def _part(term: str, offsets: Sequence[tuple[int, int]]) -> bytes:
     return orjson.dumps({term: offsets})[1:-1]
 
 
-def compiled_reads(publication: Routed) -> bool:
+def compiled_reads(publication: RoutedPublication) -> bool:
     """Whether the compiled analyser reads the offsets of ``publication`` for its ``matched``
     (an English ASCII text); the reference reads the others."""
     return publication[1].isascii() and _language(publication[2]) in _ENGLISH
 
 
-def reference_reading(publication: Routed) -> tuple[dict[str, bytes], list[tuple[int, int]]]:
+def reference_reading(
+    publication: RoutedPublication,
+) -> tuple[dict[str, bytes], list[tuple[int, int]]]:
     """Each term's JSON member of a ``matched`` (``b'"term":[[s,e]]'``), and the places of the
     text's tokens by position, as the reference reads ``publication``."""
     analysed = AnalysedText(publication[1], _language(publication[2]))

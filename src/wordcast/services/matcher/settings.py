@@ -7,7 +7,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Literal
 
-from pydantic import ByteSize, Field, model_validator
+from pydantic import AliasChoices, ByteSize, Field, model_validator
 from pydantic_settings import SettingsConfigDict
 
 from wordcast.limits import MAX_MESSAGE_BYTES
@@ -49,8 +49,12 @@ class MatcherSettings(ServiceSettings):
         "default is the compiled one (`make bench-patterns`, BENCHMARKS.md); the others are "
         "the Python references.",
     )
-    pattern_split: Literal["none", "single", "multiple"] = Field(
-        default="none", description="REtriever's phrase splitting (§3.1); retriever engine only."
+    pattern_splitting: Literal["none", "single", "multiple"] = Field(
+        default="none",
+        validation_alias=AliasChoices(
+            "WORDCAST_MATCHER_PATTERN_SPLITTING", "WORDCAST_MATCHER_PATTERN_SPLIT"
+        ),
+        description="REtriever's phrase splitting (§3.1); retriever engine only.",
     )
     pattern_min_word_len: int = Field(default=2, ge=1, description="REtriever's MIN_WORD_LEN.")
     pattern_min_split_score: int = Field(

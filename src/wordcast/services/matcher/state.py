@@ -25,7 +25,7 @@ from wordcast.services.matcher.compiled_messages import CompiledMessages
 from wordcast.services.matcher.counting import Counting
 from wordcast.services.matcher.dispatcher import Dispatcher
 from wordcast.services.matcher.endpoints import DeliveryEndpoints
-from wordcast.services.matcher.index import MatcherIndex, Routed
+from wordcast.services.matcher.index import MatcherIndex, RoutedPublication
 from wordcast.services.matcher.messages import Batch, messages
 from wordcast.services.matcher.settings import MatcherSettings
 from wordcast.storage import Store
@@ -101,7 +101,7 @@ class MatcherState:
             lambda: term_index(settings.engine, self._stats),
             lambda: pattern_index(
                 settings.pattern_engine,
-                settings.pattern_split,
+                settings.pattern_splitting,
                 settings.pattern_min_word_len,
                 settings.pattern_min_split_score,
             ),
@@ -123,7 +123,7 @@ class MatcherState:
         if now - self._token_read_at < TOKEN_REREAD_S:
             return False
         self._token_read_at = now
-        self._internal_token = (await self.store.cluster.internal_token()).encode()
+        self._internal_token = (await self.store.membership.internal_token()).encode()
         return self._matches(token)
 
     def _matches(self, token: str) -> bool:
@@ -136,7 +136,7 @@ class MatcherState:
         delay = 0.1
         while True:
             try:
-                await self.store.cluster.register_matcher(self.ordinal, url.rstrip("/"))
+                await self.store.membership.register_matcher(self.ordinal, url.rstrip("/"))
                 return
             except StoreUnavailable as exc:
                 log.warning("could not register this matcher's URL, retrying: %s", exc)
@@ -148,11 +148,11 @@ class MatcherState:
         ordinal is past the number wanted and it holds nothing), let the others deliver what it
         left half done at their next take-over pass rather than after the take-over bound. A
         matcher that is only restarting keeps them for its successor. Returns how many."""
-        wanted = await self.store.cluster.matchers_wanted()
+        wanted = await self.store.membership.matchers_wanted()
         if (
             wanted is None
             or self.ordinal < wanted
-            or await self.store.cluster.held_by(self.ordinal)
+            or await self.store.membership.held_by(self.ordinal)
         ):
             return 0
         released = await self.outbox.release_everywhere(
@@ -169,7 +169,7 @@ class MatcherState:
     async def _load_snapshot(self) -> str | None:
         """Hold what Redis holds for this matcher: from the checkpoint if there is a usable one
         (its position returned, for the events after it to be replayed), else every record."""
-        self._internal_token = (await self.store.cluster.internal_token()).encode()
+        self._internal_token = (await self.store.membership.internal_token()).encode()
         self._token_read_at = time.monotonic()
         index = self._new_index()
         started = time.monotonic()
@@ -231,7 +231,7 @@ class MatcherState:
 
     def match(
         self,
-        publications: Sequence[Routed],
+        publications: Sequence[RoutedPublication],
         version: int = 0,
         drawn: Sequence[dict[str, int]] | None = None,
         *,

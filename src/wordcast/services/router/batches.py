@@ -16,7 +16,7 @@ from typing import NamedTuple
 
 from wordcast.errors import Conflict, LimitExceeded, StoreUnavailable
 from wordcast.query.boolean import BooleanQuery, part_id, part_ids
-from wordcast.services.router.placing import Placer, QueryItem, Stored
+from wordcast.services.router.subscription_placer import QueryItem, Stored, SubscriptionPlacer
 from wordcast.storage import Store
 from wordcast.storage.events import EventFollower
 from wordcast.storage.records import Subscription
@@ -50,7 +50,7 @@ def parts(checked: BooleanQuery | str) -> int:
 class Existing:
     """What earlier requests with a batch's idempotency keys stored."""
 
-    held: set[str]  # record ids, alternatives included
+    ids: set[str]  # record ids stored already, alternatives included
     first: dict[str, Subscription] = field(default_factory=dict)  # their records
 
     def records_to_store(
@@ -58,20 +58,20 @@ class Existing:
     ) -> int:
         """How many records the batch adds (what counts against the tenant's quota)."""
         return sum(
-            sum(1 for part in range(parts(checked)) if part_id(sub_id, part) not in self.held)
+            sum(1 for part in range(parts(checked)) if part_id(sub_id, part) not in self.ids)
             if sub_id is not None
             else parts(checked)
             for sub_id, checked in zip(ids, terms_or_anchors, strict=True)
         )
 
 
-def check_quota(tenant: str, held: int, items: int, records: int, limit: int) -> None:
-    """LimitExceeded unless a tenant holding ``held`` records may add ``records`` more (each
+def check_quota(tenant: str, holds: int, items: int, records: int, limit: int) -> None:
+    """LimitExceeded unless a tenant that holds ``holds`` records may add ``records`` more (each
     alternative of a boolean query is a record and counts)."""
-    if records and held + records > limit:
+    if records and holds + records > limit:
         more = f"{items} more" if records == items else f"{records} more records"
         raise LimitExceeded(
-            f"tenant {tenant!r} holds {held} subscriptions and the limit is {limit}: "
+            f"tenant {tenant!r} holds {holds} subscriptions and the limit is {limit}: "
             f"{more} do not fit; nothing was stored"
         )
 
@@ -92,9 +92,9 @@ async def existing(
         for record in part_ids(sub_id, parts(checked))
     ]
     found = await store.subscriptions.tenant_holds(tenant, wanted)
-    stored = Existing({record for record, held in zip(wanted, found, strict=True) if held})
+    stored = Existing({record for record, there in zip(wanted, found, strict=True) if there})
     for index, (item, sub_id) in enumerate(zip(items, ids, strict=True)):
-        if sub_id is None or sub_id not in stored.held:
+        if sub_id is None or sub_id not in stored.ids:
             continue
         sub = await store.subscriptions.get(sub_id)
         if (sub.pattern or sub.query, sub.callback_url, sub.stream, sub.tag) != (
@@ -112,12 +112,12 @@ async def existing(
 
 
 async def store_in_order(
-    placer: Placer,
+    placer: SubscriptionPlacer,
     follower: EventFollower,
     items: Sequence[BatchItem],
     terms_or_anchors: Sequence[BooleanQuery | str],
     ids: Sequence[str | None],
-    held: Collection[str],
+    stored_ids: Collection[str],
     tenant: str,
     added: list[Stored],
 ) -> list[str | None]:
@@ -137,11 +137,11 @@ async def store_in_order(
                           items[i].stream, ids[i], i, items[i].tag)
                 for i in run
             ]  # fmt: skip
-            made = await placer.add_queries(queries, tenant, added, held)
+            made = await placer.add_queries(queries, tenant, added, stored_ids)
             for i, sub_id in zip(run, made, strict=True):
                 first_ids[i] = sub_id
             continue
-        if ids[index] not in held:
+        if ids[index] not in stored_ids:
             try:
                 sub, event_id = await placer.add_pattern(
                     item.text, checked, item.callback_url, tenant, item.stream, ids[index], item.tag

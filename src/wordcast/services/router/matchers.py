@@ -3,7 +3,7 @@
 A matcher's URL comes from the configuration (a list, or a template with the StatefulSet ordinal);
 matchers the list does not name, added by scaling, registered theirs in Redis when they started.
 Every request shares one connection pool and carries the cluster's internal token, which matchers
-ask of every call to ``/internal`` (:meth:`MatcherLinks.authorize`). A matcher that refuses it
+ask of every call to ``/internal`` (:meth:`MatcherClient.authorize`). A matcher that refuses it
 (401: the token was rotated in Redis since it was read) gets the request once more with the token
 Redis holds now. A request whose connection dropped before an answer came is sent once more.
 Transport and HTTP errors become :class:`~wordcast.errors.MatcherUnavailable` here, at the
@@ -63,7 +63,7 @@ class RoutedBatch:
             self.hot[position] = drawn
 
 
-class MatcherLinks:
+class MatcherClient:
     def __init__(self, settings: RouterSettings, store: Store) -> None:
         self.settings = settings
         self.store = store
@@ -100,7 +100,7 @@ class MatcherLinks:
         if self.settings.url_template:
             return
         for matcher in range(len(self.configured), matchers):
-            url = await self.store.cluster.matcher_url(matcher)
+            url = await self.store.membership.matcher_url(matcher)
             if url is None:
                 raise MappingError(
                     f"matcher {matcher} has not registered its URL in Redis: start it (a mapping "
@@ -112,7 +112,7 @@ class MatcherLinks:
         url = f"{self.url(matcher)}/internal/{path}"
         response = await self._post_once_more_if_dropped(matcher, url, request)
         if response.status_code == 401:
-            self.authorize(await self.store.cluster.internal_token())
+            self.authorize(await self.store.membership.internal_token())
             response = await self._post_once_more_if_dropped(matcher, url, request)
         return response
 

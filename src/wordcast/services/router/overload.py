@@ -8,7 +8,7 @@ next batch never fills it: it slows down instead, and nothing is shed.
 
 Shedding applies to the keyword multicast K(P, M) only. Pattern subscriptions are routed by their
 anchors, not by the mapping, and are never shed. Each router adapts on its own, as each Router &
-Placer instance does in the paper. Shedding is off unless ``WORDCAST_ROUTER_SHEDDING`` chooses a
+SubscriptionPlacer instance does in the paper. Shedding is off unless ``WORDCAST_ROUTER_SHEDDING`` chooses a
 strategy, because it trades matches for throughput: the metrics say how many copies were shed.
 """
 
@@ -62,8 +62,8 @@ class LoadShedder:
         self.settings = settings
         self.store = store
         self.matchers = matchers
-        self.levels = Levels(settings.shed_k, settings.shed_step, matchers)
-        self.controller = Controller(self.levels, float(settings.shed_buffer))
+        self.levels = Levels(settings.shed_max_matchers, settings.shed_step, matchers)
+        self.controller = Controller(self.levels, float(settings.shed_in_flight))
         self.histogram = SpreadHistogram()
         self.in_flight = 0
         self.threshold = math.inf
@@ -79,8 +79,8 @@ class LoadShedder:
         if matchers == self.matchers:
             return
         self.matchers = matchers
-        self.levels = Levels(self.settings.shed_k, self.settings.shed_step, matchers)
-        self.controller = Controller(self.levels, float(self.settings.shed_buffer))
+        self.levels = Levels(self.settings.shed_max_matchers, self.settings.shed_step, matchers)
+        self.controller = Controller(self.levels, float(self.settings.shed_in_flight))
         self.threshold = math.inf
         THRESHOLD.set(math.inf)
         LEVEL.set(0)
@@ -126,7 +126,7 @@ class LoadShedder:
                 level,
                 self.threshold,
                 self.in_flight,
-                self.settings.shed_buffer,
+                self.settings.shed_in_flight,
             )
         LEVEL.set(level)
         THRESHOLD.set(self.threshold)
@@ -161,7 +161,7 @@ class LoadShedder:
             "max_level": self.levels.max_level,
             "threshold": None if math.isinf(self.threshold) else self.threshold,
             "in_flight": self.in_flight,
-            "buffer": self.settings.shed_buffer,
+            "buffer": self.settings.shed_in_flight,
             "shed_copies": self.shed_copies,
             "shed_publications": self.shed_publications,
         }

@@ -32,7 +32,7 @@ from wordcast.query.patterns import normalise
 from wordcast.routing.anchors import AnchorIndex
 from wordcast.routing.mapping import HashMapping, WordHolders, keyed_draw, route_held
 from wordcast.services.router.analysing import CharsInFlight, PublicationAnalysis
-from wordcast.services.router.matchers import MatcherLinks, RoutedBatch
+from wordcast.services.router.matchers import MatcherClient, RoutedBatch
 from wordcast.services.router.overload import LoadShedder
 from wordcast.services.router.settings import RouterSettings
 from wordcast.services.router.tenants import Tenants
@@ -92,7 +92,7 @@ class RoutingStats:
 
 
 # Per matcher, the publications routed to it (as sent: dicts the JSON encoder takes as they are).
-Routed = dict[int, RoutedBatch]  # matcher -> what goes to it
+BatchesPerMatcher = dict[int, RoutedBatch]  # matcher -> what goes to it
 
 
 class Publishing:
@@ -102,7 +102,7 @@ class Publishing:
         store: Store,
         tenants: Tenants,
         versions: MappingVersions,
-        links: MatcherLinks,
+        matcher_client: MatcherClient,
         shedder: LoadShedder,
         replica: Callable[[], tuple[WordHolders, AnchorIndex]],
     ) -> None:
@@ -110,7 +110,7 @@ class Publishing:
         self.store = store
         self.tenants = tenants
         self.versions = versions
-        self.links = links
+        self.matcher_client = matcher_client
         self.shedder = shedder
         self._replica = replica  # the router's current word holders and anchor owners
         self.analysis = PublicationAnalysis(settings.detect_languages)
@@ -169,7 +169,7 @@ class Publishing:
             shedder = self.shedder
             shedder.in_flight += len(ids)
             sends = (
-                self.links.send(m, version, batch, publisher, stream, accepted)
+                self.matcher_client.send(m, version, batch, publisher, stream, accepted)
                 for m, batch in per_matcher.items()
             )
             try:
@@ -214,7 +214,7 @@ class Publishing:
             with self.versions.in_use(mapping.version):
                 answers = await asyncio.gather(
                     *(
-                        self.links.dry_run(m, mapping.version, batch, publisher, stream)
+                        self.matcher_client.dry_run(m, mapping.version, batch, publisher, stream)
                         for m, batch in per_matcher.items()
                     )
                 )
@@ -234,14 +234,17 @@ class Publishing:
         *,
         shed: bool = True,
     ) -> tuple[
-        list[str], Routed, list[tuple[float, tuple[str, ...]]], list[tuple[str, str, list[str]]]
+        list[str],
+        BatchesPerMatcher,
+        list[tuple[float, tuple[str, ...]]],
+        list[tuple[str, str, list[str]]],
     ]:
         """The ids (given or made), what goes to each matcher, the sample for the log, and
         what backfills read (when routers keep recent publications), from each publication's
         terms and filter terms (``analysed``). Lets other work run every ``YIELD_EVERY_TERMS``
         terms routed: a request of long texts takes the event loop in slices."""
         ids: list[str] = []
-        per_matcher: Routed = {}
+        per_matcher: BatchesPerMatcher = {}
         held, anchors = self._replica()
         has_hot_words = bool(mapping.splits)
         shedder = self.shedder

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, Field, SecretStr, field_validator, model_validator
+from pydantic import AliasChoices, BaseModel, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import NoDecode, SettingsConfigDict
 
 from wordcast import limits
@@ -207,14 +207,22 @@ class RouterSettings(ServiceSettings, MatchStreamLimits):
         "matchers an overloaded router keeps, those most of its words map to (consensus) or those "
         "with the most subscriptions on its words (subscription). Shedding loses matches.",
     )
-    shed_buffer: int = Field(
+    shed_in_flight: int = Field(
         default=20_000,
         ge=1,
+        validation_alias=AliasChoices(
+            "WORDCAST_ROUTER_SHED_IN_FLIGHT", "WORDCAST_ROUTER_SHED_BUFFER"
+        ),
         description="b: publications in flight in this router (routed, not yet accepted by the "
         "matchers) from which it counts as overloaded and sheds more.",
     )
-    shed_k: float = Field(
-        default=7.0, ge=1, description="Most matchers per publication at shedding level 1."
+    shed_max_matchers: float = Field(
+        default=7.0,
+        ge=1,
+        validation_alias=AliasChoices(
+            "WORDCAST_ROUTER_SHED_MAX_MATCHERS", "WORDCAST_ROUTER_SHED_K"
+        ),
+        description="k: most matchers per publication at shedding level 1.",
     )
     shed_step: float = Field(
         default=1.0,

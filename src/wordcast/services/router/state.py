@@ -1,15 +1,15 @@
 """The router's state: its parts, wired together.
 
-Keyword subscriptions are placed with LASP among the eligible matchers of every mapping version in
-use (:mod:`.placing`), registered and deleted for tenants (:mod:`.subscribing`), delivered to
-their webhook endpoints (:mod:`.endpoints`); publications are analysed (:mod:`.analysing`) and
-multicast (:mod:`.publishing`). Which versions are in use, and moving the subscriptions when a
-new one appears, is :mod:`.versions`; the requests to matchers are
-:mod:`.matchers`; API keys are :mod:`.tenants`, shared streams :mod:`.streams`, each tenant's match stream
-:mod:`.match_stream`; what the console shows of routing is :mod:`.insight`, and its learning
-runs :mod:`.learning`; the replica of the
-word maps and anchor owners that routing reads is :mod:`.replica`. The router keeps only state it
-can rebuild from Redis.
+Keyword subscriptions are placed with LASP among the eligible matchers of every mapping version
+in use (:mod:`.subscription_placer`), registered and deleted for tenants (:mod:`.subscribing`),
+delivered to their webhook endpoints (:mod:`.endpoints`); publications are analysed
+(:mod:`.analysing`) and multicast (:mod:`.publishing`). Which versions are in use, and moving the
+subscriptions when a new one appears, is :mod:`.versions`; the requests to matchers are
+:mod:`.matchers`; API keys are :mod:`.tenants`, shared streams :mod:`.shared_streams`, each
+tenant's match stream :mod:`.match_stream`; what the console shows of routing is
+:mod:`.insight`, and its learning runs :mod:`.learning`; the routing table (the word maps and
+anchor owners that routing reads) is :mod:`.routing_table`. The router keeps only state it can
+rebuild from Redis.
 """
 
 from __future__ import annotations
@@ -21,20 +21,20 @@ from typing import Any
 
 from wordcast.routing.lasp import LinearCost
 from wordcast.routing.mapping import HashMapping
-from wordcast.services.router.backfilling import Backfilling
+from wordcast.services.router.backfill_starter import BackfillStarter
 from wordcast.services.router.endpoints import Endpoints
 from wordcast.services.router.history import History
 from wordcast.services.router.insight import hot_words, load_figures
 from wordcast.services.router.learning import LearningRuns
 from wordcast.services.router.match_stream import MatchStreamServer
-from wordcast.services.router.matchers import MatcherLinks
+from wordcast.services.router.matchers import MatcherClient
 from wordcast.services.router.overload import LoadShedder
-from wordcast.services.router.placing import Placer
 from wordcast.services.router.publishing import Publishing
-from wordcast.services.router.replica import Replica
+from wordcast.services.router.routing_table import RoutingTable
 from wordcast.services.router.settings import RouterSettings
-from wordcast.services.router.streams import SharedStreams
+from wordcast.services.router.shared_streams import SharedStreams
 from wordcast.services.router.subscribing import Subscribing
+from wordcast.services.router.subscription_placer import SubscriptionPlacer
 from wordcast.services.router.tenants import Tenants
 from wordcast.services.router.versions import MappingVersions, MappingView
 from wordcast.storage import Store
@@ -47,8 +47,8 @@ class RouterState:
         self.settings = settings
         self.store = store
         self.tenants = Tenants(settings, store)
-        self.links = MatcherLinks(settings, store)
-        self.replica = Replica()
+        self.matcher_client = MatcherClient(settings, store)
+        self.routing_table = RoutingTable()
         self.follower = EventFollower(
             store.events,
             self._load_snapshot,
@@ -59,29 +59,33 @@ class RouterState:
         )
         self.cost = LinearCost(settings.lasp_cost_slope, settings.lasp_cost_intercept)
         self.versions = MappingVersions(
-            settings, store, self.links, self.follower, self.cost, self._switched
+            settings, store, self.matcher_client, self.follower, self.cost, self._switched
         )
         self.shedder = LoadShedder(settings, settings.initial_matchers, store)
         self.rate_limiter = store.rate_limiter(
             settings.publications_per_second, settings.publication_burst
         )
-        placer = Placer(settings, store, self.versions, self.cost, lambda: self.replica.anchors)
+        placer = SubscriptionPlacer(
+            settings, store, self.versions, self.cost, lambda: self.routing_table.anchors
+        )
         self.subscribing = Subscribing(
-            settings, store, self.tenants, placer, self.follower, self.links
+            settings, store, self.tenants, placer, self.follower, self.matcher_client
         )
         self.endpoints = Endpoints(settings, store, self.subscribing.delete_subscriptions)
-        self.backfilling = Backfilling(settings, store, self.links, self.follower)
+        self.backfill_starter = BackfillStarter(settings, store, self.matcher_client, self.follower)
         self.match_streams = MatchStreamServer(settings, store.match_streams, self.tenants)
         self.learning = LearningRuns(settings, self.routing_insight)
-        self.streams = SharedStreams(store, self.tenants, self.subscribing.delete_subscriptions)
+        self.shared_streams = SharedStreams(
+            store, self.tenants, self.subscribing.delete_subscriptions
+        )
         self.publishing = Publishing(
             settings,
             store,
             self.tenants,
             self.versions,
-            self.links,
+            self.matcher_client,
             self.shedder,
-            lambda: (self.replica.held, self.replica.anchors),
+            lambda: (self.routing_table.held, self.routing_table.anchors),
         )
         self.history = History(settings.history_every_s)
 
@@ -89,7 +93,7 @@ class RouterState:
         # Asked afresh, not through the shared answer /stats/matchers keeps for a second: a
         # round every history_every_s would otherwise keep that answer always a little old.
         await self.history.keep(
-            lambda: self.publishing.published, lambda: self.links.ask_stats(self.view.span)
+            lambda: self.publishing.published, lambda: self.matcher_client.ask_stats(self.view.span)
         )
 
     async def routing_insight(self, samples: int = 5_000, words: int = 20) -> dict[str, Any]:
@@ -99,7 +103,7 @@ class RouterState:
         active, latest_version = self.view.active, self.versions.latest
         latest = await self.versions.mapping(latest_version) if latest_version else None
         matchers = latest.matchers if latest is not None else active.matchers
-        held = self.replica.held
+        held = self.routing_table.held
         compared = [load_figures("hash", HashMapping(matchers), recent, held)]
         if latest is not None:
             compared.append(load_figures("learned", latest, recent, held))
@@ -122,7 +126,7 @@ class RouterState:
     async def close(self) -> None:
         await self.learning.aclose()
         await self.publishing.flush_samples()
-        await self.links.aclose()
+        await self.matcher_client.aclose()
         await self.versions.aclose()
 
     def _switched(self, active: HashMapping) -> None:
@@ -131,12 +135,14 @@ class RouterState:
         self.shedder.resize(active.matchers)
 
     async def _load_snapshot(self) -> None:
-        self.links.authorize(await self.store.cluster.internal_token())
+        self.matcher_client.authorize(await self.store.membership.internal_token())
         # The nightly learner learns for the number recorded (wordcast scale changes it).
-        await self.store.cluster.want_matchers(self.settings.initial_matchers, only_if_unset=True)
+        await self.store.membership.want_matchers(
+            self.settings.initial_matchers, only_if_unset=True
+        )
         await self.versions.mappings.record_initial(self.settings.initial_matchers)
         await self.versions.refresh()
-        await self.replica.load(self.store, self.view.span)
+        await self.routing_table.load(self.store, self.view.span)
 
     def _apply(self, events: Iterable[SubscriptionEvent]) -> None:
-        self.replica.apply(events)
+        self.routing_table.apply(events)

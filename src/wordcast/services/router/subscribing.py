@@ -31,9 +31,9 @@ from wordcast.services.router.batches import (
     keyed_id,
     store_in_order,
 )
-from wordcast.services.router.matchers import MatcherLinks
-from wordcast.services.router.placing import Placer, Stored
+from wordcast.services.router.matchers import MatcherClient
 from wordcast.services.router.settings import RouterSettings
+from wordcast.services.router.subscription_placer import Stored, SubscriptionPlacer
 from wordcast.services.router.tenants import Tenants
 from wordcast.storage import Store
 from wordcast.storage.events import EventFollower
@@ -57,16 +57,16 @@ class Subscribing:
         settings: RouterSettings,
         store: Store,
         tenants: Tenants,
-        placer: Placer,
+        placer: SubscriptionPlacer,
         follower: EventFollower,
-        links: MatcherLinks,
+        matcher_client: MatcherClient,
     ) -> None:
         self.settings = settings
         self.store = store
         self.tenants = tenants
         self.placer = placer
         self.follower = follower
-        self.links = links
+        self.matcher_client = matcher_client
         self.analyser = new_analyser()
         self.address_policy = settings.address_policy
 
@@ -193,12 +193,12 @@ class Subscribing:
         ids = [keyed_id(tenant, item.key) if item.key is not None else None for item in items]
         stored = await existing(self.store, items, ids, terms_or_anchors, tenant)
         records = stored.records_to_store(ids, terms_or_anchors)
-        held = await self.store.subscriptions.tenant_count(tenant)
-        check_quota(tenant, held, len(items), records, self.settings.max_subscriptions_per_tenant)
+        holds = await self.store.subscriptions.tenant_count(tenant)
+        check_quota(tenant, holds, len(items), records, self.settings.max_subscriptions_per_tenant)
         added: list[Stored] = []
         try:
             first_ids = await store_in_order(
-                self.placer, self.follower, items, terms_or_anchors, ids, stored.held, tenant, added
+                self.placer, self.follower, items, terms_or_anchors, ids, stored.ids, tenant, added
             )
         except (StoreUnavailable, LimitExceeded, Conflict) as exc:
             raise await self._withdrawn_after(exc, [sub for sub, _ in added]) from exc
@@ -252,8 +252,8 @@ class Subscribing:
         names them and nothing is deleted. One deleted meanwhile (another request) counts as
         deleted."""
         ids = list(dict.fromkeys(sub_ids))
-        held = await self.store.subscriptions.tenant_holds(tenant, ids)
-        unknown = [sub_id for sub_id, mine in zip(ids, held, strict=True) if not mine]
+        mine = await self.store.subscriptions.tenant_holds(tenant, ids)
+        unknown = [sub_id for sub_id, is_mine in zip(ids, mine, strict=True) if not is_mine]
         if unknown:
             named = ", ".join(map(repr, unknown[:5])) + (" …" if len(unknown) > 5 else "")
             raise NotFound(
@@ -278,7 +278,7 @@ class Subscribing:
         from the stream on its own, so a failure here only delays the change.
         """
         await self.follower.catch_up(until=event_id)
-        await self.links.sync_those_answering(matchers, event_id, "it will catch up")
+        await self.matcher_client.sync_those_answering(matchers, event_id, "it will catch up")
 
     async def owned(self, sub_id: str, tenant: str) -> Subscription:
         """A tenant's subscription; another tenant's is NotFound, like one that does not exist."""

@@ -3,7 +3,7 @@
 A background task follows the mapping versions (announcements, plus a periodic check) and, when a
 new version appears, moves the subscriptions to it (:mod:`wordcast.ops.migration`) if no other router
 is doing so, under the migration lock; once the versions are settled it follows the number of
-matchers wanted (:mod:`.scale`). Another task reports, every few seconds, the oldest version this
+matchers wanted (:mod:`.scale_follower`). Another task reports, every few seconds, the oldest version this
 router may still route with; a migration retires a version only once no live report names it, so
 a router that cannot renew its report (cut off from Redis, or stalled) stops routing well before
 the report expires: it answers 503 and turns unready rather than route with a version that may
@@ -29,8 +29,8 @@ from wordcast.errors import MappingError, MatcherUnavailable, StoreUnavailable
 from wordcast.ops.migration import move_to, retire
 from wordcast.routing.lasp import LinearCost
 from wordcast.routing.mapping import HashMapping
-from wordcast.services.router.matchers import MatcherLinks
-from wordcast.services.router.scale import ScaleFollower
+from wordcast.services.router.matchers import MatcherClient
+from wordcast.services.router.scale_follower import ScaleFollower
 from wordcast.services.router.settings import RouterSettings
 from wordcast.storage import Store
 from wordcast.storage.events import EventFollower
@@ -71,13 +71,13 @@ class MappingVersions:
         self,
         settings: RouterSettings,
         store: Store,
-        links: MatcherLinks,
+        matcher_client: MatcherClient,
         follower: EventFollower,
         cost: LinearCost,
         on_switch: Callable[[HashMapping], None],
     ) -> None:
         self.settings = settings
-        self.links = links
+        self.matcher_client = matcher_client
         self.follower = follower
         self.store = store
         self.cost = cost
@@ -85,7 +85,7 @@ class MappingVersions:
         hashing = HashMapping(settings.initial_matchers)
         self.view = MappingView(hashing, (0, 0), (hashing,))
         self.mappings = store.mappings
-        self.scale = ScaleFollower(settings, store, self.mappings, links.client)
+        self.scale = ScaleFollower(settings, store, self.mappings, matcher_client.client)
         self._cache: dict[int, HashMapping] = {}
         self.latest = 0
         self.router_id = uuid.uuid4().hex
@@ -124,7 +124,7 @@ class MappingVersions:
         mapping = self._cache.get(version)
         if mapping is None:
             mapping = await self.mappings.load(version, self.settings.initial_matchers)
-            await self.links.reach(mapping.matchers)
+            await self.matcher_client.reach(mapping.matchers)
             self._cache[version] = mapping
         return mapping
 
@@ -239,11 +239,11 @@ class MappingVersions:
         span = max(self.view.span, target.matchers)
 
         async def sync(event_id: str) -> None:
-            await self.links.sync_all(event_id, target.matchers)
+            await self.matcher_client.sync_all(event_id, target.matchers)
             # No batch tagged with the new version reaches a matcher it does not have, so whether
             # such a one applied its moves cannot change a match: one that is gone (a pod stopped
             # before its subscriptions moved) must not hold the cluster on the old version.
-            await self.links.sync_those_answering(
+            await self.matcher_client.sync_those_answering(
                 range(target.matchers, span), event_id, f"v{version} removes it: going on"
             )
 
@@ -257,7 +257,7 @@ class MappingVersions:
 
         async def sync(event_id: str) -> None:
             # Matchers the active version no longer has may be stopped already.
-            await self.links.sync_all(event_id, staying)
+            await self.matcher_client.sync_all(event_id, staying)
 
         await retire(self.store, self.mappings, active, span, sync, keep_alive)
         MIGRATIONS.labels("retire").inc()

@@ -33,7 +33,7 @@ async def stats(state: State) -> dict[str, Any]:
         "redis_memory_limit": state.dispatcher.backlog.redis_limit,
         "delivered": state.dispatcher.delivered,
         "delivery_failures": state.dispatcher.failed,
-        "streamed": state.dispatcher.streams.streamed,
+        "streamed": state.dispatcher.match_streams.streamed,
         "event_position": state.follower.position,
         "loaded_from": state.loaded_from,
         "checkpoint_position": state.checkpoints.written if state.checkpoints else None,

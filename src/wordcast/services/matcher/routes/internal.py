@@ -10,7 +10,7 @@ from fastapi import APIRouter, Depends, Response
 
 from wordcast.errors import Overloaded
 from wordcast.services.matcher.deps import ReadyState, RouterRoute, require_router
-from wordcast.services.matcher.index import Routed
+from wordcast.services.matcher.index import RoutedPublication
 from wordcast.services.matcher.messages import Batch, explained_matches
 from wordcast.services.schemas import (
     ERRORS,
@@ -74,11 +74,11 @@ async def dry_run(batch: MatchRequest, state: ReadyState) -> Response:
     return Response(orjson.dumps({"matches": matches}), media_type="application/json")
 
 
-def _routed(batch: MatchRequest) -> tuple[list[Routed], list[dict[str, int]] | None]:
+def _routed(batch: MatchRequest) -> tuple[list[RoutedPublication], list[dict[str, int]] | None]:
     """The batch's (id, text, terms, has an anchor here) rows, and the hot-word copies drawn for
     each (None: none drawn)."""
     flagged = set(batch.patterns)
-    routed: list[Routed] = [
+    routed: list[RoutedPublication] = [
         (pub_id, text, terms, k in flagged)
         for k, (pub_id, text, terms) in enumerate(
             zip(batch.ids, batch.texts, batch.terms, strict=True)

@@ -127,20 +127,20 @@ def _stream_out(stream: str, grants: dict[str, tuple[bool, bool]]) -> StreamOut:
 )
 async def create_stream(body: StreamIn, state: ReadyState) -> StreamOut:
     """Make a shared stream, with no grants yet (409 if the name is taken)."""
-    await state.streams.create(body.stream)
+    await state.shared_streams.create(body.stream)
     return _stream_out(body.stream, {})
 
 
 @router.get("/streams", response_model=StreamsOut)
 async def list_streams(state: ReadyState) -> StreamsOut:
     """Every shared stream and who may publish to it and subscribe to it."""
-    found = await state.streams.all()
+    found = await state.shared_streams.all()
     return StreamsOut(streams=[_stream_out(name, grants) for name, grants in found.items()])
 
 
 @router.get("/streams/{stream}", response_model=StreamOut, operation_id="show_stream")
 async def show_stream(stream: StreamPath, state: ReadyState) -> StreamOut:
-    return _stream_out(stream, await state.streams.grants(stream))
+    return _stream_out(stream, await state.shared_streams.grants(stream))
 
 
 @router.put(
@@ -154,20 +154,20 @@ async def set_grant(
 ) -> StreamOut:
     """Give a tenant exactly these rights on the stream. Taking ``subscribe`` away deletes the
     tenant's subscriptions to the stream; routers take a change within about a second."""
-    await state.streams.grant(stream, tenant, body.publish, body.subscribe)
-    return _stream_out(stream, await state.streams.grants(stream))
+    await state.shared_streams.grant(stream, tenant, body.publish, body.subscribe)
+    return _stream_out(stream, await state.shared_streams.grants(stream))
 
 
 @router.delete("/streams/{stream}/grants/{tenant}", status_code=204, operation_id="revoke_grant")
 async def revoke_grant(stream: StreamPath, tenant: TenantName, state: ReadyState) -> None:
     """Take every right on the stream away from a tenant (its subscriptions to it are deleted)."""
-    await state.streams.grant(stream, tenant, publish=False, subscribe=False)
+    await state.shared_streams.grant(stream, tenant, publish=False, subscribe=False)
 
 
 @router.delete("/streams/{stream}", status_code=204, operation_id="delete_stream")
 async def delete_stream(stream: StreamPath, state: ReadyState) -> None:
     """Delete a shared stream: its grants, then every subscription to it."""
-    await state.streams.delete(stream)
+    await state.shared_streams.delete(stream)
 
 
 @router.get("/routing", operation_id="routing_insight")

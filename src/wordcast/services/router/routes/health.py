@@ -38,7 +38,7 @@ async def stats(state: State) -> dict[str, Any]:
             "active": state.view.active.version,
         },
         "shedding": state.shedder.figures(),
-        "subscribed_words": len(state.replica.held),
+        "subscribed_words": len(state.routing_table.held),
         "match_streams": state.match_streams.open,
         "event_position": state.follower.position,
     }
@@ -49,7 +49,7 @@ async def matcher_stats(state: State) -> dict[str, Any]:
     """Each matcher's own /stats (subscriptions held, engine, deliveries pending, its URL and
     process), asked by this router at most once a second; one that does not answer is listed
     with the reason. Operators only: it needs the admin token."""
-    return {"matchers": await state.links.stats(state.view.span)}
+    return {"matchers": await state.matcher_client.stats(state.view.span)}
 
 
 @router.get("/stats/history", dependencies=[Admin], responses=ERRORS)

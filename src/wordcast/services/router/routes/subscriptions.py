@@ -151,7 +151,7 @@ async def create_subscription(
     minutes = body.backfill_minutes
     address = await _address(body, state, tenant)
     if minutes is not None:
-        state.backfilling.check(minutes)
+        state.backfill_starter.check(minutes)
     if dry_run:
         preview = await _preview(body, state, tenant, address)
         return JSONResponse(preview.model_dump(mode="json"))
@@ -175,7 +175,7 @@ async def create_subscription(
     }
     if minutes is not None:
         alternatives = 1 if sub.pattern else len(parse_query(sub.query).clauses)
-        update["backfill"] = await state.backfilling.start(sub, alternatives, minutes)
+        update["backfill"] = await state.backfill_starter.start(sub, alternatives, minutes)
     return _out(sub).model_copy(update=update)
 
 

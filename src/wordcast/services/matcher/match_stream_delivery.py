@@ -31,7 +31,7 @@ PUBLISH_TO_STREAM = Histogram(
 Entry = tuple[Outbox, str, Message]
 
 
-class StreamDelivery:
+class MatchStreamDelivery:
     def __init__(
         self, streams: MatchStreams, retention_s: float, most: int, counting: Counting
     ) -> None:

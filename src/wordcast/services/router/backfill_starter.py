@@ -14,7 +14,7 @@ import time
 
 from wordcast.errors import InvalidInput
 from wordcast.query.boolean import part_id
-from wordcast.services.router.matchers import MatcherLinks
+from wordcast.services.router.matchers import MatcherClient
 from wordcast.services.router.settings import RouterSettings
 from wordcast.services.schemas import BackfillOut
 from wordcast.storage import Store
@@ -22,17 +22,17 @@ from wordcast.storage.events import EventFollower
 from wordcast.storage.records import Subscription
 
 
-class Backfilling:
+class BackfillStarter:
     def __init__(
         self,
         settings: RouterSettings,
         store: Store,
-        links: MatcherLinks,
+        matcher_client: MatcherClient,
         follower: EventFollower,
     ) -> None:
         self.settings = settings
         self.store = store
-        self.links = links
+        self.matcher_client = matcher_client
         self.follower = follower
 
     def check(self, minutes: int) -> None:
@@ -62,7 +62,7 @@ class Backfilling:
         position = self.follower.position
         await asyncio.gather(
             *(
-                self.links.start_backfill(m, {"records": ids, "since": since, "until": until,
+                self.matcher_client.start_backfill(m, {"records": ids, "since": since, "until": until,
                               "until_event": position})
                 for m, ids in by_matcher.items()
             )

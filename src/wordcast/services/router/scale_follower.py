@@ -72,7 +72,7 @@ class ScaleFollower:
     async def step(self, routed: int, locked: Locked) -> None:
         """The versions are settled and the active one routes to ``routed`` matchers."""
         await self._copy_statefulset_replicas()
-        wanted = self.wanted = await self.store.cluster.matchers_wanted()
+        wanted = self.wanted = await self.store.membership.matchers_wanted()
         MATCHERS.set(routed)
         if wanted is not None:
             MATCHERS_WANTED.set(wanted)
@@ -113,19 +113,19 @@ class ScaleFollower:
             log.warning("cannot follow the matchers' StatefulSet: %s", exc)
             return
         # Lives a few reads: `wordcast scale` refuses to ask for a number the routers would undo.
-        await self.store.cluster.note_followed(
+        await self.store.membership.note_followed(
             self.statefulset.name, 3 * self.settings.follow_poll_s
         )
-        if replicas >= 1 and replicas != await self.store.cluster.matchers_wanted():
+        if replicas >= 1 and replicas != await self.store.membership.matchers_wanted():
             log.info("statefulset/%s asks for %d matchers", self.statefulset.name, replicas)
-            await self.store.cluster.want_matchers(replicas)
+            await self.store.membership.want_matchers(replicas)
 
     async def _write_version_for(self, wanted: int, keep_alive: Any) -> None:
         # Checked again under the lock: another router may have written one meanwhile.
         latest, active, window = await self.mappings.state()
         settled = latest == active and window == (active, active)
         routed = await self.mappings.matchers_of(active, self.settings.initial_matchers)
-        if await self.store.cluster.matchers_wanted() != wanted:
+        if await self.store.membership.matchers_wanted() != wanted:
             return  # asked again meanwhile: the next step judges the new number
         if not version_for(wanted, routed, settled, None):
             return

@@ -1,4 +1,4 @@
-"""The router's replica of what it routes by, rebuilt from Redis and kept in step by the events:
+"""The router's routing table: what it routes by, rebuilt from Redis and kept in step by the events:
 which matchers' H(i) hold each subscribed word (s(W), S³-TM §4.2) and which own each pattern
 anchor. A router keeps no state another router could not rebuild the same way."""
 
@@ -12,7 +12,7 @@ from wordcast.storage import Store
 from wordcast.storage.records import SubscriptionEvent
 
 
-class Replica:
+class RoutingTable:
     """With more than one shard of subscription records (:mod:`wordcast.storage.shards`), a word
     is held by a matcher while any shard's share of its H(i) holds it: each shard's part is kept
     too, so that a word dropped in one shard stays routed while another still holds it."""

@@ -17,26 +17,26 @@ import pytest
 
 from tests.e2e.support import DroppingServer, serving
 from wordcast.errors import MatcherUnavailable
-from wordcast.services.router.matchers import MatcherLinks, RoutedBatch
+from wordcast.services.router.matchers import MatcherClient, RoutedBatch
 from wordcast.services.router.settings import RouterSettings
 from wordcast.storage import Store
 from wordcast.storage.redis import connect
 
 
 @asynccontextmanager
-async def links_to(
+async def client_of(
     server: DroppingServer, redis_url: str, namespace: str
-) -> AsyncIterator[MatcherLinks]:
+) -> AsyncIterator[MatcherClient]:
     async with serving(server) as url:
         settings = RouterSettings(
             environment="development", matcher_urls=[url], matcher_timeout_s=1.0
         )
         redis = connect(redis_url)
-        links = MatcherLinks(settings, Store(redis, namespace))
+        client = MatcherClient(settings, Store(redis, namespace))
         try:
-            yield links
+            yield client
         finally:
-            await links.aclose()
+            await client.aclose()
             await redis.aclose()
 
 
@@ -47,8 +47,8 @@ BATCH.add("p1", "hello", ["hello"], {}, False)
 def test_a_batch_whose_connection_drops_is_sent_once_more(redis_url: str, namespace: str) -> None:
     async def scenario() -> None:
         server = DroppingServer(drops=1)
-        async with links_to(server, redis_url, namespace) as links:
-            await links.send(0, 3, BATCH, accepted=1764201234.5)
+        async with client_of(server, redis_url, namespace) as client:
+            await client.send(0, 3, BATCH, accepted=1764201234.5)
         assert len(server.bodies) == 2
         assert server.bodies[0] == server.bodies[1]
         assert orjson.loads(server.bodies[1]) == {  # by columns (schemas.MatchRequest)
@@ -81,9 +81,9 @@ def test_a_batch_that_fails_is_tried_at_most_twice_and_a_timeout_once(
 ) -> None:
     async def scenario() -> None:
         server = DroppingServer(**server_kind)
-        async with links_to(server, redis_url, namespace) as links:
+        async with client_of(server, redis_url, namespace) as client:
             with pytest.raises(MatcherUnavailable, match=error):
-                await links.send(0, 3, BATCH)
+                await client.send(0, 3, BATCH)
         assert len(server.bodies) == tries
 
     asyncio.run(scenario())
@@ -92,8 +92,8 @@ def test_a_batch_that_fails_is_tried_at_most_twice_and_a_timeout_once(
 def test_a_sync_whose_connection_drops_is_sent_once_more(redis_url: str, namespace: str) -> None:
     async def scenario() -> None:
         server = DroppingServer(drops=1)
-        async with links_to(server, redis_url, namespace) as links:
-            await links.sync(0, "5-0")
+        async with client_of(server, redis_url, namespace) as client:
+            await client.sync(0, "5-0")
         assert [orjson.loads(b) for b in server.bodies] == [{"until": "5-0"}] * 2
 
     asyncio.run(scenario())

@@ -1,5 +1,5 @@
 """Placing checked subscriptions and storing them (not yet announced): one, or a batch's queries
-placed in memory and stored in one round trip (:meth:`Placer.add_queries`).
+placed in memory and stored in one round trip (:meth:`SubscriptionPlacer.add_queries`).
 
 A keyword subscription (or each alternative of a boolean query: :mod:`wordcast.query.boolean`) is
 placed with LASP (S³-TM Alg. 2) among the eligible matchers B(S, M) of every mapping version in
@@ -64,7 +64,7 @@ class _Record:
     tag: str
 
 
-class Placer:
+class SubscriptionPlacer:
     def __init__(
         self,
         settings: RouterSettings,
@@ -85,7 +85,7 @@ class Placer:
         items: Sequence[QueryItem],
         tenant: str,
         added: list[Stored],
-        held: Collection[str] = (),
+        stored_ids: Collection[str] = (),
     ) -> list[str]:
         """Place and store checked queries, every alternative of each, in order, with one read of
         the word maps and one round trip of writes.
@@ -102,10 +102,10 @@ class Placer:
         ones before as if they had been stored already; the records are then stored in order,
         each by its own atomic script. What is stored is appended to ``added`` as it would be one
         by one. A record whose id exists already is passed over (a retried request with the
-        same idempotency key), as are those in ``held``, stored already; one refused because
+        same idempotency key), as are those in ``stored_ids``, stored already; one refused because
         the mapping window moved is placed again. Returns each item's subscription id.
         """
-        firsts, records = _records(items, held)
+        firsts, records = _records(items, stored_ids)
         for _ in range(5):
             if not records:
                 return firsts
@@ -147,11 +147,11 @@ class Placer:
             for record, found in zip(records, direct, strict=True)
         ]
         words = {term for record in records for term in record.terms}
-        sizes, held = await self.store.word_maps.word_maps_holding(
+        sizes, word_maps = await self.store.word_maps.word_maps_holding(
             view.span, set().union(*eligible), words
         )
         maps = _core.PlanningView(
-            sizes, {m: list(w) for m, w in held.items()}, self.cost.slope, self.cost.intercept
+            sizes, {m: list(w) for m, w in word_maps.items()}, self.cost.slope, self.cost.intercept
         )
         subs: list[Subscription] = []
         now = time.time()
@@ -311,8 +311,10 @@ def new_subscription_ids(count: int) -> list[str]:
     return [text[16 * k : 16 * k + 16] for k in range(count)]
 
 
-def _records(items: Sequence[QueryItem], held: Collection[str]) -> tuple[list[str], list[_Record]]:
-    """Each item's id, and the records to store: an item's alternatives, but those ``held``."""
+def _records(
+    items: Sequence[QueryItem], stored_ids: Collection[str]
+) -> tuple[list[str], list[_Record]]:
+    """Each item's id, and the records to store: an item's alternatives, but those stored."""
     firsts: list[str] = []
     records: list[_Record] = []
     fresh = iter(new_subscription_ids(sum(1 for item in items if not item.sub_id)))
@@ -320,7 +322,7 @@ def _records(items: Sequence[QueryItem], held: Collection[str]) -> tuple[list[st
         first = item.sub_id or next(fresh)
         firsts.append(first)
         for part, clause in enumerate(item.analysed.clauses):
-            if part_id(first, part) not in held:
+            if part_id(first, part) not in stored_ids:
                 records.append(
                     _Record(
                         item.query,
