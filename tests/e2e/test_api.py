@@ -12,8 +12,6 @@ from tests.helpers import AUTH, Receiver, RunningCluster, record_shards, tenant_
 from wordcast import limits
 from wordcast.storage.redis import connect_sync
 
-pytestmark = pytest.mark.e2e
-
 
 @pytest.fixture(scope="module")
 def api(cluster: RunningCluster) -> Iterator[httpx.Client]:

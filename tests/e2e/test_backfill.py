@@ -10,7 +10,6 @@ import random
 from typing import Any
 
 import httpx
-import pytest
 
 from tests.e2e.support import check_exact, delivered_after
 from tests.helpers import (
@@ -26,8 +25,6 @@ from wordcast.client import RouterClient
 from wordcast.corpus.workload import Post, post_queries, sample_posts
 from wordcast.query.analysis import analyse, term_positions
 from wordcast.query.boolean import evaluate, parse_tree
-
-pytestmark = pytest.mark.e2e
 
 
 def _publish(router: str, posts: list[Post]) -> None:

@@ -23,8 +23,6 @@ from wordcast.services.router.state import RouterState
 from wordcast.storage import Store
 from wordcast.storage.redis import connect
 
-pytestmark = pytest.mark.e2e
-
 
 def _listed(router_url: str) -> list[dict[str, object]]:
     found: list[dict[str, object]] = []

@@ -25,8 +25,6 @@ from wordcast.query.analysis import analyse
 from wordcast.storage.redis import connect_sync
 from wordcast.testing.bruteforce import match_pairs
 
-pytestmark = pytest.mark.e2e
-
 POSTS = sample_posts(4_000, seed=41)
 
 

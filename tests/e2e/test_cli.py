@@ -186,7 +186,6 @@ def _subscribed(cluster: RunningCluster, receiver: Receiver, query: str) -> str:
     return str(created.json()["id"])
 
 
-@pytest.mark.e2e
 def test_publish_reads_json_lines_and_refuses_a_bad_one_whole(
     cluster: RunningCluster, receiver: Receiver
 ) -> None:
@@ -225,7 +224,6 @@ def test_publish_reads_json_lines_and_refuses_a_bad_one_whole(
     assert "--json reads publications from standard input" in both.stderr
 
 
-@pytest.mark.e2e
 def test_publish_gives_attributes_that_filters_read(
     cluster: RunningCluster, receiver: Receiver
 ) -> None:

@@ -14,8 +14,6 @@ import pytest
 from tests.helpers import ROOT, wordcast_up_until
 from wordcast.local.supervisor import free_port
 
-pytestmark = pytest.mark.e2e
-
 
 @pytest.fixture(scope="module")
 def alone(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, str]]:

@@ -27,8 +27,6 @@ from wordcast.local.supervisor import free_port
 from wordcast.storage import Store
 from wordcast.storage.outbox import Message
 
-pytestmark = pytest.mark.e2e
-
 CHROMIUM = shutil.which("chromium")
 CHROMEDRIVER = shutil.which("chromedriver")
 DEV_KEY = "wck_development_only"

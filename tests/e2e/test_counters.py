@@ -8,7 +8,6 @@ import time
 from typing import Any
 
 import httpx
-import pytest
 
 from tests.helpers import (
     AUTH,
@@ -19,8 +18,6 @@ from tests.helpers import (
     wordcast_cli,
 )
 from wordcast.storage.redis import connect_sync
-
-pytestmark = pytest.mark.e2e
 
 
 def _post(router: str, path: str, body: Any) -> httpx.Response:

@@ -37,8 +37,6 @@ from wordcast.storage.redis import connect_sync
 from wordcast.testing.bruteforce import match_pairs
 from wordcast.webhooks.payload import matches_of
 
-pytestmark = pytest.mark.e2e
-
 FAST_RETRIES = {
     "WORDCAST_MATCHER_DELIVERY_ATTEMPTS": "4",
     "WORDCAST_MATCHER_DELIVERY_BACKOFF_S": "0.05",

@@ -8,12 +8,9 @@ from typing import Any
 
 import httpx
 import orjson
-import pytest
 
 from tests.helpers import AUTH, Receiver, RunningCluster, eventually, tenant_key, wordcast_cli
 from wordcast.webhooks.payload import matches_of
-
-pytestmark = pytest.mark.e2e
 
 QUERIES = [
     "white house",

@@ -37,8 +37,6 @@ from wordcast.routing.mapping import HashMapping
 from wordcast.storage.redis import connect_sync
 from wordcast.testing.bruteforce import match_pairs
 
-pytestmark = pytest.mark.e2e
-
 
 def test_cluster_delivers_exactly_the_oracle_matches_and_survives_a_matcher_kill(
     cluster: RunningCluster, receiver: Receiver

@@ -38,8 +38,6 @@ from wordcast.query.languages import SNOWBALL, Detector, analyse_in_languages
 from wordcast.storage.redis import connect_sync
 from wordcast.webhooks.payload import matches_of
 
-pytestmark = pytest.mark.e2e
-
 
 def _words_only(queries: dict[str, str], posts: list[Post]) -> set[tuple[str, str]]:
     """The (query, post) pairs where some alternative's words occur, whatever else it says:

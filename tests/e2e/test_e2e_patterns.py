@@ -27,8 +27,6 @@ from wordcast.corpus.workload import Post, post_patterns, post_queries, sample_p
 from wordcast.query.analysis import analyse
 from wordcast.testing.bruteforce import match_pairs
 
-pytestmark = pytest.mark.e2e
-
 
 @pytest.fixture(scope="module")
 def pattern_cluster(redis_url: str) -> RunningCluster:

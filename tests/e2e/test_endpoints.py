@@ -26,8 +26,6 @@ from tests.helpers import (
 from wordcast.local.supervisor import free_port
 from wordcast.storage.redis import connect_sync
 
-pytestmark = pytest.mark.e2e
-
 ENV = {
     # Some 5–8 s of attempts: an endpoint failing for 2 s is disabled before they run out (20,
     # 2–4 s, ran out first on a busy Redis Cluster).

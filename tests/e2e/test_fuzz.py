@@ -42,8 +42,6 @@ from tests.helpers import (
 from wordcast import limits
 from wordcast.defaults import DEFAULT_ADMIN_TOKEN
 
-pytestmark = pytest.mark.e2e
-
 # What each service may reach, at its peak, while it is fuzzed and flooded (RSS, MiB). At rest a
 # router holds about 110 MiB and a matcher 110 MiB; one request body in flight is at most 8 MiB
 # (32 MiB for a matcher's routed batch), and Python keeps some of what it freed.

@@ -48,8 +48,6 @@ from wordcast.storage.outbox import webhook_id
 from wordcast.storage.redis import connect_sync
 from wordcast.webhooks.payload import matches_of
 
-pytestmark = pytest.mark.e2e
-
 ADMIN = {"authorization": f"Bearer {DEFAULT_ADMIN_TOKEN}"}
 HEADER_TIMEOUT_S = 2.0
 BODY_TIMEOUT_S = 3.0

@@ -6,11 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 import httpx
-import pytest
 
 from tests.helpers import AUTH, Receiver, RunningCluster, eventually
-
-pytestmark = pytest.mark.e2e
 
 ADMIN = {"authorization": "Bearer wordcast-development-admin-token"}
 

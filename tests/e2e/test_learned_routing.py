@@ -42,8 +42,6 @@ from wordcast.routing.mapping import HashMapping, copy_name
 from wordcast.storage import Store
 from wordcast.testing.bruteforce import match_pairs
 
-pytestmark = pytest.mark.e2e
-
 MATCHERS = 3
 
 

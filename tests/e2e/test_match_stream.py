@@ -29,8 +29,6 @@ from wordcast.client import RouterClient, StreamedMatches, StreamLost
 from wordcast.corpus.workload import Post, post_boolean_queries, post_queries, sample_posts
 from wordcast.storage import Store
 
-pytestmark = pytest.mark.e2e
-
 AUTH = {"authorization": "Bearer wck_development_only"}
 ADMIN = {"authorization": "Bearer wordcast-development-admin-token"}
 

@@ -17,8 +17,6 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tests.helpers import ROOT, RunningCluster
 
-pytestmark = pytest.mark.e2e
-
 MONITORING = ROOT / "deploy" / "monitoring"
 DASHBOARD = MONITORING / "wordcast-dashboard.json"
 ALERTS = MONITORING / "alerts.yaml"

@@ -28,10 +28,7 @@ from wordcast.local.supervisor import free_port
 from wordcast.query.analysis import analyse
 from wordcast.testing.bruteforce import match_pairs
 
-pytestmark = [
-    pytest.mark.e2e,
-    pytest.mark.skipif(unavailable() is not None, reason=f"no test hosts: {unavailable()}"),
-]
+pytestmark = pytest.mark.skipif(unavailable() is not None, reason=f"no test hosts: {unavailable()}")
 
 CUT_S = 12.0  # how long a link stays cut: past the Redis write deadline and the matcher timeout
 REFUSED_WITHIN_S = 11.0  # from the cut to the first refusal: no request is held for long

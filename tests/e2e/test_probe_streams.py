@@ -34,8 +34,6 @@ from tests.helpers import (
 )
 from wordcast.client import RouterClient
 
-pytestmark = pytest.mark.e2e
-
 DRAIN_S = 3.0
 POOL = 16  # the extra router's Redis connections: far fewer than the streams it serves
 WORDS = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india"]

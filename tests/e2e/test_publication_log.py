@@ -14,8 +14,6 @@ from wordcast.query.languages import analyse_in_languages
 from wordcast.storage import Store
 from wordcast.storage.redis import connect
 
-pytestmark = pytest.mark.e2e
-
 
 def _log(redis_url: str, namespace: str) -> list[tuple[float, tuple[str, ...]]]:
     async def read() -> list[tuple[float, tuple[str, ...]]]:

@@ -34,8 +34,6 @@ from wordcast.storage import Store
 from wordcast.storage.redis import connect_sync, slot_namespace
 from wordcast.testing.bruteforce import match_pairs
 
-pytestmark = pytest.mark.e2e
-
 
 def _redis_url(cluster: RunningCluster) -> str:
     found = [m[1] for line in cluster.output if (m := re.match(r"redis\s+(\S+)", line))]

@@ -19,8 +19,6 @@ from wordcast.local.supervisor import free_port
 from wordcast.query.analysis import analyse
 from wordcast.testing.bruteforce import match_pairs
 
-pytestmark = pytest.mark.e2e
-
 
 class RestartableRedis:
     """A redis-server with append-only persistence, on a fixed port and data directory."""

@@ -59,8 +59,6 @@ from wordcast.storage.records import unpack_record
 from wordcast.storage.redis import connect_sync, stored_namespace
 from wordcast.testing.bruteforce import match_pairs
 
-pytestmark = pytest.mark.e2e
-
 
 @pytest.fixture(scope="module")
 def scaling_cluster(redis_url: str) -> Iterator[RunningCluster]:

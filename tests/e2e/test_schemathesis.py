@@ -25,8 +25,6 @@ from wordcast.services.router.main import create_app as router_app
 from wordcast.services.router.settings import RouterSettings
 from wordcast.storage.redis import connect_sync
 
-pytestmark = pytest.mark.e2e
-
 CHECKS = [not_a_server_error, response_schema_conformance]
 MATCHER_NAMESPACE = "test-schemathesis-m"
 EXAMPLES = settings(

@@ -31,8 +31,6 @@ from wordcast.query.analysis import analyse
 from wordcast.routing.mapping import HashMapping, route
 from wordcast.testing.bruteforce import match_pairs
 
-pytestmark = pytest.mark.e2e
-
 MATCHERS = 3  # levels: no limit, then at most 2 matchers, then 1
 
 

@@ -28,8 +28,6 @@ from wordcast.spark_jobs.learn_mapping import learned_mapping
 from wordcast.storage import Store
 from wordcast.storage.redis import connect_sync
 
-pytestmark = pytest.mark.e2e
-
 
 @pytest.fixture(scope="module")
 def standalone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkStandalone]:

@@ -37,7 +37,6 @@ def strict_cluster(redis_url: str) -> Iterator[RunningCluster]:
     stop_cluster(running)
 
 
-@pytest.mark.e2e
 @pytest.mark.parametrize(
     "callback",
     [
@@ -72,7 +71,6 @@ def test_registration_refuses_forbidden_callbacks(
     assert sorted(client.scan_iter(match="test-ssrf:*")) == before
 
 
-@pytest.mark.e2e
 def test_delivery_checks_the_address_it_connects_to(
     receiver: Receiver, redis_url: str, namespace: str
 ) -> None:

@@ -9,13 +9,10 @@ from typing import Any
 
 import httpx
 import orjson
-import pytest
 
 from tests.helpers import AUTH, Receiver, RunningCluster, eventually, wordcast_cli
 from wordcast.client import RouterClient
 from wordcast.webhooks.payload import matches_of
-
-pytestmark = pytest.mark.e2e
 
 DEV_KEY = AUTH["authorization"].removeprefix("Bearer ")
 

@@ -37,7 +37,6 @@ def _as(key: str) -> dict[str, str]:
     return {"authorization": f"Bearer {key}"}
 
 
-@pytest.mark.e2e
 def test_requests_without_a_valid_key_get_401(cluster: RunningCluster) -> None:
     router = httpx.Client(base_url=cluster.router_url, timeout=30)
     for headers in ({}, _as("wck_not-a-key"), {"authorization": "Basic Zm9vOmJhcg=="}):
@@ -53,7 +52,6 @@ def test_requests_without_a_valid_key_get_401(cluster: RunningCluster) -> None:
             assert response.headers["www-authenticate"] == "Bearer"
 
 
-@pytest.mark.e2e
 def test_tenants_see_and_delete_only_their_own(cluster: RunningCluster, redis_url: str) -> None:
     alice, bob = tenant_key(cluster, "alice"), tenant_key(cluster, "bob")
     router = httpx.Client(base_url=cluster.router_url, timeout=30)
@@ -92,7 +90,6 @@ def test_tenants_see_and_delete_only_their_own(cluster: RunningCluster, redis_ur
     assert all(alice not in k and alice != v for k, v in stored.items())
 
 
-@pytest.mark.e2e
 def test_the_cli_lists_and_deletes_a_tenants_own_subscriptions(cluster: RunningCluster) -> None:
     """`wordcast subscriptions` lists every subscription of the key's tenant across pages, and
     only those; `wordcast unsubscribe` deletes by id (an unknown id deletes nothing) or --all."""
@@ -158,7 +155,6 @@ def test_the_cli_lists_and_deletes_a_tenants_own_subscriptions(cluster: RunningC
     assert router.get(f"/subscriptions/{other}", headers=_as(dave)).status_code == 200
 
 
-@pytest.mark.e2e
 def test_totals_count_a_boolean_query_once(cluster: RunningCluster) -> None:
     """The listing's total and the admin's tenant list count subscriptions, not the records a
     boolean query's alternatives take (which still count against the tenant's limit)."""
@@ -183,7 +179,6 @@ def test_totals_count_a_boolean_query_once(cluster: RunningCluster) -> None:
     assert totals() == (2, 2)
 
 
-@pytest.mark.e2e
 def test_admin_operations_need_the_admin_token(cluster: RunningCluster) -> None:
     body = {"tenant": "mallory"}
     url = f"{cluster.router_url}/admin/tenants"
@@ -195,7 +190,6 @@ def test_admin_operations_need_the_admin_token(cluster: RunningCluster) -> None:
     )
 
 
-@pytest.mark.e2e
 def test_an_admin_lists_and_revokes_a_tenants_keys(cluster: RunningCluster) -> None:
     tenant = f"erin-{uuid.uuid4().hex[:6]}"
     admin = httpx.Client(base_url=cluster.router_url, headers=_as(DEFAULT_ADMIN_TOKEN), timeout=30)
@@ -225,7 +219,6 @@ def test_an_admin_lists_and_revokes_a_tenants_keys(cluster: RunningCluster) -> N
     assert admin.get("/admin/tenants/no%20spaces/keys").status_code == 422
 
 
-@pytest.mark.e2e
 def test_a_key_revoked_on_one_router_stops_working_on_the_others(
     cluster: RunningCluster, redis_url: str
 ) -> None:
@@ -253,7 +246,6 @@ def test_a_key_revoked_on_one_router_stops_working_on_the_others(
         )
 
 
-@pytest.mark.e2e
 def test_the_cli_makes_lists_and_revokes_keys(cluster: RunningCluster) -> None:
     tenant = f"frank-{uuid.uuid4().hex[:6]}"
     made = wordcast_cli("tenant", "create", tenant, router=cluster.router_url)

@@ -32,8 +32,6 @@ from wordcast.corpus.workload import (
 )
 from wordcast.local.supervisor import free_port
 
-pytestmark = pytest.mark.e2e
-
 AUTH = {"authorization": "Bearer wck_development_only"}
 SHOWN = re.compile(r"^(?P<label>'[^']*'|\"[^\"]*\")\s+<- (?P<text>.*)$")
 

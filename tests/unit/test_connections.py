@@ -89,9 +89,10 @@ def test_a_delivery_waits_while_every_slot_is_busy() -> None:
                 order.append("second in")
 
         first = asyncio.create_task(holder())
-        await asyncio.sleep(0.01)
+        await asyncio.sleep(0)  # the holder takes the one client
         second = asyncio.create_task(waiter())
-        await asyncio.sleep(0.05)
+        for _ in range(5):  # the waiter runs until it waits; no time passes, only turns
+            await asyncio.sleep(0)
         assert order == ["first in"]
         release.set()
         await asyncio.gather(first, second)

@@ -154,3 +154,23 @@ def _too_large() -> Iterator[str]:
 
 def test_modules_classes_and_functions_stay_readable() -> None:
     assert list(_too_large()) == []
+
+
+def test_no_test_module_imports_another() -> None:
+    """What test modules share lives in support modules (``tests/helpers.py``, each suite's
+    ``support.py``, ``conftest.py``), so each test module stands on its own."""
+    tests = Path(__file__).resolve().parents[1]
+    leaning: list[str] = []
+    for path in sorted(tests.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            modules: list[str] = []
+            if isinstance(node, ast.ImportFrom) and node.module:
+                modules = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+            elif isinstance(node, ast.Import):
+                modules = [a.name for a in node.names]
+            leaning += [
+                f"{path.relative_to(tests.parent)} imports {m}"
+                for m in modules
+                if m.startswith("tests.") and m.rsplit(".", 1)[-1].startswith("test_")
+            ]
+    assert not leaning, leaning
