@@ -19,12 +19,13 @@ SRC = ROOT / "src" / "wordcast"
 SPARK_JOBS = SRC / "spark_jobs"
 
 # `_core` is the compiled core (rust/): foundation too, importing nothing of the package.
-FOUNDATION = {"errors", "limits", "defaults", "_core"}
+FOUNDATION = {"errors", "limits", "defaults", "backoff", "_core"}
 # Package (or top-level module) -> the wordcast packages it may import, besides itself.
 MAY_IMPORT: dict[str, set[str]] = {
     "errors": set(),
     "limits": set(),
     "defaults": set(),
+    "backoff": set(),
     "_core": set(),
     "query": FOUNDATION,
     "webhooks": FOUNDATION,

@@ -21,6 +21,7 @@ from typing import Any
 
 import orjson
 
+from wordcast.backoff import Backoff
 from wordcast.client import ApiError, ProgressLine, RouterClient, RouterUnreachable
 from wordcast.errors import InvalidInput
 
@@ -142,6 +143,7 @@ async def import_file(
 
 async def _send(client: RouterClient, path: Path, lines: list[tuple[int, dict[str, Any]]]) -> None:
     where = f"{path.name} lines {lines[0][0]}–{lines[-1][0]}"
+    backoff = Backoff(first_s=0.5, most_s=8.0)
     for attempt in range(TRIES):
         try:
             await client.subscribe_items([item for _, item in lines])
@@ -149,11 +151,11 @@ async def _send(client: RouterClient, path: Path, lines: list[tuple[int, dict[st
         except ApiError as exc:
             if exc.status not in RETRIED or attempt == TRIES - 1:
                 raise ApiError(exc.status, f"{where}: {_by_line(str(exc), lines)}") from exc
-            await asyncio.sleep(exc.retry_after or 0.5 * 2**attempt)
+            await backoff.wait(exc.retry_after)
         except RouterUnreachable:
             if attempt == TRIES - 1:
                 raise
-            await asyncio.sleep(0.5 * 2**attempt)
+            await backoff.wait()
 
 
 def _by_line(detail: str, lines: list[tuple[int, dict[str, Any]]]) -> str:

@@ -19,6 +19,7 @@ from typing import Any
 import httpx
 import orjson
 
+from wordcast.backoff import Backoff
 from wordcast.client.admin import AdminCalls
 from wordcast.client.endpoints import EndpointCalls
 from wordcast.client.errors import ApiError, RouterUnreachable, raise_for_status
@@ -298,7 +299,7 @@ class RouterClient(AdminCalls, EndpointCalls):
 
         async def one(chunk: Sequence[dict[str, str]]) -> None:
             named = [p if p.get("id") else {**p, "id": uuid.uuid4().hex} for p in chunk]
-            pause = FIRST_PAUSE_S
+            backoff = Backoff(FIRST_PAUSE_S, MAX_PAUSE_S)
             for attempt in range(1, tries + 1):
                 try:
                     await self.publish(named, stream=stream)
@@ -309,10 +310,9 @@ class RouterClient(AdminCalls, EndpointCalls):
                     passing = refused.status in (429, 503) if refused else self.answered
                     if not passing or attempt == tries:
                         raise
-                    wait = (refused.retry_after if refused else None) or pause
-                    bar.note(f"{exc}; sending that batch again in {wait:g} s")
-                    await asyncio.sleep(wait)
-                    pause = min(2 * pause, MAX_PAUSE_S)
+                    asked = refused.retry_after if refused else None
+                    bar.note(f"{exc}; sending that batch again in {asked or backoff.delay_s:g} s")
+                    await backoff.wait(asked)
             bar.advance(len(chunk))
 
         await asyncio.gather(*(one(chunk) for chunk in chunks(publications, batch)))

@@ -20,6 +20,11 @@ from dataclasses import dataclass, field
 
 import httpx
 
+from wordcast.backoff import Backoff
+
+# A service that exits is started again after 0.2 s, doubling with each restart up to 5 s.
+RESTART_FIRST_S = 0.2
+RESTART_MOST_S = 5.0
 _PR_SET_PDEATHSIG = 1
 
 
@@ -152,8 +157,9 @@ class Supervisor:
                     if service not in self.services:  # stopped by scaling down
                         continue
                     if not service.restart_due:
-                        pause = min(0.2 * 2 ** min(service.restarts, 5), 5.0)
-                        pause = max(pause, service.restart_after_s)
+                        backoff = Backoff(RESTART_FIRST_S, RESTART_MOST_S)
+                        backoff.failures = service.restarts
+                        pause = max(backoff.delay_s, service.restart_after_s)
                         self._out(
                             f"[supervisor] {service.name} exited with code "
                             f"{process.returncode}; restarting in {pause:.1f} s"

@@ -10,6 +10,7 @@ import time
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
+from wordcast.backoff import Backoff
 from wordcast.errors import StoreUnavailable
 from wordcast.storage import scripts
 from wordcast.storage.records import BatchRows, SubscriptionEvent, event_order, events_from_entry
@@ -240,7 +241,7 @@ class EventFollower:
         await self._events.record_progress(self.reader, needed, self.forget_after_s)
 
     async def run(self) -> None:
-        delay = 0.1
+        backoff = Backoff()
         while True:
             try:
                 if not self.ready.is_set():
@@ -252,8 +253,7 @@ class EventFollower:
                     continue
                 self._take(entries)
                 await self._record_progress()
-                delay = 0.1
+                backoff.succeeded()
             except StoreUnavailable as exc:
-                log.warning("event stream unavailable, retrying in %.1fs: %s", delay, exc)
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, 5.0)
+                log.warning("event stream unavailable, retrying in %.1fs: %s", backoff.delay_s, exc)
+                await backoff.wait()

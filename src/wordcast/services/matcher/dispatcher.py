@@ -29,6 +29,7 @@ import time
 
 from prometheus_client import Counter, Gauge, Histogram
 
+from wordcast.backoff import Backoff
 from wordcast.errors import StoreUnavailable
 from wordcast.services.matcher.back_pressure import BackPressure
 from wordcast.services.matcher.counting import Counting
@@ -173,7 +174,7 @@ class Dispatcher:
         await self.endpoints.flush()
 
     async def _deliver_forever(self) -> None:
-        delay = 0.1
+        backoff = Backoff()
         # Refill in groups: a read per finished message would cost a round trip a message when
         # the webhooks keep up.
         refill = max(1, self._concurrency // 4)
@@ -203,11 +204,10 @@ class Dispatcher:
                         if (outbox.key, entry_id) in self._active:
                             continue
                         self._start(outbox, entry_id, message)
-                    delay = 0.1
+                    backoff.succeeded()
             except StoreUnavailable as exc:
-                log.warning("outbox unavailable, retrying in %.1fs: %s", delay, exc)
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, 5.0)
+                log.warning("outbox unavailable, retrying in %.1fs: %s", backoff.delay_s, exc)
+                await backoff.wait()
                 # Whatever we read and did not finish is still pending: the cursors start over.
 
     async def _start_due(self, free: int) -> int:

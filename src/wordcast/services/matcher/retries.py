@@ -16,6 +16,7 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from wordcast.backoff import Backoff
 from wordcast.storage.outbox import Outbox
 
 
@@ -45,8 +46,9 @@ class Retries:
 
     def wait(self, outbox: Outbox, entry_id: str, attempts: int, asked_s: float | None) -> None:
         """Back a message off after its ``attempts``-th failed attempt."""
-        backoff = min(self._max_backoff_s, self._backoff_s * 2 ** (attempts - 1))
-        pause = random.uniform(0, backoff)  # full jitter
+        backoff = Backoff(self._backoff_s, self._max_backoff_s)
+        backoff.failures = attempts - 1
+        pause = random.uniform(0, backoff.delay_s)  # full jitter
         if asked_s is not None:
             pause = max(pause, min(asked_s, self._max_backoff_s))
         due = time.monotonic() + pause

@@ -4,7 +4,6 @@ routers show it, its registered URL, handing on its deliveries when scaling remo
 
 from __future__ import annotations
 
-import asyncio
 import gc
 import hmac
 import logging
@@ -15,6 +14,7 @@ from collections.abc import Iterable, Sequence
 
 from prometheus_client import Counter, Gauge
 
+from wordcast.backoff import Backoff
 from wordcast.engines.registry import pattern_index, term_index
 from wordcast.engines.termstats import TermStats
 from wordcast.errors import StoreUnavailable
@@ -133,15 +133,14 @@ class MatcherState:
     async def register(self) -> None:
         """Tell routers where this matcher answers (retried until Redis takes it)."""
         url = self.settings.advertise_url or f"http://127.0.0.1:{self.settings.port}"
-        delay = 0.1
+        backoff = Backoff()
         while True:
             try:
                 await self.store.membership.register_matcher(self.ordinal, url.rstrip("/"))
                 return
             except StoreUnavailable as exc:
                 log.warning("could not register this matcher's URL, retrying: %s", exc)
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, 5.0)
+                await backoff.wait()
 
     async def hand_on_if_removed(self) -> int:
         """After the dispatcher stopped: if scaling down removed this matcher for good (its
