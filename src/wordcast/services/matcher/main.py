@@ -3,25 +3,18 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 
 from wordcast import __version__, limits
 from wordcast.errors import StoreUnavailable
-from wordcast.services.common import (
-    BodySizeLimit,
-    configure_logging,
-    in_background,
-    metrics_router,
-)
+from wordcast.services.common import BodySizeLimit, metrics_router
 from wordcast.services.errors import install_error_handlers
+from wordcast.services.lifespan import service_lifespan
 from wordcast.services.matcher.routes import health, internal
 from wordcast.services.matcher.settings import MatcherSettings
 from wordcast.services.matcher.state import MatcherState
 from wordcast.services.pages import serve_pages
-from wordcast.storage import Store
 
 log = logging.getLogger(__name__)
 
@@ -29,40 +22,31 @@ log = logging.getLogger(__name__)
 def create_app(settings: MatcherSettings | None = None) -> FastAPI:
     settings = settings or MatcherSettings()
 
-    @asynccontextmanager
-    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        configure_logging(settings.log_level)
-        store = Store.connect(
-            settings.redis_url,
-            settings.namespace,
-            settings.events_max,
-            settings.redis_wait_replicas,
-            settings.redis_write_deadline_s,
-            settings.redis_max_connections,
-        )
-        state = MatcherState(settings, store)
-        app.state.matcher = state
+    async def close(state: MatcherState) -> None:
         try:
-            async with (
-                in_background(state.follower.run(), "events"),
-                in_background(state.dispatcher.run(), "dispatch"),
-                in_background(state.register(), "registration"),
-                in_background(state.keep_checkpoints(), "checkpoints"),
-                in_background(state.counting.keep(), "counters"),
-            ):
-                yield
-        finally:
-            try:
-                await state.checkpoint()
-            except OSError as exc:
-                log.warning("could not write the matcher's checkpoint: %s", exc)
-            await state.backfills.stop()
-            await state.dispatcher.close(settings.shutdown_drain_s)
-            try:
-                await state.hand_on_if_removed()
-            except StoreUnavailable as exc:  # the take-over bound still gets them to the others
-                log.warning("could not hand on this matcher's unfinished deliveries: %s", exc)
-            await store.aclose()
+            await state.checkpoint()
+        except OSError as exc:
+            log.warning("could not write the matcher's checkpoint: %s", exc)
+        await state.backfills.stop()
+        await state.dispatcher.close(settings.shutdown_drain_s)
+        try:
+            await state.hand_on_if_removed()
+        except StoreUnavailable as exc:  # the take-over bound still gets them to the others
+            log.warning("could not hand on this matcher's unfinished deliveries: %s", exc)
+
+    lifespan = service_lifespan(
+        settings,
+        lambda store: MatcherState(settings, store),
+        "matcher",
+        lambda state: [
+            (state.follower.run(), "events"),
+            (state.dispatcher.run(), "dispatch"),
+            (state.register(), "registration"),
+            (state.keep_checkpoints(), "checkpoints"),
+            (state.counting.keep(), "counters"),
+        ],
+        close,
+    )
 
     app = FastAPI(
         title=f"wordcast matcher {settings.ordinal}",

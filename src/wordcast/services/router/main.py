@@ -2,20 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
-
 from fastapi import FastAPI
 
 from wordcast import __version__, limits
-from wordcast.services.common import (
-    BodySizeLimit,
-    configure_logging,
-    in_background,
-    metrics_router,
-    tune_garbage_collection,
-)
+from wordcast.services.common import BodySizeLimit, metrics_router, tune_garbage_collection
 from wordcast.services.errors import install_error_handlers
+from wordcast.services.lifespan import service_lifespan
 from wordcast.services.pages import serve_console, serve_pages
 from wordcast.services.router.routes import (
     admin,
@@ -28,40 +20,27 @@ from wordcast.services.router.routes import (
 )
 from wordcast.services.router.settings import RouterSettings
 from wordcast.services.router.state import RouterState
-from wordcast.storage import Store
 
 
 def create_app(settings: RouterSettings | None = None) -> FastAPI:
     settings = settings or RouterSettings()
 
-    @asynccontextmanager
-    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        configure_logging(settings.log_level)
-        store = Store.connect(
-            settings.redis_url,
-            settings.namespace,
-            settings.events_max,
-            settings.redis_wait_replicas,
-            settings.redis_write_deadline_s,
-            settings.redis_max_connections,
-        )
-        state = RouterState(settings, store)
-        app.state.router = state
-        try:
-            async with (
-                in_background(state.follower.run(), "events"),
-                in_background(state.versions.watch(), "mappings"),
-                in_background(state.versions.report(), "version reports"),
-                in_background(state.shedder.run(), "load shedding"),
-                in_background(state.tenants.follow_revocations(), "key revocations"),
-                in_background(state.publishing.write_samples(), "publication log"),
-                in_background(state.match_streams.follow(), "match stream positions"),
-                in_background(state.keep_history(), "rate history"),
-            ):
-                yield
-        finally:
-            await state.close()
-            await store.aclose()
+    lifespan = service_lifespan(
+        settings,
+        lambda store: RouterState(settings, store),
+        "router",
+        lambda state: [
+            (state.follower.run(), "events"),
+            (state.versions.watch(), "mappings"),
+            (state.versions.report(), "version reports"),
+            (state.shedder.run(), "load shedding"),
+            (state.tenants.follow_revocations(), "key revocations"),
+            (state.publishing.write_samples(), "publication log"),
+            (state.match_streams.follow(), "match stream positions"),
+            (state.keep_history(), "rate history"),
+        ],
+        RouterState.close,
+    )
 
     app = FastAPI(
         title="wordcast router",
