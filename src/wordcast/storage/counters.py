@@ -15,29 +15,35 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from wordcast.storage.lua import LuaScript
 from wordcast.storage.redis import translated
 from wordcast.storage.shards import Shards
 
-# KEYS: 1 the shard's counters, then each subscription's bucket. ARGV: per subscription, its id,
-# matched, delivered and failed to add, and a match time (0: none; the later one is kept).
-_ADD = """
+# KEYS: 1 the shard's counters, then each subscription's bucket. ``tallies``: per subscription
+# (five each): its id, matched, delivered and failed to add, and a match time (0: none; the
+# later one is kept).
+_ADD = LuaScript(
+    "",
+    """
 for i = 2, #KEYS do
   local at = (i - 2) * 5
-  local id = ARGV[at + 1]
+  local id = tallies[at + 1]
   if redis.call('HEXISTS', KEYS[i], id) == 1 then
     local m, d, f, t = 0, 0, 0, 0
     local held = redis.call('HGET', KEYS[1], id)
     if held then
       m, d, f, t = string.match(held, '^(%S+) (%S+) (%S+) (%S+)$')
     end
-    local last = math.max(tonumber(t), tonumber(ARGV[at + 5]))
+    local last = math.max(tonumber(t), tonumber(tallies[at + 5]))
     redis.call('HSET', KEYS[1], id, string.format('%d %d %d %.3f',
-      tonumber(m) + tonumber(ARGV[at + 2]), tonumber(d) + tonumber(ARGV[at + 3]),
-      tonumber(f) + tonumber(ARGV[at + 4]), last))
+      tonumber(m) + tonumber(tallies[at + 2]), tonumber(d) + tonumber(tallies[at + 3]),
+      tonumber(f) + tonumber(tallies[at + 4]), last))
   end
 end
 return 0
-"""
+""",
+    rest="tallies",
+)
 
 ADD_MOST = 500  # subscriptions a script adds to at once
 
@@ -81,11 +87,11 @@ class SubscriptionCounters:
             keys = shards[shard]
             for start in range(0, len(items), ADD_MOST):
                 part = items[start : start + ADD_MOST]
-                args: list[str | int | float] = []
+                rows: list[str | int | float] = []
                 for sub_id, t in part:
-                    args += [sub_id, t.matched, t.delivered, t.failed, t.last_match]
+                    rows += [sub_id, t.matched, t.delivered, t.failed, t.last_match]
                 touched = [keys.counters, *(keys.record_of(sub_id) for sub_id, _ in part)]
-                calls.append(self._add(keys=touched, args=args))
+                calls.append(self._add(keys=touched, args=_ADD.args(tallies=rows)))
         with translated("adding to subscriptions' counters"):
             await asyncio.gather(*calls)
 

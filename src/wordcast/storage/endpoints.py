@@ -31,6 +31,7 @@ import orjson
 
 from wordcast.errors import Conflict, NotFound
 from wordcast.storage.keys import Keys
+from wordcast.storage.lua import LuaScript
 from wordcast.storage.redis import translated
 
 
@@ -85,76 +86,85 @@ class EndpointHealth:
 
 # Make the endpoint of (tenant, URL) unless there is one: atomic, so two routers (or a router and
 # a dispatcher) subscribing to one URL at once share one endpoint.
-# KEYS: records, urls, epoch. ARGV: url, id, record (JSON). Returns the endpoint's record, and 1
+# KEYS: records, urls, epoch. ``record``: the new one's JSON. Returns the endpoint's record, and 1
 # if it was made now (else 0).
-_FOR_URL = """
-local id = redis.call('HGET', KEYS[2], ARGV[1])
+_FOR_URL = LuaScript(
+    "url new_id record",
+    """
+local id = redis.call('HGET', KEYS[2], url)
 if id then
-  local record = redis.call('HGET', KEYS[1], id)
-  if record then return {record, 0} end
+  local found = redis.call('HGET', KEYS[1], id)
+  if found then return {found, 0} end
 end
-redis.call('HSET', KEYS[2], ARGV[1], ARGV[2])
-redis.call('HSET', KEYS[1], ARGV[2], ARGV[3])
+redis.call('HSET', KEYS[2], url, new_id)
+redis.call('HSET', KEYS[1], new_id, record)
 redis.call('INCR', KEYS[3])
-return {ARGV[3], 1}
-"""
+return {record, 1}
+""",
+)
 
 # Replace an endpoint's record (whose URL may change: the URL must be free, and the old one is
-# let go). KEYS: records, urls, epoch. ARGV: id, record (JSON), old url, new url.
-# Returns 1, or 0 when the endpoint is gone, or -1 when the new URL is another endpoint's.
-_REPLACE = """
-if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 0 then return 0 end
-if ARGV[3] ~= ARGV[4] then
-  local holder = redis.call('HGET', KEYS[2], ARGV[4])
-  if holder and holder ~= ARGV[1] then return -1 end
-  redis.call('HDEL', KEYS[2], ARGV[3])
-  redis.call('HSET', KEYS[2], ARGV[4], ARGV[1])
+# let go). KEYS: records, urls, epoch. ``record``: the new JSON. Returns 1, or 0 when the
+# endpoint is gone, or -1 when the new URL is another endpoint's.
+_REPLACE = LuaScript(
+    "id record old_url new_url",
+    """
+if redis.call('HEXISTS', KEYS[1], id) == 0 then return 0 end
+if old_url ~= new_url then
+  local holder = redis.call('HGET', KEYS[2], new_url)
+  if holder and holder ~= id then return -1 end
+  redis.call('HDEL', KEYS[2], old_url)
+  redis.call('HSET', KEYS[2], new_url, id)
 end
-redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+redis.call('HSET', KEYS[1], id, record)
 redis.call('INCR', KEYS[3])
 return 1
-"""
+""",
+)
 
 # Record a dispatcher's counts of attempts since its last flush, and disable the endpoint when it
-# has failed for longer than allowed. KEYS: health, records, epoch. ARGV: id, delivered, failed,
-# ok, not ok, latency ms, last error, its time, first failure (0: none), last success (0: none),
-# now, disable after (s). Returns the reason it was disabled now, or "".
-_HEALTH = """
-redis.call('HINCRBY', KEYS[1], 'delivered', ARGV[2])
-redis.call('HINCRBY', KEYS[1], 'failed', ARGV[3])
-redis.call('HINCRBY', KEYS[1], 'attempts_ok', ARGV[4])
-redis.call('HINCRBY', KEYS[1], 'attempts_failed', ARGV[5])
-redis.call('HINCRBYFLOAT', KEYS[1], 'latency_ms', ARGV[6])
-local last_ok = tonumber(ARGV[10])
-local first_failure = tonumber(ARGV[9])
-if last_ok > 0 then redis.call('HSET', KEYS[1], 'last_delivered_at', ARGV[10]) end
-if ARGV[7] ~= '' then
-  redis.call('HSET', KEYS[1], 'last_error', ARGV[7], 'last_error_at', ARGV[8])
+# has failed for longer than allowed. KEYS: health, records, epoch. ``first_failure`` and
+# ``last_success`` are 0 for none. Returns the reason it was disabled now, or "".
+_HEALTH = LuaScript(
+    "id delivered failed attempts_ok attempts_failed latency_ms last_error last_error_at"
+    " first_failure last_success now disable_after_s",
+    """
+redis.call('HINCRBY', KEYS[1], 'delivered', delivered)
+redis.call('HINCRBY', KEYS[1], 'failed', failed)
+redis.call('HINCRBY', KEYS[1], 'attempts_ok', attempts_ok)
+redis.call('HINCRBY', KEYS[1], 'attempts_failed', attempts_failed)
+redis.call('HINCRBYFLOAT', KEYS[1], 'latency_ms', latency_ms)
+local last_ok = tonumber(last_success)
+local first_failed = tonumber(first_failure)
+if last_ok > 0 then redis.call('HSET', KEYS[1], 'last_delivered_at', last_success) end
+if last_error ~= '' then
+  redis.call('HSET', KEYS[1], 'last_error', last_error, 'last_error_at', last_error_at)
 end
 local since = tonumber(redis.call('HGET', KEYS[1], 'failing_since') or '0')
-if last_ok > 0 and last_ok >= first_failure then
+if last_ok > 0 and last_ok >= first_failed then
   since = 0
   redis.call('HDEL', KEYS[1], 'failing_since')
-elseif first_failure > 0 and since == 0 then
-  since = first_failure
-  redis.call('HSET', KEYS[1], 'failing_since', ARGV[9])
+elseif first_failed > 0 and since == 0 then
+  since = first_failed
+  redis.call('HSET', KEYS[1], 'failing_since', first_failure)
 end
-if since > 0 and tonumber(ARGV[11]) - since >= tonumber(ARGV[12]) then
-  local text = redis.call('HGET', KEYS[2], ARGV[1])
+if since > 0 and tonumber(now) - since >= tonumber(disable_after_s) then
+  local text = redis.call('HGET', KEYS[2], id)
   if text then
     local record = cjson.decode(text)
     if record['enabled'] then
       record['enabled'] = false
       record['disabled_reason'] = 'failing since ' .. string.format('%.0f', since) ..
-        ' (Unix time), last error: ' .. ARGV[7]
-      redis.call('HSET', KEYS[2], ARGV[1], cjson.encode(record))
+        ' (Unix time), last error: ' .. last_error
+      redis.call('HSET', KEYS[2], id, cjson.encode(record))
       redis.call('INCR', KEYS[3])
       return record['disabled_reason']
     end
   end
 end
 return ''
-"""
+""",
+)
 
 
 class EndpointStore:
@@ -180,7 +190,7 @@ class EndpointStore:
         with translated("finding a webhook endpoint"):
             text, new = await self._for_url(
                 keys=[self._records(tenant), self._urls(tenant), self._epoch],
-                args=[url, made.id, made.encoded()],
+                args=_FOR_URL.args(url=url, new_id=made.id, record=made.encoded()),
             )
         return Endpoint.decoded(text), bool(int(new))
 
@@ -226,7 +236,9 @@ class EndpointStore:
         with translated("updating a webhook endpoint"):
             done = await self._replace(
                 keys=[self._records(tenant), self._urls(tenant), self._epoch],
-                args=[endpoint_id, new.encoded(), old.url, new.url],
+                args=_REPLACE.args(
+                    id=endpoint_id, record=new.encoded(), old_url=old.url, new_url=new.url
+                ),
             )
             if changes.get("enabled") and not old.enabled:
                 await self.client.hdel(self._health_key(endpoint_id), "failing_since")
@@ -281,20 +293,20 @@ class EndpointStore:
         with translated("recording endpoints' health"):
             reason = await self._add_health(
                 keys=[self._health_key(endpoint_id), self._records(tenant), self._epoch],
-                args=[
-                    endpoint_id,
-                    tally.delivered,
-                    tally.failed,
-                    tally.attempts_ok,
-                    tally.attempts_failed,
-                    repr(tally.latency_ms),
-                    tally.last_error,
-                    repr(tally.last_error_at),
-                    repr(tally.first_failure),
-                    repr(tally.last_success),
-                    repr(now),
-                    repr(disable_after_s),
-                ],
+                args=_HEALTH.args(
+                    id=endpoint_id,
+                    delivered=tally.delivered,
+                    failed=tally.failed,
+                    attempts_ok=tally.attempts_ok,
+                    attempts_failed=tally.attempts_failed,
+                    latency_ms=repr(tally.latency_ms),
+                    last_error=tally.last_error,
+                    last_error_at=repr(tally.last_error_at),
+                    first_failure=repr(tally.first_failure),
+                    last_success=repr(tally.last_success),
+                    now=repr(now),
+                    disable_after_s=repr(disable_after_s),
+                ),
             )
         return str(reason or "")
 

@@ -41,7 +41,12 @@ class EventLog:
         pipe = self.client.pipeline(transaction=False)
         for keys, at in zip(shards, ids_of(position, len(shards)), strict=True):
             await queue_script(
-                pipe, self._trim, [keys.events, keys.event_readers], [reader, at, forget_after_s]
+                pipe,
+                self._trim,
+                [keys.events, keys.event_readers],
+                scripts.TRIM_EVENTS.args(
+                    reader=reader, read_up_to=at, forget_after_s=forget_after_s
+                ),
             )
         with translated("recording progress through the event stream"):
             return sum(int(trimmed) for trimmed in await pipe.execute())

@@ -52,7 +52,10 @@ async def pack_records(client: Any, keys: Keys) -> int:
                 sub, fields.get("previous_secret", ""), float(fields.get("previous_until") or 0)
             )
             touched = [key, keys.record_of(sub_id), keys.tenant_counts, keys.matcher_counts]
-            await queue_script(pipe, migrate, touched, [sub_id, packed, sub.tenant, *sub.matchers])
+            args = scripts.MIGRATE_RECORD.args(
+                id=sub_id, record=packed, tenant=sub.tenant, matchers=sub.matchers
+            )
+            await queue_script(pipe, migrate, touched, args)
         moved += sum(int(n) for n in await pipe.execute())
     if not [key async for key in client.scan_iter(match=f"{head}*", count=1000)]:
         for old_set in (keys.unpacked_matcher_subs("*"), keys.unpacked_tenant_subs("*")):

@@ -37,32 +37,49 @@ import redis.asyncio as aioredis
 
 from wordcast.errors import MappingError
 from wordcast.routing.mapping import HashMapping, LearnedMapping
+from wordcast.storage.lua import LuaScript
 from wordcast.storage.redis import on_cluster, translated
 from wordcast.storage.shards import Shards
 
 CHUNK = 10_000
 
-_RAISE_LATEST = """
+# KEYS: the latest version, the channel it is announced on.
+_RAISE_LATEST = LuaScript(
+    "version",
+    """
 local current = tonumber(redis.call('GET', KEYS[1]) or '0')
-if tonumber(ARGV[1]) > current then redis.call('SET', KEYS[1], ARGV[1]) end
-return redis.call('PUBLISH', KEYS[2], ARGV[1])
-"""
+if tonumber(version) > current then redis.call('SET', KEYS[1], version) end
+return redis.call('PUBLISH', KEYS[2], version)
+""",
+)
 
-_RELEASE = """
-if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+# KEYS: the migration lock.
+_RELEASE = LuaScript(
+    "owner",
+    """
+if redis.call('GET', KEYS[1]) == owner then return redis.call('DEL', KEYS[1]) end
 return 0
-"""
+""",
+)
 
-_RETIRED = """
+# KEYS: the version being retired.
+_RETIRED = LuaScript(
+    "version",
+    """
 local retiring = redis.call('GET', KEYS[1])
-if retiring and tonumber(retiring) <= tonumber(ARGV[1]) then return redis.call('DEL', KEYS[1]) end
+if retiring and tonumber(retiring) <= tonumber(version) then return redis.call('DEL', KEYS[1]) end
 return 0
-"""
+""",
+)
 
-_RENEW = """
-if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
+# KEYS: the migration lock.
+_RENEW = LuaScript(
+    "owner ttl_ms",
+    """
+if redis.call('GET', KEYS[1]) == owner then return redis.call('PEXPIRE', KEYS[1], ttl_ms) end
 return 0
-"""
+""",
+)
 
 
 class MappingStore:
@@ -124,7 +141,9 @@ class MappingStore:
             }
             fields.update({k: str(v) for k, v in (meta or {}).items()})
             await self.client.hset(self.key(f"{version}:meta"), mapping=fields)
-            await self._raise_latest(keys=[self.key("latest"), self.channel], args=[version])
+            await self._raise_latest(
+                keys=[self.key("latest"), self.channel], args=_RAISE_LATEST.args(version=version)
+            )
         return version
 
     async def meta(self, version: int) -> dict[str, str]:
@@ -223,7 +242,7 @@ class MappingStore:
     async def retired(self, version: int) -> None:
         """Every placement serving only versions before ``version`` is gone (an older mark too)."""
         with translated("recording a finished retirement"):
-            await self._retired(keys=[self.key("retiring")], args=[version])
+            await self._retired(keys=[self.key("retiring")], args=_RETIRED.args(version=version))
 
     async def activate(self, version: int) -> None:
         with translated("activating a mapping version"):
@@ -237,11 +256,15 @@ class MappingStore:
 
     async def renew(self, owner: str, ttl_ms: int) -> bool:
         with translated("renewing the migration lock"):
-            return bool(await self._renew(keys=[self.key("lock")], args=[owner, ttl_ms]))
+            return bool(
+                await self._renew(
+                    keys=[self.key("lock")], args=_RENEW.args(owner=owner, ttl_ms=ttl_ms)
+                )
+            )
 
     async def release(self, owner: str) -> None:
         with translated("releasing the migration lock"):
-            await self._release(keys=[self.key("lock")], args=[owner])
+            await self._release(keys=[self.key("lock")], args=_RELEASE.args(owner=owner))
 
     async def report_problem(self, problem: str, ttl_s: float) -> None:
         with translated("recording a migration problem"):

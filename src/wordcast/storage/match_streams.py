@@ -26,29 +26,35 @@ import redis.asyncio as aioredis
 from redis.exceptions import ResponseError
 
 from wordcast.errors import Gone
+from wordcast.storage.lua import LuaScript
 from wordcast.storage.records import event_order
 from wordcast.storage.redis import on_cluster, translated
 
 # A consumer's next entries and the lost-key together (so never a gap between them), as a
 # script: redis-py's transactions on a Redis Cluster queue each command through asyncio.run in a
 # thread, and one that needs a node's help to find its keys (XREAD) left a pooled connection
-# bound to that short-lived loop, failing the next read. KEYS: the stream, its lost-key; ARGV:
-# the id to read after, how many at most. Answers [the lost-key's fields, the entries].
-READ = """
+# bound to that short-lived loop, failing the next read. KEYS: the stream, its lost-key.
+# Answers [the lost-key's fields, the entries].
+READ = LuaScript(
+    "after most",
+    """
 return {redis.call('HGETALL', KEYS[2]),
-        redis.call('XRANGE', KEYS[1], '(' .. ARGV[1], '+', 'COUNT', ARGV[2])}
-"""
+        redis.call('XRANGE', KEYS[1], '(' .. after, '+', 'COUNT', most)}
+""",
+)
 
-# KEYS: the stream, its lost-key, its last-key, then a de-duplication key per message; ARGV: the retention in
-# ms, the most entries, then each message's body. Entries past either bound are dropped exactly
-# (an XTRIM by MINID just past the last of them), so the lost-key is exact too.
-APPEND = """
-local retention = tonumber(ARGV[1])
+# KEYS: the stream, its lost-key, its last-key, then a de-duplication key per message (of
+# ``bodies``, in order). Entries past either bound are dropped exactly (an XTRIM by MINID just
+# past the last of them), so the lost-key is exact too.
+APPEND = LuaScript(
+    "retention_ms most",
+    """
+local retention = tonumber(retention_ms)
 local added = 0
 local newest = nil
 for i = 4, #KEYS do
   if redis.call('SET', KEYS[i], '1', 'NX', 'PX', retention) then
-    newest = redis.call('XADD', KEYS[1], '*', 'body', ARGV[i - 1])
+    newest = redis.call('XADD', KEYS[1], '*', 'body', bodies[i - 3])
     added = added + 1
   end
 end
@@ -62,7 +68,7 @@ local function later(a, b)
   return b
 end
 local last = nil
-local excess = redis.call('XLEN', KEYS[1]) - tonumber(ARGV[2])
+local excess = redis.call('XLEN', KEYS[1]) - tonumber(most)
 if excess > 0 then
   local over = redis.call('XRANGE', KEYS[1], '-', '+', 'COUNT', excess)
   last = over[#over][1]
@@ -74,10 +80,12 @@ if #expired > 0 then last = later(expired[#expired][1], last) end
 if last ~= nil then
   local ms, seq = string.match(last, '(%d+)-(%d+)')
   redis.call('XTRIM', KEYS[1], 'MINID', ms .. '-' .. string.format('%d', tonumber(seq) + 1))
-  redis.call('HSET', KEYS[2], 'through', last, 'retention_ms', ARGV[1], 'most', ARGV[2])
+  redis.call('HSET', KEYS[2], 'through', last, 'retention_ms', retention_ms, 'most', most)
 end
 return added
-"""
+""",
+    rest="bodies",
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,8 +143,11 @@ class MatchStreams:
             f"{key}:last",
             *(f"{key}:seen:{msg_id}" for msg_id, _ in messages),
         ]
-        bounds = [max(1, int(retention_s * 1000)), max(1, most)]
-        args: list[str | int] = [*bounds, *(body for _, body in messages)]
+        args = APPEND.args(
+            retention_ms=max(1, int(retention_s * 1000)),
+            most=max(1, most),
+            bodies=[body for _, body in messages],
+        )
         with translated("adding matches to the match stream"):
             return int(await self._append(keys=keys, args=args))
 
@@ -174,7 +185,9 @@ class MatchStreams:
         transaction with them, so never a gap)."""
         key = self.key(tenant)
         with translated("reading the match stream"):
-            fields, entries = await self._read(keys=[key, f"{key}:lost"], args=[after, count])
+            fields, entries = await self._read(
+                keys=[key, f"{key}:lost"], args=READ.args(after=after, most=count)
+            )
         lost = _lost({_text(k): _text(v) for k, v in zip(fields[::2], fields[1::2], strict=True)})
         if lost is not None:
             lost.check(after)

@@ -41,6 +41,7 @@ import orjson
 import redis.asyncio as aioredis
 from redis.exceptions import ResponseError
 
+from wordcast.storage.lua import LuaScript
 from wordcast.storage.redis import NO_REPLICAS, Replication, node_of, on_cluster, translated
 
 GROUP = "dispatch"
@@ -150,15 +151,18 @@ def redis_memory_limit(memory_info: Mapping[str, Any], configured: int) -> int:
     return int(memory_info.get("total_system_memory", 0)) // 2
 
 
-# Entries acknowledged and deleted in one step (KEYS: the outbox; ARGV: the group, then the
-# ids). A script rather than MULTI: redis-py's async cluster transactions run each queued command
-# through asyncio.run in a thread of its own, slowly (a delivery was acknowledged well after it
-# was received).
+# Entries acknowledged and deleted in one step (KEYS: the outbox). A script rather than MULTI:
+# redis-py's async cluster transactions run each queued command through asyncio.run in a thread
+# of its own, slowly (a delivery was acknowledged well after it was received).
 ACK_MOST = 1_000
-ACK = """
-redis.call('XACK', KEYS[1], ARGV[1], unpack(ARGV, 2))
-return redis.call('XDEL', KEYS[1], unpack(ARGV, 2))
-"""
+ACK = LuaScript(
+    "group",
+    """
+redis.call('XACK', KEYS[1], group, unpack(ids))
+return redis.call('XDEL', KEYS[1], unpack(ids))
+""",
+    rest="ids",
+)
 
 
 class Outbox:
@@ -373,7 +377,7 @@ class Outbox:
         with translated("acknowledging deliveries"):
             for start in range(0, len(entry_ids), ACK_MOST):  # Lua unpacks a few thousand
                 chunk = entry_ids[start : start + ACK_MOST]
-                await self._ack(keys=[self.key], args=[GROUP, *chunk])
+                await self._ack(keys=[self.key], args=ACK.args(group=GROUP, ids=chunk))
 
     async def dead_letter(self, entry_id: str, message: Message, reason: str, attempts: int) -> str:
         """Move a message to its tenant's dead letters, atomically with acknowledging it (on a

@@ -13,12 +13,16 @@ from typing import Any
 
 import redis.asyncio as aioredis
 
+from wordcast.storage.lua import LuaScript
 from wordcast.storage.redis import deadline, translated
 
 RATE_CHECK_DEADLINE_S = 2.0
 
-_TAKE = """
-local rate, burst, cost = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+# A token bucket: KEYS its hash. Answers how long to wait before ``cost`` may be spent (0: spent).
+_TAKE = LuaScript(
+    "per_second most to_spend",
+    """
+local rate, burst, cost = tonumber(per_second), tonumber(most), tonumber(to_spend)
 local clock = redis.call('TIME')
 local now = tonumber(clock[1]) + tonumber(clock[2]) / 1e6
 local state = redis.call('HMGET', KEYS[1], 'tokens', 'at')
@@ -30,7 +34,8 @@ if tokens >= cost then tokens = tokens - cost else wait = (cost - tokens) / rate
 redis.call('HSET', KEYS[1], 'tokens', tostring(tokens), 'at', tostring(now))
 redis.call('EXPIRE', KEYS[1], math.ceil(burst / rate) + 60)
 return tostring(wait)
-"""
+""",
+)
 
 
 class RateLimiter:
@@ -47,6 +52,7 @@ class RateLimiter:
         with translated(action):
             async with deadline(RATE_CHECK_DEADLINE_S, action):
                 wait = await self._take(
-                    keys=[f"{self.ns}:rate:{tenant}"], args=[self.rate, self.burst, cost]
+                    keys=[f"{self.ns}:rate:{tenant}"],
+                    args=_TAKE.args(per_second=self.rate, most=self.burst, to_spend=cost),
                 )
         return float(wait)

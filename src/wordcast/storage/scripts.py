@@ -1,5 +1,8 @@
 """The Lua scripts that change subscriptions atomically: the record, both word maps and the event that
-announces the change in one step, so concurrent routers cannot corrupt the counts."""
+announces the change in one step, so concurrent routers cannot corrupt the counts. Their
+arguments are named (:mod:`.lua`); their keys are positional, each script's comment says which."""
+
+from wordcast.storage.lua import LuaScript
 
 # Every record script reads a packed record's head (:mod:`wordcast.storage.records`) with this.
 _HEAD = """
@@ -20,17 +23,18 @@ end
 # A batch of keyword subscriptions in one script (one round trip and one event for the batch,
 # where one script each cost the router more to pack than Redis to run); a single one is a batch
 # of one. KEYS: 1 s(W), 2 events, 3 mapping window, 4 tenant counts, 5 matcher counts, then the
-# batch's matchers' H(i), then each subscription's bucket. ARGV[1]: JSON {w: window, m: events
+# batch's matchers' H(i), then each subscription's bucket. ``batch_json``: {w: window, m: events
 # kept, tn: tenants, tr: each tenant's limit in this shard, o: the matchers' ordinals, s: the
 # subscriptions, each [id, matcher, query, terms, callback_url, packed record, tenant (1-based),
 # placements, stream, matchers (1-based), tag]}. Answers JSON [event id or "", [per subscription:
 # 1 stored, 0 over its tenant's limit, 2 the id exists]], or "-1" when the window moved
 # (nothing stored). The event is one entry, op "batch", whose "events" hold each change
 # (records.BATCH_EVENT).
-ADD_MANY = (
+ADD_MANY = LuaScript(
+    "batch_json",
     _ALTERNATIVES
     + """
-local batch = cjson.decode(ARGV[1])
+local batch = cjson.decode(batch_json)
 if (redis.call('GET', KEYS[3]) or '0 0') ~= batch.w then return '-1' end
 local first_record = 6 + #batch.o
 local counts, added = {}, {}
@@ -113,7 +117,7 @@ if #events > 0 then
                         'events', cjson.encode(events))
 end
 return cjson.encode({event_id, answers})
-"""
+""",
 )
 
 # A count in a hash lowered by one, the field gone at zero; and a record's words so in a word map.
@@ -137,16 +141,17 @@ end
 
 # A batch of keyword records deleted in one script (a boolean query's later alternatives before
 # it; a single one is a batch of one). KEYS: 1 s(W), 2 events, 3 tenant counts, 4 matcher
-# counts, then the batch's matchers' H(i), then each record's bucket. ARGV[1]: JSON {m: events
+# counts, then the batch's matchers' H(i), then each record's bucket. ``batch_json``: {m: events
 # kept, o: the matchers' ordinals, s: the records, each [id, placements as read, matchers
 # (1-based)]}. Answers JSON [event id or "", [per record: 1 deleted, 0 changed since it was read
 # (its placements), 2 gone]], its event one "batch" entry as ADD_MANY's.
-DELETE_MANY = (
+DELETE_MANY = LuaScript(
+    "batch_json",
     _HEAD
     + _LOWER
     + _ALTERNATIVES
     + """
-local batch = cjson.decode(ARGV[1])
+local batch = cjson.decode(batch_json)
 local first_record = 5 + #batch.o
 local answers, events = {}, {}
 for i, s in ipairs(batch.s) do
@@ -182,20 +187,21 @@ if #events > 0 then
                         'events', cjson.encode(events))
 end
 return cjson.encode({event_id, answers})
-"""
+""",
 )
 
 # Re-placement of a batch of keyword records (a mapping change; a single one is a batch of one).
 # KEYS: 1 events, 2 matcher counts, then the matchers' H(i), then each record's bucket.
-# ARGV[1]: JSON {m: events kept, o: the matchers' ordinals, s: the moves, each [id, placements
+# ``batch_json``: {m: events kept, o: the matchers' ordinals, s: the moves, each [id, placements
 # as read, new placements, new matcher, matchers left (1-based), matchers joined (1-based), the
 # matchers that hold it after ("0,1")]}. Answers JSON [event id or "", [per move: 1 moved, 0
 # changed since it was read]], its event one "batch" entry as ADD_MANY's.
-MOVE_MANY = (
+MOVE_MANY = LuaScript(
+    "batch_json",
     _HEAD
     + _LOWER
     + """
-local batch = cjson.decode(ARGV[1])
+local batch = cjson.decode(batch_json)
 local answers, events = {}, {}
 for i, s in ipairs(batch.s) do
   local bucket = KEYS[2 + #batch.o + i]
@@ -236,28 +242,30 @@ if #events > 0 then
                         'events', cjson.encode(events))
 end
 return cjson.encode({event_id, answers})
-"""
+""",
 )
 
 # Pattern add. KEYS: 1 its bucket, 2 matcher counts, 3 its matcher's anchor map, 4 pattern
-# loads, 5 events, 6 tenant counts, 7 mapping window. ARGV: 1 id, 2 matcher, 3 pattern,
-# 4 anchor, 5 callback_url, 6 packed record, 7 events kept, 8 tenant, 9 its limit in this shard,
-# 10 window, 11 stream, 12 tag.
-ADD_PATTERN = """
-if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 1 then return false end
-if (redis.call('GET', KEYS[7]) or '0 0') ~= ARGV[10] then return -1 end
-if tonumber(redis.call('HGET', KEYS[6], ARGV[8]) or '0') >= tonumber(ARGV[9]) then return 0 end
-redis.call('HSET', KEYS[1], ARGV[1], ARGV[6])
-redis.call('HINCRBY', KEYS[2], ARGV[2], 1)
-redis.call('HINCRBY', KEYS[6], ARGV[8], 1)
-redis.call('HINCRBY', KEYS[4], ARGV[2], 1)
+# loads, 5 events, 6 tenant counts, 7 mapping window. ``record``: the packed record; ``limit``:
+# the tenant's in this shard; ``events_kept``: the event stream's bound.
+ADD_PATTERN = LuaScript(
+    "id matcher pattern anchor callback_url record events_kept tenant limit window stream tag",
+    """
+if redis.call('HEXISTS', KEYS[1], id) == 1 then return false end
+if (redis.call('GET', KEYS[7]) or '0 0') ~= window then return -1 end
+if tonumber(redis.call('HGET', KEYS[6], tenant) or '0') >= tonumber(limit) then return 0 end
+redis.call('HSET', KEYS[1], id, record)
+redis.call('HINCRBY', KEYS[2], matcher, 1)
+redis.call('HINCRBY', KEYS[6], tenant, 1)
+redis.call('HINCRBY', KEYS[4], matcher, 1)
 local born = ''
-if redis.call('HINCRBY', KEYS[3], ARGV[4], 1) == 1 then born = ARGV[2] end
-return redis.call('XADD', KEYS[5], 'MAXLEN', '~', ARGV[7], '*', 'op', 'add', 'sub', ARGV[1],
-                  'matcher', ARGV[2], 'pattern', ARGV[3], 'anchor', ARGV[4], 'terms', '',
-                  'callback_url', ARGV[5], 'anchor_joined', born, 'tenant', ARGV[8],
-                  'stream', ARGV[11], 'tag', ARGV[12])
-"""
+if redis.call('HINCRBY', KEYS[3], anchor, 1) == 1 then born = matcher end
+return redis.call('XADD', KEYS[5], 'MAXLEN', '~', events_kept, '*', 'op', 'add', 'sub', id,
+                  'matcher', matcher, 'pattern', pattern, 'anchor', anchor, 'terms', '',
+                  'callback_url', callback_url, 'anchor_joined', born, 'tenant', tenant,
+                  'stream', stream, 'tag', tag)
+""",
+)
 
 # A pattern leaving matcher m (KEYS 3 and 5: pattern loads, matcher counts): its anchor's count
 # in m's anchor map lowered, m added to ``left`` when it was the last.
@@ -272,53 +280,53 @@ local function leave(anchors, anchor, m, left)
 end
 """
 
-# A pattern's record (KEYS[1], its id ARGV[1]) read into locals, or the script answers false:
-# gone, or its placements are no longer those read (ARGV[2]).
+# A pattern's record (KEYS[1], ``id``) read into locals, or the script answers false: gone, or
+# its placements are no longer ``placements_read``.
 _PATTERN_AS_READ = """
-local value = redis.call('HGET', KEYS[1], ARGV[1])
+local value = redis.call('HGET', KEYS[1], id)
 if not value then return false end
 local _, matcher, tenant, placements, terms, anchor, body = head_of(value)
-if placements ~= ARGV[2] then return false end
+if placements ~= placements_read then return false end
 """
 
 # Pattern scripts after the add. KEYS: 1 its bucket, 2 events, 3 pattern loads, 4 tenant counts,
-# 5 matcher counts, then for each matcher of the placements (ARGV from 4 on) its anchor map.
-# ARGV: 1 id, 2 placements as read, 3 events kept.
-DELETE_PATTERN = (
+# 5 matcher counts, then the anchor map of each of ``matchers`` (the placements').
+DELETE_PATTERN = LuaScript(
+    "id placements_read events_kept",
     _HEAD
     + _LOWER
     + _LEAVE
     + _PATTERN_AS_READ
     + """
-redis.call('HDEL', KEYS[1], ARGV[1])
+redis.call('HDEL', KEYS[1], id)
 lower(KEYS[4], tenant)
 local left = {}
 for k = 6, #KEYS do
-  local m = ARGV[4 + k - 6]
-  leave(KEYS[k], anchor, m, left)
+  leave(KEYS[k], anchor, matchers[k - 5], left)
 end
-return redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[3], '*', 'op', 'del', 'sub', ARGV[1],
+return redis.call('XADD', KEYS[2], 'MAXLEN', '~', events_kept, '*', 'op', 'del', 'sub', id,
                   'matcher', matcher, 'pattern', cjson.decode(body)[6] or '', 'anchor', anchor,
-                  'terms', '', 'placements', ARGV[2], 'anchor_left', table.concat(left, ' '))
-"""
+                  'terms', '', 'placements', placements_read,
+                  'anchor_left', table.concat(left, ' '))
+""",
+    rest="matchers",
 )
 
-# Re-placement of a pattern (the cluster's matchers change). KEYS as for the delete, but the
-# anchor maps are first ARGV[5] matchers it leaves, then those it joins (ordinals from ARGV[8]
-# on). ARGV: 1 id, 2 placements as read, 3 new placements, 4 new matcher, 5 how many it leaves,
-# 6 events kept, 7 the matchers that hold it after ("0,1").
-MOVE_PATTERN = (
+# Re-placement of a pattern (the cluster's matchers change). KEYS as for the delete, the anchor
+# maps those of ``matchers``: first the ``leaving`` ones it leaves, then those it joins.
+# ``holders``: the matchers that hold it after ("0,1").
+MOVE_PATTERN = LuaScript(
+    "id placements_read new_placements new_matcher leaving events_kept holders",
     _HEAD
     + _LOWER
     + _LEAVE
     + _PATTERN_AS_READ
     + """
-local leaving = tonumber(ARGV[5])
 local joined, left = {}, {}
 for k = 6, #KEYS do
   local index = k - 6
-  local m = ARGV[8 + index]
-  if index < leaving then
+  local m = matchers[index + 1]
+  if index < tonumber(leaving) then
     leave(KEYS[k], anchor, m, left)
   else
     redis.call('HINCRBY', KEYS[5], m, 1)
@@ -326,30 +334,33 @@ for k = 6, #KEYS do
     redis.call('HINCRBY', KEYS[3], m, 1)
   end
 end
-redis.call('HSET', KEYS[1], ARGV[1],
-           table.concat({ARGV[7], ARGV[4], tenant, ARGV[3], terms, anchor}, '\\t') .. '\\n' .. body)
+redis.call('HSET', KEYS[1], id, table.concat(
+  {holders, new_matcher, tenant, new_placements, terms, anchor}, '\\t') .. '\\n' .. body)
 local f = cjson.decode(body)
-return redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[6], '*', 'op', 'move', 'sub', ARGV[1],
-                  'matcher', ARGV[4], 'pattern', f[6] or '', 'anchor', anchor, 'terms', '',
+return redis.call('XADD', KEYS[2], 'MAXLEN', '~', events_kept, '*', 'op', 'move', 'sub', id,
+                  'matcher', new_matcher, 'pattern', f[6] or '', 'anchor', anchor, 'terms', '',
                   'callback_url', f[2] or '', 'tenant', tenant, 'stream', f[5] or '', 'tag', f[9] or '',
-                  'placements', ARGV[3], 'anchor_joined', table.concat(joined, ' '),
+                  'placements', new_placements, 'anchor_joined', table.concat(joined, ' '),
                   'anchor_left', table.concat(left, ' '))
-"""
+""",
+    rest="matchers",
 )
 
 # A follower's progress through one shard's event stream, and the stream trimmed to what every
 # follower still present has read. KEYS: 1 events, 2 the followers' progress (hash name -> "id
-# seconds"). ARGV: 1 the follower, 2 the id it has read up to, 3 seconds after which a silent
-# follower is forgotten (a matcher down that long loads in full when it comes back). Answers
-# the number of entries trimmed. Time is Redis's, so followers' clocks need not agree.
-TRIM_EVENTS = """
+# seconds"). A follower silent for ``forget_after_s`` is forgotten (a matcher down that long
+# loads in full when it comes back). Answers the number of entries trimmed. Time is Redis's, so
+# followers' clocks need not agree.
+TRIM_EVENTS = LuaScript(
+    "reader read_up_to forget_after_s",
+    """
 local now = tonumber(redis.call('TIME')[1])
-redis.call('HSET', KEYS[2], ARGV[1], ARGV[2] .. ' ' .. now)
+redis.call('HSET', KEYS[2], reader, read_up_to .. ' ' .. now)
 local low_ms, low_seq
 local readers = redis.call('HGETALL', KEYS[2])
 for i = 1, #readers, 2 do
   local ms, seq, seen = string.match(readers[i + 1], '^(%d+)-(%d+) (%d+)$')
-  if not ms or now - tonumber(seen) > tonumber(ARGV[3]) then
+  if not ms or now - tonumber(seen) > tonumber(forget_after_s) then
     redis.call('HDEL', KEYS[2], readers[i])
   else
     ms, seq = tonumber(ms), tonumber(seq)
@@ -360,36 +371,46 @@ for i = 1, #readers, 2 do
 end
 if not low_ms or low_ms == 0 then return 0 end
 return redis.call('XTRIM', KEYS[1], 'MINID', '~', string.format('%d-%d', low_ms, low_seq))
-"""
+""",
+)
 
-# A record replaced by a new value if it still is the one read. KEYS: its bucket, the secrets
-# epoch (dispatchers keep secrets until it moves). ARGV: id, the value read, the new value.
-# Answers 1, 0 when it changed meanwhile, or false when it is gone.
-ROTATE = """
-local value = redis.call('HGET', KEYS[1], ARGV[1])
+# A record replaced by ``new_value`` if it still is ``value_read``. KEYS: its bucket, the
+# secrets epoch (dispatchers keep secrets until it moves). Answers 1, 0 when it changed
+# meanwhile, or false when it is gone.
+ROTATE = LuaScript(
+    "id value_read new_value",
+    """
+local value = redis.call('HGET', KEYS[1], id)
 if not value then return false end
-if value ~= ARGV[2] then return 0 end
-redis.call('HSET', KEYS[1], ARGV[1], ARGV[3])
+if value ~= value_read then return 0 end
+redis.call('HSET', KEYS[1], id, new_value)
 redis.call('INCR', KEYS[2])
 return 1
-"""
+""",
+)
 
 
-# Records by id: KEYS each one's bucket, ARGV the ids; answers each packed record, or nil. One
+# Records by id: KEYS each one's bucket, ``ids`` the ids; answers each packed record, or nil. One
 # reply for a batch of a thousand, where a pipeline of HGETs cost redis-py a parse and a
 # timeout apiece, several times what Redis spends.
-RECORDS_BY_ID = """
+RECORDS_BY_ID = LuaScript(
+    "",
+    """
 local out = {}
-for i, key in ipairs(KEYS) do out[i] = redis.call('HGET', key, ARGV[i]) end
+for i, key in ipairs(KEYS) do out[i] = redis.call('HGET', key, ids[i]) end
 return out
-"""
+""",
+    rest="ids",
+)
 
-# The records of some of a shard's buckets (KEYS) that a matcher holds (ARGV[1], its ordinal):
-# a flat list id, packed record, … . A restarting matcher reads a million this way, a few dozen
+# The records of some of a shard's buckets (KEYS) that ``matcher`` (an ordinal) holds: a flat
+# list id, packed record, … . A restarting matcher reads a million this way, a few dozen
 # buckets to a call, without a reply for the records other matchers hold.
-RECORDS_OF = """
+RECORDS_OF = LuaScript(
+    "matcher",
+    """
 local out = {}
-local wanted = ',' .. ARGV[1] .. ','
+local wanted = ',' .. matcher .. ','
 for _, key in ipairs(KEYS) do
   local all = redis.call('HGETALL', key)
   for i = 1, #all, 2 do
@@ -401,47 +422,53 @@ for _, key in ipairs(KEYS) do
   end
 end
 return out
-"""
+""",
+)
 
-# A page of a tenant's records: KEYS are consecutive buckets, the first scanned from HSCAN cursor
-# ARGV[3]; ARGV: 1 the tenant, 2 how many records are wanted (scanned that many at a time).
-# Answers [buckets passed, HSCAN cursor in the next one, flat list id, packed record, …]: a page
-# holds about as many as wanted, or what the buckets held.
-TENANT_PAGE = """
-local out, cursor = {}, ARGV[3]
+# A page of ``tenant``'s records: KEYS are consecutive buckets, the first scanned from HSCAN
+# ``cursor``; ``wanted``: how many records (scanned that many at a time). Answers [buckets
+# passed, HSCAN cursor in the next one, flat list id, packed record, …]: a page holds about as
+# many as wanted, or what the buckets held.
+TENANT_PAGE = LuaScript(
+    "tenant wanted cursor",
+    """
+local out = {}
 for k, key in ipairs(KEYS) do
   repeat
-    local reply = redis.call('HSCAN', key, cursor, 'COUNT', ARGV[2])
+    local reply = redis.call('HSCAN', key, cursor, 'COUNT', wanted)
     cursor = reply[1]
     local found = reply[2]
     for i = 1, #found, 2 do
-      if string.match(found[i + 1], '^[^\t]*\t[^\t]*\t([^\t]*)\t') == ARGV[1] then
+      if string.match(found[i + 1], '^[^\t]*\t[^\t]*\t([^\t]*)\t') == tenant then
         out[#out + 1] = found[i]
         out[#out + 1] = found[i + 1]
       end
     end
-    if #out >= 2 * tonumber(ARGV[2]) then
+    if #out >= 2 * tonumber(wanted) then
       if cursor == '0' then return {k, '0', out} end
       return {k - 1, cursor, out}
     end
   until cursor == '0'
 end
 return {#KEYS, '0', out}
-"""
+""",
+)
 
 # A record from the layout before packing moved into its bucket, once (a second migrating
 # process finds it gone). KEYS: 1 the old hash, 2 its bucket, 3 tenant counts, 4 matcher
-# counts. ARGV: 1 id, 2 the packed record, 3 tenant, then the matchers that hold it.
-MIGRATE_RECORD = (
+# counts. ``matchers``: those that hold it.
+MIGRATE_RECORD = LuaScript(
+    "id record tenant",
     _ALTERNATIVES
     + """
 if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
-redis.call('HSET', KEYS[2], ARGV[1], ARGV[2])
+redis.call('HSET', KEYS[2], id, record)
 redis.call('DEL', KEYS[1])
-redis.call('HINCRBY', KEYS[3], ARGV[3], 1)
-local field = alternatives_of(ARGV[1], ARGV[3])
+redis.call('HINCRBY', KEYS[3], tenant, 1)
+local field = alternatives_of(id, tenant)
 if field then redis.call('HINCRBY', KEYS[3], field, 1) end
-for k = 4, #ARGV do redis.call('HINCRBY', KEYS[4], ARGV[k], 1) end
+for _, m in ipairs(matchers) do redis.call('HINCRBY', KEYS[4], m, 1) end
 return 1
-"""
+""",
+    rest="matchers",
 )

@@ -61,7 +61,9 @@ class SubscriptionReads:
         if not sub_ids:
             return []
         keys = [self.keys.record_of(sub_id) for sub_id in sub_ids]
-        values: list[str | None] = await self._records_by_id(keys=keys, args=list(sub_ids))
+        values: list[str | None] = await self._records_by_id(
+            keys=keys, args=scripts.RECORDS_BY_ID.args(ids=sub_ids)
+        )
         return values
 
     async def records_of(self, sub_ids: Sequence[str]) -> list[Subscription | None]:
@@ -110,7 +112,8 @@ class SubscriptionReads:
             while bucket < RECORD_BUCKETS and len(flat) < 2 * count:
                 keys = range(bucket, min(bucket + BUCKETS_PER_READ, RECORD_BUCKETS))
                 passed, inner, found = await self._tenant_page(
-                    keys=[self.keys.records(b) for b in keys], args=[tenant, count, within]
+                    keys=[self.keys.records(b) for b in keys],
+                    args=scripts.TENANT_PAGE.args(tenant=tenant, wanted=count, cursor=within),
                 )
                 flat += found
                 bucket, within = bucket + int(passed), int(inner)
@@ -197,9 +200,20 @@ class SubscriptionStore(SubscriptionReads):
         keys = [self.keys.record_of(sub.id), self.keys.matcher_counts]
         keys += [self.keys.matcher_anchors(sub.matcher), self.keys.pattern_load, self.keys.events]
         keys += [self.keys.tenant_counts, self.keys.window]
-        args: list[str | int] = [sub.id, sub.matcher, sub.pattern, sub.anchor, sub.callback_url]
-        args += [pack_record(sub), self.events_max, sub.tenant, tenant_limit - others, window]
-        args += [sub.stream, sub.tag]
+        args = scripts.ADD_PATTERN.args(
+            id=sub.id,
+            matcher=sub.matcher,
+            pattern=sub.pattern,
+            anchor=sub.anchor,
+            callback_url=sub.callback_url,
+            record=pack_record(sub),
+            events_kept=self.events_max,
+            tenant=sub.tenant,
+            limit=tenant_limit - others,
+            window=window,
+            stream=sub.stream,
+            tag=sub.tag,
+        )
         with translated("storing a subscription"):
             event_id = await self.replication.run_script(
                 self.client, self._add_pattern, keys, args, "storing a subscription"
@@ -230,7 +244,11 @@ class SubscriptionStore(SubscriptionReads):
         keys, payload = bulk.add_many_call(self.keys, self.events_max, subs, window, room)
         with translated("storing subscriptions"):
             reply = await self.replication.run_script(
-                self.client, self._add_many, keys, [payload], "storing subscriptions"
+                self.client,
+                self._add_many,
+                keys,
+                scripts.ADD_MANY.args(batch_json=payload),
+                "storing subscriptions",
             )
         return bulk.add_many_answers(reply, subs, tenant_limit, window)
 
@@ -252,14 +270,20 @@ class SubscriptionStore(SubscriptionReads):
         if not sub.is_pattern:
             keys, payload = bulk.delete_many_call(self.keys, self.events_max, [sub])
             reply = await self.replication.run_script(
-                self.client, self._delete_many, keys, [payload], "deleting a subscription"
+                self.client,
+                self._delete_many,
+                keys,
+                scripts.DELETE_MANY.args(batch_json=payload),
+                "deleting a subscription",
             )
             event_id, [code] = orjson.loads(reply)
             return str(event_id) if code == 1 else None
         keys = [self.keys.record_of(sub.id), self.keys.events, self.keys.pattern_load]
         keys += [self.keys.tenant_counts, self.keys.matcher_counts]
         keys += [self.keys.matcher_anchors(m) for m in sub.matchers]
-        args: list[str | int] = [sub.id, expected, self.events_max, *sub.matchers]
+        args = scripts.DELETE_PATTERN.args(
+            id=sub.id, placements_read=expected, events_kept=self.events_max, matchers=sub.matchers
+        )
         event_id = await self.replication.run_script(
             self.client, self._delete_pattern, keys, args, "deleting a subscription"
         )
@@ -317,7 +341,11 @@ class SubscriptionStore(SubscriptionReads):
                 keys, payload = bulk.delete_many_call(self.keys, self.events_max, keywords)
                 with translated("deleting subscriptions"):
                     reply = await self.replication.run_script(
-                        self.client, self._delete_many, keys, [payload], "deleting subscriptions"
+                        self.client,
+                        self._delete_many,
+                        keys,
+                        scripts.DELETE_MANY.args(batch_json=payload),
+                        "deleting subscriptions",
                     )
                 event_id, codes = orjson.loads(reply)
                 events += [event_id] if event_id else []
@@ -337,17 +365,25 @@ class SubscriptionStore(SubscriptionReads):
 
     def _move_pattern_call(
         self, sub: Subscription, placements: Sequence[Placement]
-    ) -> tuple[list[str], list[str | int]]:
+    ) -> tuple[list[str], list[Any]]:
         before, after = set(sub.matchers), set(matchers_of(placements))
         leaving, joining = sorted(before - after), sorted(after - before)
         opened = [p.matcher for p in placements if p.is_open] or [placements[-1].matcher]
         expected = encode(sub.placements) if sub.placements else ""
-        args: list[str | int] = [sub.id, expected, encode(placements)]
-        args += [opened[0], len(leaving), self.events_max, ",".join(map(str, sorted(after)))]
+        args = scripts.MOVE_PATTERN.args(
+            id=sub.id,
+            placements_read=expected,
+            new_placements=encode(placements),
+            new_matcher=opened[0],
+            leaving=len(leaving),
+            events_kept=self.events_max,
+            holders=",".join(map(str, sorted(after))),
+            matchers=[*leaving, *joining],
+        )
         keys = [self.keys.record_of(sub.id), self.keys.events, self.keys.pattern_load]
         keys += [self.keys.tenant_counts, self.keys.matcher_counts]
         keys += [self.keys.matcher_anchors(m) for m in [*leaving, *joining]]
-        return keys, [*args, *leaving, *joining]
+        return keys, args
 
     async def move(self, sub: Subscription, placements: Sequence[Placement]) -> str | None:
         """Re-place a subscription; the event id, or None if it changed meanwhile."""
@@ -369,7 +405,9 @@ class SubscriptionStore(SubscriptionReads):
             keys, payload = bulk.move_many_call(
                 self.keys, self.events_max, [moves[k] for k in keywords]
             )
-            await queue_script(pipe, self._move_many, keys, [payload])
+            await queue_script(
+                pipe, self._move_many, keys, scripts.MOVE_MANY.args(batch_json=payload)
+            )
         for k in patterns:
             keys, args = self._move_pattern_call(*moves[k])
             await queue_script(pipe, self._move_pattern, keys, args)
@@ -396,7 +434,7 @@ class SubscriptionStore(SubscriptionReads):
             with translated("rotating a signing secret"):
                 done = await self._rotate(
                     keys=[self.keys.record_of(sub_id), self.keys.secrets_epoch],
-                    args=[sub_id, value, rotated],
+                    args=scripts.ROTATE.args(id=sub_id, value_read=value, new_value=rotated),
                 )
             if done is None:
                 break

@@ -147,7 +147,8 @@ class WordMaps:
                     for first in range(0, RECORD_BUCKETS, page):
                         buckets = range(first, min(first + page, RECORD_BUCKETS))
                         reply = self._records_of(
-                            keys=[keys.records(b) for b in buckets], args=[matcher]
+                            keys=[keys.records(b) for b in buckets],
+                            args=scripts.RECORDS_OF.args(matcher=matcher),
                         )
                         flight.append(asyncio.ensure_future(reply))
                         await hand_on(1)
