@@ -61,6 +61,7 @@ class Cluster(Supervisor):
         self.matcher_count = matchers
         self._initial_matchers = matchers
         self.port = port
+        self._given = {port}  # every port handed to a service of this cluster
         self.namespace = namespace
         self.log_level = log_level
         super().__init__(out)
@@ -90,9 +91,18 @@ class Cluster(Supervisor):
         if receiver:
             self.services.append(self._receiver(receiver_quiet))
 
+    def _new_port(self) -> int:
+        """A free port that no other service of this cluster was given: a port is free until
+        its service binds it, so ``free_port`` alone could hand the router's to a matcher."""
+        while True:
+            port = free_port()
+            if port not in self._given:
+                self._given.add(port)
+                return port
+
     def _embedded_redis(self) -> str:
         """Add a Redis server of the cluster's own (append-only, fsync every second); its URL."""
-        redis_port = free_port()
+        redis_port = self._new_port()
         url = f"redis://127.0.0.1:{redis_port}/0"
         redis_dir = self.data_dir / "redis"
         redis_dir.mkdir(parents=True, exist_ok=True)
@@ -117,6 +127,7 @@ class Cluster(Supervisor):
             ports = free_cluster_ports(2 * shards)
             kept.write_text(json.dumps(ports))
         self.redis_node_ports = ports
+        self._given.update(ports)
         for k, port in enumerate(ports):
             node_dir = root / f"node-{port}"
             node_dir.mkdir(exist_ok=True)
@@ -138,7 +149,7 @@ class Cluster(Supervisor):
         return Service("router", argv, env, http_ready(f"{self.router_url}/readyz"))
 
     def _receiver(self, quiet: bool) -> Service:
-        rport = free_port()
+        rport = self._new_port()
         self.receiver_url = f"http://127.0.0.1:{rport}"
         env = {
             "WORDCAST_RECEIVER_PORT": str(rport),
@@ -152,7 +163,9 @@ class Cluster(Supervisor):
         """A matcher service for ``ordinal`` on a port of its own (its URL appended); the same
         port when the ordinal comes back after scaling down, as routers may be configured with
         its URL (a StatefulSet pod keeps its DNS name the same way)."""
-        mport = self._ports.setdefault(ordinal, free_port())
+        if ordinal not in self._ports:
+            self._ports[ordinal] = self._new_port()
+        mport = self._ports[ordinal]
         url = f"http://127.0.0.1:{mport}"
         self.matcher_urls.append(url)
         env = self._common_env | {
@@ -244,7 +257,7 @@ class Cluster(Supervisor):
         del self.matcher_urls[wanted:]
         self.matcher_count = wanted
         try:
-            released = await self._release_outbox_entries(store, gone)
+            released = await release_outbox_entries(store, gone)
             for ordinal in gone:
                 await store.membership.forget_matcher(ordinal)
         except StoreUnavailable as exc:  # take-over still gets them, later
@@ -258,21 +271,6 @@ class Cluster(Supervisor):
             )
         if released:
             self._out(f"[supervisor] {released} deliveries they left unfinished go to the others")
-
-    async def _release_outbox_entries(self, store: Store, ordinals: range) -> int:
-        """Hand the deliveries removed matchers left half done to the others now: no successor
-        of theirs will, and take-over would otherwise wait for its half-hour bound. A matcher
-        that stopped in time did this itself; this is for one that had to be killed."""
-        from wordcast.services.matcher.settings import MatcherSettings
-
-        bound = float(
-            os.environ.get(
-                "WORDCAST_MATCHER_DELIVERY_TAKE_OVER_AFTER_S",
-                MatcherSettings.model_fields["delivery_take_over_after_s"].default,
-            )
-        )
-        outbox = store.outbox(0)
-        return sum([await outbox.release_everywhere(f"matcher-{k}", bound) for k in ordinals])
 
     def stop(self) -> None:
         self.stop_all()
@@ -289,6 +287,22 @@ class Cluster(Supervisor):
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+async def release_outbox_entries(store: Store, ordinals: range) -> int:
+    """Hand the deliveries removed matchers left half done to the others now: no successor
+    of theirs will, and take-over would otherwise wait for its half-hour bound. A matcher
+    that stopped in time did this itself; this is for one that had to be killed."""
+    from wordcast.services.matcher.settings import MatcherSettings
+
+    bound = float(
+        os.environ.get(
+            "WORDCAST_MATCHER_DELIVERY_TAKE_OVER_AFTER_S",
+            MatcherSettings.model_fields["delivery_take_over_after_s"].default,
+        )
+    )
+    outbox = store.outbox(0)
+    return sum([await outbox.release_everywhere(f"matcher-{k}", bound) for k in ordinals])
 
 
 def describe(cluster: Cluster) -> Sequence[str]:

@@ -1,5 +1,5 @@
 """A batch of subscription changes as one script per shard (:data:`~.scripts.ADD_MANY`): its keys
-and its one JSON argument, and its answer read back.
+and its one JSON argument (``batch_json``), and its answer read back.
 
 One script per subscription cost the router more to pack (a dozen arguments each, through
 redis-py) than Redis to run, and every follower read an event per subscription; a batch is one
@@ -14,13 +14,14 @@ import orjson
 
 from wordcast.errors import LimitExceeded, StaleMapping
 from wordcast.routing.placement import Placement, encode, matchers_of
+from wordcast.storage import scripts
 from wordcast.storage.keys import Keys
 from wordcast.storage.records import Subscription, pack_record
 
 
 def add_many_call(
     keys: Keys, events_max: int, subs: Sequence[Subscription], window: str, room: dict[str, int]
-) -> tuple[list[str], bytes]:
+) -> tuple[list[str], list[Any]]:
     """``ADD_MANY``'s keys and argument for keyword subscriptions placed for ``window``; ``room``:
     each tenant's limit in this shard."""
     tenants = list(room)
@@ -50,12 +51,12 @@ def add_many_call(
     touched = [keys.words, keys.events, keys.window, keys.tenant_counts, keys.matcher_counts]
     touched += [keys.matcher_words(matcher) for matcher in matchers]
     touched += [keys.record_of(sub.id) for sub in subs]
-    return touched, orjson.dumps(argument)
+    return touched, scripts.ADD_MANY.args(batch_json=orjson.dumps(argument))
 
 
 def delete_many_call(
     keys: Keys, events_max: int, subs: Sequence[Subscription]
-) -> tuple[list[str], bytes]:
+) -> tuple[list[str], list[Any]]:
     """``DELETE_MANY``'s keys and argument for keyword records as read (each is deleted only if
     its placements are still these)."""
     matchers = sorted({m for sub in subs for m in sub.matchers})
@@ -72,12 +73,12 @@ def delete_many_call(
     touched += [keys.matcher_words(matcher) for matcher in matchers]
     touched += [keys.record_of(sub.id) for sub in subs]
     argument = {"m": events_max, "o": [str(m) for m in matchers], "s": rows}
-    return touched, orjson.dumps(argument)
+    return touched, scripts.DELETE_MANY.args(batch_json=orjson.dumps(argument))
 
 
 def move_many_call(
     keys: Keys, events_max: int, moves: Sequence[tuple[Subscription, Sequence[Placement]]]
-) -> tuple[list[str], bytes]:
+) -> tuple[list[str], list[Any]]:
     """``MOVE_MANY``'s keys and argument for keyword records as read, each to its placements."""
     steps = []
     for sub, placements in moves:
@@ -98,7 +99,7 @@ def move_many_call(
     touched += [keys.matcher_words(matcher) for matcher in matchers]
     touched += [keys.record_of(sub.id) for sub, _ in moves]
     argument = {"m": events_max, "o": [str(m) for m in matchers], "s": rows}
-    return touched, orjson.dumps(argument)
+    return touched, scripts.MOVE_MANY.args(batch_json=orjson.dumps(argument))
 
 
 def add_many_answers(

@@ -155,14 +155,11 @@ def redis_memory_limit(memory_info: Mapping[str, Any], configured: int) -> int:
 # redis-py's async cluster transactions run each queued command through asyncio.run in a thread
 # of its own, slowly (a delivery was acknowledged well after it was received).
 ACK_MOST = 1_000
-ACK = LuaScript(
-    "group",
-    """
+_ACK = """
 redis.call('XACK', KEYS[1], group, unpack(ids))
 return redis.call('XDEL', KEYS[1], unpack(ids))
-""",
-    rest="ids",
-)
+"""
+ACK = LuaScript("group", _ACK, rest="ids")
 
 
 class Outbox:

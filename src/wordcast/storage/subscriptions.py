@@ -14,10 +14,15 @@ import orjson
 
 from wordcast.errors import NotFound, StaleMapping, StoreUnavailable
 from wordcast.query.boolean import MAX_ALTERNATIVES, PART_SEPARATOR, has_operators, part_id
-from wordcast.routing.placement import Placement, encode, matchers_of
+from wordcast.routing.placement import Placement
 from wordcast.storage import bulk, scripts
 from wordcast.storage.bulk import over_limit
 from wordcast.storage.keys import RECORD_BUCKETS, Keys
+from wordcast.storage.pattern_calls import (
+    add_pattern_call,
+    delete_pattern_call,
+    move_pattern_call,
+)
 from wordcast.storage.records import (
     Subscription,
     event_order,
@@ -197,22 +202,8 @@ class SubscriptionStore(SubscriptionReads):
             if isinstance(answer, BaseException):
                 raise answer
             return answer
-        keys = [self.keys.record_of(sub.id), self.keys.matcher_counts]
-        keys += [self.keys.matcher_anchors(sub.matcher), self.keys.pattern_load, self.keys.events]
-        keys += [self.keys.tenant_counts, self.keys.window]
-        args = scripts.ADD_PATTERN.args(
-            id=sub.id,
-            matcher=sub.matcher,
-            pattern=sub.pattern,
-            anchor=sub.anchor,
-            callback_url=sub.callback_url,
-            record=pack_record(sub),
-            events_kept=self.events_max,
-            tenant=sub.tenant,
-            limit=tenant_limit - others,
-            window=window,
-            stream=sub.stream,
-            tag=sub.tag,
+        keys, args = add_pattern_call(
+            self.keys, self.events_max, sub, tenant_limit - others, window
         )
         with translated("storing a subscription"):
             event_id = await self.replication.run_script(
@@ -241,14 +232,10 @@ class SubscriptionStore(SubscriptionReads):
         if any(sub.is_pattern for sub in subs):
             raise TypeError("patterns are added one by one (each needs the anchors before it)")
         room = {sub.tenant: tenant_limit - others.get(sub.tenant, 0) for sub in subs}
-        keys, payload = bulk.add_many_call(self.keys, self.events_max, subs, window, room)
+        keys, args = bulk.add_many_call(self.keys, self.events_max, subs, window, room)
         with translated("storing subscriptions"):
             reply = await self.replication.run_script(
-                self.client,
-                self._add_many,
-                keys,
-                scripts.ADD_MANY.args(batch_json=payload),
-                "storing subscriptions",
+                self.client, self._add_many, keys, args, "storing subscriptions"
             )
         return bulk.add_many_answers(reply, subs, tenant_limit, window)
 
@@ -266,24 +253,14 @@ class SubscriptionStore(SubscriptionReads):
     async def _delete_as_read(self, sub: Subscription) -> str | None:
         """Delete ``sub`` if its record's placements are still those read; the event id, or
         None if it changed or went meanwhile."""
-        expected = encode(sub.placements) if sub.placements else ""
         if not sub.is_pattern:
-            keys, payload = bulk.delete_many_call(self.keys, self.events_max, [sub])
+            keys, args = bulk.delete_many_call(self.keys, self.events_max, [sub])
             reply = await self.replication.run_script(
-                self.client,
-                self._delete_many,
-                keys,
-                scripts.DELETE_MANY.args(batch_json=payload),
-                "deleting a subscription",
+                self.client, self._delete_many, keys, args, "deleting a subscription"
             )
             event_id, [code] = orjson.loads(reply)
             return str(event_id) if code == 1 else None
-        keys = [self.keys.record_of(sub.id), self.keys.events, self.keys.pattern_load]
-        keys += [self.keys.tenant_counts, self.keys.matcher_counts]
-        keys += [self.keys.matcher_anchors(m) for m in sub.matchers]
-        args = scripts.DELETE_PATTERN.args(
-            id=sub.id, placements_read=expected, events_kept=self.events_max, matchers=sub.matchers
-        )
+        keys, args = delete_pattern_call(self.keys, self.events_max, sub)
         event_id = await self.replication.run_script(
             self.client, self._delete_pattern, keys, args, "deleting a subscription"
         )
@@ -338,14 +315,10 @@ class SubscriptionStore(SubscriptionReads):
             keywords = [sub for sub in subs if not sub.is_pattern]
             again = [sub for sub in subs if sub.is_pattern]
             if keywords:
-                keys, payload = bulk.delete_many_call(self.keys, self.events_max, keywords)
+                keys, args = bulk.delete_many_call(self.keys, self.events_max, keywords)
                 with translated("deleting subscriptions"):
                     reply = await self.replication.run_script(
-                        self.client,
-                        self._delete_many,
-                        keys,
-                        scripts.DELETE_MANY.args(batch_json=payload),
-                        "deleting subscriptions",
+                        self.client, self._delete_many, keys, args, "deleting subscriptions"
                     )
                 event_id, codes = orjson.loads(reply)
                 events += [event_id] if event_id else []
@@ -362,28 +335,6 @@ class SubscriptionStore(SubscriptionReads):
                 events.append(event_id)
                 matchers.update(gone.matchers)
         return max(events, key=event_order, default=None), matchers
-
-    def _move_pattern_call(
-        self, sub: Subscription, placements: Sequence[Placement]
-    ) -> tuple[list[str], list[Any]]:
-        before, after = set(sub.matchers), set(matchers_of(placements))
-        leaving, joining = sorted(before - after), sorted(after - before)
-        opened = [p.matcher for p in placements if p.is_open] or [placements[-1].matcher]
-        expected = encode(sub.placements) if sub.placements else ""
-        args = scripts.MOVE_PATTERN.args(
-            id=sub.id,
-            placements_read=expected,
-            new_placements=encode(placements),
-            new_matcher=opened[0],
-            leaving=len(leaving),
-            events_kept=self.events_max,
-            holders=",".join(map(str, sorted(after))),
-            matchers=[*leaving, *joining],
-        )
-        keys = [self.keys.record_of(sub.id), self.keys.events, self.keys.pattern_load]
-        keys += [self.keys.tenant_counts, self.keys.matcher_counts]
-        keys += [self.keys.matcher_anchors(m) for m in [*leaving, *joining]]
-        return keys, args
 
     async def move(self, sub: Subscription, placements: Sequence[Placement]) -> str | None:
         """Re-place a subscription; the event id, or None if it changed meanwhile."""
@@ -402,14 +353,12 @@ class SubscriptionStore(SubscriptionReads):
         patterns = [k for k, (sub, _) in enumerate(moves) if sub.is_pattern]
         pipe = self.client.pipeline(transaction=False)
         if keywords:
-            keys, payload = bulk.move_many_call(
+            keys, args = bulk.move_many_call(
                 self.keys, self.events_max, [moves[k] for k in keywords]
             )
-            await queue_script(
-                pipe, self._move_many, keys, scripts.MOVE_MANY.args(batch_json=payload)
-            )
+            await queue_script(pipe, self._move_many, keys, args)
         for k in patterns:
-            keys, args = self._move_pattern_call(*moves[k])
+            keys, args = move_pattern_call(self.keys, self.events_max, *moves[k])
             await queue_script(pipe, self._move_pattern, keys, args)
         with translated("moving subscriptions"):
             results = await self.replication.execute(pipe, self.keys.events, "moving subscriptions")
