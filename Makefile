@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 RUN_STAMP := $(VENV)/.installed-run
 SPEC := pyproject.toml
 
-.PHONY: run test test-hosts test-promtool test-browser test-unit test-redis-cluster lint unicode-tables bench bench-e2e bench-matcher bench-patterns bench-boolean bench-explain bench-languages bench-backfill bench-routing bench-routing-held bench-migration bench-shedding bench-subscribe bench-ingest bench-scale bench-delivery bench-stream bench-soak-streams bench-console bench-scale-out bench-capacity env java clean
+.PHONY: run test test-hosts test-promtool test-browser test-unit test-redis-cluster lint unicode-tables bench bench-e2e bench-matcher bench-patterns bench-boolean bench-explain bench-languages bench-backfill bench-routing bench-routing-held bench-migration bench-shedding bench-subscribe bench-ingest bench-scale bench-delivery bench-stream bench-soak-streams bench-console bench-scale-out bench-capacity bench-core env java clean
 
 # PySpark needs a Java runtime (17 or newer); it cannot come from PyPI, so say so clearly.
 java:
@@ -102,6 +102,10 @@ bench-scale-out: $(STAMP)
 
 bench-e2e: $(STAMP)
 	$(BIN)/python -m bench.e2e
+
+# The compiled engines' criterion benchmarks (rust/benches/), apart from the extension.
+bench-core:
+	cargo bench --manifest-path rust/Cargo.toml --bench engines
 
 bench-matcher: $(STAMP) java
 	$(BIN)/python -m bench.matcher

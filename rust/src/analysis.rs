@@ -213,8 +213,507 @@ pub fn kept(token: &str, stop_words: &FxHashMap<&'static str, ()>) -> bool {
     chars > 1 && chars <= MAX_TOKEN_CHARS && !stop_words.contains_key(token)
 }
 
+/// The stop words as a set, for [`kept`].
 pub fn stop_word_set() -> FxHashMap<&'static str, ()> {
     stop_words().map(|w| (w, ())).collect()
+}
+
+// -- the Python class --------------------------------------------------------------------------
+
+use std::fmt::Write;
+
+use pyo3::prelude::*;
+use pyo3::pybacked::PyBackedStr;
+use pyo3::types::{PyBytes, PyDict, PyFrozenSet, PyList, PyString, PyTuple};
+use rustc_hash::FxHashSet;
+
+/// Most distinct words an analyser remembers; past it, it starts afresh (as the Python one).
+const REMEMBERED_WORDS: usize = 100_000;
+/// (term, its JSON member of `matched`) of a text, in the order terms first occur.
+pub(crate) type TermParts = Vec<(String, String)>;
+
+/// An id above every term's: a word first seen in this call, numbered among the unseen.
+const UNSEEN: u32 = 1 << 31;
+/// What a remembered word that analysis drops (a stop word, one too long) stands for.
+const DROPPED: u32 = u32::MAX;
+
+/// The analyser, compiled: ``terms(text)`` equals the Python reference's for every text.
+#[pyclass(module = "wordcast._core")]
+pub(crate) struct Analyser {
+    stem_words: Py<PyAny>,
+    fallback: Py<PyAny>,
+    stop: FxHashMap<&'static str, ()>,
+    term_of: Words, // normalised word -> its term, or DROPPED
+    terms: Vec<Py<PyString>>,
+    term_ids: FxHashMap<String, u32>,
+}
+
+enum Read {
+    Terms(Vec<u32>),
+    Python, // a code point the tables cannot vouch for: the reference reads this text
+}
+
+#[pymethods]
+impl Analyser {
+    /// ``stem_words``: PyStemmer's ``porter`` ``stemWords``; ``fallback``: the reference
+    /// analyser's ``terms``, for the rare text the tables cannot vouch for.
+    #[new]
+    fn new(stem_words: Py<PyAny>, fallback: Py<PyAny>) -> Self {
+        Analyser {
+            stem_words,
+            fallback,
+            stop: stop_word_set(),
+            term_of: Words::default(),
+            terms: Vec::new(),
+            term_ids: FxHashMap::default(),
+        }
+    }
+
+    /// The set of analysed terms of ``text``.
+    fn terms<'py>(
+        &mut self,
+        py: Python<'py>,
+        text: Bound<'py, PyString>,
+    ) -> PyResult<Bound<'py, PyFrozenSet>> {
+        let texts = PyList::new(py, [text])?;
+        match self.terms_many(py, texts.as_any())?.pop() {
+            Some(terms) => Ok(terms),
+            None => PyFrozenSet::empty(py),
+        }
+    }
+
+    /// ``terms`` of each text, with the GIL released while the texts are read.
+    fn terms_many<'py>(
+        &mut self,
+        py: Python<'py>,
+        texts: &Bound<'py, PyAny>,
+    ) -> PyResult<Vec<Bound<'py, PyFrozenSet>>> {
+        let (objects, reads) = self.read(py, texts)?;
+        let mut out = Vec::with_capacity(objects.len());
+        for (text, read) in objects.iter().zip(reads) {
+            out.push(match read {
+                Read::Python => self
+                    .fallback
+                    .call1(py, (text,))?
+                    .into_bound(py)
+                    .cast_into()?,
+                Read::Terms(ids) => {
+                    PyFrozenSet::new(py, ids.iter().map(|&id| self.terms[id as usize].bind(py)))?
+                }
+            });
+        }
+        Ok(out)
+    }
+
+    /// The terms of each text as a tuple (each once, in no particular order): what the routers'
+    /// hot path wants, cheaper to make than frozensets.
+    fn term_tuples<'py>(
+        &mut self,
+        py: Python<'py>,
+        texts: &Bound<'py, PyAny>,
+    ) -> PyResult<Vec<Bound<'py, PyTuple>>> {
+        let (objects, reads) = self.read(py, texts)?;
+        let mut out = Vec::with_capacity(objects.len());
+        for (text, read) in objects.iter().zip(reads) {
+            out.push(match read {
+                Read::Python => {
+                    let found = self.fallback.call1(py, (text,))?.into_bound(py);
+                    PyTuple::new(py, found.try_iter()?.collect::<PyResult<Vec<_>>>()?)?
+                }
+                Read::Terms(ids) => {
+                    PyTuple::new(py, ids.iter().map(|&id| self.terms[id as usize].bind(py)))?
+                }
+            });
+        }
+        Ok(out)
+    }
+
+    /// Where each term of each text occurs, in code points of the text (a token's run, as
+    /// ``wordcast.query.analysis.token_offsets`` gives it), written as the JSON member a
+    /// match's ``matched`` names them by: ``{term: b'"term":[[start,end],…]'}``, terms in the
+    /// order they first occur (a term of an ASCII text is plain ASCII: nothing to escape); None
+    /// for a text that is not ASCII, which the reference reads (``AnalysedText``). What the
+    /// matcher puts explanations together from, with no Python object per occurrence.
+    fn term_parts_many<'py>(
+        &mut self,
+        py: Python<'py>,
+        texts: &Bound<'py, PyAny>,
+    ) -> PyResult<Vec<Option<Bound<'py, PyDict>>>> {
+        let mut out = Vec::new();
+        for parts in self.term_parts(py, texts)? {
+            let Some(parts) = parts else {
+                out.push(None);
+                continue;
+            };
+            let dict = PyDict::new(py);
+            for (term, json) in parts {
+                dict.set_item(term, PyBytes::new(py, json.as_bytes()))?;
+            }
+            out.push(Some(dict));
+        }
+        Ok(out)
+    }
+
+    /// Words remembered (bounded: the memory of a long-running router stays flat).
+    fn __len__(&self) -> usize {
+        self.term_of.len()
+    }
+}
+
+impl Analyser {
+    /// ``term_parts_many``'s answer in Rust: for each ASCII text, (term, ``"term":[[s,e],…]``)
+    /// in the order terms first occur; None for a text that is not ASCII.
+    pub(crate) fn term_parts(
+        &mut self,
+        py: Python<'_>,
+        texts: &Bound<'_, PyAny>,
+    ) -> PyResult<Vec<Option<TermParts>>> {
+        let (occurrences, learned) = self.occurrences(py, texts)?;
+        let mut out = Vec::with_capacity(occurrences.len());
+        for found in occurrences {
+            let Some(found) = found else {
+                out.push(None);
+                continue;
+            };
+            // Each term's member, in the order terms first occur.
+            let mut order: Vec<u32> = Vec::new();
+            let mut members: FxHashMap<u32, String> = FxHashMap::default();
+            for (id, start, end) in found {
+                let id = if id >= UNSEEN {
+                    learned[(id - UNSEEN) as usize]
+                } else {
+                    id
+                };
+                let member = members.entry(id).or_insert_with(|| {
+                    order.push(id);
+                    String::new()
+                });
+                if !member.is_empty() {
+                    member.push(',');
+                }
+                let _ = write!(member, "[{start},{end}]");
+            }
+            let mut parts = Vec::with_capacity(order.len());
+            for id in order {
+                let term = self.terms[id as usize].bind(py).to_str()?.to_owned();
+                let json = format!("\"{term}\":[{}]", members[&id]);
+                parts.push((term, json));
+            }
+            out.push(Some(parts));
+        }
+        Ok(out)
+    }
+
+    /// Where each term of each text occurs, counting every normalised token (a stop word or a
+    /// token dropped for its length keeps its place), as ``term_positions`` gives it, the terms
+    /// keyed by ``number_of`` (a term it has no number for is left out); None for a text the
+    /// tables cannot vouch for, which the reference reads.
+    pub(crate) fn term_positions(
+        &mut self,
+        py: Python<'_>,
+        texts: &[&str],
+        mut number_of: impl FnMut(&str) -> Option<u32>,
+    ) -> PyResult<Vec<Option<Positions>>> {
+        self.forget_if_full();
+        let (placed, unseen, dropped) = {
+            let term_of = &self.term_of;
+            let stop = &self.stop;
+            py.detach(|| placed_texts(texts, term_of, stop))
+        };
+        let learned = self.remember(py, unseen, dropped)?;
+        // Each term's number, looked up once a call whatever the texts holding it.
+        let mut numbers: FxHashMap<u32, Option<u32>> = FxHashMap::default();
+        let mut out = Vec::with_capacity(placed.len());
+        for found in placed {
+            let Some(found) = found else {
+                out.push(None);
+                continue;
+            };
+            let mut positions: Positions = FxHashMap::default();
+            for (id, at) in found {
+                let id = if id >= UNSEEN {
+                    learned[(id - UNSEEN) as usize]
+                } else {
+                    id
+                };
+                let number = match numbers.get(&id) {
+                    Some(&number) => number,
+                    None => {
+                        let term = self.terms[id as usize].bind(py).to_str()?;
+                        *numbers.entry(id).or_insert(number_of(term))
+                    }
+                };
+                if let Some(number) = number {
+                    positions.entry(number).or_default().push(at);
+                }
+            }
+            out.push(Some(positions));
+        }
+        Ok(out)
+    }
+
+    /// The kept tokens of each ASCII text as (term id, start, end), with the ids of the words
+    /// first seen here (those at UNSEEN + k), the texts tokenised with the GIL released.
+    fn occurrences(
+        &mut self,
+        py: Python<'_>,
+        texts: &Bound<'_, PyAny>,
+    ) -> PyResult<(Occurrences, Vec<u32>)> {
+        self.forget_if_full();
+        let mut backed: Vec<Option<PyBackedStr>> = Vec::new();
+        for text in texts.try_iter()? {
+            let text = text?.cast_into::<PyString>()?;
+            backed.push(text.extract::<PyBackedStr>().ok().filter(|t| t.is_ascii()));
+        }
+        let (occurrences, unseen, dropped) = {
+            let term_of = &self.term_of;
+            let stop = &self.stop;
+            py.detach(|| ascii_occurrences(&backed, term_of, stop))
+        };
+        let learned = self.remember(py, unseen, dropped)?;
+        Ok((occurrences, learned))
+    }
+
+    /// Each text's term ids (or Python for the reference to read), the GIL released while the
+    /// texts are tokenised; words not seen before are stemmed afterwards, all at once.
+    fn read<'py>(
+        &mut self,
+        py: Python<'py>,
+        texts: &Bound<'py, PyAny>,
+    ) -> PyResult<(Vec<Bound<'py, PyString>>, Vec<Read>)> {
+        self.forget_if_full();
+        // A str holding lone surrogates has no UTF-8 form: the reference reads it.
+        let mut objects = Vec::new();
+        let mut backed: Vec<Option<PyBackedStr>> = Vec::new();
+        for text in texts.try_iter()? {
+            let text = text?.cast_into::<PyString>()?;
+            // The str's own UTF-8 buffer, kept alive (and read without the GIL): no copy.
+            backed.push(text.extract::<PyBackedStr>().ok());
+            objects.push(text);
+        }
+        let (mut reads, unseen, dropped) = {
+            let term_of = &self.term_of;
+            let stop = &self.stop;
+            py.detach(|| read_texts(&backed, term_of, stop))
+        };
+        let learned = self.remember(py, unseen, dropped)?;
+        if !learned.is_empty() {
+            for read in reads.iter_mut() {
+                if let Read::Terms(ids) = read {
+                    if ids.iter().any(|&id| id >= UNSEEN) {
+                        for id in ids.iter_mut() {
+                            if *id >= UNSEEN {
+                                *id = learned[(*id - UNSEEN) as usize];
+                            }
+                        }
+                        ids.sort_unstable();
+                        ids.dedup();
+                    }
+                }
+            }
+        }
+        Ok((objects, reads))
+    }
+
+    /// Start afresh once the words remembered pass the bound (the memory of a long-running
+    /// router stays flat).
+    fn forget_if_full(&mut self) {
+        if self.term_of.len() > REMEMBERED_WORDS {
+            self.term_of.clear();
+            self.terms.clear();
+            self.term_ids.clear();
+        }
+    }
+
+    /// Remember the words a read dropped, and learn the terms of those it had not seen; returns
+    /// the term of each unseen word, in order.
+    fn remember(
+        &mut self,
+        py: Python<'_>,
+        unseen: Vec<String>,
+        dropped: FxHashSet<String>,
+    ) -> PyResult<Vec<u32>> {
+        for word in dropped {
+            self.term_of.insert(word, DROPPED);
+        }
+        if unseen.is_empty() {
+            return Ok(Vec::new());
+        }
+        self.learn(py, unseen)
+    }
+
+    /// Stem words not seen before (PyStemmer, once for all of them) and remember their terms;
+    /// returns the term of each, in order.
+    fn learn(&mut self, py: Python<'_>, unseen: Vec<String>) -> PyResult<Vec<u32>> {
+        let stems = self.stem_words.call1(py, (PyList::new(py, &unseen)?,))?;
+        let stems: Vec<String> = stems.extract(py)?;
+        let mut learned = Vec::with_capacity(unseen.len());
+        for (token, stem) in unseen.into_iter().zip(stems) {
+            let id = match self.term_ids.get(&stem) {
+                Some(&id) => id,
+                None => {
+                    let id = self.terms.len() as u32;
+                    self.terms.push(PyString::new(py, &stem).unbind());
+                    self.term_ids.insert(stem, id);
+                    id
+                }
+            };
+            self.term_of.insert(token, id);
+            learned.push(id);
+        }
+        Ok(learned)
+    }
+}
+
+/// (term id, start, end) of each kept token of each ASCII text, in order (None for the others);
+/// a word not seen before gets UNSEEN + its place among the unseen words, returned (each once)
+/// with the dropped words not seen before, as [`read_texts`] does.
+type Occurrences = Vec<Option<Vec<(u32, usize, usize)>>>;
+
+fn ascii_occurrences(
+    texts: &[Option<PyBackedStr>],
+    term_of: &Words,
+    stop: &FxHashMap<&'static str, ()>,
+) -> (Occurrences, Vec<String>, FxHashSet<String>) {
+    let mut unseen: FxHashMap<String, u32> = FxHashMap::default();
+    let mut dropped: FxHashSet<String> = FxHashSet::default();
+    let mut out = Vec::with_capacity(texts.len());
+    let mut lower = String::new();
+    for text in texts {
+        let Some(text) = text else {
+            out.push(None);
+            continue;
+        };
+        lower.clear();
+        lower.push_str(text);
+        lower.make_ascii_lowercase();
+        let mut found = Vec::new();
+        for (start, at) in ascii_runs(lower.as_bytes()) {
+            let token = &lower[start..at];
+            if token.len() < 2 {
+                continue; // one character, dropped without a lookup
+            }
+            // ASCII: a byte offset is a code point offset.
+            match term_of.get(token) {
+                Some(DROPPED) => {}
+                Some(id) => found.push((id, start, at)),
+                None if kept(token, stop) => {
+                    let next = unseen.len() as u32;
+                    let place = *unseen.entry(token.to_string()).or_insert(next);
+                    found.push((UNSEEN + place, start, at));
+                }
+                None => {
+                    dropped.insert(token.to_string());
+                }
+            }
+        }
+        out.push(Some(found));
+    }
+    let mut words = vec![String::new(); unseen.len()];
+    for (word, at) in unseen {
+        words[at as usize] = word;
+    }
+    (out, words, dropped)
+}
+
+/// A text's terms (by a number its caller gives them) and the positions they occur at.
+pub(crate) type Positions = FxHashMap<u32, Vec<u32>>;
+
+/// (term id, position) of each kept token of each text, positions counting every normalised
+/// token (None for a text the tables cannot vouch for); unseen and dropped words as in
+/// [`read_texts`].
+type Placed = Vec<Option<Vec<(u32, u32)>>>;
+
+fn placed_texts(
+    texts: &[&str],
+    term_of: &Words,
+    stop: &FxHashMap<&'static str, ()>,
+) -> (Placed, Vec<String>, FxHashSet<String>) {
+    let mut unseen: FxHashMap<String, u32> = FxHashMap::default();
+    let mut dropped: FxHashSet<String> = FxHashSet::default();
+    let mut out = Vec::with_capacity(texts.len());
+    let (mut buffer, mut tokens) = (String::new(), Vec::new());
+    for text in texts {
+        let mut found: Vec<(u32, u32)> = Vec::new();
+        let mut at = 0u32;
+        let read = for_each_token(text, &mut buffer, &mut tokens, |token| {
+            let here = at;
+            at += 1;
+            if token.len() < 2 {
+                return; // one character: dropped, its place kept
+            }
+            match term_of.get(token) {
+                Some(DROPPED) => {}
+                Some(id) => found.push((id, here)),
+                None if kept(token, stop) => {
+                    let next = unseen.len() as u32;
+                    found.push((
+                        UNSEEN + *unseen.entry(token.to_string()).or_insert(next),
+                        here,
+                    ));
+                }
+                None => {
+                    dropped.insert(token.to_string());
+                }
+            }
+        });
+        out.push(read.map(|()| found));
+    }
+    let mut words = vec![String::new(); unseen.len()];
+    for (word, at) in unseen {
+        words[at as usize] = word;
+    }
+    (out, words, dropped)
+}
+
+/// The term ids of every text (or Python for those the tables cannot vouch for); a kept word not
+/// seen before gets UNSEEN + its place among the unseen words, which are returned (each once),
+/// with the dropped words not seen before (to be remembered as such).
+fn read_texts(
+    texts: &[Option<PyBackedStr>],
+    term_of: &Words,
+    stop: &FxHashMap<&'static str, ()>,
+) -> (Vec<Read>, Vec<String>, FxHashSet<String>) {
+    let mut unseen: FxHashMap<String, u32> = FxHashMap::default();
+    let mut dropped: FxHashSet<String> = FxHashSet::default();
+    let mut reads = Vec::with_capacity(texts.len());
+    let (mut buffer, mut tokens) = (String::new(), Vec::new());
+    for text in texts {
+        let Some(text) = text else {
+            reads.push(Read::Python);
+            continue;
+        };
+        let mut ids: Vec<u32> = Vec::new();
+        let read = for_each_token(text, &mut buffer, &mut tokens, |token| {
+            if token.len() < 2 {
+                return; // one character, dropped without a lookup
+            }
+            match term_of.get(token) {
+                Some(DROPPED) => {}
+                Some(id) => ids.push(id),
+                None if kept(token, stop) => {
+                    let next = unseen.len() as u32;
+                    ids.push(UNSEEN + *unseen.entry(token.to_string()).or_insert(next));
+                }
+                None => {
+                    dropped.insert(token.to_string());
+                }
+            }
+        });
+        reads.push(match read {
+            Some(()) => {
+                ids.sort_unstable();
+                ids.dedup();
+                Read::Terms(ids)
+            }
+            None => Read::Python,
+        });
+    }
+    let mut words = vec![String::new(); unseen.len()];
+    for (word, at) in unseen {
+        words[at as usize] = word;
+    }
+    (reads, words, dropped)
 }
 
 #[cfg(test)]

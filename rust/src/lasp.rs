@@ -2,9 +2,10 @@
 //! compiled: `wordcast.routing.placement.PlanningView` with `wordcast.routing.lasp.place_among`,
 //! the Python references it is held equal to (`tests/unit/test_compiled_lasp.py`).
 
-use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use rustc_hash::{FxHashMap, FxHashSet};
+
+use crate::error::CoreError;
 
 /// |H(i)| for every matcher and, of each H(i), the words a batch uses; each subscription placed
 /// is held at once, so the next one sees it as if it had been stored and read back.
@@ -69,7 +70,7 @@ impl PlanningView {
     fn hold(&mut self, terms: Vec<String>, matchers: Vec<usize>) -> PyResult<()> {
         for matcher in matchers {
             if matcher >= self.sizes.len() {
-                return Err(PyValueError::new_err(format!("no matcher {matcher}")));
+                return Err(CoreError::NoMatcher(matcher).into());
             }
             let held = self.held.entry(matcher).or_default();
             for term in &terms {
@@ -99,7 +100,7 @@ impl PlanningView {
         let (mut best, mut best_utility) = (None, f64::NEG_INFINITY);
         for i in eligible {
             let Some(&size) = self.sizes.get(i) else {
-                return Err(PyValueError::new_err(format!("no matcher {i}")));
+                return Err(CoreError::NoMatcher(i).into());
             };
             let old = base[i];
             let placed = self.cost(size + words - self.known_on(&terms, i));
@@ -116,6 +117,6 @@ impl PlanningView {
                 best_utility = utility;
             }
         }
-        best.ok_or_else(|| PyValueError::new_err("no eligible matcher"))
+        best.ok_or_else(|| CoreError::NoEligibleMatcher.into())
     }
 }

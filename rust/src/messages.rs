@@ -14,14 +14,14 @@
 use std::fmt::Write as _;
 
 use pyo3::buffer::PyBuffer;
-use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::pybacked::PyBackedStr;
 use pyo3::types::{PyList, PyString, PyTuple};
 use rustc_hash::{FxHashMap, FxHashSet};
 use sha2::{Digest, Sha256};
 
-use crate::{Analyser, Positions};
+use crate::analysis::{Analyser, Positions};
+use crate::error::CoreError;
 
 /// A subscription's messages: up to two (a webhook endpoint's and its tenant's match stream's).
 const NO_GROUP: u32 = u32::MAX;
@@ -597,7 +597,7 @@ impl Deliveries {
         let mut spans = spans.unwrap_or_else(|| (0..n).map(|_| None).collect());
         let tags = tags.unwrap_or_else(|| vec![String::new(); n]);
         if spans.len() != n || tags.len() != n {
-            return Err(PyValueError::new_err("as many of each, please"));
+            return Err(CoreError::Uneven("as many of each, please").into());
         }
         if [
             ids.len(),
@@ -609,16 +609,14 @@ impl Deliveries {
         .iter()
         .any(|&len| len != n)
         {
-            return Err(PyValueError::new_err("as many of each, please"));
+            return Err(CoreError::Uneven("as many of each, please").into());
         }
         if numbers.contains(&u32::MAX)
             || groups
                 .iter()
                 .any(|&(a, b)| a == Some(NO_GROUP) || b == Some(NO_GROUP))
         {
-            return Err(PyValueError::new_err(
-                "numbers and groups go up to 2**32 - 2",
-            ));
+            return Err(CoreError::Invalid("numbers and groups go up to 2**32 - 2".into()).into());
         }
         for (k, number) in numbers.into_iter().enumerate() {
             let terms: Box<[u32]> = terms[k].iter().map(|t| self.table.term_number(t)).collect();
@@ -695,16 +693,17 @@ impl Deliveries {
         let numbers: Vec<u32> = PyBuffer::<u32>::get(numbers)?.to_vec(py)?;
         let offsets: Vec<u32> = PyBuffer::<u32>::get(offsets)?.to_vec(py)?;
         if ids.len() != texts.len() || offsets.len() != ids.len() + 1 {
-            return Err(PyValueError::new_err(
+            return Err(CoreError::Uneven(
                 "one id and one text a publication, and one more offset",
-            ));
+            )
+            .into());
         }
         if offsets.windows(2).any(|w| w[0] > w[1])
             || offsets.last().copied() != Some(numbers.len() as u32)
         {
-            return Err(PyValueError::new_err(
-                "offsets must rise to the number of matches",
-            ));
+            return Err(
+                CoreError::Invalid("offsets must rise to the number of matches".into()).into(),
+            );
         }
         let (head, between, tail) = frame;
         let pieces = [&head, &between, &tail];
@@ -714,7 +713,7 @@ impl Deliveries {
             .chain(given_pieces)
             .any(|piece| std::str::from_utf8(piece).is_err())
         {
-            return Err(PyValueError::new_err("a message's pieces must be UTF-8"));
+            return Err(CoreError::NotUtf8("a message's pieces must be UTF-8").into());
         }
         let shape = Shape {
             head,
@@ -866,9 +865,10 @@ impl Deliveries {
         let found = analyser.borrow_mut().term_parts(py, list.as_any())?;
         for (position, found) in read.into_iter().zip(found) {
             let Some(found) = found else {
-                return Err(PyValueError::new_err(format!(
+                return Err(CoreError::Invalid(format!(
                     "publication {position} is not ASCII: give its parts"
-                )));
+                ))
+                .into());
             };
             parts[position as usize] = Some(
                 found

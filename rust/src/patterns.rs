@@ -13,8 +13,8 @@
 //! directly, until there are enough to rebuild (amortised: adding and deleting stay cheap), and a
 //! removed keyword stays in it, with no records, until then.
 
+use crate::error::CoreError;
 use aho_corasick::{AhoCorasick, MatchKind};
-use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use rustc_hash::FxHashMap;
 
@@ -163,19 +163,25 @@ impl Engine {
         sub: SubId,
         phrases: &[String],
         gaps: &[(usize, bool)],
-    ) -> Result<(), String> {
+    ) -> Result<(), CoreError> {
         if self.patterns.contains_key(&sub) {
-            return Err(format!("pattern subscription {sub} is already indexed"));
+            return Err(CoreError::Pattern(format!(
+                "pattern subscription {sub} is already indexed"
+            )));
         }
         if phrases.is_empty() || gaps.len() != phrases.len() + 1 {
-            return Err("a pattern needs phrases and one gap more than phrases".to_string());
+            return Err(CoreError::Pattern(
+                "a pattern needs phrases and one gap more than phrases".to_string(),
+            ));
         }
         let longest = phrases.iter().map(|p| p.chars().count()).max().unwrap_or(0);
         let mut chain = Vec::with_capacity(phrases.len());
         for (phrase, &(questions, star)) in phrases.iter().zip(gaps) {
             let length = phrase.chars().count();
             if length == 0 {
-                return Err("a pattern's phrases cannot be empty".to_string());
+                return Err(CoreError::Pattern(
+                    "a pattern's phrases cannot be empty".to_string(),
+                ));
             }
             let keyword = if length < MIN_KEYWORD && length < longest {
                 None
@@ -468,9 +474,7 @@ impl Patterns {
     /// Index pattern ``sub_id``: its normalised ``phrases`` and the ``gaps`` ((questions, star))
     /// before each and after the last.
     fn add(&mut self, sub_id: u32, phrases: Vec<String>, gaps: Vec<(usize, bool)>) -> PyResult<()> {
-        self.engine
-            .add(sub_id, &phrases, &gaps)
-            .map_err(PyValueError::new_err)
+        Ok(self.engine.add(sub_id, &phrases, &gaps)?)
     }
 
     /// Remove a pattern; False if it is not there.

@@ -11,7 +11,7 @@
 
 use std::time::Instant;
 
-use pyo3::exceptions::PyValueError;
+use crate::error::CoreError;
 use pyo3::prelude::*;
 use pyo3::types::PyString;
 use roaring::RoaringBitmap;
@@ -255,9 +255,7 @@ impl QueryNote {
     /// QueryNote storing ``extra`` of the others.
     fn add(&mut self, sub_id: u32, terms: Vec<String>, extra: usize) -> PyResult<()> {
         if terms.is_empty() {
-            return Err(PyValueError::new_err(
-                "a subscription needs at least one term",
-            ));
+            return Err(CoreError::NoTerm(None).into());
         }
         let ids: Vec<TermId> = terms.iter().map(|t| self.interner.intern(t)).collect();
         self.index.add(sub_id, ids, extra);
@@ -279,10 +277,13 @@ impl QueryNote {
         Ok(py.detach(|| index.match_batch(&batch)))
     }
 
-    /// Seconds per operation of the cost function on this batch and these (weight-ordered)
-    /// queries, timed on this compiled path: (full check, AND of two bitmaps, output of one).
+    /// The term-collection cost model's costs (Luwak thesis §5), calibrated on this machine:
+    /// seconds per operation on this batch and these (weight-ordered) queries, on this compiled
+    /// path: (full check, AND of two bitmaps, output of one). Part of the algorithm, which
+    /// weighs these to choose each query's extra terms; the engines' benchmarks are criterion's
+    /// (`rust/benches/`).
     #[pyo3(signature = (docs, queries, repeat=3))]
-    fn measure(
+    fn operation_costs(
         &self,
         py: Python<'_>,
         docs: &Bound<'_, PyAny>,
@@ -301,7 +302,7 @@ impl QueryNote {
             .take(500)
             .collect();
         if usable.is_empty() {
-            return Err(PyValueError::new_err("no query of two known terms to time"));
+            return Err(CoreError::NothingToTime.into());
         }
         Ok(py.detach(|| {
             let mut batch = Batch::new(&batch_ids);
