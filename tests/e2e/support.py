@@ -4,6 +4,7 @@ deliveries, and servers that misbehave on purpose."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 import os
 import re
 import socket
@@ -11,7 +12,7 @@ import struct
 import threading
 import time
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -58,14 +59,15 @@ def publish_posts(cluster: RunningCluster, posts: list[Post]) -> None:
 def delivered_after(
     cluster: RunningCluster, receiver: Receiver, offset: int, expected: int
 ) -> list[tuple[str, str]]:
-    """Wait until the matchers are idle and the expected number arrived, then a little longer."""
+    """The deliveries, once the expected number arrived and the matchers are idle: every
+    publication accepted has its messages in an outbox, so an empty outbox is the signal that
+    nothing more will come (no sleep past it)."""
     eventually(
         lambda: len(receiver.pairs(offset)) >= expected and cluster.pending_deliveries() == 0,
         120,
         0.2,
         f"{expected} deliveries with the matchers idle",
     )
-    time.sleep(0.5)  # anything extra would have arrived by now
     return receiver.pairs(offset)
 
 
@@ -248,3 +250,24 @@ async def serving(server: DroppingServer) -> AsyncIterator[str]:
         yield f"http://127.0.0.1:{listening.sockets[0].getsockname()[1]}"
     finally:
         listening.close()
+
+
+def signed_twice(
+    publish: Callable[[str], None],
+    delivered: Callable[[str], tuple[dict[str, str], str]],
+    prefix: str,
+    timeout_s: float = 30.0,
+) -> tuple[dict[str, str], str]:
+    """After a secret changed: publish (ids ``prefix-1``, ``prefix-2``, …) until a delivery is
+    signed twice, the dispatchers having read the secrets epoch (every few seconds, on their
+    own clock); its headers and body. A positive signal, not a sleep past their period."""
+    deadline = time.monotonic() + timeout_s
+    for k in itertools.count(1):
+        publish(f"{prefix}-{k}")
+        headers, body = delivered(f"{prefix}-{k}")
+        if len(headers["webhook-signature"].split(" ")) == 2:
+            return headers, body
+        if time.monotonic() > deadline:
+            raise AssertionError(f"no delivery signed twice within {timeout_s} s")
+        time.sleep(0.5)
+    raise AssertionError("unreachable")
