@@ -22,7 +22,7 @@ import httpx
 import pytest
 
 from tests.e2e.support import boolean_oracle, pattern_oracle, publish_posts
-from tests.helpers import RunningCluster
+from tests.helpers import RunningCluster, eventually
 from wordcast.corpus.workload import (
     Post,
     post_boolean_queries,
@@ -115,7 +115,6 @@ def _read_shown(
         line = process.stdout.readline()  # the watch ends by itself after --seconds
         assert line, "".join(lines)
         lines.append(line)
-    time.sleep(1.5)  # a duplicate would have come by now
 
 
 def _publish_and_stop(
@@ -129,11 +128,21 @@ def _publish_and_stop(
     having shown exactly them."""
     publish_posts(cluster, posts)
     _read_shown(process, lines, expected)
+    # Nothing more can come once every outbox is empty (each message delivered, or in the match
+    # stream) and a last publication's match, which comes after any earlier one, is shown.
+    eventually(lambda: cluster.pending_deliveries() == 0, what="every delivery made")
+    shown_texts = {text for _, text in expected}
+    last = next(p for p in posts if _as_shown(p.text) in shown_texts)
+    marker = f"lastmark{os.getpid()}"
+    publish_posts(cluster, [Post(f"{last.id}-last", f"{marker} {last.text}")])
+    _read_until(process, lines, marker)
     os.killpg(process.pid, signal.SIGINT)
     rest, _ = process.communicate(timeout=60)
     lines += rest.splitlines(keepends=True)
     assert process.returncode == 0, "".join(lines)
-    shown = Counter(found for line in lines if (found := _shown(line)) is not None)
+    shown = Counter(
+        found for line in lines if (found := _shown(line)) is not None and marker not in line
+    )
     assert shown == expected
 
 
