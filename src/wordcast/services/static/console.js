@@ -90,6 +90,19 @@ function button(td, text, onClick) {
   return b;
 }
 
+// What a button starts: asked first when it destroys something (``ask``); a failure goes to the
+// notice (the work puts what it did there).
+function action(td, text, work, ask = null) {
+  return button(td, text, async () => {
+    if (ask && !window.confirm(ask)) return;
+    try {
+      await work();
+    } catch (error) {
+      notice(error.message, true);
+    }
+  });
+}
+
 // -- logging in ----------------------------------------------------------------------------
 async function logIn(given) {
   key = given;
@@ -336,27 +349,18 @@ function addSubscriptionRow(sub, first = false) {
   cell(row, sub.matcher, "num");
   const actions = cell(row, "");
   const label = sub.kind === "pattern" ? `pattern ${sub.pattern}` : sub.query;
-  button(actions, "Rotate secret", async () => {
-    const ask = `Rotate the signing secret of the endpoint of "${label}" (every subscription there shares it)? The old secret keeps signing for its grace period.`;
-    if (!window.confirm(ask)) return;
-    try {
-      const answer = await api("POST", `/subscriptions/${sub.id}/secret`);
-      notice(`Rotated the signing secret of ${sub.id}'s endpoint`);
-      showSecret(`The new signing secret of the endpoint of "${label}"`, answer.secret);
-    } catch (error) {
-      notice(error.message, true);
-    }
-  });
-  button(actions, "Delete", async () => {
-    if (!window.confirm(`Delete the subscription "${label}"? Its matches stop at once.`)) return;
-    try {
-      await api("DELETE", `/subscriptions/${sub.id}`);
-      row.remove();
-      notice(`Deleted ${sub.id}`);
-    } catch (error) {
-      notice(error.message, true);
-    }
-  });
+  const rotate = `Rotate the signing secret of the endpoint of "${label}" (every subscription there shares it)? The old secret keeps signing for its grace period.`;
+  action(actions, "Rotate secret", async () => {
+    const answer = await api("POST", `/subscriptions/${sub.id}/secret`);
+    notice(`Rotated the signing secret of ${sub.id}'s endpoint`);
+    showSecret(`The new signing secret of the endpoint of "${label}"`, answer.secret);
+  }, rotate);
+  const remove = `Delete the subscription "${label}"? Its matches stop at once.`;
+  action(actions, "Delete", async () => {
+    await api("DELETE", `/subscriptions/${sub.id}`);
+    row.remove();
+    notice(`Deleted ${sub.id}`);
+  }, remove);
 }
 
 async function createSubscription(event) {
@@ -670,17 +674,12 @@ async function showKeys(tenant) {
     row.dataset.key = k.key_id;
     cell(row, k.key_id);
     cell(row, new Date(k.created * 1000).toLocaleString());
-    button(cell(row, ""), "Revoke", async () => {
-      const ask = `Revoke key ${k.key_id} of ${tenant}? Clients using it are refused within a second.`;
-      if (!window.confirm(ask)) return;
-      try {
-        await api("DELETE", `/admin/tenants/${encodeURIComponent(tenant)}/keys/${k.key_id}`);
-        notice(`Revoked ${k.key_id}`);
-        await Promise.all([showKeys(tenant), loadTenants()]);
-      } catch (error) {
-        notice(error.message, true);
-      }
-    });
+    const ask = `Revoke key ${k.key_id} of ${tenant}? Clients using it are refused within a second.`;
+    action(cell(row, ""), "Revoke", async () => {
+      await api("DELETE", `/admin/tenants/${encodeURIComponent(tenant)}/keys/${k.key_id}`);
+      notice(`Revoked ${k.key_id}`);
+      await Promise.all([showKeys(tenant), loadTenants()]);
+    }, ask);
   }
 }
 
@@ -718,18 +717,13 @@ async function loadStreams() {
     cell(row, tenantsWith(s.grants, "subscribe"));
     const actions = cell(row, "");
     button(actions, "Grants", () => showGrants(s.stream).catch((e) => notice(e.message, true)));
-    button(actions, "Delete", async () => {
-      const ask = `Delete the shared stream ${s.stream}? Its grants go, and every subscription to it is deleted.`;
-      if (!window.confirm(ask)) return;
-      try {
-        await api("DELETE", streamPath(s.stream));
-        notice(`Deleted the stream ${s.stream}`);
-        if (grantsOf === s.stream) hideGrants();
-        await loadStreams();
-      } catch (error) {
-        notice(error.message, true);
-      }
-    });
+    const ask = `Delete the shared stream ${s.stream}? Its grants go, and every subscription to it is deleted.`;
+    action(actions, "Delete", async () => {
+      await api("DELETE", streamPath(s.stream));
+      notice(`Deleted the stream ${s.stream}`);
+      if (grantsOf === s.stream) hideGrants();
+      await loadStreams();
+    }, ask);
   }
   if (grantsOf && !answer.streams.some((s) => s.stream === grantsOf)) hideGrants();
 }
@@ -753,17 +747,12 @@ async function showGrants(stream) {
     cell(row, g.tenant);
     cell(row, g.publish ? "yes" : "no");
     cell(row, g.subscribe ? "yes" : "no");
-    button(cell(row, ""), "Revoke", async () => {
-      const ask = `Take every right on ${stream} away from ${g.tenant}? Its subscriptions to the stream are deleted.`;
-      if (!window.confirm(ask)) return;
-      try {
-        await api("DELETE", `${streamPath(stream)}/grants/${encodeURIComponent(g.tenant)}`);
-        notice(`Revoked ${g.tenant}'s rights on ${stream}`);
-        await Promise.all([showGrants(stream), loadStreams()]);
-      } catch (error) {
-        notice(error.message, true);
-      }
-    });
+    const ask = `Take every right on ${stream} away from ${g.tenant}? Its subscriptions to the stream are deleted.`;
+    action(cell(row, ""), "Revoke", async () => {
+      await api("DELETE", `${streamPath(stream)}/grants/${encodeURIComponent(g.tenant)}`);
+      notice(`Revoked ${g.tenant}'s rights on ${stream}`);
+      await Promise.all([showGrants(stream), loadStreams()]);
+    }, ask);
   }
 }
 
