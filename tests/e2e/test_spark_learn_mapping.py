@@ -150,7 +150,7 @@ def test_a_mapping_for_a_number_of_matchers_the_cluster_left_is_not_published(
         client = connect(redis_url)
         try:
             if wanted is not None:
-                await Store(client, namespace).cluster.want_matchers(wanted)
+                await Store(client, namespace).membership.want_matchers(wanted)
             latest, _, _ = await MappingStore(client, namespace).state()
             return latest
         finally:
