@@ -153,7 +153,9 @@ def querynote(count: int, batch_size: int, min_pair_df: int) -> dict[str, Any]:
     probe = _core.QueryNote()
     for k, key in enumerate(keys[:50_000]):
         probe.add(k, list(key), 0)
-    time_check, time_and, time_avoid = probe.operation_costs(batches[0], [list(k) for k in keys[:5_000]])
+    time_check, time_and, time_avoid = probe.operation_costs(
+        batches[0], [list(k) for k in keys[:5_000]]
+    )
     plan.costs = CostModel(time_check, time_and, time_avoid, batch_size)
     row: dict[str, Any] = {
         "queries": len(subs),
