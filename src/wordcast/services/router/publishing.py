@@ -21,7 +21,7 @@ import random
 import time
 import uuid
 from collections import deque
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any
 
 from prometheus_client import Counter, Gauge, Histogram
@@ -92,7 +92,15 @@ class RoutingStats:
 
 
 # Per matcher, the publications routed to it (as sent: dicts the JSON encoder takes as they are).
-BatchesPerMatcher = dict[int, RoutedBatch]  # matcher -> what goes to it
+BatchesPerMatcher = dict[int, RoutedBatch]
+# What routing a batch answers: the ids, each matcher's batch, the samples for the publication
+# log, and what the recent publications keep for backfills.
+Routing = tuple[
+    list[str],
+    BatchesPerMatcher,
+    list[tuple[float, tuple[str, ...]]],
+    list[tuple[str, str, list[str]]],
+]
 
 
 class Publishing:
@@ -104,7 +112,7 @@ class Publishing:
         versions: MappingVersions,
         matcher_client: MatcherClient,
         shedder: LoadShedder,
-        replica: Callable[[], tuple[WordHolders, AnchorIndex]],
+        routing_table: Callable[[], tuple[WordHolders, AnchorIndex]],
     ) -> None:
         self.settings = settings
         self.store = store
@@ -112,7 +120,7 @@ class Publishing:
         self.versions = versions
         self.matcher_client = matcher_client
         self.shedder = shedder
-        self._replica = replica  # the router's current word holders and anchor owners
+        self._routing_table = routing_table  # the router's word holders and anchor owners now
         self.analysis = PublicationAnalysis(settings.detect_languages)
         self._random = random.Random()
         self.stats = RoutingStats(settings.initial_matchers, 0)
@@ -158,14 +166,10 @@ class Publishing:
                 f"{self.versions.report_fence_s:g} s, so it stops routing: a migration may retire "
                 "that version meanwhile"
             )
-        size = sum(len(text) for _, text in publications)
-        with self.in_flight.hold(publisher, size):
-            started = time.perf_counter()
-            accepted = time.time()
-            analysed = await self.analysis.analyse(publications, attributes, languages, size)
-            mapping = self.versions.view.active
-            version = mapping.version
-            ids, per_matcher, sampled, recent = await self._route(publications, mapping, analysed)
+        started = time.perf_counter()
+        accepted = time.time()
+        async with self._routed(publications, publisher, attributes, languages) as routed:
+            version, (ids, per_matcher, sampled, recent) = routed
             shedder = self.shedder
             shedder.in_flight += len(ids)
             sends = (
@@ -206,15 +210,14 @@ class Publishing:
         (subscription id, publication's position, ``matched``) for each match, in publication
         order. Analysed and routed as published (never shed), matched by every matcher
         concerned; nothing is logged, kept for backfills, delivered or counted."""
-        size = sum(len(text) for _, text in publications)
-        with self.in_flight.hold(publisher, size):
-            analysed = await self.analysis.analyse(publications, attributes, languages, size)
-            mapping = self.versions.view.active
-            ids, per_matcher, _, _ = await self._route(publications, mapping, analysed, shed=False)
-            with self.versions.in_use(mapping.version):
+        async with self._routed(
+            publications, publisher, attributes, languages, shed=False
+        ) as routed:
+            version, (ids, per_matcher, _, _) = routed
+            with self.versions.in_use(version):
                 answers = await asyncio.gather(
                     *(
-                        self.matcher_client.dry_run(m, mapping.version, batch, publisher, stream)
+                        self.matcher_client.dry_run(m, version, batch, publisher, stream)
                         for m, batch in per_matcher.items()
                     )
                 )
@@ -226,6 +229,25 @@ class Publishing:
                 found.setdefault((position_of[batch.ids[position]], sub_id), matched)
         return ids, [(sub_id, k, matched) for (k, sub_id), matched in sorted(found.items())]
 
+    @contextlib.asynccontextmanager
+    async def _routed(
+        self,
+        publications: Sequence[tuple[str | None, str]],
+        publisher: str,
+        attributes: Sequence[Mapping[str, Value] | None] | None,
+        languages: Sequence[str | None] | None,
+        *,
+        shed: bool = True,
+    ) -> AsyncIterator[tuple[int, Routing]]:
+        """A batch analysed and routed on the active mapping (its version, and :meth:`_route`'s
+        answer), the publisher's characters held in flight for the block: what :meth:`publish`
+        and :meth:`dry_run` share."""
+        size = sum(len(text) for _, text in publications)
+        with self.in_flight.hold(publisher, size):
+            analysed = await self.analysis.analyse(publications, attributes, languages, size)
+            mapping = self.versions.view.active
+            yield mapping.version, await self._route(publications, mapping, analysed, shed=shed)
+
     async def _route(
         self,
         publications: Sequence[tuple[str | None, str]],
@@ -233,19 +255,14 @@ class Publishing:
         analysed: tuple[list[tuple[str, ...]], list[list[str]]],
         *,
         shed: bool = True,
-    ) -> tuple[
-        list[str],
-        BatchesPerMatcher,
-        list[tuple[float, tuple[str, ...]]],
-        list[tuple[str, str, list[str]]],
-    ]:
+    ) -> Routing:
         """The ids (given or made), what goes to each matcher, the sample for the log, and
         what backfills read (when routers keep recent publications), from each publication's
         terms and filter terms (``analysed``). Lets other work run every ``YIELD_EVERY_TERMS``
         terms routed: a request of long texts takes the event loop in slices."""
         ids: list[str] = []
         per_matcher: BatchesPerMatcher = {}
-        held, anchors = self._replica()
+        held, anchors = self._routing_table()
         has_hot_words = bool(mapping.splits)
         shedder = self.shedder
         rate, sample_draw = self.settings.publication_log_rate, self._random.random
