@@ -212,8 +212,9 @@ class Dispatcher:
 
     async def _start_due(self, free: int) -> int:
         """Start the retries that are due, as many as ``free`` slots allow, their messages read
-        again from the outboxes (a round trip for each outbox); returns how many started."""
-        due = self._waiting.due(free)
+        again from the outboxes (a round trip for each outbox); returns how many took a slot (a
+        retry whose endpoint holds its share already waits on, and takes none)."""
+        due = self._waiting.due(free, self.endpoints.may_start, FAILING_ENDPOINT_WAIT_S)
         started = 0
         for outbox, retries in due.items():
             try:
@@ -228,8 +229,7 @@ class Dispatcher:
                 if message is None:  # gone from the outbox: nothing left to deliver
                     self._active.discard((outbox.key, retry.entry_id))
                     continue
-                self._start(outbox, retry.entry_id, message, retry.attempts)
-                started += 1
+                started += self._start(outbox, retry.entry_id, message, retry.attempts)
         return started
 
     async def _wait_for_slot_or_retry(self) -> None:
@@ -253,25 +253,31 @@ class Dispatcher:
         per_outbox = -(-free // len(cursors))
         return await Outbox.read_new(list(cursors), per_outbox, block_ms)
 
-    def _start(self, outbox: Outbox, entry_id: str, message: Message, attempts: int = 0) -> None:
+    def _start(self, outbox: Outbox, entry_id: str, message: Message, attempts: int = 0) -> bool:
+        """Start an attempt in a slot of its own, and say so; or, if the message's endpoint holds
+        its share of the slots already, leave it waiting (not counted as an attempt) so that the
+        other endpoints' messages are delivered meanwhile, and say that."""
         self._active.add((outbox.key, entry_id))
-        if not self.endpoints.may_start(message.tenant, message.callback_url):
-            # Its endpoint is failing and holds its share of the slots: wait, not counted as an
-            # attempt, so that the other endpoints' messages are delivered meanwhile.
-            self._waiting.wait(outbox, entry_id, max(1, attempts), FAILING_ENDPOINT_WAIT_S)
-            return
+        endpoint = (message.tenant, message.callback_url)
+        if not self.endpoints.may_start(*endpoint):
+            self._waiting.wait(
+                outbox, entry_id, max(1, attempts), FAILING_ENDPOINT_WAIT_S, endpoint
+            )
+            return False
+        self.endpoints.take_slot(*endpoint)
         task = asyncio.create_task(self._deliver(outbox, entry_id, message, attempts))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+        return True
 
     async def _deliver(self, outbox: Outbox, entry_id: str, message: Message, made: int) -> None:
         """One attempt (after ``made`` others); a failure leaves the message waiting for the next
         one, unless that was the last."""
         retrying = False
         try:
-            with self.endpoints.attempting(message.tenant, message.callback_url):
-                retrying = await self._attempt_and_record(outbox, entry_id, message, made + 1)
+            retrying = await self._attempt_and_record(outbox, entry_id, message, made + 1)
         finally:
+            self.endpoints.free_slot(message.tenant, message.callback_url)
             if not retrying:
                 self._active.discard((outbox.key, entry_id))
 
@@ -322,7 +328,7 @@ class Dispatcher:
             # Not acknowledged: the entry stays pending and is delivered again later.
             log.warning("could not record the outcome of %s: %s", entry_id, exc)
             return False
-        self._waiting.wait(outbox, entry_id, attempt, wait)
+        self._waiting.wait(outbox, entry_id, attempt, wait, (message.tenant, message.callback_url))
         return True
 
 

@@ -15,9 +15,14 @@ Each dispatcher tallies its attempts per endpoint and adds them to the endpoint'
 ``FLUSH_S`` (one script per endpoint that saw attempts): delivered and failed counts, latency,
 last error. An endpoint failing for longer than ``endpoint_disable_after_s`` (no success since)
 is disabled there, with the reason; its messages then go to the dead letters, from where they
-can be replayed once it is enabled again. An endpoint whose last attempt failed may hold at most
-``failing_slots`` of the dispatcher's delivery slots, so one failing receiver cannot take the
-slots the healthy ones need.
+can be replayed once it is enabled again.
+
+Slots are shared fairly (:meth:`DeliveryEndpoints.may_start`): an endpoint not known healthy
+(no attempt of this dispatcher has succeeded yet, or its last one failed) may hold at most
+``failing_slots`` of the delivery slots, and so may all such endpoints of one tenant together;
+the failing ones of every tenant together hold at most half the slots. A receiver that accepts
+connections and never answers therefore cannot take the slots the other tenants need, however
+many of them do so: the healthy ones always keep half.
 """
 
 from __future__ import annotations
@@ -70,12 +75,14 @@ class DeliveryEndpoints:
         self.subscription_signatures_until = subscription_signatures_until
         self._disable_after_s = disable_after_s
         self.failing_slots = max(1, math.ceil(slots * failing_share))
+        self.failing_slots_in_all = max(1, slots // 2)
         self._known: dict[tuple[str, str], KnownEndpoint] = {}
         self._epoch: str | None = None
         self._checked_at = -CHECK_S
         self._tallies: dict[tuple[str, str], HealthTally] = {}  # (tenant, endpoint id)
         self._flushed_at = time.monotonic()
         self._failing: set[tuple[str, str]] = set()  # (tenant, URL) whose last attempt failed
+        self._healthy: set[tuple[str, str]] = set()  # (tenant, URL) whose last attempt succeeded
         self.in_flight: Counter[tuple[str, str]] = Counter()  # (tenant, URL) -> attempts now
 
     async def of(self, tenant: str, url: str) -> KnownEndpoint:
@@ -95,22 +102,42 @@ class DeliveryEndpoints:
         return known
 
     def may_start(self, tenant: str, url: str) -> bool:
-        """Whether an attempt to this URL may take a slot now: always, unless its endpoint is
-        failing and holds its share of slots already."""
+        """Whether an attempt to this URL may take a slot now: always if its endpoint is known
+        healthy; otherwise while it, its tenant's endpoints not known healthy, and (if it is
+        failing) every failing endpoint hold less than their shares (module docstring)."""
         key = (tenant, url)
-        return key not in self._failing or self.in_flight[key] < self.failing_slots
+        if key in self._healthy:
+            return True
+        if self.in_flight[key] >= self.failing_slots:
+            return False
+        healthy = self._healthy
+        tenants = sum(n for k, n in self.in_flight.items() if k[0] == tenant and k not in healthy)
+        if tenants >= self.failing_slots:
+            return False
+        if key not in self._failing:
+            return True
+        failing = sum(n for k, n in self.in_flight.items() if k in self._failing)
+        return failing < self.failing_slots_in_all
 
     @contextmanager
     def attempting(self, tenant: str, url: str) -> Iterator[None]:
         """Count an attempt to the URL as in flight while it lasts."""
-        key = (tenant, url)
-        self.in_flight[key] += 1
+        self.take_slot(tenant, url)
         try:
             yield
         finally:
-            self.in_flight[key] -= 1
-            if not self.in_flight[key]:
-                del self.in_flight[key]
+            self.free_slot(tenant, url)
+
+    def take_slot(self, tenant: str, url: str) -> None:
+        """Count an attempt to the URL as in flight from now: when it is started, not when its
+        task first runs, so that the attempts started in one go are held to the shares."""
+        self.in_flight[tenant, url] += 1
+
+    def free_slot(self, tenant: str, url: str) -> None:
+        key = (tenant, url)
+        self.in_flight[key] -= 1
+        if not self.in_flight[key]:
+            del self.in_flight[key]
 
     def attempted(
         self, endpoint: Endpoint, ok: bool, latency_s: float, error: str, matches: int
@@ -124,12 +151,14 @@ class DeliveryEndpoints:
             tally.last_success = now
             tally.first_failure = 0.0
             self._failing.discard((endpoint.tenant, endpoint.url))
+            self._healthy.add((endpoint.tenant, endpoint.url))
         else:
             tally.attempts_failed += 1
             tally.last_error, tally.last_error_at = error[:500], now
             if not tally.first_failure:
                 tally.first_failure = now
             self._failing.add((endpoint.tenant, endpoint.url))
+            self._healthy.discard((endpoint.tenant, endpoint.url))
 
     def gave_up_on(self, tenant: str, url: str, matches: int) -> None:
         """Count matches given up on against the endpoint of the tenant's ``url``, if known."""

@@ -13,7 +13,7 @@ import itertools
 import math
 import random
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from wordcast.backoff import Backoff
@@ -22,13 +22,15 @@ from wordcast.storage.outbox import Outbox
 
 @dataclass(order=True, slots=True)
 class Waiting:
-    """A message backing off until ``due`` (monotonic), after ``attempts`` attempts."""
+    """A message backing off until ``due`` (monotonic), after ``attempts`` attempts, to the
+    ``endpoint`` (its tenant and URL)."""
 
     due: float
     order: int  # first come, first retried among equals
     outbox: Outbox = field(compare=False)
     entry_id: str = field(compare=False)
     attempts: int = field(compare=False)
+    endpoint: tuple[str, str] = field(compare=False)
 
 
 class Retries:
@@ -44,7 +46,14 @@ class Retries:
     def clear(self) -> None:
         self._heap.clear()
 
-    def wait(self, outbox: Outbox, entry_id: str, attempts: int, asked_s: float | None) -> None:
+    def wait(
+        self,
+        outbox: Outbox,
+        entry_id: str,
+        attempts: int,
+        asked_s: float | None,
+        endpoint: tuple[str, str],
+    ) -> None:
         """Back a message off after its ``attempts``-th failed attempt."""
         backoff = Backoff(self._backoff_s, self._max_backoff_s)
         backoff.failures = attempts - 1
@@ -52,17 +61,28 @@ class Retries:
         if asked_s is not None:
             pause = max(pause, min(asked_s, self._max_backoff_s))
         due = time.monotonic() + pause
-        heapq.heappush(self._heap, Waiting(due, next(self._order), outbox, entry_id, attempts))
+        waiting = Waiting(due, next(self._order), outbox, entry_id, attempts, endpoint)
+        heapq.heappush(self._heap, waiting)
 
-    def due(self, most: int) -> dict[Outbox, list[Waiting]]:
-        """Up to ``most`` of the messages due now, taken out, by outbox."""
+    def due(
+        self, most: int, may_start: Callable[[str, str], bool], defer_s: float
+    ) -> dict[Outbox, list[Waiting]]:
+        """Up to ``most`` of the messages due now whose endpoint ``may_start`` an attempt,
+        taken out, by outbox; those due whose endpoint may not are deferred by ``defer_s``
+        (without a read of their message: a failing endpoint's backlog costs no round trips)."""
         found: dict[Outbox, list[Waiting]] = {}
+        deferred: list[Waiting] = []
         now = time.monotonic()
-        for _ in range(most):
-            if not self._heap or self._heap[0].due > now:
-                break
+        taken = 0
+        while taken < most and self._heap and self._heap[0].due <= now:
             retry = heapq.heappop(self._heap)
-            found.setdefault(retry.outbox, []).append(retry)
+            if may_start(*retry.endpoint):
+                found.setdefault(retry.outbox, []).append(retry)
+                taken += 1
+            else:
+                retry.due = now + defer_s
+                deferred.append(retry)
+        self.put_back(deferred)
         return found
 
     def put_back(self, retries: Iterable[Waiting]) -> None:

@@ -1,0 +1,111 @@
+"""What the third outside probe found, each defect against real processes and sockets.
+
+One tenant's receivers that never answer cannot stop another tenant's deliveries; a dry run's
+answer and work are bounded in bytes; keyed subscribing is atomic per key; endpoints have a quota,
+paging and a count kept with them; messages split by a stable order; an endpoint enabled again
+takes replays at once; counters belong to one incarnation of a subscription; text a person or a
+terminal sees obeys one rule.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import threading
+import time
+from collections.abc import Iterator
+
+import httpx
+import pytest
+
+from tests.helpers import (
+    Receiver,
+    RunningCluster,
+    eventually,
+    start_cluster,
+    stop_cluster,
+    tenant_key,
+)
+from wordcast.local.supervisor import free_port
+
+
+@pytest.fixture(scope="module")
+def probed(redis_url: str) -> Iterator[RunningCluster]:
+    """One matcher: the probe's worst case for item 1 (0 of 18 delivered)."""
+    # A match per message, so that each dead tenant's publications make many messages.
+    env = {"WORDCAST_MATCHER_DELIVERY_BATCH": "1"}
+    running = start_cluster(redis_url, "test-probe-three", matchers=1, env=env)
+    yield running
+    stop_cluster(running)
+
+
+def _client(cluster: RunningCluster, key: str) -> httpx.Client:
+    return httpx.Client(
+        base_url=cluster.router_url, headers={"authorization": f"Bearer {key}"}, timeout=60
+    )
+
+
+@contextlib.contextmanager
+def blackhole() -> Iterator[str]:
+    """A webhook that accepts every connection and never answers; yields its URL."""
+    listener = socket.socket()
+    port = free_port()
+    listener.bind(("127.0.0.1", port))
+    listener.listen(1024)
+    held: list[socket.socket] = []
+    stop = threading.Event()
+
+    def accept() -> None:
+        listener.settimeout(0.2)
+        while not stop.is_set():
+            with contextlib.suppress(TimeoutError, OSError):
+                held.append(listener.accept()[0])
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{port}/hook"
+    finally:
+        stop.set()
+        thread.join(5)
+        for connection in held:
+            connection.close()
+        listener.close()
+
+
+# -- 1. dead webhooks of some tenants cannot stop another tenant's deliveries ----------------------
+def test_receivers_that_never_answer_cannot_stop_another_tenants_deliveries(
+    probed: RunningCluster, receiver: Receiver
+) -> None:
+    with contextlib.ExitStack() as stack:
+        for n in range(3):
+            url = stack.enter_context(blackhole())
+            with _client(probed, tenant_key(probed, f"dead-{n}")) as dead:
+                answer = dead.post("/subscriptions", json={"query": "alpha", "callback_url": url})
+                assert answer.status_code == 201, answer.text
+                posts = [{"id": f"d{n}-{k}", "text": f"alpha {k}"} for k in range(300)]
+                answer = dead.post("/publications", json={"publications": posts})
+                assert answer.status_code == 202, answer.text
+        with _client(probed, tenant_key(probed, "alive")) as alive:
+            answer = alive.post(
+                "/subscriptions", json={"query": "omega", "callback_url": receiver.hook}
+            )
+            assert answer.status_code == 201, answer.text
+            sub_id = answer.json()["id"]
+            late = []
+            for k in range(8):
+                sent = time.monotonic()
+                answer = alive.post("/publications", json={"id": f"alive-{k}", "text": "omega"})
+                assert answer.status_code == 202, answer.text
+                try:
+                    eventually(
+                        lambda k=k: (sub_id, f"alive-{k}") in receiver.pairs(),
+                        timeout=10,
+                        interval=0.2,
+                    )
+                except AssertionError:
+                    late.append(k)
+                    continue
+                assert time.monotonic() - sent <= 10
+                time.sleep(2)  # publications spread over the dead receivers' first timeouts
+        assert not late, f"publications {late} of 6 were not delivered within 10 s (of 8)"
