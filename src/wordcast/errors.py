@@ -64,6 +64,10 @@ class UnresolvableCallback(UnsafeCallback):
     """A callback host that does not resolve; at delivery time this may pass, so it is retried."""
 
 
+class AnswerTooLarge(InvalidInput):
+    """A request whose answer would be larger than a documented bound (a dry run's)."""
+
+
 class LimitExceeded(InvalidInput):
     """A tenant's quota (subscriptions held) is used up."""
 

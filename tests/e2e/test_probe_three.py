@@ -22,10 +22,13 @@ from tests.helpers import (
     Receiver,
     RunningCluster,
     eventually,
+    peak_growth,
+    service_pid,
     start_cluster,
     stop_cluster,
     tenant_key,
 )
+from wordcast import limits
 from wordcast.local.supervisor import free_port
 
 
@@ -109,3 +112,39 @@ def test_receivers_that_never_answer_cannot_stop_another_tenants_deliveries(
                 assert time.monotonic() - sent <= 10
                 time.sleep(2)  # publications spread over the dead receivers' first timeouts
         assert not late, f"publications {late} of 6 were not delivered within 10 s (of 8)"
+
+
+# -- 2. a dry run is bounded, and so is what the live path holds per batch -------------------------
+DENSE_TEXT = ("ox " * 5_462)[: limits.MAX_TEXT_CHARS]  # 5,461 places of the one word
+
+
+def test_a_dry_run_is_bounded_in_bytes_and_the_live_path_in_memory(
+    probed: RunningCluster,
+) -> None:
+    with _client(probed, tenant_key(probed, "dense")) as dense:
+        for _ in range(20):  # to the match stream: nothing to deliver over HTTP
+            assert dense.post("/subscriptions", json={"query": "ox"}).status_code == 201
+        posts = [{"id": f"dense-{k}", "text": DENSE_TEXT} for k in range(100)]
+        router, matcher = service_pid(probed.router_url), probed.matcher_pid(0)
+        with peak_growth(router) as router_grown, peak_growth(matcher) as matcher_grown:
+            answer = dense.post(
+                "/publications", params={"dry_run": "true"}, json={"publications": posts}
+            )
+        assert answer.status_code == 413, answer.text[:200]
+        assert "4194304-byte limit" in answer.json()["detail"]
+        assert router_grown[0] <= 50, f"the router grew {router_grown[0]:.0f} MiB"
+        assert matcher_grown[0] <= 50, f"the matcher grew {matcher_grown[0]:.0f} MiB"
+
+        # Below the bound a dry run answers as before, every match with its places.
+        answer = dense.post(
+            "/publications", params={"dry_run": "true"}, json={"publications": posts[:1]}
+        )
+        assert answer.status_code == 200, answer.text[:200]
+        found = answer.json()["matches"]
+        assert len(found) == 20
+        assert all(len(m["matched"]["terms"]["ox"]) == 5_461 for m in found)
+
+        with peak_growth(matcher) as matcher_grown:
+            answer = dense.post("/publications", json={"publications": posts})
+        assert answer.status_code == 202, answer.text
+        assert matcher_grown[0] <= 120, f"the matcher grew {matcher_grown[0]:.0f} MiB"

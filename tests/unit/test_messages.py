@@ -299,6 +299,7 @@ def test_a_dry_run_shows_the_callers_matches_once_each_under_the_delivered_id() 
     text = "the white house: an apple and a pear"
     batch = Batch([("p", text, (*words, "appl", "pear"), False)], "a", "shared")
     pairs = [("theirs", 0), ("mine", 0), (part_id("q", 0), 0), (part_id("q", 1), 0), ("mine", 0)]
-    found = explained_matches(pairs, batch, subscriptions, alternatives, "a")
+    found, complete = explained_matches(pairs, batch, subscriptions, alternatives, "a")
+    assert complete
     assert [(sub_id, position) for sub_id, position, _ in found] == [("mine", 0), ("q", 0)]
     assert orjson.loads(found[0][2]) == {"terms": {"white": [[4, 9]], "hous": [[10, 15]]}}

@@ -14,6 +14,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
 from wordcast.errors import (
+    AnswerTooLarge,
     Conflict,
     Forbidden,
     Gone,
@@ -35,6 +36,7 @@ STATUS: tuple[tuple[type[WordcastError], int], ...] = (
     (Conflict, 409),
     (Gone, 410),
     (RateLimited, 429),
+    (AnswerTooLarge, 413),
     (InvalidInput, 422),
     (MappingError, 422),
     (Unavailable, 503),

@@ -450,6 +450,7 @@ class MatchRequest(BaseModel):
         default_factory=dict,
         description="By position: the copy the router drew for each hot word in the publication.",
     )
+    answer_max_bytes: int = Field(default=0, ge=0, description="A dry run's answer's bound.")
 
     @model_validator(mode="after")
     def _columns_agree(self) -> MatchRequest:

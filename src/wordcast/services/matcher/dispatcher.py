@@ -212,8 +212,7 @@ class Dispatcher:
 
     async def _start_due(self, free: int) -> int:
         """Start the retries that are due, as many as ``free`` slots allow, their messages read
-        again from the outboxes (a round trip for each outbox); returns how many took a slot (a
-        retry whose endpoint holds its share already waits on, and takes none)."""
+        again from the outboxes (a round trip for each outbox); returns how many took a slot."""
         due = self._waiting.due(free, self.endpoints.may_start, FAILING_ENDPOINT_WAIT_S)
         started = 0
         for outbox, retries in due.items():
@@ -254,9 +253,8 @@ class Dispatcher:
         return await Outbox.read_new(list(cursors), per_outbox, block_ms)
 
     def _start(self, outbox: Outbox, entry_id: str, message: Message, attempts: int = 0) -> bool:
-        """Start an attempt in a slot of its own, and say so; or, if the message's endpoint holds
-        its share of the slots already, leave it waiting (not counted as an attempt) so that the
-        other endpoints' messages are delivered meanwhile, and say that."""
+        """Start an attempt in a slot (True), or leave it waiting, not counted as an attempt,
+        while its endpoint holds its share of the slots (False)."""
         self._active.add((outbox.key, entry_id))
         endpoint = (message.tenant, message.callback_url)
         if not self.endpoints.may_start(*endpoint):

@@ -109,21 +109,28 @@ def explained_matches(
     subscriptions: Mapping[str, Subscription],
     alternatives: HeldAlternatives,
     tenant: str,
-) -> list[tuple[str, int, bytes]]:
+    max_bytes: int = 0,
+) -> tuple[list[tuple[str, int, bytes]], bool]:
     """(id delivered under, position, JSON of ``matched``) for each of ``pairs`` whose
     subscription is ``tenant``'s, once each: what :func:`messages` would deliver to that tenant
-    (a dry run's answer; the other tenants' matches of a shared stream are not shown)."""
+    (a dry run's answer; the other tenants' matches of a shared stream are not shown); and
+    whether that is all of them: with ``max_bytes``, explaining stops once the JSON passes it,
+    so that a dry run's memory is bounded whatever its size."""
     explained = _Explanations(batch, alternatives, True)
     mine = [(subscriptions[sub_id], position) for sub_id, position in pairs]
     mine = [(sub, position) for sub, position in mine if sub.tenant == tenant]
     explained.read({position for _, position in mine})
     delivered_id = explained.delivered_id
     found: dict[tuple[str, int], bytes] = {}
+    size = 0
     for sub, position in mine:
         sub_id = sub.id if delivered_id is None else delivered_id(sub.id)
         if (sub_id, position) not in found:
-            found[sub_id, position] = explained.matched(sub, position)
-    return [(sub_id, position, matched) for (sub_id, position), matched in found.items()]
+            matched = found[sub_id, position] = explained.matched(sub, position)
+            size += len(matched) + len(sub_id) + 16
+            if max_bytes and size > max_bytes:
+                return [], False
+    return [(sub_id, position, matched) for (sub_id, position), matched in found.items()], True
 
 
 class _Explanations:

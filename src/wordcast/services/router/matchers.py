@@ -236,12 +236,24 @@ class MatcherClient:
         await self._send_batch(matcher, "match", version, batch, publisher, stream, accepted)
 
     async def dry_run(
-        self, matcher: int, version: int, batch: RoutedBatch, publisher: str, stream: str = ""
-    ) -> list[tuple[str, int, Any]]:
+        self,
+        matcher: int,
+        version: int,
+        batch: RoutedBatch,
+        publisher: str,
+        stream: str = "",
+        max_bytes: int = 0,
+    ) -> list[tuple[str, int, str]] | None:
         """What matcher ``matcher`` would deliver to tenant ``publisher`` of ``batch``, as
-        (subscription id, position in the batch, ``matched``), recording nothing."""
-        response = await self._send_batch(matcher, "dry-run", version, batch, publisher, stream)
-        return [tuple(match) for match in orjson.loads(response.content)["matches"]]
+        (subscription id, position in the batch, JSON text of ``matched``), recording nothing;
+        None if their JSON would pass ``max_bytes``."""
+        response = await self._send_batch(
+            matcher, "dry-run", version, batch, publisher, stream, answer_max_bytes=max_bytes
+        )
+        answer = orjson.loads(response.content)
+        if not answer.get("complete", True):
+            return None
+        return [tuple(match) for match in answer["matches"]]
 
     async def _send_batch(
         self,
@@ -252,6 +264,7 @@ class MatcherClient:
         publisher: str,
         stream: str,
         accepted: float = 0.0,
+        answer_max_bytes: int = 0,
     ) -> httpx.Response:
         body = {
             "version": version,
@@ -265,6 +278,8 @@ class MatcherClient:
             "patterns": batch.patterns,
             "hot": batch.hot,
         }
+        if answer_max_bytes:
+            body["answer_max_bytes"] = answer_max_bytes
         try:
             response = await self._post(
                 matcher,

@@ -26,7 +26,7 @@ from typing import Any
 
 from prometheus_client import Counter, Gauge, Histogram
 
-from wordcast.errors import MappingUnconfirmed, StoreUnavailable, Unavailable
+from wordcast.errors import AnswerTooLarge, MappingUnconfirmed, StoreUnavailable, Unavailable
 from wordcast.query.filters import Value
 from wordcast.query.patterns import normalise
 from wordcast.routing.anchors import AnchorIndex
@@ -205,11 +205,14 @@ class Publishing:
         *,
         attributes: Sequence[Mapping[str, Value] | None] | None = None,
         languages: Sequence[str | None] | None = None,
-    ) -> tuple[list[str], list[tuple[str, int, Any]]]:
+        max_bytes: int = 0,
+    ) -> tuple[list[str], list[tuple[str, int, str]]]:
         """What :meth:`publish` would deliver to ``publisher``'s own subscriptions: the ids, and
-        (subscription id, publication's position, ``matched``) for each match, in publication
-        order. Analysed and routed as published (never shed), matched by every matcher
-        concerned; nothing is logged, kept for backfills, delivered or counted."""
+        (subscription id, publication's position, JSON text of ``matched``) for each match, in
+        publication order. Analysed and routed as published (never shed), matched by every
+        matcher concerned; nothing is logged, kept for backfills, delivered or counted. An
+        answer whose matches' JSON would pass ``max_bytes`` is refused
+        (:class:`~wordcast.errors.AnswerTooLarge`), each matcher stopping as soon as it passes."""
         async with self._routed(
             publications, publisher, attributes, languages, shed=False
         ) as routed:
@@ -217,14 +220,20 @@ class Publishing:
             with self.versions.in_use(version):
                 answers = await asyncio.gather(
                     *(
-                        self.matcher_client.dry_run(m, version, batch, publisher, stream)
+                        self.matcher_client.dry_run(m, version, batch, publisher, stream, max_bytes)
                         for m, batch in per_matcher.items()
                     )
                 )
+        size = sum(len(m[2]) + len(m[0]) + 16 for answer in answers for m in answer or ())
+        if any(answer is None for answer in answers) or (max_bytes and size > max_bytes):
+            raise AnswerTooLarge(
+                f"the dry run's answer would pass its {max_bytes}-byte limit "
+                "(WORDCAST_ROUTER_DRY_RUN_MAX_BYTES): dry-run fewer or shorter publications"
+            )
         position_of = {pub_id: k for k, pub_id in enumerate(ids)}
-        found: dict[tuple[int, str], Any] = {}
+        found: dict[tuple[int, str], str] = {}
         for batch, answer in zip(per_matcher.values(), answers, strict=True):
-            for sub_id, position, matched in answer:
+            for sub_id, position, matched in answer or ():
                 # A subscription held on two matchers (a migration) is shown once.
                 found.setdefault((position_of[batch.ids[position]], sub_id), matched)
         return ids, [(sub_id, k, matched) for (k, sub_id), matched in sorted(found.items())]

@@ -101,6 +101,14 @@ class RouterSettings(ServiceSettings, MatchStreamLimits):
         "that language. Off: a publication without `lang` has no language and is analysed in "
         "English only, as before languages existed.",
     )
+    dry_run_max_bytes: int = Field(
+        default=4 * 1024 * 1024,
+        ge=64 * 1024,
+        description="The largest answer a dry run (`POST /publications?dry_run=true`) may give, "
+        "in bytes of its matches' JSON: past it the dry run is refused with 413, naming this "
+        "limit, and the matchers stop explaining as soon as they pass it. It bounds what a dry "
+        "run costs a router and a matcher in memory.",
+    )
     backfill_s: int = Field(
         default=0,
         ge=0,

@@ -31,47 +31,75 @@ router = APIRouter(
 
 @router.post("/match", response_model=MatchResponse)
 async def match(batch: MatchRequest, state: ReadyState) -> MatchResponse:
-    """Match a routed batch; 200 means its matches are recorded in the outbox (durable)."""
+    """Match a routed batch; 200 means its matches are recorded in the outbox (durable).
+
+    A batch is matched and recorded a slice at a time (:func:`_slices`): the messages of a
+    large batch of long texts, each text in a message per endpoint, would otherwise all be
+    held at once. A batch retried after a failure part-way is recorded again whole, under the
+    same webhook-ids (the slices and the messages are the same each time)."""
     dispatcher, outbox_max = state.dispatcher, state.settings.outbox_max
     refused = dispatcher.pressure.refusal(outbox_max)
     if refused is not None:
         raise Overloaded(refused)
     routed, drawn = _routed(batch)
-    messages = state.match(
-        routed,
-        batch.version,
-        drawn,
-        publisher=batch.publisher,
-        stream=batch.stream,
-        accepted=batch.accepted,
-    )
-    size = sum(len(m.body) for m in messages)
-    refused = dispatcher.pressure.refusal(outbox_max, size)
-    if refused is not None:
-        raise Overloaded(refused)
-    dispatcher.pressure.recorded(size)
-    await state.outbox.put(messages)
-    state.counting.matched(messages, state.index.subscriptions)
-    return MatchResponse(matches=sum(m.matches for m in messages))
+    matches = 0
+    for start, end in _slices(routed):
+        messages = state.match(
+            routed[start:end],
+            batch.version,
+            None if drawn is None else drawn[start:end],
+            publisher=batch.publisher,
+            stream=batch.stream,
+            accepted=batch.accepted,
+        )
+        size = sum(len(m.body) for m in messages)
+        refused = dispatcher.pressure.refusal(outbox_max, size)
+        if refused is not None and not matches:  # nothing recorded yet: refused whole
+            raise Overloaded(refused)
+        dispatcher.pressure.recorded(size)
+        await state.outbox.put(messages)
+        state.counting.matched(messages, state.index.subscriptions)
+        matches += sum(m.matches for m in messages)
+    return MatchResponse(matches=matches)
+
+
+SLICE_CHARS = 256 * 1024  # the text a slice of a routed batch holds at most (one text may pass)
+
+
+def _slices(routed: list[RoutedPublication]) -> list[tuple[int, int]]:
+    """The (start, end) of consecutive slices of ``routed`` whose texts hold at most
+    ``SLICE_CHARS`` characters each (a longer text is a slice of its own)."""
+    slices, start, held = [], 0, 0
+    for k, publication in enumerate(routed):
+        size = len(publication[1])
+        if held and held + size > SLICE_CHARS:
+            slices.append((start, k))
+            start, held = k, 0
+        held += size
+    slices.append((start, len(routed)))
+    return slices
 
 
 @router.post("/dry-run")
 async def dry_run(batch: MatchRequest, state: ReadyState) -> Response:
     """The matches of the publisher's own subscriptions in a routed batch, each with its
-    ``matched``: ``{"matches": [[subscription id, position, matched], ...]}``. Nothing is
-    recorded, delivered or counted."""
+    ``matched`` as JSON text (the router passes it on unread): ``{"matches": [[subscription id,
+    position, matched], ...], "complete": true}``; past ``answer_max_bytes`` no matches and
+    ``"complete": false``. Nothing is recorded, delivered or counted."""
     routed, drawn = _routed(batch)
     index, publisher = state.index, batch.publisher
     pairs = index.pairs(routed, batch.version, drawn, publisher, batch.stream)
-    found = explained_matches(
+    found, complete = explained_matches(
         pairs,
         Batch(routed, publisher, batch.stream),
         index.subscriptions,
         index.alternatives,
         publisher,
+        batch.answer_max_bytes,
     )
-    matches = [[sub_id, position, orjson.Fragment(matched)] for sub_id, position, matched in found]
-    return Response(orjson.dumps({"matches": matches}), media_type="application/json")
+    matches = [[sub_id, position, matched.decode()] for sub_id, position, matched in found]
+    answer = {"matches": matches, "complete": complete}
+    return Response(orjson.dumps(answer), media_type="application/json")
 
 
 def _routed(batch: MatchRequest) -> tuple[list[RoutedPublication], list[dict[str, int]] | None]:

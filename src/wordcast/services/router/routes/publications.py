@@ -61,9 +61,15 @@ async def publish(
         "languages": [p.lang for p in publications] if any(p.lang for p in publications) else None,
     }
     if dry_run:
-        ids, found = await state.publishing.dry_run(**given)
+        ids, found = await state.publishing.dry_run(
+            **given, max_bytes=state.settings.dry_run_max_bytes
+        )
         matches = [
-            {"publication_id": ids[k], "subscription_id": sub_id, "matched": matched}
+            {
+                "publication_id": ids[k],
+                "subscription_id": sub_id,
+                "matched": orjson.Fragment(matched),
+            }
             for sub_id, k, matched in found
         ]
         answer = {"dry_run": True, "ids": ids, "matches": matches}
