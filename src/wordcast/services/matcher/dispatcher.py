@@ -256,11 +256,9 @@ class Dispatcher:
         """Start an attempt in a slot (True), or leave it waiting, not counted as an attempt,
         while its endpoint holds its share of the slots (False)."""
         self._active.add((outbox.key, entry_id))
-        endpoint = (message.tenant, message.callback_url)
+        endpoint, waits = (message.tenant, message.callback_url), FAILING_ENDPOINT_WAIT_S
         if not self.endpoints.may_start(*endpoint):
-            self._waiting.wait(
-                outbox, entry_id, max(1, attempts), FAILING_ENDPOINT_WAIT_S, endpoint
-            )
+            self._waiting.wait(outbox, entry_id, max(1, attempts), waits, endpoint)
             return False
         self.endpoints.take_slot(*endpoint)
         task = asyncio.create_task(self._deliver(outbox, entry_id, message, attempts))
