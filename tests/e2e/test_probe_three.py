@@ -13,7 +13,8 @@ import contextlib
 import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from functools import partial
 
 import httpx
 import pytest
@@ -148,3 +149,60 @@ def test_a_dry_run_is_bounded_in_bytes_and_the_live_path_in_memory(
             answer = dense.post("/publications", json={"publications": posts})
         assert answer.status_code == 202, answer.text
         assert matcher_grown[0] <= 120, f"the matcher grew {matcher_grown[0]:.0f} MiB"
+
+
+# -- 3. idempotency keys under concurrency ---------------------------------------------------------
+def _at_once(calls: list[Callable[[], httpx.Response]]) -> list[httpx.Response]:
+    """Each call in a thread of its own, released together."""
+    start = threading.Barrier(len(calls))
+    answers: list[httpx.Response | None] = [None] * len(calls)
+
+    def run(k: int) -> None:
+        start.wait()
+        answers[k] = calls[k]()
+
+    threads = [threading.Thread(target=run, args=(k,)) for k in range(len(calls))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(120)
+    assert all(answer is not None for answer in answers)
+    return [answer for answer in answers if answer is not None]
+
+
+def test_the_same_keyed_subscription_sent_at_once_is_stored_once(probed: RunningCluster) -> None:
+    key = tenant_key(probed, "keyed")
+    for round_ in range(10):
+        body = {"query": f"kiwi {round_}", "key": f"once-{round_}"}
+        with contextlib.ExitStack() as stack:
+            clients = [stack.enter_context(_client(probed, key)) for _ in range(3)]
+            answers = _at_once([partial(c.post, "/subscriptions", json=body) for c in clients])
+        assert sorted(a.status_code for a in answers) in ([200, 200, 201], [201, 201, 201]), [
+            (a.status_code, a.text) for a in answers
+        ]
+        assert len({a.json()["id"] for a in answers}) == 1
+    with _client(probed, key) as keyed:
+        assert keyed.get("/subscriptions").json()["total"] == 10
+
+
+def test_concurrent_batches_sharing_a_key_store_one_batch_and_refuse_the_other(
+    probed: RunningCluster,
+) -> None:
+    key = tenant_key(probed, "batches")
+
+    def batch(name: str) -> dict[str, object]:
+        items = [{"query": f"{name} {k}", "key": f"{name}-{k}"} for k in range(99)]
+        return {"subscriptions": [*items, {"query": f"{name} shared", "key": "shared"}]}
+
+    with _client(probed, key) as first, _client(probed, key) as second:
+        answers = _at_once(
+            [
+                partial(first.post, "/subscriptions/batch", json=batch("plum")),
+                partial(second.post, "/subscriptions/batch", json=batch("pear")),
+            ]
+        )
+        assert sorted(a.status_code for a in answers) == [201, 409], [
+            (a.status_code, a.text[:300]) for a in answers
+        ]
+        assert "shared" in next(a for a in answers if a.status_code == 409).json()["detail"]
+        assert first.get("/subscriptions").json()["total"] == 100  # the refused batch: none

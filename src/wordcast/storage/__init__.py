@@ -54,6 +54,8 @@ Keys (all under a namespace, ``wordcast`` by default, so several clusters can sh
                             to shared stream s and who may subscribe to it
 ``{ns}:tenant:{t}:endpoints`` and ``…:endpoint-urls``, ``{ns}:endpoint:{id}:health``,
 ``{ns}:endpoints-epoch``    tenants' webhook endpoints, each with one signing secret (:mod:`.endpoints`)
+``{ns}:key-lock:{id}``      a request's token while it registers the keyed subscription ``id``
+                            (:mod:`.key_locks`; expires by itself)
 ``{ns}:secrets-epoch``      counter moved by every rotation of a signing secret: dispatchers keep the
                             secrets they read until it moves (or the subscription's deletion arrives)
 ``{ns}:events``             stream of subscription changes (add, del, and move when a mapping change
@@ -102,6 +104,7 @@ from wordcast.storage.counters import SubscriptionCounters
 from wordcast.storage.dead_letters import DeadLetters
 from wordcast.storage.endpoints import EndpointStore
 from wordcast.storage.events import EventLog
+from wordcast.storage.key_locks import KeyLocks
 from wordcast.storage.keys import Keys
 from wordcast.storage.mappings import MappingStore
 from wordcast.storage.match_streams import MatchStreams
@@ -154,6 +157,7 @@ class Store:
         self.dead_letters = DeadLetters(client, namespace)
         self.match_streams = MatchStreams(client, namespace, bodies)
         self.counters = SubscriptionCounters(client, self.shards)
+        self.key_locks = KeyLocks(client, self.keys)
 
     @classmethod
     def connect(
