@@ -9,10 +9,7 @@ and again after (:meth:`Subscribing._still_granted`).
 
 from __future__ import annotations
 
-import asyncio
 import logging
-import secrets
-import time
 from collections.abc import Iterable, Sequence
 
 from wordcast.errors import (
@@ -32,6 +29,7 @@ from wordcast.services.router.batches import (
     check_quota,
     existing,
     keyed_id,
+    keys_locked,
     store_in_order,
 )
 from wordcast.services.router.matchers import MatcherClient
@@ -46,12 +44,6 @@ from wordcast.storage.shards import latest
 from wordcast.webhooks.netguard import resolve
 
 log = logging.getLogger(__name__)
-
-# A request waits this long for another using one of its idempotency keys, polling; a lock held
-# longer than its time to live (a router killed while registering) lapses by itself.
-KEY_LOCK_WAIT_S = 30.0
-KEY_LOCK_POLL_S = 0.02
-KEY_LOCK_TTL_MS = 60_000
 
 
 def _fate(stored: int, withdrawn: bool) -> str:
@@ -166,7 +158,8 @@ class Subscribing:
         changes nothing. The queries are then placed one after another in memory (LASP sees the
         ones before) and stored in one round trip, and the matchers concerned catch up once, for
         the whole batch: round trips per subscription were most of the cost of registering many.
-        An item whose idempotency key made a subscription before is answered with that one.
+        An item whose idempotency key made a subscription before is answered with that one;
+        requests with a key in common are served one after the other (:func:`keys_locked`).
         """
         terms_or_anchors: list[BooleanQuery | str] = []
         first_use: dict[str, int] = {}
@@ -189,7 +182,9 @@ class Subscribing:
             except InvalidInput as exc:
                 raise InvalidInput(f"subscription {index}: {exc}") from exc
         await self._may_subscribe(tenant, [item[3] for item in items])
-        return await self._register(items, terms_or_anchors, tenant)
+        keyed = [keyed_id(tenant, item.key) for item in items if item.key is not None]
+        async with keys_locked(self.store, keyed):
+            return await self._register(items, terms_or_anchors, tenant)
 
     async def _register(
         self,
@@ -198,42 +193,8 @@ class Subscribing:
         tenant: str,
     ) -> list[Subscription]:
         """Place, store and announce checked items (:meth:`subscribe_batch`), within the
-        tenant's quota; a failure part-way withdraws what was stored. Requests with a key in
-        common are served one after the other (:mod:`wordcast.storage.key_locks`): the later one
-        finds what the first stored; one that waits longer than ``KEY_LOCK_WAIT_S`` is a
-        Conflict, with nothing stored."""
+        tenant's quota; a failure part-way withdraws what was stored."""
         ids = [keyed_id(tenant, item.key) if item.key is not None else None for item in items]
-        keyed = [sub_id for sub_id in ids if sub_id is not None]
-        if not keyed:
-            return await self._register_locked(items, terms_or_anchors, tenant, ids)
-        token = secrets.token_hex(16)
-        await self._lock_keys(keyed, token)
-        try:
-            return await self._register_locked(items, terms_or_anchors, tenant, ids)
-        finally:
-            try:
-                await self.store.key_locks.give_back(keyed, token)
-            except StoreUnavailable as exc:  # they expire by themselves
-                log.warning("could not unlock %d idempotency keys: %s", len(keyed), exc)
-
-    async def _lock_keys(self, keyed: Sequence[str], token: str) -> None:
-        waited = time.monotonic() + KEY_LOCK_WAIT_S
-        while not await self.store.key_locks.take(keyed, token, KEY_LOCK_TTL_MS):
-            if time.monotonic() >= waited:
-                raise Conflict(
-                    f"another request with {'one of these keys' if len(keyed) > 1 else 'this key'}"
-                    f" has been registering for over {KEY_LOCK_WAIT_S:g} s; nothing was stored: "
-                    "send this one again to be answered with what it stored"
-                )
-            await asyncio.sleep(KEY_LOCK_POLL_S)
-
-    async def _register_locked(
-        self,
-        items: Sequence[BatchItem],
-        terms_or_anchors: Sequence[BooleanQuery | str],
-        tenant: str,
-        ids: Sequence[str | None],
-    ) -> list[Subscription]:
         stored = await existing(self.store, items, ids, terms_or_anchors, tenant)
         records = stored.records_to_store(ids, terms_or_anchors)
         holds = await self.store.subscriptions.tenant_count(tenant)
