@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from wordcast.storage import scripts
+from wordcast.storage import read_scripts
 from wordcast.storage.lua import LuaScript
 
 SRC = Path(__file__).resolve().parents[2] / "src" / "wordcast"
@@ -22,7 +22,7 @@ def test_arguments_are_bound_by_name_in_the_order_the_script_reads_them() -> Non
 
 def test_a_missing_or_unknown_argument_is_refused_before_redis() -> None:
     with pytest.raises(TypeError, match=r"missing \['cursor'\], unknown \['windw'\]"):
-        scripts.TENANT_PAGE.args(tenant="t", wanted=1, windw="0")
+        read_scripts.TENANT_PAGE.args(tenant="t", wanted=1, windw="0")
 
 
 def test_no_script_reads_argv_by_position() -> None:

@@ -69,3 +69,7 @@ class EndpointOut(BaseModel):
 
 class EndpointPage(BaseModel):
     endpoints: list[EndpointOut]
+    total: int = Field(default=0, description="How many endpoints you have in all.")
+    next_cursor: int = Field(
+        default=0, description="The cursor of the next page; 0 when this one is the last."
+    )

@@ -56,6 +56,9 @@ Keys (all under a namespace, ``wordcast`` by default, so several clusters can sh
 ``{ns}:endpoints-epoch``    tenants' webhook endpoints, each with one signing secret (:mod:`.endpoints`)
 ``{ns}:key-lock:{id}``      a request's token while it registers the keyed subscription ``id``
                             (:mod:`.key_locks`; expires by itself)
+``{ns}:name-lock:{h}``      and ``…:shared``: a webhook URL's lock (h hashes tenant and URL),
+                            taken shared to subscribe there, exclusive to change or delete its
+                            endpoint (:mod:`.key_locks`; expire by themselves)
 ``{ns}:secrets-epoch``      counter moved by every rotation of a signing secret: dispatchers keep the
                             secrets they read until it moves (or the subscription's deletion arrives)
 ``{ns}:events``             stream of subscription changes (add, del, and move when a mapping change
@@ -104,7 +107,7 @@ from wordcast.storage.counters import SubscriptionCounters
 from wordcast.storage.dead_letters import DeadLetters
 from wordcast.storage.endpoints import EndpointStore
 from wordcast.storage.events import EventLog
-from wordcast.storage.key_locks import KeyLocks
+from wordcast.storage.key_locks import KeyLocks, SharedLocks
 from wordcast.storage.keys import Keys
 from wordcast.storage.mappings import MappingStore
 from wordcast.storage.match_streams import MatchStreams
@@ -158,6 +161,7 @@ class Store:
         self.match_streams = MatchStreams(client, namespace, bodies)
         self.counters = SubscriptionCounters(client, self.shards)
         self.key_locks = KeyLocks(client, self.keys)
+        self.url_locks = SharedLocks(client, self.keys)
 
     @classmethod
     def connect(
@@ -184,8 +188,11 @@ class Store:
         """Matcher ``matcher``'s outbox, read by matcher ``reader`` (by default its own)."""
         return Outbox(self._client, self.ns, matcher, reader, self.replication)
 
-    def rate_limiter(self, per_second: float, burst: float) -> RateLimiter:
-        return RateLimiter(self._client, self.ns, per_second, burst)
+    def rate_limiter(self, per_second: float, burst: float, what: str = "") -> RateLimiter:
+        """A per-tenant token bucket: of publications, or of ``what`` (its own buckets)."""
+        return RateLimiter(
+            self._client, f"{self.ns}:{what}" if what else self.ns, per_second, burst
+        )
 
     async def aclose(self) -> None:
         await self._client.aclose()

@@ -29,7 +29,7 @@ from typing import Any
 
 import orjson
 
-from wordcast.errors import Conflict, NotFound
+from wordcast.errors import Conflict, LimitExceeded, NotFound
 from wordcast.storage.keys import Keys
 from wordcast.storage.lua import LuaScript
 from wordcast.storage.redis import translated
@@ -86,16 +86,18 @@ class EndpointHealth:
 
 # Make the endpoint of (tenant, URL) unless there is one: atomic, so two routers (or a router and
 # a dispatcher) subscribing to one URL at once share one endpoint.
-# KEYS: records, urls, epoch. ``record``: the new one's JSON. Returns the endpoint's record, and 1
-# if it was made now (else 0).
+# KEYS: records, urls, epoch. ``record``: the new one's JSON; ``most``: how many the tenant may
+# hold (0: no bound). Returns the endpoint's record, and 1 if it was made now (else 0); or "" and
+# -1 if the tenant holds ``most`` already.
 _FOR_URL = LuaScript(
-    "url new_id record",
+    "url new_id record most",
     """
 local id = redis.call('HGET', KEYS[2], url)
 if id then
   local found = redis.call('HGET', KEYS[1], id)
   if found then return {found, 0} end
 end
+if tonumber(most) > 0 and redis.call('HLEN', KEYS[1]) >= tonumber(most) then return {'', -1} end
 redis.call('HSET', KEYS[2], url, new_id)
 redis.call('HSET', KEYS[1], new_id, record)
 redis.call('INCR', KEYS[3])
@@ -183,20 +185,34 @@ class EndpointStore:
         """The tenant's endpoint for ``url``, made (enabled, with a new secret) if it has none."""
         return (await self._find_or_make(tenant, url, description))[0]
 
-    async def _find_or_make(self, tenant: str, url: str, description: str) -> tuple[Endpoint, bool]:
+    async def _find_or_make(
+        self, tenant: str, url: str, description: str, most: int = 0
+    ) -> tuple[Endpoint, bool]:
         made = Endpoint(
             new_endpoint_id(), tenant, url, new_secret(), description, created=time.time()
         )
         with translated("finding a webhook endpoint"):
             text, new = await self._for_url(
                 keys=[self._records(tenant), self._urls(tenant), self._epoch],
-                args=_FOR_URL.args(url=url, new_id=made.id, record=made.encoded()),
+                args=_FOR_URL.args(url=url, new_id=made.id, record=made.encoded(), most=most),
+            )
+        if int(new) == -1:
+            raise LimitExceeded(
+                f"tenant {tenant!r} holds {most} webhook endpoints, its limit: delete one first"
             )
         return Endpoint.decoded(text), bool(int(new))
 
-    async def create(self, tenant: str, url: str, description: str, enabled: bool) -> Endpoint:
-        """A new endpoint; Conflict if the tenant has one for ``url`` already."""
-        made, new = await self._find_or_make(tenant, url, description)
+    async def count(self, tenant: str) -> int:
+        """How many endpoints the tenant holds."""
+        with translated("counting webhook endpoints"):
+            return int(await self.client.hlen(self._records(tenant)))
+
+    async def create(
+        self, tenant: str, url: str, description: str, enabled: bool, most: int = 0
+    ) -> Endpoint:
+        """A new endpoint (at most ``most`` a tenant; 0: no bound); Conflict if the tenant has
+        one for ``url`` already."""
+        made, new = await self._find_or_make(tenant, url, description, most)
         if not new:
             raise Conflict(f"endpoint {made.id} has this URL already: update it instead")
         if not enabled:

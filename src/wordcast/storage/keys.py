@@ -58,6 +58,12 @@ class Keys:
         boolean queries, records but not subscriptions (a space is never in a tenant's name)."""
         return f"{tenant} alternatives"
 
+    @staticmethod
+    def url_field(tenant: str, url: str) -> str:
+        """The field of :attr:`tenant_counts` that counts the tenant's subscriptions delivering
+        to webhook ``url`` (neither holds a tab)."""
+        return f"{tenant}\t{url}"
+
     @property
     def matcher_counts(self) -> str:
         """Hash matcher -> how many records are placed on it in this shard."""

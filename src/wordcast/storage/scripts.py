@@ -18,6 +18,16 @@ _ALTERNATIVES = """
 local function alternatives_of(id, tenant)
   if string.find(id, '~', 1, true) then return tenant .. ' alternatives' end
 end
+-- A subscription that delivers to a webhook counts for that URL too, under "TENANT\tURL"
+-- (keys.url_field): what an endpoint's subscriptions are, without a scan. Its alternatives do
+-- not; a callback_url "stream:URL" delivers to both the match stream and URL.
+local function url_field_of(id, tenant, callback_url)
+  if string.find(id, '~', 1, true) then return nil end
+  local url = callback_url
+  if string.sub(url, 1, 7) == 'stream:' then url = string.sub(url, 8) end
+  if url == '' then return nil end
+  return tenant .. '\t' .. url
+end
 """
 
 # A batch of keyword subscriptions in one script (one round trip and one event for the batch,
@@ -57,6 +67,8 @@ for i, s in ipairs(batch.s) do
     answers[i], added[t], stored[#stored + 1] = 1, added[t] + 1, i
     local field = alternatives_of(s[1], batch.tn[t])
     if field then alternatives[field] = (alternatives[field] or 0) + 1 end
+    local url_field = url_field_of(s[1], batch.tn[t], s[5])
+    if url_field then alternatives[url_field] = (alternatives[url_field] or 0) + 1 end
     for term in string.gmatch(s[4], '%S+') do
       if not more[term] then
         more[term], first[term], order[#order + 1] = 0, i, term
@@ -157,8 +169,8 @@ local answers, events = {}, {}
 for i, s in ipairs(batch.s) do
   local bucket = KEYS[first_record + i - 1]
   local value = redis.call('HGET', bucket, s[1])
-  local _, matcher, tenant, placements, terms
-  if value then _, matcher, tenant, placements, terms = head_of(value) end
+  local _, matcher, tenant, placements, terms, body
+  if value then _, matcher, tenant, placements, terms, _, body = head_of(value) end
   if not value then
     answers[i] = 2
   elseif placements ~= s[2] then
@@ -168,6 +180,8 @@ for i, s in ipairs(batch.s) do
     lower(KEYS[3], tenant)
     local field = alternatives_of(s[1], tenant)
     if field then lower(KEYS[3], field) end
+    local url_field = url_field_of(s[1], tenant, cjson.decode(body)[2] or '')
+    if url_field then lower(KEYS[3], url_field) end
     local dropped = {}
     for _, m in ipairs(s[3]) do
       local words = KEYS[4 + m]
@@ -250,13 +264,16 @@ return cjson.encode({event_id, answers})
 # the tenant's in this shard; ``events_kept``: the event stream's bound.
 ADD_PATTERN = LuaScript(
     "id matcher pattern anchor callback_url record events_kept tenant limit window stream tag",
-    """
+    _ALTERNATIVES
+    + """
 if redis.call('HEXISTS', KEYS[1], id) == 1 then return false end
 if (redis.call('GET', KEYS[7]) or '0 0') ~= window then return -1 end
 if tonumber(redis.call('HGET', KEYS[6], tenant) or '0') >= tonumber(limit) then return 0 end
 redis.call('HSET', KEYS[1], id, record)
 redis.call('HINCRBY', KEYS[2], matcher, 1)
 redis.call('HINCRBY', KEYS[6], tenant, 1)
+local url_field = url_field_of(id, tenant, callback_url)
+if url_field then redis.call('HINCRBY', KEYS[6], url_field, 1) end
 redis.call('HINCRBY', KEYS[4], matcher, 1)
 local born = ''
 if redis.call('HINCRBY', KEYS[3], anchor, 1) == 1 then born = matcher end
@@ -295,11 +312,14 @@ DELETE_PATTERN = LuaScript(
     "id placements_read events_kept",
     _HEAD
     + _LOWER
+    + _ALTERNATIVES
     + _LEAVE
     + _PATTERN_AS_READ
     + """
 redis.call('HDEL', KEYS[1], id)
 lower(KEYS[4], tenant)
+local url_field = url_field_of(id, tenant, cjson.decode(body)[2] or '')
+if url_field then lower(KEYS[4], url_field) end
 local left = {}
 for k = 6, #KEYS do
   leave(KEYS[k], anchor, matchers[k - 5], left)
@@ -390,70 +410,6 @@ return 1
 )
 
 
-# Records by id: KEYS each one's bucket, ``ids`` the ids; answers each packed record, or nil. One
-# reply for a batch of a thousand, where a pipeline of HGETs cost redis-py a parse and a
-# timeout apiece, several times what Redis spends.
-RECORDS_BY_ID = LuaScript(
-    "",
-    """
-local out = {}
-for i, key in ipairs(KEYS) do out[i] = redis.call('HGET', key, ids[i]) end
-return out
-""",
-    rest="ids",
-)
-
-# The records of some of a shard's buckets (KEYS) that ``matcher`` (an ordinal) holds: a flat
-# list id, packed record, … . A restarting matcher reads a million this way, a few dozen
-# buckets to a call, without a reply for the records other matchers hold.
-RECORDS_OF = LuaScript(
-    "matcher",
-    """
-local out = {}
-local wanted = ',' .. matcher .. ','
-for _, key in ipairs(KEYS) do
-  local all = redis.call('HGETALL', key)
-  for i = 1, #all, 2 do
-    local matchers = string.match(all[i + 1], '^([^\t]*)\t')
-    if string.find(',' .. matchers .. ',', wanted, 1, true) then
-      out[#out + 1] = all[i]
-      out[#out + 1] = all[i + 1]
-    end
-  end
-end
-return out
-""",
-)
-
-# A page of ``tenant``'s records: KEYS are consecutive buckets, the first scanned from HSCAN
-# ``cursor``; ``wanted``: how many records (scanned that many at a time). Answers [buckets
-# passed, HSCAN cursor in the next one, flat list id, packed record, …]: a page holds about as
-# many as wanted, or what the buckets held.
-TENANT_PAGE = LuaScript(
-    "tenant wanted cursor",
-    """
-local out = {}
-for k, key in ipairs(KEYS) do
-  repeat
-    local reply = redis.call('HSCAN', key, cursor, 'COUNT', wanted)
-    cursor = reply[1]
-    local found = reply[2]
-    for i = 1, #found, 2 do
-      if string.match(found[i + 1], '^[^\t]*\t[^\t]*\t([^\t]*)\t') == tenant then
-        out[#out + 1] = found[i]
-        out[#out + 1] = found[i + 1]
-      end
-    end
-    if #out >= 2 * tonumber(wanted) then
-      if cursor == '0' then return {k, '0', out} end
-      return {k - 1, cursor, out}
-    end
-  until cursor == '0'
-end
-return {#KEYS, '0', out}
-""",
-)
-
 # A record from the layout before packing moved into its bucket, once (a second migrating
 # process finds it gone). KEYS: 1 the old hash, 2 its bucket, 3 tenant counts, 4 matcher
 # counts. ``matchers``: those that hold it.
@@ -467,8 +423,41 @@ redis.call('DEL', KEYS[1])
 redis.call('HINCRBY', KEYS[3], tenant, 1)
 local field = alternatives_of(id, tenant)
 if field then redis.call('HINCRBY', KEYS[3], field, 1) end
+local body = string.match(record, '\n(.*)$')
+local url_field = url_field_of(id, tenant, cjson.decode(body)[2] or '')
+if url_field then redis.call('HINCRBY', KEYS[3], url_field, 1) end
 for _, m in ipairs(matchers) do redis.call('HINCRBY', KEYS[4], m, 1) end
 return 1
 """,
     rest="matchers",
+)
+
+
+# Every "TENANT\tURL" count of the shard made anew from its records, once (the records stored
+# before the counts existed: December 2026), and the shard marked counted ("\tcounted"). KEYS: 1
+# tenant counts, then every bucket. One script: no change can come between the reading and the
+# writing (at a million records it holds Redis for about a second, once).
+COUNT_URLS = LuaScript(
+    "",
+    _HEAD
+    + _ALTERNATIVES
+    + """
+if redis.call('HEXISTS', KEYS[1], '\tcounted') == 1 then return 0 end
+local fields = redis.call('HKEYS', KEYS[1])
+for _, field in ipairs(fields) do
+  if string.find(field, '\t', 1, true) then redis.call('HDEL', KEYS[1], field) end
+end
+local counts = {}
+for k = 2, #KEYS do
+  local all = redis.call('HGETALL', KEYS[k])
+  for i = 1, #all, 2 do
+    local _, _, tenant, _, _, _, body = head_of(all[i + 1])
+    local url_field = url_field_of(all[i], tenant, cjson.decode(body)[2] or '')
+    if url_field then counts[url_field] = (counts[url_field] or 0) + 1 end
+  end
+end
+for field, n in pairs(counts) do redis.call('HSET', KEYS[1], field, n) end
+redis.call('HSET', KEYS[1], '\tcounted', 1)
+return 1
+""",
 )

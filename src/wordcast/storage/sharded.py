@@ -77,6 +77,12 @@ class ShardedSubscriptions:
         parts = await self.parts()
         return sum(await asyncio.gather(*(part.tenant_total(tenant) for part in parts)))
 
+    async def url_subscriptions(self, tenant: str, url: str) -> int:
+        """How many of the tenant's subscriptions deliver to webhook ``url``, over every shard."""
+        parts = await self.parts()
+        counts = await asyncio.gather(*(part.url_subscriptions(tenant, url) for part in parts))
+        return sum(counts)
+
     async def _tenant_counts(self, tenant: str) -> list[int]:
         parts = await self.parts()
         return list(await asyncio.gather(*(part.tenant_count(tenant) for part in parts)))

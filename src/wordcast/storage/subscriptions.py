@@ -15,7 +15,7 @@ import orjson
 from wordcast.errors import NotFound, StaleMapping, StoreUnavailable
 from wordcast.query.boolean import MAX_ALTERNATIVES, PART_SEPARATOR, has_operators, part_id
 from wordcast.routing.placement import Placement
-from wordcast.storage import bulk, scripts
+from wordcast.storage import bulk, read_scripts, scripts
 from wordcast.storage.bulk import over_limit
 from wordcast.storage.keys import RECORD_BUCKETS, Keys
 from wordcast.storage.pattern_calls import (
@@ -51,8 +51,10 @@ class SubscriptionReads:
     def __init__(self, client: Any, keys: Keys) -> None:
         self.client = client
         self.keys = keys
-        self._tenant_page = client.register_script(scripts.TENANT_PAGE)
-        self._records_by_id = client.register_script(scripts.RECORDS_BY_ID)
+        self._tenant_page = client.register_script(read_scripts.TENANT_PAGE)
+        self._records_by_id = client.register_script(read_scripts.RECORDS_BY_ID)
+        self._count_urls = client.register_script(scripts.COUNT_URLS)
+        self._urls_counted = False
 
     async def get(self, sub_id: str) -> Subscription:
         with translated("reading a subscription"):
@@ -67,7 +69,7 @@ class SubscriptionReads:
             return []
         keys = [self.keys.record_of(sub_id) for sub_id in sub_ids]
         values: list[str | None] = await self._records_by_id(
-            keys=keys, args=scripts.RECORDS_BY_ID.args(ids=sub_ids)
+            keys=keys, args=read_scripts.RECORDS_BY_ID.args(ids=sub_ids)
         )
         return values
 
@@ -96,6 +98,17 @@ class SubscriptionReads:
         with translated("counting a tenant's subscriptions"):
             return int(await self.client.hget(self.keys.tenant_counts, tenant) or 0)
 
+    async def url_subscriptions(self, tenant: str, url: str) -> int:
+        """How many of the tenant's subscriptions deliver to webhook ``url`` (kept by the record
+        scripts, ``COUNT_URLS`` counting the records from before that once)."""
+        with translated("counting an endpoint's subscriptions"):
+            if not self._urls_counted:
+                buckets = [self.keys.records(b) for b in range(RECORD_BUCKETS)]
+                await self._count_urls(keys=[self.keys.tenant_counts, *buckets], args=[])
+                self._urls_counted = True
+            field = self.keys.url_field(tenant, url)
+            return int(await self.client.hget(self.keys.tenant_counts, field) or 0)
+
     async def tenant_total(self, tenant: str) -> int:
         """How many subscriptions a tenant holds: its records less the later alternatives of its
         boolean queries. Alternatives stored before they were counted apart (November 2026)
@@ -118,7 +131,7 @@ class SubscriptionReads:
                 keys = range(bucket, min(bucket + BUCKETS_PER_READ, RECORD_BUCKETS))
                 passed, inner, found = await self._tenant_page(
                     keys=[self.keys.records(b) for b in keys],
-                    args=scripts.TENANT_PAGE.args(tenant=tenant, wanted=count, cursor=within),
+                    args=read_scripts.TENANT_PAGE.args(tenant=tenant, wanted=count, cursor=within),
                 )
                 flat += found
                 bucket, within = bucket + int(passed), int(inner)

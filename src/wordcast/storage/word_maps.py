@@ -10,7 +10,7 @@ from collections import deque
 from collections.abc import AsyncIterator, Iterable, Sequence
 from typing import Any
 
-from wordcast.storage import scripts
+from wordcast.storage import read_scripts
 from wordcast.storage.keys import RECORD_BUCKETS, Keys
 from wordcast.storage.records import Subscription, unpack_record
 from wordcast.storage.redis import translated
@@ -21,7 +21,7 @@ class WordMaps:
     def __init__(self, client: Any, shards: Shards) -> None:
         self.client = client
         self.shards = shards
-        self._records_of = client.register_script(scripts.RECORDS_OF)
+        self._records_of = client.register_script(read_scripts.RECORDS_OF)
 
     async def subscribed_words(self) -> set[str]:
         shards = await self.shards.keys()
@@ -148,7 +148,7 @@ class WordMaps:
                         buckets = range(first, min(first + page, RECORD_BUCKETS))
                         reply = self._records_of(
                             keys=[keys.records(b) for b in buckets],
-                            args=scripts.RECORDS_OF.args(matcher=matcher),
+                            args=read_scripts.RECORDS_OF.args(matcher=matcher),
                         )
                         flight.append(asyncio.ensure_future(reply))
                         await hand_on(1)

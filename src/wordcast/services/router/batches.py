@@ -9,30 +9,20 @@ Conflict.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import hashlib
-import logging
-import secrets
-import time
-from collections.abc import AsyncIterator, Collection, Sequence
+from collections.abc import Collection, Sequence
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from wordcast.errors import Conflict, LimitExceeded, StoreUnavailable
 from wordcast.query.boolean import BooleanQuery, part_id, part_ids
+from wordcast.services.router.locking import locked
 from wordcast.services.router.subscription_placer import QueryItem, Stored, SubscriptionPlacer
 from wordcast.storage import Store
 from wordcast.storage.events import EventFollower
 from wordcast.storage.records import Subscription
-
-log = logging.getLogger(__name__)
-
-# A request waits this long for another using one of its idempotency keys, polling; a lock held
-# longer than its time to live (a router killed while registering) lapses by itself.
-KEY_LOCK_WAIT_S = 30.0
-KEY_LOCK_POLL_S = 0.02
-KEY_LOCK_TTL_MS = 60_000
 
 
 class BatchItem(NamedTuple):
@@ -179,27 +169,15 @@ def _query(checked: BooleanQuery | str) -> BooleanQuery:
     return checked
 
 
-@contextlib.asynccontextmanager
-async def keys_locked(store: Store, keyed: Sequence[str]) -> AsyncIterator[None]:
+def keys_locked(store: Store, keyed: Sequence[str]) -> AbstractAsyncContextManager[None]:
     """Hold the locks of the keyed subscription ids ``keyed`` (:mod:`wordcast.storage.key_locks`)
-    for the block, waiting for another request holding one; Conflict after ``KEY_LOCK_WAIT_S``."""
+    for the block, waiting while another request holds one (:func:`.locking.locked`)."""
     if not keyed:
-        yield
-        return
-    token = secrets.token_hex(16)
-    waited = time.monotonic() + KEY_LOCK_WAIT_S
-    while not await store.key_locks.take(keyed, token, KEY_LOCK_TTL_MS):
-        if time.monotonic() >= waited:
-            raise Conflict(
-                f"another request with {'one of these keys' if len(keyed) > 1 else 'this key'} "
-                f"has been registering for over {KEY_LOCK_WAIT_S:g} s; nothing was stored: send "
-                "this one again to be answered with what it stored"
-            )
-        await asyncio.sleep(KEY_LOCK_POLL_S)
-    try:
-        yield
-    finally:
-        try:
-            await store.key_locks.give_back(keyed, token)
-        except StoreUnavailable as exc:  # they lapse by themselves
-            log.warning("could not unlock %d idempotency keys: %s", len(keyed), exc)
+        return contextlib.nullcontext()
+    return locked(
+        lambda token, ttl_ms: store.key_locks.take(keyed, token, ttl_ms),
+        lambda token: store.key_locks.give_back(keyed, token),
+        "another request with "
+        + ("one of these keys" if len(keyed) > 1 else "this key")
+        + " has been registering",
+    )

@@ -4,13 +4,23 @@ their secrets rotated, deleted (refused while subscriptions deliver there, unles
 A subscription delivers to an endpoint by its URL: one given as ``callback_url`` finds or makes
 the tenant's endpoint for it (so clients from before endpoints keep working, and are answered
 with the endpoint's secret), one given as ``endpoint_id`` takes that endpoint's URL.
+
+Subscribing to a URL holds the URL's lock shared (:meth:`Endpoints.urls_locked`); changing an
+endpoint's URL or deleting it holds it exclusive, so the check that no subscription delivers
+there (a count kept by the record scripts, not a scan) and the change are one step: a
+subscription made meanwhile cannot be left with the secret of an endpoint that moved away.
+A tenant holds at most ``max_endpoints_per_tenant`` endpoints, and makes at most
+``endpoint_creations_per_second`` a second (over a burst of ten times that).
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Awaitable, Callable, Iterable, Sequence
+from contextlib import AbstractAsyncContextManager, nullcontext
 
-from wordcast.errors import Conflict
+from wordcast.errors import Conflict, LimitExceeded, RateLimited
+from wordcast.services.router.locking import locked
 from wordcast.services.router.settings import RouterSettings
 from wordcast.storage import Store
 from wordcast.storage.endpoints import Endpoint
@@ -27,12 +37,61 @@ class Endpoints:
     ) -> None:
         self.settings = settings
         self.store = store.endpoints
+        self._locks = store.url_locks
         self._subscriptions = store.subscriptions
         self._delete_subscriptions = delete_subscriptions
+        per_second = settings.endpoint_creations_per_second
+        self._creations = store.rate_limiter(per_second, 10 * per_second, "endpoint-creations")
 
     async def create(self, tenant: str, url: str, description: str, enabled: bool) -> Endpoint:
         await resolve(url, self.settings.address_policy)
-        return await self.store.create(tenant, url, description, enabled)
+        wait = await self._creations.take(tenant, 1)
+        if wait > 0:
+            raise RateLimited(
+                f"tenant {tenant!r} is over its rate of "
+                f"{self.settings.endpoint_creations_per_second:g} new endpoints/s; retry after "
+                f"{wait:.2f} s",
+                wait,
+            )
+        limit = self.settings.max_endpoints_per_tenant
+        return await self.store.create(tenant, url, description, enabled, limit)
+
+    async def check_room(self, tenant: str, addresses: Iterable[str]) -> None:
+        """LimitExceeded if subscribing to ``addresses`` would make the tenant more endpoints
+        than it may hold (checked before storing; requests at once may pass it by a few)."""
+        new = set()
+        for address in addresses:
+            url, _ = delivery_of(address)
+            if url and url not in new and await self.store.of_url(tenant, url) is None:
+                new.add(url)
+        limit = self.settings.max_endpoints_per_tenant
+        if new and await self.store.count(tenant) + len(new) > limit:
+            raise LimitExceeded(
+                f"tenant {tenant!r} may hold {limit} webhook endpoints, and this would make "
+                f"{len(new)} more: deliver to an endpoint you have, or delete one; nothing was "
+                "stored"
+            )
+
+    def urls_locked(
+        self, tenant: str, addresses: Iterable[str], shared: bool = True
+    ) -> AbstractAsyncContextManager[None]:
+        """Hold the locks of the webhook URLs among ``addresses`` for the block (module
+        docstring): shared to subscribe there, exclusive to change or delete an endpoint."""
+        urls = {delivery_of(address)[0] for address in addresses} - {""}
+        if not urls:
+            return nullcontext()
+        names = [_lock_name(tenant, url) for url in urls]
+        return locked(
+            lambda token, ttl_ms: self._locks.take(names, token, ttl_ms, shared),
+            lambda token: self._locks.give_back(names, token),
+            "another request has been changing this endpoint"
+            if shared
+            else "subscriptions to this URL have been registering",
+        )
+
+    async def subscriptions_of(self, endpoint: Endpoint) -> int:
+        """How many of its tenant's subscriptions deliver to the endpoint (a count, no scan)."""
+        return await self._subscriptions.url_subscriptions(endpoint.tenant, endpoint.url)
 
     async def url_of(self, tenant: str, endpoint_id: str) -> str:
         """The URL a subscription naming this endpoint delivers to (NotFound if not the
@@ -73,15 +132,18 @@ class Endpoints:
     async def update(self, tenant: str, endpoint_id: str, **changes: object) -> Endpoint:
         old = await self.store.get(tenant, endpoint_id)
         url = changes.get("url")
-        if isinstance(url, str) and url != old.url:
-            await resolve(url, self.settings.address_policy)
-            held = await self.delivering(tenant, old.url)
+        if not isinstance(url, str) or url == old.url:
+            return await self.store.update(old, **changes)
+        await resolve(url, self.settings.address_policy)
+        async with self.urls_locked(tenant, [old.url, url], shared=False):
+            old = await self.store.get(tenant, endpoint_id)  # as it is now, under the lock
+            held = await self.subscriptions_of(old)
             if held:
                 raise Conflict(
-                    f"{len(held)} subscriptions deliver to endpoint {endpoint_id}, by its URL: "
+                    f"{held} subscriptions deliver to endpoint {endpoint_id}, by its URL: "
                     "make a new endpoint for the new URL and subscribe there instead"
                 )
-        return await self.store.update(old, **changes)
+            return await self.store.update(old, **changes)
 
     async def rotate(self, tenant: str, endpoint_id: str) -> Endpoint:
         return await self.store.rotate(tenant, endpoint_id, self.settings.secret_grace_s)
@@ -97,15 +159,18 @@ class Endpoints:
         """Delete the endpoint; its subscriptions too if ``cascade`` (Conflict if it has some
         and not). Returns the ids of the subscriptions deleted."""
         endpoint = await self.store.get(tenant, endpoint_id)
-        held = await self.delivering(tenant, endpoint.url)
-        if held and not cascade:
-            raise Conflict(
-                f"{len(held)} subscriptions deliver to endpoint {endpoint_id}: delete them "
-                "first, or ask for them to go too (?cascade=true)"
-            )
-        if held:
-            await self._delete_subscriptions(held)
-        await self.store.delete(tenant, endpoint_id)
+        async with self.urls_locked(tenant, [endpoint.url], shared=False):
+            endpoint = await self.store.get(tenant, endpoint_id)
+            count = await self.subscriptions_of(endpoint)
+            if count and not cascade:
+                raise Conflict(
+                    f"{count} subscriptions deliver to endpoint {endpoint_id}: delete them "
+                    "first, or ask for them to go too (?cascade=true)"
+                )
+            held = await self.delivering(tenant, endpoint.url) if count else []
+            if held:
+                await self._delete_subscriptions(held)
+            await self.store.delete(tenant, endpoint_id)
         return held
 
 
@@ -114,3 +179,7 @@ def _with_endpoint(sub: Subscription, endpoints: dict[str, Endpoint]) -> Subscri
     if endpoint is None:
         return sub
     return sub.answered(endpoint.id, endpoint.secret)
+
+
+def _lock_name(tenant: str, url: str) -> str:
+    return "url:" + hashlib.sha256(f"{tenant}\0{url}".encode()).hexdigest()[:32]

@@ -53,7 +53,32 @@ class MatchStreamLimits(BaseModel):
     )
 
 
-class RouterSettings(ServiceSettings, MatchStreamLimits):
+class RequestLimits(BaseModel):
+    """What one request or tenant may cost a router, besides the match stream's limits."""
+
+    dry_run_max_bytes: int = Field(
+        default=4 * 1024 * 1024,
+        ge=64 * 1024,
+        description="The largest answer a dry run (`POST /publications?dry_run=true`) may give, "
+        "in bytes of its matches' JSON: past it the dry run is refused with 413, naming this "
+        "limit, and the matchers stop explaining as soon as they pass it. It bounds what a dry "
+        "run costs a router and a matcher in memory.",
+    )
+    max_endpoints_per_tenant: int = Field(
+        default=1_000,
+        ge=1,
+        description="Webhook endpoints one tenant may hold (422 past it), whether made by POST "
+        "/endpoints or by subscribing to a new URL.",
+    )
+    endpoint_creations_per_second: float = Field(
+        default=10.0,
+        gt=0,
+        description="Endpoints one tenant may make a second, over a burst of ten times that "
+        "(429 past it).",
+    )
+
+
+class RouterSettings(ServiceSettings, MatchStreamLimits, RequestLimits):
     model_config = SettingsConfigDict(
         env_prefix="WORDCAST_ROUTER_", extra="ignore", populate_by_name=True
     )
@@ -100,14 +125,6 @@ class RouterSettings(ServiceSettings, MatchStreamLimits):
         "lid.176, about 18 µs a short post on one core), for `lang:` filters and analysis in "
         "that language. Off: a publication without `lang` has no language and is analysed in "
         "English only, as before languages existed.",
-    )
-    dry_run_max_bytes: int = Field(
-        default=4 * 1024 * 1024,
-        ge=64 * 1024,
-        description="The largest answer a dry run (`POST /publications?dry_run=true`) may give, "
-        "in bytes of its matches' JSON: past it the dry run is refused with 413, naming this "
-        "limit, and the matchers stop explaining as soon as they pass it. It bounds what a dry "
-        "run costs a router and a matcher in memory.",
     )
     backfill_s: int = Field(
         default=0,

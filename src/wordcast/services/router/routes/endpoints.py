@@ -66,11 +66,25 @@ async def create_endpoint(body: EndpointIn, state: ReadyState, tenant: Tenant) -
 
 
 @router.get("", response_model=EndpointPage)
-async def list_endpoints(state: ReadyState, tenant: Tenant) -> EndpointPage:
-    """Your endpoints, oldest first, each with its health."""
+async def list_endpoints(
+    state: ReadyState,
+    tenant: Tenant,
+    cursor: Annotated[
+        int, Query(ge=0, description="Where the page starts: 0, or the last page's next_cursor.")
+    ] = 0,
+    limit: Annotated[int, Query(ge=1, le=1_000)] = 100,
+) -> EndpointPage:
+    """Your endpoints, oldest first, each with its health, ``limit`` at a time (next_cursor 0
+    at the end), and how many you have in all."""
     endpoints = await state.store.endpoints.list(tenant)
-    health = await state.store.endpoints.health(e.id for e in endpoints)
-    return EndpointPage(endpoints=[_out(e, health[e.id]) for e in endpoints])
+    page = endpoints[cursor : cursor + limit]
+    health = await state.store.endpoints.health(e.id for e in page)
+    after = cursor + len(page)
+    return EndpointPage(
+        endpoints=[_out(e, health[e.id]) for e in page],
+        total=len(endpoints),
+        next_cursor=after if after < len(endpoints) else 0,
+    )
 
 
 @router.get("/{endpoint_id}", response_model=EndpointOut)
@@ -78,8 +92,8 @@ async def get_endpoint(endpoint_id: EndpointId, state: ReadyState, tenant: Tenan
     """One endpoint, with its health and how many subscriptions deliver to it."""
     endpoint = await state.store.endpoints.get(tenant, endpoint_id)
     health = await state.store.endpoints.health([endpoint_id])
-    held = await state.endpoints.delivering(tenant, endpoint.url)
-    return _out(endpoint, health[endpoint_id], len(held))
+    held = await state.endpoints.subscriptions_of(endpoint)
+    return _out(endpoint, health[endpoint_id], held)
 
 
 @router.get("/{endpoint_id}/secret", response_model=EndpointOut)

@@ -147,7 +147,6 @@ async def create_subscription(
 ) -> SubscriptionOut | Response:
     """Register a subscription; 201 means it is durably stored and in effect (and its
     backfill, if it asked for one, started)."""
-    stream = body.stream or ""
     minutes = body.backfill_minutes
     address = await _address(body, state, tenant)
     if minutes is not None:
@@ -155,20 +154,10 @@ async def create_subscription(
     if dry_run:
         preview = await _preview(body, state, tenant, address)
         return JSONResponse(preview.model_dump(mode="json"))
-    if body.key is not None:  # the batch path finds what an earlier request stored
-        kind, text = (
-            ("pattern", body.pattern) if body.pattern is not None else ("query", body.query)
-        )
-        item = BatchItem(kind, text or "", address, stream, body.key, body.tag or "")
-        sub = (await state.subscribing.subscribe_batch([item], tenant))[0]
-    elif body.pattern is not None:
-        sub = await state.subscribing.subscribe_pattern(
-            body.pattern, address, tenant, stream, body.tag or ""
-        )
-    else:
-        assert body.query is not None  # the schema admits exactly one of the two
-        sub = await state.subscribing.subscribe(body.query, address, tenant, stream, body.tag or "")
-    [sub] = await state.endpoints.answered(tenant, [sub])
+    await state.endpoints.check_room(tenant, [address])
+    async with state.endpoints.urls_locked(tenant, [address]):
+        sub = await _subscribe(body, state, tenant, address)
+        [sub] = await state.endpoints.answered(tenant, [sub])
     update: dict[str, object] = {
         "secret": sub.secret or None,
         "endpoint_id": sub.endpoint_id or None,
@@ -177,6 +166,24 @@ async def create_subscription(
         alternatives = 1 if sub.pattern else len(parse_query(sub.query).clauses)
         update["backfill"] = await state.backfill_starter.start(sub, alternatives, minutes)
     return _out(sub).model_copy(update=update)
+
+
+async def _subscribe(
+    body: SubscriptionIn, state: ReadyState, tenant: Tenant, address: str
+) -> Subscription:
+    stream = body.stream or ""
+    if body.key is not None:  # the batch path finds what an earlier request stored
+        kind, text = (
+            ("pattern", body.pattern) if body.pattern is not None else ("query", body.query)
+        )
+        item = BatchItem(kind, text or "", address, stream, body.key, body.tag or "")
+        return (await state.subscribing.subscribe_batch([item], tenant))[0]
+    if body.pattern is not None:
+        return await state.subscribing.subscribe_pattern(
+            body.pattern, address, tenant, stream, body.tag or ""
+        )
+    assert body.query is not None  # the schema admits exactly one of the two
+    return await state.subscribing.subscribe(body.query, address, tenant, stream, body.tag or "")
 
 
 @router.post(
@@ -212,8 +219,11 @@ async def create_subscriptions(
                 item.tag or "",
             )
         )
-    subs = await state.subscribing.subscribe_batch(items, tenant)
-    endpoints = await state.endpoints.for_addresses(tenant, {sub.callback_url for sub in subs})
+    addresses = {item.callback_url for item in items}
+    await state.endpoints.check_room(tenant, addresses)
+    async with state.endpoints.urls_locked(tenant, addresses):
+        subs = await state.subscribing.subscribe_batch(items, tenant)
+        endpoints = await state.endpoints.for_addresses(tenant, {s.callback_url for s in subs})
     shown = [_as_json(sub, endpoints.get(sub.webhook_url)) for sub in subs]
     return Response(orjson.dumps({"subscriptions": shown}), 201, media_type="application/json")
 
