@@ -258,6 +258,10 @@ impl Table {
         self.entries.get(number as usize).and_then(Option::as_ref)
     }
 
+    fn id_of(&self, number: u32) -> &str {
+        self.entry(number).map_or("", |entry| &entry.id)
+    }
+
     /// The messages of the plain matches among the trie's flat answer, and the (number,
     /// position) of every other match for the audience `wanted`, in the trie's order.
     fn write(
@@ -329,6 +333,11 @@ impl Table {
                         .push(number);
                 }
             }
+        }
+        // Within a message group, by subscription id: which matches share a message (and so
+        // its webhook-id) must not follow the order the subscriptions were loaded in.
+        for numbers in groups.values_mut() {
+            numbers.sort_by(|a, b| self.id_of(*a).cmp(self.id_of(*b)).then(a.cmp(b)));
         }
         let mut encoded: Vec<Option<Vec<u8>>> = vec![None; publications.len()];
         let frame_size = (shape.head.len() + shape.between.len() + shape.tail.len()) as i64;

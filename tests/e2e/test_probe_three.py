@@ -10,6 +10,7 @@ terminal sees obeys one rule.
 from __future__ import annotations
 
 import contextlib
+import signal
 import socket
 import threading
 import time
@@ -17,12 +18,15 @@ from collections.abc import Callable, Iterator
 from functools import partial
 
 import httpx
+import orjson
 import pytest
 
+from tests.e2e.support import restart_matcher
 from tests.helpers import (
     Receiver,
     RunningCluster,
     eventually,
+    extra_router,
     peak_growth,
     service_pid,
     start_cluster,
@@ -31,6 +35,7 @@ from tests.helpers import (
 )
 from wordcast import limits
 from wordcast.local.supervisor import free_port
+from wordcast.storage.redis import connect_sync
 
 
 @pytest.fixture(scope="module")
@@ -206,3 +211,205 @@ def test_concurrent_batches_sharing_a_key_store_one_batch_and_refuse_the_other(
         ]
         assert "shared" in next(a for a in answers if a.status_code == 409).json()["detail"]
         assert first.get("/subscriptions").json()["total"] == 100  # the refused batch: none
+
+
+# -- 4. endpoints have a quota, a rate and pages ---------------------------------------------------
+@pytest.fixture(scope="module")
+def limited(redis_url: str) -> Iterator[RunningCluster]:
+    env = {
+        "WORDCAST_ROUTER_MAX_ENDPOINTS_PER_TENANT": "30",
+        "WORDCAST_ROUTER_ENDPOINT_CREATIONS_PER_SECOND": "1",  # a burst of 10
+    }
+    running = start_cluster(redis_url, "test-probe-three-limited", matchers=1, env=env)
+    yield running
+    stop_cluster(running)
+
+
+def test_endpoints_have_a_quota_a_rate_and_pages(limited: RunningCluster) -> None:
+    with _client(limited, tenant_key(limited, "many-endpoints")) as api:
+        made = [api.post("/endpoints", json={"url": f"http://127.0.0.1:9/e{k}"}) for k in range(11)]
+        assert [a.status_code for a in made] == [201] * 10 + [429], made[-1].text
+        assert "new endpoints/s" in made[-1].json()["detail"]
+        assert int(made[-1].headers["retry-after"]) >= 1
+        for k in range(20):  # subscribing to a new URL makes an endpoint: the quota holds there
+            body = {"query": "quota", "callback_url": f"http://127.0.0.1:9/s{k}"}
+            assert api.post("/subscriptions", json=body).status_code == 201
+        over = api.post(
+            "/subscriptions", json={"query": "quota", "callback_url": "http://127.0.0.1:9/x"}
+        )
+        assert over.status_code == 422, over.text
+        assert "may hold 30 webhook endpoints" in over.json()["detail"]
+        assert api.get("/subscriptions").json()["total"] == 20  # the refused one: not stored
+
+        pages, cursor = [], 0
+        while True:
+            page = api.get("/endpoints", params={"limit": 7, "cursor": cursor}).json()
+            assert page["total"] == 30
+            pages.append([e["url"] for e in page["endpoints"]])
+            cursor = page["next_cursor"]
+            if not cursor:
+                break
+        assert [len(p) for p in pages] == [7, 7, 7, 7, 2]
+        assert len({url for p in pages for url in p}) == 30
+
+
+# -- 5. an endpoint's subscriptions are counted, not scanned ---------------------------------------
+def test_an_endpoints_subscriptions_are_a_count_kept_with_the_records(
+    probed: RunningCluster, redis_url: str
+) -> None:
+    hook = "http://127.0.0.1:9/counted"
+    with _client(probed, tenant_key(probed, "counted")) as api:
+        endpoint = api.post("/endpoints", json={"url": hook}).json()
+        ids = [
+            api.post("/subscriptions", json=body).json()["id"]
+            for body in (
+                {"query": "one", "callback_url": hook},
+                {"query": "two OR three", "callback_url": hook},  # two records, one subscription
+                {"pattern": "coun*ed", "callback_url": hook},
+                {"query": "twofold", "callback_url": hook, "delivery": ["webhook", "stream"]},
+                {"query": "elsewhere"},  # the match stream only
+            )
+        ]
+        count = lambda: api.get(f"/endpoints/{endpoint['id']}").json()["subscriptions"]  # noqa: E731
+        client = connect_sync(redis_url)
+        client.config_resetstat()
+        assert count() == 4
+        assert "cmdstat_hscan" not in client.info("commandstats")  # no scan of the records
+        api.delete(f"/subscriptions/{ids[1]}")
+        api.delete(f"/subscriptions/{ids[2]}")
+        assert count() == 2
+
+        # Records from before the counts: a router counts each shard's once, exactly.
+        for key in client.scan_iter(f"{probed.namespace}*:tenant-counts"):
+            for field in client.hkeys(key):
+                if "\t" in field:
+                    client.hdel(key, field)
+        with extra_router(probed, redis_url) as fresh:
+            answer = httpx.get(
+                f"{fresh}/endpoints/{endpoint['id']}", headers=api.headers, timeout=30
+            )
+            assert answer.json()["subscriptions"] == 2
+
+
+# -- 7. an endpoint's URL change or deletion and a new subscription there: one wins ----------------
+@pytest.mark.parametrize("change", ["patch", "delete"])
+def test_an_endpoints_change_and_a_subscription_to_its_url_cannot_both_take_it(
+    probed: RunningCluster, change: str
+) -> None:
+    with (
+        _client(probed, tenant_key(probed, f"racing-{change}")) as api,
+        _client(probed, api.headers["authorization"].removeprefix("Bearer ")) as other,
+    ):
+        for k in range(30):
+            url = f"http://127.0.0.1:9/race-{change}-{k}"
+            endpoint = api.post("/endpoints", json={"url": url}).json()
+            moved = {"url": f"{url}-moved"}
+            changing = (
+                partial(api.patch, f"/endpoints/{endpoint['id']}", json=moved)
+                if change == "patch"
+                else partial(api.delete, f"/endpoints/{endpoint['id']}")
+            )
+            subscribing = partial(
+                other.post, "/subscriptions", json={"query": "race", "callback_url": url}
+            )
+            changed, subscribed = _at_once([changing, subscribing])
+            assert subscribed.status_code in (201, 409), subscribed.text
+            assert changed.status_code in (200, 204, 409), changed.text
+            if subscribed.status_code != 201:
+                continue
+            # Whatever endpoint has the URL now signs with the secret the 201 gave.
+            now = next(e for e in api.get("/endpoints", params={"limit": 1000}).json()[
+                "endpoints"] if e["url"] == url)  # fmt: skip
+            secret = api.get(f"/endpoints/{now['id']}/secret").json()["secret"]
+            assert subscribed.json()["secret"] == secret, (k, changed.status_code)
+            api.delete(f"/subscriptions/{subscribed.json()['id']}")
+
+
+# -- 6. a message's matches, and so its webhook-id, do not follow the load order -------------------
+def _webhook_ids(receiver: Receiver, publication: str) -> list[str]:
+    raws = httpx.get(f"{receiver.url}/deliveries/raw", timeout=30).json()
+    return sorted(
+        raw["headers"]["webhook-id"]
+        for raw in raws
+        if any(p["id"] == publication for p in orjson.loads(raw["body"])["publications"])
+    )
+
+
+def test_webhook_ids_stay_the_same_after_a_matcher_restart(
+    limited: RunningCluster, receiver: Receiver
+) -> None:
+    probed = limited  # messages of up to 500 matches
+    with _client(probed, tenant_key(probed, "six-hundred")) as api:
+        hook = receiver.hook
+        for _ in range(2):
+            items = [{"query": "lark", "callback_url": hook}] * 300
+            answer = api.post("/subscriptions/batch", json={"subscriptions": items})
+            assert answer.status_code == 201, answer.text
+        post = {"id": "six-hundred", "text": "a lark sang"}
+
+        def published(messages: int) -> list[str]:
+            assert api.post("/publications", json=post).status_code == 202
+            return eventually(
+                lambda: len(ids := _webhook_ids(receiver, "six-hundred")) >= messages
+                and not probed.pending_deliveries()
+                and ids,
+                timeout=60,
+            )
+
+        before = published(2)
+        assert len(before) == 2  # 500 and 100 matches
+        restart_matcher(probed, signal.SIGKILL)
+        after = published(4)
+        assert sorted(set(after)) == before, (before, after)
+
+
+# -- 8. an endpoint enabled again takes replays at once --------------------------------------------
+@pytest.fixture(scope="module")
+def disabling(redis_url: str) -> Iterator[RunningCluster]:
+    """Endpoints failing for 2 s are disabled; attempts come fast and last long enough."""
+    env = {
+        "WORDCAST_MATCHER_DELIVERY_ATTEMPTS": "40",
+        "WORDCAST_MATCHER_DELIVERY_BACKOFF_S": "0.05",
+        "WORDCAST_MATCHER_DELIVERY_MAX_BACKOFF_S": "0.2",
+        "WORDCAST_MATCHER_ENDPOINT_DISABLE_AFTER_S": "2",
+        "WORDCAST_MATCHER_DELIVERY_TAKE_OVER_AFTER_S": "3600",  # longer than 40 attempts take
+        "WORDCAST_MATCHER_DELIVERY_BATCH": "1",
+    }
+    running = start_cluster(redis_url, "test-probe-three-disabling", env=env)
+    yield running
+    stop_cluster(running)
+
+
+def test_replays_right_after_enabling_an_endpoint_are_delivered(
+    disabling: RunningCluster, receiver: Receiver
+) -> None:
+    with _client(disabling, tenant_key(disabling, "replaying")) as api:
+        sub = api.post("/subscriptions", json={"query": "wombat", "callback_url": receiver.hook})
+        sub_id, endpoint_id = sub.json()["id"], sub.json()["endpoint_id"]
+        httpx.post(f"{receiver.url}/control", json={"status": 500}, timeout=10)
+        try:
+            posts = [{"id": f"wombat-{k}", "text": "a wombat"} for k in range(3)]
+            assert api.post("/publications", json={"publications": posts}).status_code == 202
+            dead = eventually(
+                lambda: len(found := api.get("/deadletters").json()["dead_letters"]) == 3
+                and found,
+                timeout=60,
+            )
+        finally:
+            httpx.post(f"{receiver.url}/control", json={"status": 204}, timeout=10)
+        assert not api.get(f"/endpoints/{endpoint_id}").json()["enabled"]
+        assert api.patch(f"/endpoints/{endpoint_id}", json={"enabled": True}).status_code == 200
+        for letter in dead:  # at once, within the dispatchers' 5 s of keeping endpoints
+            assert api.post(f"/deadletters/{letter['id']}/replay").status_code == 202
+        eventually(
+            lambda: {(sub_id, f"wombat-{k}") for k in range(3)} <= set(receiver.pairs()),
+            timeout=30,
+        )
+        assert not api.get("/deadletters").json()["dead_letters"]
+        counters = eventually(
+            lambda: (c := api.get(f"/subscriptions/{sub_id}").json()["counters"])["delivered"]
+            == 3
+            and c,
+            timeout=30,
+        )
+        assert counters["failed"] == 3, counters

@@ -174,8 +174,26 @@ def test_each_delivery_gets_its_own_message_and_both_get_one_each() -> None:
         [(sub_id, 0) for sub_id in subscriptions], batch, subscriptions, HeldAlternatives(), 100
     )
     by_url = {message.callback_url: message.subscription_ids for message in found}
-    assert by_url == {hook: ("web", "both"), STREAM_DELIVERY: ("sse", "both")}
+    # Within a message, by subscription id (not the order they matched in).
+    assert by_url == {hook: ("both", "web"), STREAM_DELIVERY: ("both", "sse")}
     assert all(message.tenant == "t" for message in found)
+
+
+def test_how_matches_are_split_into_messages_does_not_follow_the_order_they_matched_in() -> None:
+    """A matcher restarted loads its subscriptions in another order: the same matches must make
+    the same messages, under the same webhook-ids."""
+    subscriptions = {
+        f"s{k:03}": Subscription(f"s{k:03}", "w", ("w",), "http://x/hook", 0, tenant="acme")
+        for k in range(600)
+    }
+    batch = Batch([("p1", "w", ("w",), False)], "acme", "")
+    pairs = [(sub_id, 0) for sub_id in subscriptions]
+    split = [
+        sorted(m.webhook_id for m in messages(order, batch, subscriptions, HeldAlternatives(), 500))
+        for order in (pairs, pairs[::-1], pairs[300:] + pairs[:300])
+    ]
+    assert len(split[0]) == 2
+    assert split[0] == split[1] == split[2]
 
 
 def test_without_a_signers_bound_a_message_holds_any_number_of_subscriptions() -> None:

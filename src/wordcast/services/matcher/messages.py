@@ -86,7 +86,9 @@ def messages(
     room = max_bytes - frame.size
     for (tenant, url), sub_ids in per_endpoint.items():
         chunk = _Chunk(frame)
-        for sub_id in sub_ids:
+        # By id: which matches share a message (and its webhook-id) must not follow the order
+        # the subscriptions were loaded in (a matcher restarted loads them in another).
+        for sub_id in sorted(sub_ids):
             sub = subscriptions[sub_id]
             for position in per_subscription[sub_id]:
                 delivered, head, rest = _match(sub, position, batch, explained, version)
