@@ -85,9 +85,11 @@ class DeliveryEndpoints:
         self._healthy: set[tuple[str, str]] = set()  # (tenant, URL) whose last attempt succeeded
         self.in_flight: Counter[tuple[str, str]] = Counter()  # (tenant, URL) -> attempts now
 
-    async def of(self, tenant: str, url: str) -> KnownEndpoint:
+    async def of(self, tenant: str, url: str, fresh: bool = False) -> KnownEndpoint:
         """The endpoint of the tenant's ``url`` (made if it has none: a subscription from before
-        endpoints)."""
+        endpoints); read from Redis now if ``fresh``, not as kept."""
+        if fresh:
+            self._known.pop((tenant, url), None)
         now = time.monotonic()
         if now - self._checked_at >= CHECK_S:
             self._checked_at = now

@@ -63,12 +63,15 @@ class Webhooks:
     async def aclose(self) -> None:
         await self._connections.aclose()
 
-    async def _signers_of(self, message: Message) -> tuple[KnownEndpoint, list[Signer]] | None:
-        """The message's endpoint and its signers (None: every subscription it is for is gone)."""
+    async def _signers_of(
+        self, message: Message, fresh: bool = False
+    ) -> tuple[KnownEndpoint, list[Signer]] | None:
+        """The message's endpoint (read afresh if ``fresh``) and its signers (None: every
+        subscription it is for is gone)."""
         known = await self.secrets.signers_of(message.subscription_ids)
         if all(known[sub_id] is None for sub_id in message.subscription_ids):
             return None
-        endpoint = await self.endpoints.of(message.tenant, message.callback_url)
+        endpoint = await self.endpoints.of(message.tenant, message.callback_url, fresh)
         signers = list(endpoint.signers)
         if time.time() < self.endpoints.subscription_signatures_until:
             own = [signer for sub_id in message.subscription_ids for signer in known[sub_id] or ()]
@@ -81,6 +84,12 @@ class Webhooks:
         if found is None:
             ATTEMPTS.labels("subscription_deleted").inc()
             return "deleted", "the subscription was deleted", None
+        if not found[0].endpoint.enabled:
+            # Read again before giving up: an endpoint enabled since it was read (a replay right
+            # after enabling it) takes the message now, not after the next look at the epoch.
+            found = await self._signers_of(message, fresh=True)
+            if found is None:
+                return "deleted", "the subscription was deleted", None
         known, signers = found
         endpoint = known.endpoint
         if not endpoint.enabled:
