@@ -4,13 +4,24 @@ last matched.
 Matchers and dispatchers tally in memory and add their tallies every second or so
 (:mod:`wordcast.services.matcher.counting`), one script per shard for a whole tally: a count is
 never a Redis call per match. A subscription's counters are one value in its shard's
-``{ns}:counters`` hash, "matched delivered failed last-match", added to only while its record
-exists (a tally that arrives after its deletion changes nothing) and deleted with it.
+``{ns}:counters`` hash, "matched delivered failed last-match created", added to only while its
+record exists (a tally that arrives after its deletion changes nothing) and deleted with it.
+
+Counters belong to one incarnation of a subscription: the record's ``created`` is kept beside
+them, and a tally counts only events recorded since then (a tally's ``since``). A subscription
+deleted and made again under the same id (the same idempotency key) starts from zero: its
+predecessor's late tallies, and counters a failed deletion left behind, are not its own.
+
+What a kill -9 loses: the tallies a matcher holds in memory, at most its last ``FLUSH_S`` (one
+second) of matches, deliveries and failures (docs/GUIDE.md says so). Deliveries themselves are
+not lost; only their counting.
 """
 
 from __future__ import annotations
 
 import asyncio
+import math
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -20,24 +31,29 @@ from wordcast.storage.redis import translated
 from wordcast.storage.shards import Shards
 
 # KEYS: 1 the shard's counters, then each subscription's bucket. ``tallies``: per subscription
-# (five each): its id, matched, delivered and failed to add, and a match time (0: none; the
-# later one is kept).
+# (six each): its id, matched, delivered and failed to add, a match time (0: none; the later one
+# is kept), and since when it counts (the earliest event in it). A tally from before the record
+# was made is an earlier incarnation's: dropped; counters of an earlier one are started afresh.
 _ADD = LuaScript(
     "",
     """
 for i = 2, #KEYS do
-  local at = (i - 2) * 5
+  local at = (i - 2) * 6
   local id = tallies[at + 1]
-  if redis.call('HEXISTS', KEYS[i], id) == 1 then
-    local m, d, f, t = 0, 0, 0, 0
+  local record = redis.call('HGET', KEYS[i], id)
+  local created = 0
+  if record then created = tonumber(cjson.decode(string.match(record, '\\n(.*)$'))[3]) or 0 end
+  if record and tonumber(tallies[at + 6]) >= created then
+    local m, d, f, t, c = 0, 0, 0, 0, ''
     local held = redis.call('HGET', KEYS[1], id)
     if held then
-      m, d, f, t = string.match(held, '^(%S+) (%S+) (%S+) (%S+)$')
+      m, d, f, t, c = string.match(held, '^(%S+) (%S+) (%S+) (%S+) ?(%S*)$')
     end
+    if c ~= string.format('%.6f', created) then m, d, f, t = 0, 0, 0, 0 end
     local last = math.max(tonumber(t), tonumber(tallies[at + 5]))
-    redis.call('HSET', KEYS[1], id, string.format('%d %d %d %.3f',
+    redis.call('HSET', KEYS[1], id, string.format('%d %d %d %.3f %.6f',
       tonumber(m) + tonumber(tallies[at + 2]), tonumber(d) + tonumber(tallies[at + 3]),
-      tonumber(f) + tonumber(tallies[at + 4]), last))
+      tonumber(f) + tonumber(tallies[at + 4]), last, created))
   end
 end
 return 0
@@ -56,12 +72,14 @@ class Tally:
     delivered: int = 0
     failed: int = 0
     last_match: float = 0.0  # Unix time; 0: never
+    since: float = math.inf  # when the earliest event counted here was recorded (Unix time)
 
     def add(self, other: Tally) -> None:
         self.matched += other.matched
         self.delivered += other.delivered
         self.failed += other.failed
         self.last_match = max(self.last_match, other.last_match)
+        self.since = min(self.since, other.since)
 
     def shown(self) -> dict[str, Any]:
         return {
@@ -78,10 +96,11 @@ class SubscriptionCounters:
         self.shards = shards
         self._add = client.register_script(_ADD)
 
-    async def add(self, tallies: Mapping[str, Tally]) -> None:
-        """Add each subscription's tally to its counters (those deleted meanwhile: none)."""
+    async def add(self, tallies: Sequence[tuple[str, Tally]]) -> None:
+        """Add each (subscription id, tally) to its counters (those deleted meanwhile: none;
+        a subscription may have several tallies, each counted by its own ``since``)."""
         shards = await self.shards.keys()
-        groups = await self.shards.group(tallies.items(), lambda item: item[0])
+        groups = await self.shards.group(tallies, lambda item: item[0])
         calls = []
         for shard, items in groups.items():
             keys = shards[shard]
@@ -89,23 +108,25 @@ class SubscriptionCounters:
                 part = items[start : start + ADD_MOST]
                 rows: list[str | int | float] = []
                 for sub_id, t in part:
-                    rows += [sub_id, t.matched, t.delivered, t.failed, t.last_match]
+                    since = repr(t.since) if t.since < math.inf else repr(time.time())
+                    rows += [sub_id, t.matched, t.delivered, t.failed, t.last_match, since]
                 touched = [keys.counters, *(keys.record_of(sub_id) for sub_id, _ in part)]
                 calls.append(self._add(keys=touched, args=_ADD.args(tallies=rows)))
         with translated("adding to subscriptions' counters"):
             await asyncio.gather(*calls)
 
-    async def read(self, sub_ids: Sequence[str]) -> dict[str, Tally]:
-        """Each subscription's counters (zero for one never counted)."""
+    async def read(self, subs: Mapping[str, float]) -> dict[str, Tally]:
+        """Each subscription's counters, by id, given when each was created (zero for one
+        never counted, or counted only in an earlier incarnation)."""
         shards = await self.shards.keys()
-        groups = await self.shards.group(list(dict.fromkeys(sub_ids)), lambda sub_id: sub_id)
-        found = {sub_id: Tally() for sub_id in sub_ids}
+        groups = await self.shards.group(list(subs), lambda sub_id: sub_id)
+        found = {sub_id: Tally() for sub_id in subs}
         with translated("reading subscriptions' counters"):
             for shard, ids in groups.items():
                 values = await self.client.hmget(shards[shard].counters, ids)
                 for sub_id, value in zip(ids, values, strict=True):
-                    if value:
-                        m, d, f, t = str(value).split()
+                    m, d, f, t, *created = str(value or "0 0 0 0").split()
+                    if value and created == [f"{subs[sub_id]:.6f}"]:
                         found[sub_id] = Tally(int(m), int(d), int(f), float(t))
         return found
 

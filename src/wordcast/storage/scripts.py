@@ -423,7 +423,7 @@ redis.call('DEL', KEYS[1])
 redis.call('HINCRBY', KEYS[3], tenant, 1)
 local field = alternatives_of(id, tenant)
 if field then redis.call('HINCRBY', KEYS[3], field, 1) end
-local body = string.match(record, '\n(.*)$')
+local body = string.match(record, '\\n(.*)$')
 local url_field = url_field_of(id, tenant, cjson.decode(body)[2] or '')
 if url_field then redis.call('HINCRBY', KEYS[3], url_field, 1) end
 for _, m in ipairs(matchers) do redis.call('HINCRBY', KEYS[4], m, 1) end

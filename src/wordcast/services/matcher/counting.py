@@ -27,18 +27,23 @@ from wordcast.storage.records import STREAM_DELIVERY, Subscription
 log = logging.getLogger(__name__)
 
 FLUSH_S = 1.0
+SLICES_PER_S = 10
 TALLIES_MAX = 200_000
 
 
 class Counting:
     def __init__(self, store: Store) -> None:
         self._store = store
-        self._tallies: dict[str, Tally] = {}
+        # By subscription and tenth of a second of when its events were recorded: a tally
+        # spans no re-creation of its subscription by more than that (storage.counters).
+        self._tallies: dict[tuple[str, int], Tally] = {}
 
-    def _tally(self, sub_id: str) -> Tally:
-        tally = self._tallies.get(sub_id)
+    def _tally(self, sub_id: str, at: float) -> Tally:
+        key = (sub_id, int(at * SLICES_PER_S))
+        tally = self._tallies.get(key)
         if tally is None:
-            tally = self._tallies[sub_id] = Tally()
+            tally = self._tallies[key] = Tally()
+        tally.since = min(tally.since, at)
         return tally
 
     def matched(
@@ -52,17 +57,17 @@ class Counting:
             for sub_id, count in message.per_subscription():
                 if to_stream and _has_webhook(sub_id, subscriptions):
                     continue  # counted by its webhook's message
-                tally = self._tally(sub_id)
+                tally = self._tally(sub_id, message.created)
                 tally.matched += count
                 tally.last_match = now
 
     def delivered(self, message: Message) -> None:
         for sub_id, count in message.per_subscription():
-            self._tally(sub_id).delivered += count
+            self._tally(sub_id, message.created).delivered += count
 
     def failed(self, message: Message) -> None:
         for sub_id, count in message.per_subscription():
-            self._tally(sub_id).failed += count
+            self._tally(sub_id, message.created).failed += count
 
     async def flush(self) -> None:
         """Add the tallies to the counters in Redis."""
@@ -70,13 +75,14 @@ class Counting:
         if not tallies:
             return
         try:
-            await self._store.counters.add(tallies)
+            await self._store.counters.add([(key[0], tally) for key, tally in tallies.items()])
         except StoreUnavailable as exc:
             if len(tallies) + len(self._tallies) > TALLIES_MAX:
                 log.warning("dropped the counts of %d subscriptions: %s", len(tallies), exc)
                 return
-            for sub_id, tally in tallies.items():  # kept for the next flush
-                self._tally(sub_id).add(tally)
+            for key, tally in tallies.items():  # kept for the next flush
+                kept = self._tallies.setdefault(key, Tally())
+                kept.add(tally)
 
     async def keep(self) -> None:
         """Flush every ``FLUSH_S`` until cancelled (and once more then)."""

@@ -273,7 +273,7 @@ async def list_subscriptions(
     if tag is not None:
         subs = [s for s in subs if s.tag == tag]
     subs = await state.endpoints.shown(tenant, subs)
-    counted = await state.store.counters.read([s.id for s in subs])
+    counted = await state.store.counters.read({s.id: s.created for s in subs})
     shown = [_out(s).model_copy(update={"counters": _counters(counted[s.id])}) for s in subs]
     total = await state.store.subscriptions.tenant_total(tenant)
     return SubscriptionPage(subscriptions=shown, next_cursor=next_cursor, total=total)
@@ -288,7 +288,7 @@ async def get_subscription(
     sub_id: SubscriptionId, state: ReadyState, tenant: Tenant
 ) -> SubscriptionOut:
     sub = await state.subscribing.owned(sub_id, tenant)
-    counted = await state.store.counters.read([sub.id])
+    counted = await state.store.counters.read({sub.id: sub.created})
     out = _out((await state.endpoints.shown(tenant, [sub]))[0])
     return out.model_copy(update={"counters": _counters(counted[sub.id])})
 
