@@ -32,6 +32,7 @@ from tests.helpers import (
     start_cluster,
     stop_cluster,
     tenant_key,
+    wordcast_cli,
 )
 from wordcast import limits
 from wordcast.local.supervisor import free_port
@@ -350,9 +351,11 @@ def test_webhook_ids_stay_the_same_after_a_matcher_restart(
         def published(messages: int) -> list[str]:
             assert api.post("/publications", json=post).status_code == 202
             return eventually(
-                lambda: len(ids := _webhook_ids(receiver, "six-hundred")) >= messages
-                and not probed.pending_deliveries()
-                and ids,
+                lambda: (
+                    len(ids := _webhook_ids(receiver, "six-hundred")) >= messages
+                    and not probed.pending_deliveries()
+                    and ids
+                ),
                 timeout=60,
             )
 
@@ -391,8 +394,7 @@ def test_replays_right_after_enabling_an_endpoint_are_delivered(
             posts = [{"id": f"wombat-{k}", "text": "a wombat"} for k in range(3)]
             assert api.post("/publications", json={"publications": posts}).status_code == 202
             dead = eventually(
-                lambda: len(found := api.get("/deadletters").json()["dead_letters"]) == 3
-                and found,
+                lambda: len(found := api.get("/deadletters").json()["dead_letters"]) == 3 and found,
                 timeout=60,
             )
         finally:
@@ -407,9 +409,85 @@ def test_replays_right_after_enabling_an_endpoint_are_delivered(
         )
         assert not api.get("/deadletters").json()["dead_letters"]
         counters = eventually(
-            lambda: (c := api.get(f"/subscriptions/{sub_id}").json()["counters"])["delivered"]
-            == 3
-            and c,
+            lambda: (
+                (c := api.get(f"/subscriptions/{sub_id}").json()["counters"])["delivered"] == 3
+                and c
+            ),
             timeout=30,
         )
         assert counters["failed"] == 3, counters
+
+
+# -- 9. counters belong to one incarnation of a subscription ---------------------------------------
+def test_a_subscription_made_again_under_its_key_starts_its_counters_from_zero(
+    probed: RunningCluster, receiver: Receiver
+) -> None:
+    with _client(probed, tenant_key(probed, "reborn")) as api:
+        body = {"query": "axolotl", "callback_url": receiver.hook, "key": "reborn"}
+        sub_id = api.post("/subscriptions", json=body).json()["id"]
+        counters = lambda: api.get(f"/subscriptions/{sub_id}").json()["counters"]  # noqa: E731
+        # The first one's match is delivered only after it was deleted and made again.
+        httpx.post(f"{receiver.url}/control", json={"delay_s": 2}, timeout=10)
+        try:
+            api.post("/publications", json={"id": "axolotl-1", "text": "an axolotl"})
+            eventually(lambda: counters()["matched"] == 1, timeout=30)
+            assert api.delete(f"/subscriptions/{sub_id}").status_code == 204
+            assert api.post("/subscriptions", json=body).json()["id"] == sub_id
+        finally:
+            httpx.post(f"{receiver.url}/control", json={"delay_s": 0}, timeout=10)
+        eventually(lambda: (sub_id, "axolotl-1") in receiver.pairs(), timeout=30)
+        api.post("/publications", json={"id": "axolotl-2", "text": "an axolotl again"})
+        # Tallies are added in the order they were made: once the second match is counted,
+        # the first one's delivery would have been counted too.
+        eventually(lambda: counters()["delivered"] >= 1, timeout=30)
+        assert (counters()["matched"], counters()["delivered"]) == (1, 1)
+
+
+# -- 10. one input rule for every text a person or a terminal sees ---------------------------------
+@pytest.mark.parametrize("bad", ["\x00\x1b[31m", "\u202eevil", "zero\u200bwidth", "line\u2028sep"])
+def test_text_a_person_sees_holds_only_printable_characters(
+    probed: RunningCluster, bad: str
+) -> None:
+    with _client(probed, tenant_key(probed, "printable")) as api:
+        refused = {
+            "description": api.post(
+                "/endpoints", json={"url": "http://127.0.0.1:9/p", "description": bad}
+            ),
+            "tag": api.post("/subscriptions", json={"query": "printable", "tag": bad}),
+            "query": api.post("/subscriptions", json={"query": f"printable {bad}"}),
+            "id": api.post("/publications", json={"id": bad, "text": "printable"}),
+        }
+        for field, answer in refused.items():
+            assert answer.status_code == 422, (field, answer.text)
+            assert "printable characters" in answer.text, (field, answer.text)
+        assert api.get("/endpoints").json()["total"] == 0
+        assert api.get("/subscriptions").json()["total"] == 0
+
+
+def test_numbers_beyond_64_bits_and_words_never_indexed_are_refused(
+    probed: RunningCluster,
+) -> None:
+    with _client(probed, tenant_key(probed, "bounded")) as api:
+        answer = api.post("/publications", json={"text": "scored", "attributes": {"score": 2**64}})
+        assert answer.status_code == 422, answer.text
+        assert "beyond 64 bits" in answer.text
+        answer = api.post("/subscriptions", json={"query": "ordinary " + "x" * 100})
+        assert answer.status_code == 422, answer.text
+        assert "has 100 characters" in answer.text
+        assert api.get("/subscriptions").json()["total"] == 0
+
+
+def test_the_cli_prints_stored_text_escaped(probed: RunningCluster, redis_url: str) -> None:
+    """Text stored before the rule existed reaches the terminal escaped."""
+    key = tenant_key(probed, "escaped")
+    with _client(probed, key) as api:
+        made = api.post("/endpoints", json={"url": "http://127.0.0.1:9/esc"}).json()
+    client = connect_sync(redis_url)
+    records = f"{probed.namespace}:tenant:escaped:endpoints"
+    record = orjson.loads(client.hget(records, made["id"]))
+    client.hset(records, made["id"], orjson.dumps(record | {"description": "\x1b[31mred"}))
+    listed = wordcast_cli(
+        "endpoint", "list", router=probed.router_url, env={"WORDCAST_API_KEY": key}
+    )
+    assert "\\x1b[31mred" in listed.stdout, listed.stdout
+    assert "\x1b" not in listed.stdout

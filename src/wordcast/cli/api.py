@@ -19,6 +19,7 @@ from wordcast.cli.common import (
     terminate_on_sigterm,
     whole,
 )
+from wordcast.services.shown_text import escaped
 
 if TYPE_CHECKING:
     from wordcast.client import RouterClient
@@ -92,11 +93,12 @@ def cmd_subscribe(args: argparse.Namespace) -> int:
 def describe(sub: dict[str, Any]) -> str:
     """One line for a subscription: id, matcher, what it matches, its tag, where matches go."""
     what = f"pattern {sub['pattern']!r}" if sub["kind"] == "pattern" else repr(sub["query"])
+    what = escaped(what)
     where = " + ".join(
         sub["callback_url"] if way == "webhook" else "the match stream"
         for way in sub.get("delivery") or ["webhook"]
     )
-    tagged = f"  [{sub['tag']}]" if sub.get("tag") else ""
+    tagged = f"  [{escaped(sub['tag'])}]" if sub.get("tag") else ""
     counters = sub.get("counters")
     counted = (
         f"  ({counters['matched']} matched, {counters['delivered']} delivered, "

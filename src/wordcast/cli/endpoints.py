@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from wordcast.cli.common import add_router_option, against_router, counted, fail
+from wordcast.services.shown_text import escaped
 
 
 def describe(endpoint: dict[str, Any]) -> str:
@@ -16,7 +17,7 @@ def describe(endpoint: dict[str, Any]) -> str:
     state = "enabled" if endpoint["enabled"] else "DISABLED"
     line = f"{endpoint['id']}  {state}  {endpoint['url']}"
     if endpoint.get("description"):
-        line += f"  ({endpoint['description']})"
+        line += f"  ({escaped(endpoint['description'])})"
     health = endpoint.get("health")
     if health:
         line += (

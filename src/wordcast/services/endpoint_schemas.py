@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
-from pydantic import AnyHttpUrl, BaseModel, Field, field_validator
+from typing import Annotated
+
+from pydantic import AfterValidator, AnyHttpUrl, BaseModel, Field, field_validator
 
 from wordcast.services.schemas import CallbackUrl, Strict, SubscriptionIn
+from wordcast.services.shown_text import shown
+
+# An endpoint's description, as a console or `wordcast endpoint list` shows it.
+Description = Annotated[str, Field(max_length=500), AfterValidator(shown)]
 
 
 class EndpointIn(Strict):
     url: CallbackUrl = Field(description="http(s) URL the matches are POSTed to.")
-    description: str = Field(default="", max_length=500)
+    description: Description = ""
     enabled: bool = Field(default=True, description="A disabled endpoint is sent nothing.")
 
     @field_validator("url")
@@ -22,7 +28,7 @@ class EndpointUpdate(Strict):
     url: CallbackUrl | None = Field(
         default=None, description="Only while no subscription delivers to it (409 otherwise)."
     )
-    description: str | None = Field(default=None, max_length=500)
+    description: Description | None = None
 
     @field_validator("url")
     @classmethod

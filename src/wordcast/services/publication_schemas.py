@@ -3,6 +3,7 @@ the router answers."""
 
 from __future__ import annotations
 
+import math
 from typing import Annotated, Any
 
 from pydantic import BaseModel, Field, field_validator, model_validator
@@ -11,12 +12,19 @@ from wordcast import limits
 from wordcast.query.filters import NAME, RESERVED
 from wordcast.query.languages import check_code
 from wordcast.services.schemas import StreamName, Strict
+from wordcast.services.shown_text import shown
 
 AttributeName = Annotated[str, Field(pattern=f"^{NAME.pattern}$")]
 
 
 def _attribute_chars(name: str, value: Any) -> int:
     """The characters of one attribute's value; raises ValueError naming what is wrong."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        if not math.isfinite(value) or not -(2**63) <= value < 2**63:
+            raise ValueError(
+                f"attribute {name!r} is a number beyond 64 bits, which a filter never matches "
+                "as written: send it as a string"
+            )
     if isinstance(value, bool | int | float):
         return len(str(value))
     items = value if isinstance(value, list) else [value]
@@ -92,11 +100,8 @@ class PublicationIn(Strict):
     @field_validator("id")
     @classmethod
     def _printable(cls, value: str | None) -> str | None:
-        # Control characters (NUL, newlines) have no place in an id that goes into logs, and
-        # into headers a receiver may print.
-        if value is not None and not value.isprintable():
-            raise ValueError("a publication id may hold only printable characters")
-        return value
+        # It goes into logs, and into headers a receiver may print (services.shown_text).
+        return None if value is None else shown(value)
 
 
 class PublicationsIn(Strict):

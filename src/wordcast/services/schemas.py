@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 from pydantic import (
+    AfterValidator,
     AnyHttpUrl,
     BaseModel,
     ConfigDict,
@@ -16,6 +17,7 @@ from pydantic import (
 )
 
 from wordcast import limits
+from wordcast.services.shown_text import shown
 from wordcast.storage.records import delivery_address
 
 CallbackUrl = Annotated[
@@ -49,11 +51,11 @@ Tag = Annotated[
     Field(
         min_length=1,
         max_length=limits.MAX_TAG_CHARS,
-        pattern=r"^[^\x00-\x1f\x7f]+$",
         description=f"Your label for the subscription, echoed in each of its matches (at most "
-        f"{limits.MAX_TAG_CHARS} characters, no control characters).",
+        f"{limits.MAX_TAG_CHARS} characters, printable ones: docs/GUIDE.md, Limits).",
         examples=["elections"],
     ),
+    AfterValidator(shown),
 ]
 StreamName = Annotated[
     str,
@@ -134,11 +136,9 @@ class SubscriptionIn(Strict):
 
     @field_validator("query", "pattern")
     @classmethod
-    def _no_control_characters(cls, value: str | None) -> str | None:
-        # A NUL or another control character reaches logs, consoles and receivers as it is.
-        if value is not None and any((c < " " and c not in "\t\n\r") or c == "\x7f" for c in value):
-            raise ValueError("must not contain control characters (such as NUL)")
-        return value
+    def _printable(cls, value: str | None) -> str | None:
+        # It reaches logs, consoles and receivers as it is (services.shown_text).
+        return None if value is None else shown(value, query=True)
 
     @field_validator("callback_url")
     @classmethod

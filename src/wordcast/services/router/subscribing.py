@@ -21,8 +21,9 @@ from wordcast.errors import (
     StoreUnavailable,
     WordcastError,
 )
-from wordcast.query.analysis import new_analyser
+from wordcast.query.analysis import MAX_TOKEN_CHARS, new_analyser, normalised_tokens
 from wordcast.query.boolean import BooleanQuery, parse_query
+from wordcast.query.filters import FILTER_TOKEN
 from wordcast.query.patterns import parse
 from wordcast.services.router.batches import (
     BatchItem,
@@ -74,6 +75,7 @@ class Subscribing:
     def analyse_query(self, query: str) -> BooleanQuery:
         """The query's alternatives (:mod:`wordcast.query.boolean`); one without operators is a
         single conjunction of its terms. Raises InvalidInput naming the problem."""
+        _refuse_long_words(query)
         return parse_query(query, self.analyser)
 
     async def subscribe(
@@ -311,3 +313,15 @@ async def forget_counters(store: Store, ids: Sequence[str]) -> None:
         await store.counters.forget(ids)
     except StoreUnavailable as exc:
         log.warning("could not delete the counters of %d subscriptions: %s", len(ids), exc)
+
+
+def _refuse_long_words(query: str) -> None:
+    """InvalidInput if a word of ``query`` (outside its filters) is longer than analysis keeps:
+    dropped silently, it could never match."""
+    words = normalised_tokens(FILTER_TOKEN.sub(" ", query))
+    long = next((word for word in words if len(word) > MAX_TOKEN_CHARS), None)
+    if long is not None:
+        raise InvalidInput(
+            f"query {query!r}: the word {long[:24]!r}… has {len(long)} characters; words of "
+            f"more than {MAX_TOKEN_CHARS} are never indexed, so it could never match"
+        )
