@@ -16,6 +16,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from functools import partial
+from pathlib import Path
 
 import httpx
 import orjson
@@ -491,3 +492,32 @@ def test_the_cli_prints_stored_text_escaped(probed: RunningCluster, redis_url: s
     )
     assert "\\x1b[31mred" in listed.stdout, listed.stdout
     assert "\x1b" not in listed.stdout
+
+
+# -- 11. the command line names the cluster it acts on, and never picks one of several ------------
+def test_the_cli_names_its_cluster_and_never_picks_one_of_several(
+    redis_url: str, tmp_path: Path
+) -> None:
+    state = {"WORDCAST_STATE_DIR": str(tmp_path), "WORDCAST_URL": "", "REDIS_URL": ""}
+    (tmp_path / "clusters").mkdir()
+    # A record whose pid is not a wordcast process of ours (pid 1): passed over.
+    stale = {"redis_url": redis_url, "namespace": "x", "router_url": "http://127.0.0.1:9", "pid": 1}
+    (tmp_path / "clusters" / "1.json").write_bytes(orjson.dumps(stale))
+    first = start_cluster(redis_url, "test-probe-three-first", matchers=1, env=state)
+    try:
+        second = start_cluster(redis_url, "test-probe-three-second", matchers=1, env=state)
+        try:
+            both = wordcast_cli("publish", "hello", env=state)
+            assert both.returncode == 2, both.stderr
+            assert "2 local clusters are running" in both.stderr, both.stderr
+            assert first.router_url in both.stderr
+            assert second.router_url in both.stderr
+        finally:
+            stop_cluster(second)
+        one = wordcast_cli("publish", "hello", env=state)
+        assert one.returncode == 0, one.stderr
+        assert f"acting on the local cluster at {first.router_url}" in one.stderr, one.stderr
+    finally:
+        stop_cluster(first)
+    none = wordcast_cli("publish", "hello", env=state)
+    assert "no local cluster of yours is running" in none.stderr, none.stderr

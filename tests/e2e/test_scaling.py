@@ -291,7 +291,7 @@ def test_commands_find_the_redis_of_the_local_cluster_wordcast_up_runs(
         assert _stats(cluster.router_url)["matchers"] == 2
     finally:
         stop_cluster(cluster)
-    assert not (tmp_path / "local-cluster.json").exists(), "the record goes with the cluster"
+    assert not list((tmp_path / "clusters").glob("*.json")), "the record goes with the cluster"
     refused = _wordcast("scale", "3", "--router", cluster.router_url, env=bare)
     assert refused.returncode == 2
     assert "no local cluster is running" in refused.stderr, refused.stderr

@@ -13,6 +13,7 @@ from types import FrameType
 from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
+    from wordcast.local.record import LocalCluster
     from wordcast.services.common import ServiceSettings
 
 T = TypeVar("T")
@@ -30,13 +31,41 @@ def add_router_option(parser: Any) -> None:
 
 def default_router() -> str:
     """``$WORDCAST_URL``, else the router of the local cluster ``wordcast up`` is running (which
-    may be on another port than the default: ``wordcast up --port``), else the default."""
-    from wordcast.local import record
-
+    may be on another port than the default: ``wordcast up --port``), else the default; either
+    of the last two named on stderr, so that no command acts on a cluster silently."""
     if os.environ.get("WORDCAST_URL"):
         return os.environ["WORDCAST_URL"]
-    found = record.read()
-    return found.router_url if found else DEFAULT_ROUTER
+    found = local_cluster()
+    if found is None:
+        print(
+            f"wordcast: no local cluster of yours is running: acting on {DEFAULT_ROUTER} (give "
+            "--router or WORDCAST_URL for another)",
+            file=sys.stderr,
+        )
+        return DEFAULT_ROUTER
+    print(
+        f"wordcast: acting on the local cluster at {found.router_url} (wordcast up, pid "
+        f"{found.pid})",
+        file=sys.stderr,
+    )
+    return found.router_url
+
+
+def local_cluster() -> LocalCluster | None:
+    """The one local cluster of this user that ``wordcast up`` runs, if any
+    (:mod:`wordcast.local.record`); with several, the command stops and names them."""
+    from wordcast.local import record
+
+    clusters = record.running()
+    if len(clusters) > 1:
+        named = ", ".join(f"{c.router_url} (pid {c.pid})" for c in clusters)
+        raise SystemExit(
+            fail(
+                f"{len(clusters)} local clusters are running: {named}; say which with --router "
+                "URL (or WORDCAST_URL, and REDIS_URL for the commands that need Redis)"
+            )
+        )
+    return clusters[0] if clusters else None
 
 
 def add_admin_token_option(parser: Any) -> None:
@@ -96,12 +125,10 @@ def cluster_redis(args: argparse.Namespace) -> tuple[str, str] | None:
     """The Redis URL and namespace of the cluster a command acts on: ``--redis-url`` or
     ``$REDIS_URL`` (with ``$WORDCAST_NAMESPACE``), else those of the local cluster ``wordcast up``
     is running (:mod:`wordcast.local.record`); None if there is neither."""
-    from wordcast.local import record
-
     url = getattr(args, "redis_url", None) or os.environ.get("REDIS_URL")
     if url:
         return url, os.environ.get("WORDCAST_NAMESPACE", "wordcast")
-    found = record.read()
+    found = local_cluster()
     return (found.redis_url, found.namespace) if found else None
 
 

@@ -19,12 +19,12 @@ AttributeName = Annotated[str, Field(pattern=f"^{NAME.pattern}$")]
 
 def _attribute_chars(name: str, value: Any) -> int:
     """The characters of one attribute's value; raises ValueError naming what is wrong."""
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        if not math.isfinite(value) or not -(2**63) <= value < 2**63:
-            raise ValueError(
-                f"attribute {name!r} is a number beyond 64 bits, which a filter never matches "
-                "as written: send it as a string"
-            )
+    number = isinstance(value, int | float) and not isinstance(value, bool)
+    if number and (not math.isfinite(value) or not -(2**63) <= value < 2**63):
+        raise ValueError(
+            f"attribute {name!r} is a number beyond 64 bits, which a filter never matches "
+            "as written: send it as a string"
+        )
     if isinstance(value, bool | int | float):
         return len(str(value))
     items = value if isinstance(value, list) else [value]
