@@ -21,8 +21,8 @@ def shown(value: str, query: bool = False) -> str:
         if not char.isprintable() and not (query and char in _IN_QUERIES):
             raise ValueError(
                 f"must hold only printable characters: U+{ord(char):04X} at position "
-                f"{value.index(char)} is not (control, format and separator characters are "
-                "refused)"
+                f"{value.index(char)} is not (control characters, format characters and "
+                "separators are refused)"
             )
     return value
 
