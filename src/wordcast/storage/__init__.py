@@ -54,11 +54,11 @@ Keys (all under a namespace, ``wordcast`` by default, so several clusters can sh
                             to shared stream s and who may subscribe to it
 ``{ns}:tenant:{t}:endpoints`` and ``…:endpoint-urls``, ``{ns}:endpoint:{id}:health``,
 ``{ns}:endpoints-epoch``    tenants' webhook endpoints, each with one signing secret (:mod:`.endpoints`)
-``{ns}:key-lock:{id}``      a request's token while it registers the keyed subscription ``id``
-                            (:mod:`.key_locks`; expires by itself)
-``{ns}:name-lock:{h}``      and ``…:shared``: a webhook URL's lock (h hashes tenant and URL),
-                            taken shared to subscribe there, exclusive to change or delete its
-                            endpoint (:mod:`.key_locks`; expire by themselves)
+``{ns}:lock:{name}``        and ``…:shared``: a lock's exclusive holder and its shared holders
+                            (:mod:`.locks`; they lapse by themselves): ``key:ID`` while a
+                            request registers the keyed subscription ID, ``url:HASH`` a tenant's
+                            webhook URL, shared to subscribe there, exclusive to change or
+                            delete its endpoint
 ``{ns}:secrets-epoch``      counter moved by every rotation of a signing secret: dispatchers keep the
                             secrets they read until it moves (or the subscription's deletion arrives)
 ``{ns}:events``             stream of subscription changes (add, del, and move when a mapping change
@@ -107,8 +107,8 @@ from wordcast.storage.counters import SubscriptionCounters
 from wordcast.storage.dead_letters import DeadLetters
 from wordcast.storage.endpoints import EndpointStore
 from wordcast.storage.events import EventLog
-from wordcast.storage.key_locks import KeyLocks, SharedLocks
 from wordcast.storage.keys import Keys
+from wordcast.storage.locks import Locks
 from wordcast.storage.mappings import MappingStore
 from wordcast.storage.match_streams import MatchStreams
 from wordcast.storage.membership import MembershipStore
@@ -160,8 +160,7 @@ class Store:
         self.dead_letters = DeadLetters(client, namespace)
         self.match_streams = MatchStreams(client, namespace, bodies)
         self.counters = SubscriptionCounters(client, self.shards)
-        self.key_locks = KeyLocks(client, self.keys)
-        self.url_locks = SharedLocks(client, self.keys)
+        self.locks = Locks(client, self.keys)
 
     @classmethod
     def connect(

@@ -170,13 +170,14 @@ def _query(checked: BooleanQuery | str) -> BooleanQuery:
 
 
 def keys_locked(store: Store, keyed: Sequence[str]) -> AbstractAsyncContextManager[None]:
-    """Hold the locks of the keyed subscription ids ``keyed`` (:mod:`wordcast.storage.key_locks`)
+    """Hold the locks of the keyed subscription ids ``keyed`` (:mod:`wordcast.storage.locks`)
     for the block, waiting while another request holds one (:func:`.locking.locked`)."""
     if not keyed:
         return contextlib.nullcontext()
+    names = [f"key:{sub_id}" for sub_id in keyed]
     return locked(
-        lambda token, ttl_ms: store.key_locks.take(keyed, token, ttl_ms),
-        lambda token: store.key_locks.give_back(keyed, token),
+        lambda token, ttl_ms: store.locks.take(names, token, ttl_ms, shared=False),
+        lambda token: store.locks.give_back(names, token),
         "another request with "
         + ("one of these keys" if len(keyed) > 1 else "this key")
         + " has been registering",

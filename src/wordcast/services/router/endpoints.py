@@ -37,7 +37,7 @@ class Endpoints:
     ) -> None:
         self.settings = settings
         self.store = store.endpoints
-        self._locks = store.url_locks
+        self._locks = store.locks
         self._subscriptions = store.subscriptions
         self._delete_subscriptions = delete_subscriptions
         per_second = settings.endpoint_creations_per_second

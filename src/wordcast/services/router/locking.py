@@ -1,4 +1,4 @@
-"""Waiting for a lock in Redis (:mod:`wordcast.storage.key_locks`) and giving it back.
+"""Waiting for a lock in Redis (:mod:`wordcast.storage.locks`) and giving it back.
 
 A request that needs a lock another request holds waits for it, polling, and is refused with a
 Conflict (409) naming what it waited for once ``LOCK_WAIT_S`` pass: nothing of it was done. A
