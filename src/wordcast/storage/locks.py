@@ -22,13 +22,18 @@ from wordcast.storage.keys import Keys
 from wordcast.storage.lua import LuaScript
 from wordcast.storage.redis import translated
 
+# Redis's clock, in milliseconds.
+_NOW = """
+local clock = redis.call('TIME')
+local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
+"""
+
 # KEYS, in pairs for each name: the exclusive holder's key, the shared holders' sorted set
 # (token -> when it lapses, ms). Each script takes every lock, or none.
 _TAKE_SHARED = LuaScript(
     "token ttl_ms",
-    """
-local clock = redis.call('TIME')
-local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
+    _NOW
+    + """
 for k = 1, #KEYS, 2 do
   if redis.call('EXISTS', KEYS[k]) == 1 then return 0 end
 end
@@ -42,9 +47,8 @@ return 1
 
 _TAKE_EXCLUSIVE = LuaScript(
     "token ttl_ms",
-    """
-local clock = redis.call('TIME')
-local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
+    _NOW
+    + """
 for k = 1, #KEYS, 2 do
   if redis.call('EXISTS', KEYS[k]) == 1 then return 0 end
   redis.call('ZREMRANGEBYSCORE', KEYS[k + 1], '-inf', now)
