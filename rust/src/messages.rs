@@ -221,6 +221,59 @@ struct Publication<'a> {
     tokens: Option<&'a [(u32, u32)]>,
 }
 
+/// A batch as the writer reads it: its publications, the positions of their terms (for
+/// restricted placements), and the messages' shape.
+struct BatchView<'a> {
+    publications: &'a [Publication<'a>],
+    placed: &'a [Option<Positions>],
+    shape: &'a Shape,
+}
+
+impl BatchView<'_> {
+    /// Whether the offsets a match's `matched` needs (its terms' parts and its tokens' places)
+    /// are at hand for the publication at `position`.
+    fn offsets_at_hand(&self, position: u32) -> bool {
+        let publication = &self.publications[position as usize];
+        publication.parts.is_some() && publication.tokens.is_some()
+    }
+}
+
+/// A batch's matches sorted out: the positions of each subscription written here (in the
+/// order they first match), those handed back, and how many are written here.
+#[derive(Default)]
+struct SortedMatches {
+    order: Vec<u32>,
+    positions: FxHashMap<u32, Vec<u32>>,
+    others: Vec<(u32, u32)>,
+    plain: usize,
+}
+
+impl SortedMatches {
+    fn write_here(&mut self, number: u32, position: u32) {
+        self.plain += 1;
+        let order = &mut self.order;
+        self.positions
+            .entry(number)
+            .or_insert_with(|| {
+                order.push(number);
+                Vec::new()
+            })
+            .push(position);
+    }
+}
+
+/// A match's JSON before its publication's place: its subscription's id and tag.
+fn match_head(entry: &Delivery, head: &mut Vec<u8>) {
+    head.clear();
+    head.extend_from_slice(b"{\"subscription_id\":");
+    json_string(head, &entry.id);
+    if let Some(tag) = &entry.tag {
+        head.extend_from_slice(b",\"tag\":");
+        json_string(head, tag);
+    }
+    head.extend_from_slice(b",\"publication\":");
+}
+
 fn json_string(out: &mut Vec<u8>, text: &str) {
     // orjson's escaping, which serde_json shares: \" \\ \b \t \n \f \r, other controls as
     // lowercase \u00XX, everything else as it is.
@@ -254,6 +307,28 @@ impl Table {
         number
     }
 
+    /// A span rule as Python gives it, its terms numbered.
+    fn span_rule(&mut self, (spans, not_spans, head): RuleIn) -> Box<SpanRule> {
+        let mut read = |given: Vec<SpanIn>| -> Vec<Span> {
+            given
+                .into_iter()
+                .map(|(terms, near, name)| Span {
+                    terms: terms
+                        .into_iter()
+                        .map(|(t, o)| (self.term_number(&t), o))
+                        .collect(),
+                    near,
+                    name: name.into(),
+                })
+                .collect()
+        };
+        Box::new(SpanRule {
+            spans: read(spans),
+            not_spans: read(not_spans),
+            head: head.into(),
+        })
+    }
+
     fn entry(&self, number: u32) -> Option<&Delivery> {
         self.entries.get(number as usize).and_then(Option::as_ref)
     }
@@ -269,130 +344,133 @@ impl Table {
         numbers: &[u32],
         offsets: &[u32],
         wanted: u32,
-        publications: &[Publication<'_>],
-        placed: &[Option<Positions>],
-        shape: &Shape,
+        batch: &BatchView<'_>,
     ) -> (Vec<Written>, Vec<(u32, u32)>, usize) {
-        // Per subscription its positions, subscriptions in the order they first match.
-        let mut order: Vec<u32> = Vec::new();
-        let mut positions: FxHashMap<u32, Vec<u32>> = FxHashMap::default();
-        let mut others = Vec::new();
-        let mut plain = 0;
-        let mut write_here = |number: u32, position: u32| {
-            plain += 1;
-            positions
-                .entry(number)
-                .or_insert_with(|| {
-                    order.push(number);
-                    Vec::new()
-                })
-                .push(position)
-        };
+        let sorted = self.sort_matches(numbers, offsets, wanted, batch);
+        let mut encoded: Vec<Option<Vec<u8>>> = vec![None; batch.publications.len()];
+        let mut written = Vec::new();
+        for (group, members) in self.groups_of(&sorted.order) {
+            self.write_group(
+                group,
+                &members,
+                &sorted.positions,
+                batch,
+                &mut encoded,
+                &mut written,
+            );
+        }
+        (written, sorted.others, sorted.plain)
+    }
+
+    /// Each match for the audience `wanted`: written here (its subscription's positions, the
+    /// subscriptions in the order they first match) or handed back to the reference.
+    fn sort_matches(
+        &self,
+        numbers: &[u32],
+        offsets: &[u32],
+        wanted: u32,
+        batch: &BatchView<'_>,
+    ) -> SortedMatches {
+        let mut sorted = SortedMatches::default();
         for (position, run) in offsets.windows(2).enumerate() {
             let position = position as u32;
             for &number in &numbers[run[0] as usize..run[1] as usize] {
                 match self.entry(number) {
                     Some(entry) if entry.audience != wanted => {}
-                    Some(entry) if entry.plain => write_here(number, position),
+                    Some(entry) if entry.plain => sorted.write_here(number, position),
                     Some(Delivery {
                         spans: Some(rule), ..
-                    }) => match placed.get(position as usize).and_then(Option::as_ref) {
+                    }) => match batch.placed.get(position as usize).and_then(Option::as_ref) {
                         // A text the tables cannot vouch for goes to the reference whole.
-                        None => others.push((number, position)),
+                        None => sorted.others.push((number, position)),
                         Some(held) if !rule.holds(held) => {}
                         // Explained here only where the offsets are at hand (the terms' parts
                         // and the tokens' places): the reference explains the others.
-                        Some(_)
-                            if shape.explain
-                                && (publications[position as usize].parts.is_none()
-                                    || publications[position as usize].tokens.is_none()) =>
-                        {
-                            others.push((number, position))
+                        Some(_) if batch.shape.explain && !batch.offsets_at_hand(position) => {
+                            sorted.others.push((number, position))
                         }
-                        Some(_) => write_here(number, position),
+                        Some(_) => sorted.write_here(number, position),
                     },
-                    _ => others.push((number, position)),
+                    _ => sorted.others.push((number, position)),
                 }
             }
         }
+        sorted
+    }
+
+    /// The message groups of the subscriptions in `order`, each group's subscriptions by id:
+    /// which matches share a message (and so its webhook-id) must not follow the order the
+    /// subscriptions were loaded in.
+    fn groups_of(&self, order: &[u32]) -> Vec<(u32, Vec<u32>)> {
         let mut group_order: Vec<u32> = Vec::new();
         let mut groups: FxHashMap<u32, Vec<u32>> = FxHashMap::default();
-        for &number in &order {
-            for &group in &self.entries[number as usize]
+        for &number in order {
+            let entry = self.entries[number as usize]
                 .as_ref()
-                .unwrap_or_else(|| unreachable!("only numbers with an entry are in the order"))
-                .groups
-            {
-                if group != NO_GROUP {
-                    groups
-                        .entry(group)
-                        .or_insert_with(|| {
-                            group_order.push(group);
-                            Vec::new()
-                        })
-                        .push(number);
-                }
+                .unwrap_or_else(|| unreachable!("only numbers with an entry are in the order"));
+            for &group in entry.groups.iter().filter(|&&group| group != NO_GROUP) {
+                groups
+                    .entry(group)
+                    .or_insert_with(|| {
+                        group_order.push(group);
+                        Vec::new()
+                    })
+                    .push(number);
             }
         }
-        // Within a message group, by subscription id: which matches share a message (and so
-        // its webhook-id) must not follow the order the subscriptions were loaded in.
-        for numbers in groups.values_mut() {
-            numbers.sort_by(|a, b| self.id_of(*a).cmp(self.id_of(*b)).then(a.cmp(b)));
-        }
-        let mut encoded: Vec<Option<Vec<u8>>> = vec![None; publications.len()];
+        group_order
+            .into_iter()
+            .map(|group| {
+                let mut members = groups.remove(&group).unwrap_or_default();
+                members.sort_by(|a, b| self.id_of(*a).cmp(self.id_of(*b)).then(a.cmp(b)));
+                (group, members)
+            })
+            .collect()
+    }
+
+    /// The messages of one group: its subscriptions' matches, a message full at `most`
+    /// matches, `signers` subscriptions or `max_bytes` bytes.
+    fn write_group(
+        &self,
+        group: u32,
+        members: &[u32],
+        positions: &FxHashMap<u32, Vec<u32>>,
+        batch: &BatchView<'_>,
+        encoded: &mut [Option<Vec<u8>>],
+        written: &mut Vec<Written>,
+    ) {
+        let shape = batch.shape;
         let frame_size = (shape.head.len() + shape.between.len() + shape.tail.len()) as i64;
         let room = shape.max_bytes - frame_size;
-        let mut written = Vec::new();
         let (mut head, mut rest) = (Vec::new(), Vec::new());
-        for group in group_order {
-            let mut chunk = Chunk::default();
-            for &number in &groups[&group] {
-                let entry = self.entries[number as usize]
-                    .as_ref()
-                    .expect("in the order");
-                head.clear();
-                head.extend_from_slice(b"{\"subscription_id\":");
-                json_string(&mut head, &entry.id);
-                if let Some(tag) = &entry.tag {
-                    head.extend_from_slice(b",\"tag\":");
-                    json_string(&mut head, tag);
+        let mut chunk = Chunk::default();
+        for &number in members {
+            let entry = self.entries[number as usize]
+                .as_ref()
+                .expect("in the order");
+            match_head(entry, &mut head);
+            for &position in &positions[&number] {
+                let publication = &batch.publications[position as usize];
+                let held = batch.placed.get(position as usize).and_then(Option::as_ref);
+                self.rest_of(entry, publication, held, shape, &mut rest);
+                let publication =
+                    encoded[position as usize].get_or_insert_with(|| publication_json(publication));
+                let cost = chunk.cost(position, publication, &head, &rest);
+                if !chunk.pairs.is_empty()
+                    && (chunk.pairs.len() >= shape.most
+                        || (!chunk.signers.contains(&number)
+                            && chunk.signers.len() >= shape.signers)
+                        || chunk.size + cost > room)
+                {
+                    let full = std::mem::take(&mut chunk);
+                    written.push(self.message(full, group, batch.publications, shape));
                 }
-                head.extend_from_slice(b",\"publication\":");
-                for &position in &positions[&number] {
-                    let publication = &publications[position as usize];
-                    let held = placed.get(position as usize).and_then(Option::as_ref);
-                    self.rest_of(entry, publication, held, shape, &mut rest);
-                    let publication = encoded[position as usize]
-                        .get_or_insert_with(|| publication_json(&publications[position as usize]));
-                    let place = chunk.places.get(&position).copied();
-                    let cost = match place {
-                        Some(place) => head.len() + digits(place) + rest.len() + 1,
-                        None => {
-                            head.len()
-                                + rest.len()
-                                + 1
-                                + digits(chunk.places.len())
-                                + publication.len()
-                                + 1
-                        }
-                    } as i64;
-                    if !chunk.pairs.is_empty()
-                        && (chunk.pairs.len() >= shape.most
-                            || (!chunk.signers.contains(&number)
-                                && chunk.signers.len() >= shape.signers)
-                            || chunk.size + cost > room)
-                    {
-                        let full = std::mem::take(&mut chunk);
-                        written.push(self.message(full, group, publications, shape));
-                    }
-                    chunk.add(number, position, publication, &head, &rest);
-                }
-            }
-            if !chunk.pairs.is_empty() {
-                written.push(self.message(chunk, group, publications, shape));
+                chunk.add(number, position, publication, &head, &rest);
             }
         }
-        (written, others, plain)
+        if !chunk.pairs.is_empty() {
+            written.push(self.message(chunk, group, batch.publications, shape));
+        }
     }
 
     /// What follows a match's publication place: its `matched` (if explained) and its end.
@@ -530,6 +608,14 @@ fn publication_json(publication: &Publication<'_>) -> Vec<u8> {
 }
 
 impl Chunk {
+    /// The bytes a match adds to the message (with its publication, if new to it).
+    fn cost(&self, position: u32, publication: &[u8], head: &[u8], rest: &[u8]) -> i64 {
+        (match self.places.get(&position) {
+            Some(&place) => head.len() + digits(place) + rest.len() + 1,
+            None => head.len() + rest.len() + 1 + digits(self.places.len()) + publication.len() + 1,
+        }) as i64
+    }
+
     fn add(&mut self, number: u32, position: u32, publication: &[u8], head: &[u8], rest: &[u8]) {
         let place = match self.places.get(&position) {
             Some(&place) => place,
@@ -605,52 +691,20 @@ impl Deliveries {
         let n = numbers.len();
         let mut spans = spans.unwrap_or_else(|| (0..n).map(|_| None).collect());
         let tags = tags.unwrap_or_else(|| vec![String::new(); n]);
-        if spans.len() != n || tags.len() != n {
-            return Err(CoreError::Uneven("as many of each, please").into());
-        }
-        if [
+        let lengths = [
             ids.len(),
             terms.len(),
             groups.len(),
             audiences.len(),
             plain.len(),
-        ]
-        .iter()
-        .any(|&len| len != n)
-        {
-            return Err(CoreError::Uneven("as many of each, please").into());
-        }
-        if numbers.contains(&u32::MAX)
-            || groups
-                .iter()
-                .any(|&(a, b)| a == Some(NO_GROUP) || b == Some(NO_GROUP))
-        {
-            return Err(CoreError::Invalid("numbers and groups go up to 2**32 - 2".into()).into());
-        }
+            spans.len(),
+            tags.len(),
+        ];
+        check_entries(&numbers, &groups, &lengths)?;
         for (k, number) in numbers.into_iter().enumerate() {
             let terms: Box<[u32]> = terms[k].iter().map(|t| self.table.term_number(t)).collect();
             let (first, second) = groups[k];
-            let table = &mut self.table;
-            let rule = spans[k].take().map(|(spans, not_spans, head)| {
-                let mut read = |given: Vec<SpanIn>| -> Vec<Span> {
-                    given
-                        .into_iter()
-                        .map(|(terms, near, name)| Span {
-                            terms: terms
-                                .into_iter()
-                                .map(|(t, o)| (table.term_number(&t), o))
-                                .collect(),
-                            near,
-                            name: name.into(),
-                        })
-                        .collect()
-                };
-                Box::new(SpanRule {
-                    spans: read(spans),
-                    not_spans: read(not_spans),
-                    head: head.into(),
-                })
-            });
+            let rule = spans[k].take().map(|given| self.table.span_rule(given));
             let entry = Delivery {
                 id: ids[k].as_str().into(),
                 tag: (!tags[k].is_empty()).then(|| tags[k].as_str().into()),
@@ -701,29 +755,8 @@ impl Deliveries {
     ) -> PyResult<Answer<'py>> {
         let numbers: Vec<u32> = PyBuffer::<u32>::get(numbers)?.to_vec(py)?;
         let offsets: Vec<u32> = PyBuffer::<u32>::get(offsets)?.to_vec(py)?;
-        if ids.len() != texts.len() || offsets.len() != ids.len() + 1 {
-            return Err(CoreError::Uneven(
-                "one id and one text a publication, and one more offset",
-            )
-            .into());
-        }
-        if offsets.windows(2).any(|w| w[0] > w[1])
-            || offsets.last().copied() != Some(numbers.len() as u32)
-        {
-            return Err(
-                CoreError::Invalid("offsets must rise to the number of matches".into()).into(),
-            );
-        }
+        check_batch(&numbers, &offsets, ids.len(), texts.len(), &frame, &given)?;
         let (head, between, tail) = frame;
-        let pieces = [&head, &between, &tail];
-        let given_pieces = given.values().flat_map(|parts| parts.values());
-        if pieces
-            .into_iter()
-            .chain(given_pieces)
-            .any(|piece| std::str::from_utf8(piece).is_err())
-        {
-            return Err(CoreError::NotUtf8("a message's pieces must be UTF-8").into());
-        }
         let shape = Shape {
             head,
             between,
@@ -741,60 +774,21 @@ impl Deliveries {
             Vec::new()
         };
         let positions = self.read_positions(py, &numbers, &offsets, &texts, analyser)?;
-        // The tokens' places of each text with spans to explain: given (a text the reference
-        // reads), or read here from an ASCII text.
-        let mut given_tokens = given_tokens;
-        let tokens: Vec<Option<Vec<(u32, u32)>>> = positions
-            .iter()
-            .enumerate()
-            .map(|(k, placed)| {
-                if !explain {
-                    return None;
-                }
-                placed.as_ref()?;
-                let given = given_tokens.remove(&(k as u32));
-                given.or_else(|| texts[k].is_ascii().then(|| token_spans(&texts[k])))
-            })
-            .collect();
-        let publications: Vec<Publication<'_>> = ids
-            .iter()
-            .zip(&texts)
-            .enumerate()
-            .map(|(k, (id, text))| Publication {
-                id,
-                text,
-                parts: parts.get(k).and_then(Option::as_ref),
-                tokens: tokens.get(k).and_then(Option::as_deref),
-            })
-            .collect();
+        let tokens = if explain {
+            tokens_of(&positions, &texts, given_tokens)
+        } else {
+            vec![None; positions.len()]
+        };
+        let publications = publications_of(&ids, &texts, &parts, &tokens);
         let table = &self.table;
-        let (written, others, plain) = py.detach(|| {
-            table.write(
-                &numbers,
-                &offsets,
-                wanted,
-                &publications,
-                &positions,
-                &shape,
-            )
-        });
-        let out = PyList::empty(py);
-        for message in written {
-            let signers: Vec<&str> = message
-                .signers
-                .iter()
-                .map(|&n| &*table.entries[n as usize].as_ref().expect("written").id)
-                .collect();
-            out.append((
-                message.group,
-                PyString::new(py, &message.body),
-                message.webhook_id,
-                message.matches,
-                PyTuple::new(py, signers)?,
-                PyTuple::new(py, message.counts)?,
-            ))?;
-        }
-        Ok((out, others, plain))
+        let batch = BatchView {
+            publications: &publications,
+            placed: &positions,
+            shape: &shape,
+        };
+        let (written, others, plain) =
+            py.detach(|| table.write(&numbers, &offsets, wanted, &batch));
+        Ok((answered(py, table, written)?, others, plain))
     }
 }
 
@@ -888,4 +882,121 @@ impl Deliveries {
         }
         Ok(parts)
     }
+}
+
+/// Uneven columns or out-of-range numbers given to `Deliveries.set_many`.
+fn check_entries(
+    numbers: &[u32],
+    groups: &[(Option<u32>, Option<u32>)],
+    lengths: &[usize],
+) -> Result<(), CoreError> {
+    if lengths.iter().any(|&len| len != numbers.len()) {
+        return Err(CoreError::Uneven("as many of each, please"));
+    }
+    if numbers.contains(&u32::MAX)
+        || groups
+            .iter()
+            .any(|&(a, b)| a == Some(NO_GROUP) || b == Some(NO_GROUP))
+    {
+        return Err(CoreError::Invalid(
+            "numbers and groups go up to 2**32 - 2".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// Uneven columns, offsets that do not rise to the matches, or pieces that are not UTF-8
+/// given to `Deliveries.write`.
+fn check_batch(
+    numbers: &[u32],
+    offsets: &[u32],
+    ids: usize,
+    texts: usize,
+    (head, between, tail): &(Vec<u8>, Vec<u8>, Vec<u8>),
+    given: &FxHashMap<u32, Parts>,
+) -> Result<(), CoreError> {
+    if ids != texts || offsets.len() != ids + 1 {
+        return Err(CoreError::Uneven(
+            "one id and one text a publication, and one more offset",
+        ));
+    }
+    if offsets.windows(2).any(|w| w[0] > w[1])
+        || offsets.last().copied() != Some(numbers.len() as u32)
+    {
+        return Err(CoreError::Invalid(
+            "offsets must rise to the number of matches".into(),
+        ));
+    }
+    let given_pieces = given.values().flat_map(|parts| parts.values());
+    if [head, between, tail]
+        .into_iter()
+        .chain(given_pieces)
+        .any(|piece| std::str::from_utf8(piece).is_err())
+    {
+        return Err(CoreError::NotUtf8("a message's pieces must be UTF-8"));
+    }
+    Ok(())
+}
+
+/// The tokens' places of each text with spans to explain: given (a text the reference reads),
+/// or read here from an ASCII text.
+fn tokens_of(
+    positions: &[Option<Positions>],
+    texts: &[PyBackedStr],
+    mut given: FxHashMap<u32, Vec<(u32, u32)>>,
+) -> Vec<Option<Vec<(u32, u32)>>> {
+    positions
+        .iter()
+        .enumerate()
+        .map(|(k, placed)| {
+            placed.as_ref()?;
+            let given = given.remove(&(k as u32));
+            given.or_else(|| texts[k].is_ascii().then(|| token_spans(&texts[k])))
+        })
+        .collect()
+}
+
+/// The written messages as Python takes them: (group, body, webhook-id, matches, signers'
+/// ids, their counts).
+fn answered<'py>(
+    py: Python<'py>,
+    table: &Table,
+    written: Vec<Written>,
+) -> PyResult<Bound<'py, PyList>> {
+    let out = PyList::empty(py);
+    for message in written {
+        let signers: Vec<&str> = message
+            .signers
+            .iter()
+            .map(|&n| &*table.entries[n as usize].as_ref().expect("written").id)
+            .collect();
+        out.append((
+            message.group,
+            PyString::new(py, &message.body),
+            message.webhook_id,
+            message.matches,
+            PyTuple::new(py, signers)?,
+            PyTuple::new(py, message.counts)?,
+        ))?;
+    }
+    Ok(out)
+}
+
+/// The batch's publications, each with what is at hand to explain its matches.
+fn publications_of<'a>(
+    ids: &'a [PyBackedStr],
+    texts: &'a [PyBackedStr],
+    parts: &'a [Option<Parts>],
+    tokens: &'a [Option<Vec<(u32, u32)>>],
+) -> Vec<Publication<'a>> {
+    ids.iter()
+        .zip(texts)
+        .enumerate()
+        .map(|(k, (id, text))| Publication {
+            id,
+            text,
+            parts: parts.get(k).and_then(Option::as_ref),
+            tokens: tokens.get(k).and_then(Option::as_deref),
+        })
+        .collect()
 }

@@ -164,53 +164,10 @@ impl Engine {
         phrases: &[String],
         gaps: &[(usize, bool)],
     ) -> Result<(), CoreError> {
-        if self.patterns.contains_key(&sub) {
-            return Err(CoreError::Pattern(format!(
-                "pattern subscription {sub} is already indexed"
-            )));
-        }
-        if phrases.is_empty() || gaps.len() != phrases.len() + 1 {
-            return Err(CoreError::Pattern(
-                "a pattern needs phrases and one gap more than phrases".to_string(),
-            ));
-        }
-        let longest = phrases.iter().map(|p| p.chars().count()).max().unwrap_or(0);
-        let mut chain = Vec::with_capacity(phrases.len());
-        for (phrase, &(questions, star)) in phrases.iter().zip(gaps) {
-            let length = phrase.chars().count();
-            if length == 0 {
-                return Err(CoreError::Pattern(
-                    "a pattern's phrases cannot be empty".to_string(),
-                ));
-            }
-            let keyword = if length < MIN_KEYWORD && length < longest {
-                None
-            } else {
-                let id = self.keyword(phrase);
-                self.kw(id).records += 1;
-                Some(id)
-            };
-            chain.push(Record {
-                word: phrase.clone(),
-                length,
-                questions,
-                star,
-                keyword,
-            });
-        }
+        self.check_new(sub, phrases, gaps)?;
+        let chain = self.chain_of(phrases, gaps)?;
         let trailing = gaps[phrases.len()].0;
-        // The trigger is the (first) longest phrase; the partner the next-longest keyword.
-        let trigger_at = first_max(chain.iter().map(|r| r.length));
-        let trigger = chain[trigger_at].keyword.unwrap_or(0);
-        let others: Vec<usize> = (0..chain.len())
-            .filter(|&k| k != trigger_at && chain[k].keyword.is_some())
-            .collect();
-        let partner = if others.is_empty() {
-            trigger
-        } else {
-            let best = first_max(others.iter().map(|&k| chain[k].length));
-            chain[others[best]].keyword.unwrap_or(trigger)
-        };
+        let (trigger, partner, others) = trigger_and_partner(&chain);
         let whole = chain.len() == 1 && chain[0].questions == 0 && trailing == 0;
         if whole {
             self.kw(trigger).whole.push(sub);
@@ -239,6 +196,59 @@ impl Engine {
             },
         );
         Ok(())
+    }
+
+    /// A pattern not indexed yet, with phrases and one gap more than phrases.
+    fn check_new(
+        &self,
+        sub: SubId,
+        phrases: &[String],
+        gaps: &[(usize, bool)],
+    ) -> Result<(), CoreError> {
+        if self.patterns.contains_key(&sub) {
+            return Err(CoreError::Pattern(format!(
+                "pattern subscription {sub} is already indexed"
+            )));
+        }
+        if phrases.is_empty() || gaps.len() != phrases.len() + 1 {
+            return Err(CoreError::Pattern(
+                "a pattern needs phrases and one gap more than phrases".to_string(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The pattern's records, each phrase long enough (or the longest) made a keyword.
+    fn chain_of(
+        &mut self,
+        phrases: &[String],
+        gaps: &[(usize, bool)],
+    ) -> Result<Vec<Record>, CoreError> {
+        let longest = phrases.iter().map(|p| p.chars().count()).max().unwrap_or(0);
+        let mut chain = Vec::with_capacity(phrases.len());
+        for (phrase, &(questions, star)) in phrases.iter().zip(gaps) {
+            let length = phrase.chars().count();
+            if length == 0 {
+                return Err(CoreError::Pattern(
+                    "a pattern's phrases cannot be empty".to_string(),
+                ));
+            }
+            let keyword = if length < MIN_KEYWORD && length < longest {
+                None
+            } else {
+                let id = self.keyword(phrase);
+                self.kw(id).records += 1;
+                Some(id)
+            };
+            chain.push(Record {
+                word: phrase.clone(),
+                length,
+                questions,
+                star,
+                keyword,
+            });
+        }
+        Ok(chain)
     }
 
     fn remove(&mut self, sub: SubId) -> bool {
@@ -434,6 +444,23 @@ fn find_after(
         previous[0] + questions + 1
     };
     text.ends_from(word, from, length, out);
+}
+
+/// The trigger is the (first) longest phrase; the partner the next-longest keyword. Answers
+/// both and the places of the chain's other keywords.
+fn trigger_and_partner(chain: &[Record]) -> (KwId, KwId, Vec<usize>) {
+    let trigger_at = first_max(chain.iter().map(|r| r.length));
+    let trigger = chain[trigger_at].keyword.unwrap_or(0);
+    let others: Vec<usize> = (0..chain.len())
+        .filter(|&k| k != trigger_at && chain[k].keyword.is_some())
+        .collect();
+    let partner = if others.is_empty() {
+        trigger
+    } else {
+        let best = first_max(others.iter().map(|&k| chain[k].length));
+        chain[others[best]].keyword.unwrap_or(trigger)
+    };
+    (trigger, partner, others)
 }
 
 fn first_max(values: impl Iterator<Item = usize>) -> usize {

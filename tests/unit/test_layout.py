@@ -8,6 +8,7 @@ imports one above it.
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -155,6 +156,41 @@ def _too_large() -> Iterator[str]:
 
 def test_modules_classes_and_functions_stay_readable() -> None:
     assert list(_too_large()) == []
+
+
+RUST_FN = re.compile(r"^(\s*)(?:pub(?:\([a-z]+\))? )?fn (\w+)")
+
+
+def _rust_too_long(text: str) -> Iterator[tuple[str, int]]:
+    """Each Rust function (rustfmt's layout: it ends at a brace at its own indent) over
+    ``MAX_FUNCTION_LINES``, and its length."""
+    lines = text.splitlines()
+    for start, line in enumerate(lines):
+        found = RUST_FN.match(line)
+        if found is None:
+            continue
+        end = f"{found[1]}}}"
+        size = next((k - start + 1 for k in range(start, len(lines)) if lines[k] == end), 0)
+        if size > MAX_FUNCTION_LINES:
+            yield found[2], size
+
+
+def test_rust_functions_are_held_to_the_same_size_as_python_ones() -> None:
+    """The compiled core's functions (its generated Unicode tables aside) stay readable too."""
+    too_long = [
+        f"{path.name}: fn {name} has {size} lines"
+        for path in sorted((ROOT / "rust" / "src").glob("*.rs"))
+        if path.name != "unicode_tables.rs"
+        for name, size in _rust_too_long(path.read_text())
+    ]
+    assert too_long == []
+
+
+def test_the_rust_check_finds_a_long_function() -> None:
+    body = "\n".join(["    let x = 1;"] * MAX_FUNCTION_LINES)
+    assert list(_rust_too_long(f"fn short() {{\n}}\n    pub fn long() {{\n{body}\n    }}")) == [
+        ("long", MAX_FUNCTION_LINES + 2)
+    ]
 
 
 def test_no_test_module_imports_another() -> None:
