@@ -17,6 +17,8 @@ _IN_QUERIES = frozenset("\t\n\r\u200c\u200d")
 def shown(value: str, query: bool = False) -> str:
     """``value`` if it obeys the rule (``query``: as queries and patterns do); ValueError naming
     the first character that does not, by its code point."""
+    if value.isprintable():  # nearly always, checked in C: ids come a thousand to a request
+        return value
     for char in value:
         if not char.isprintable() and not (query and char in _IN_QUERIES):
             raise ValueError(

@@ -59,13 +59,15 @@ class Endpoints:
     async def check_room(self, tenant: str, addresses: Iterable[str]) -> None:
         """LimitExceeded if subscribing to ``addresses`` would make the tenant more endpoints
         than it may hold (checked before storing; requests at once may pass it by a few)."""
-        new = set()
-        for address in addresses:
-            url, _ = delivery_of(address)
-            if url and url not in new and await self.store.of_url(tenant, url) is None:
-                new.add(url)
+        urls = {delivery_of(address)[0] for address in addresses} - {""}
         limit = self.settings.max_endpoints_per_tenant
-        if new and await self.store.count(tenant) + len(new) > limit:
+        if not urls:
+            return
+        held = await self.store.count(tenant)
+        if held + len(urls) <= limit:  # room even if every URL is new: one round trip
+            return
+        new = [url for url in urls if await self.store.of_url(tenant, url) is None]
+        if new and held + len(new) > limit:
             raise LimitExceeded(
                 f"tenant {tenant!r} may hold {limit} webhook endpoints, and this would make "
                 f"{len(new)} more: deliver to an endpoint you have, or delete one; nothing was "
