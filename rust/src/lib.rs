@@ -13,7 +13,9 @@
 #![deny(missing_docs)]
 
 mod analysis;
+mod bindings;
 mod convert;
+pub mod detection;
 mod error;
 mod interner;
 mod lasp;
@@ -41,5 +43,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<patterns::Patterns>()?;
     m.add_class::<messages::Deliveries>()?;
     m.add_class::<lasp::PlanningView>()?;
+    m.add_class::<bindings::detection::LanguageDetector>()?;
     Ok(())
 }

@@ -1,5 +1,6 @@
 """Type stubs of the compiled core (``rust/``), built into ``wordcast._core`` by maturin."""
 
+import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
 class Analyser:
@@ -133,3 +134,13 @@ class PlanningView:
     def known(self, terms: Sequence[str], matchers: Sequence[int]) -> dict[int, int]: ...
     def hold(self, terms: Sequence[str], matchers: Sequence[int]) -> None: ...
     def place(self, terms: Sequence[str], eligible: Sequence[int]) -> int: ...
+
+class LanguageDetector:
+    """fastText's language identification (a ``lid.176`` model file), run in the core."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None: ...
+    @property
+    def labels(self) -> list[str]: ...
+    def detect_many(self, texts: Sequence[str], default: str) -> list[str]:
+        """Each text's language as fastText's ``predict(text, k=1)`` names it, or ``default``;
+        the GIL is released meanwhile."""

