@@ -96,3 +96,44 @@ def test_each_subscription_counts_its_matches_once_and_each_delivery(
     assert any(client.hexists(key, ids["both"]) for key in counters)
     httpx.delete(f"{router}/subscriptions/{ids['both']}", headers=AUTH, timeout=30)
     assert not any(client.hexists(key, ids["both"]) for key in counters)
+
+
+def test_a_tally_counts_for_its_own_incarnation_only(redis_url: str) -> None:
+    """The counters script on a real Redis: a tally the matcher knows the incarnation of adds
+    without reading the record once the counters hold that incarnation; one of an earlier
+    incarnation, or from before the record was made, or of a deleted record, changes nothing
+    that is read; a re-made subscription's counters start afresh."""
+    import orjson
+
+    from wordcast.storage.counters import _ADD
+
+    client = connect_sync(redis_url)
+    counters, bucket = "{test-incarnation}:counters", "{test-incarnation}:bucket"  # one slot
+    client.delete(counters, bucket)
+    script = client.register_script(_ADD)
+    made = time.time()
+
+    def make(created: float) -> None:
+        body = orjson.dumps(["q", "u", created, "secret", ""]).decode()
+        client.hset(bucket, "s1", f"h\t0\tt\t\tw\t\n{body}")
+
+    def add(matched: int, since: float, known: bool) -> tuple[int, str]:
+        tally = f"s1 {matched} 0 0 {made!r} {since!r} {int(known)}"
+        script(keys=[counters, bucket], args=_ADD.args(tallies=tally))
+        m, _, _, _, created = client.hget(counters, "s1").split()
+        return int(m), created
+
+    make(made)
+    assert add(2, made, known=True) == (2, f"{made:.6f}")  # the first: the record read
+    assert add(3, made, known=True)[0] == 5  # the same incarnation: added
+    assert add(1, made + 1, known=False)[0] == 6  # an event after it was made
+    assert add(1, made - 1, known=False)[0] == 6  # one from before: dropped
+    make(made + 10)  # deleted and made again
+    assert add(7, made + 10, known=True) == (7, f"{made + 10:.6f}")  # afresh
+    assert add(4, made, known=True)[0] == 7  # the earlier incarnation's: dropped
+    both = f"s1 1 0 0 0.0 {made + 10!r} 1 s1 2 0 0 0.0 {made + 11!r} 0"  # two tallies in one call
+    script(keys=[counters, bucket, bucket], args=_ADD.args(tallies=both))
+    assert client.hget(counters, "s1").split()[0] == "10"  # each saw what the one before left
+    client.hdel(bucket, "s1")
+    assert add(1, made + 20, known=False)[0] == 10  # deleted: nothing added
+    client.delete(counters, bucket)

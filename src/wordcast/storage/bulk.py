@@ -37,6 +37,7 @@ def add_many_call(
             sub.id, str(sub.matcher), sub.query, " ".join(sub.terms), sub.callback_url,
             pack_record(sub), tenant_at[sub.tenant], encode(sub.placements), sub.stream,
             [matcher_at[m] for m in sub.matchers], sub.tag,
+            repr(sub.created) if sub.created else "",
         ]
         for sub in placed
     ]  # fmt: skip

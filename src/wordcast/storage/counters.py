@@ -30,35 +30,60 @@ from wordcast.storage.lua import LuaScript
 from wordcast.storage.redis import translated
 from wordcast.storage.shards import Shards
 
-# KEYS: 1 the shard's counters, then each subscription's bucket. ``tallies``: per subscription
-# (six each): its id, matched, delivered and failed to add, a match time (0: none; the later one
-# is kept), and since when it counts (the earliest event in it). A tally from before the record
-# was made is an earlier incarnation's: dropped; counters of an earlier one are started afresh.
+# KEYS: 1 the shard's counters, then each subscription's bucket. ``tallies``: one string, seven
+# words per subscription: its id, matched, delivered and failed to add, a match time (0: none;
+# the later one is kept), since when it counts (the earliest event in it), and 1 when that is
+# the incarnation it belongs to (its record's ``created``, known to the matcher), else 0. One
+# string, not seven arguments a subscription: packing a flush's arguments one by one was most of
+# a matcher's counting. A tally from before the record was made is an earlier incarnation's:
+# dropped; counters of an earlier one are started afresh. A tally of the incarnation the counters
+# already hold is added without reading the record (the counters of one that is gone are read
+# by nobody: a re-made one's first tally starts them afresh).
 _ADD = LuaScript(
-    "",
+    "tallies",
     """
-for i = 2, #KEYS do
-  local at = (i - 2) * 6
-  local id = tallies[at + 1]
-  local record = redis.call('HGET', KEYS[i], id)
-  local created = 0
-  if record then created = tonumber(cjson.decode(string.match(record, '\\n(.*)$'))[3]) or 0 end
-  if record and tonumber(tallies[at + 6]) >= created then
-    local m, d, f, t, c = 0, 0, 0, 0, ''
-    local held = redis.call('HGET', KEYS[1], id)
-    if held then
-      m, d, f, t, c = string.match(held, '^(%S+) (%S+) (%S+) (%S+) ?(%S*)$')
+local ids, tallies_of = {}, {}
+for id, am, ad, af, at, since, known in
+    string.gmatch(tallies, '(%S+) (%S+) (%S+) (%S+) (%S+) (%S+) (%S+)') do
+  ids[#ids + 1] = id
+  tallies_of[#ids] = {am, ad, af, at, since, known}
+end
+if #ids == 0 then return 0 end
+-- One read and one write of the counters for the lot (a subscription may have several
+-- tallies: each sees what the one before it left).
+local read = redis.call('HMGET', KEYS[1], unpack(ids))
+local now, written = {}, {}
+for k, id in ipairs(ids) do
+  local am, ad, af, at, since, known = unpack(tallies_of[k])
+  local held = now[id]
+  if held == nil and read[k] then held = read[k] end
+  local m, d, f, t, c = 0, 0, 0, 0, ''
+  if held then m, d, f, t, c = string.match(held, '^(%S+) (%S+) (%S+) (%S+) ?(%S*)$') end
+  local created = nil
+  if known == '1' and held and c == string.format('%.6f', tonumber(since)) then
+    created = tonumber(since)
+  else
+    local record = redis.call('HGET', KEYS[k + 1], id)
+    if record then
+      created = tonumber(cjson.decode(string.match(record, '\\n(.*)$'))[3]) or 0
+      if tonumber(since) < created then created = nil end
     end
-    if c ~= string.format('%.6f', created) then m, d, f, t = 0, 0, 0, 0 end
-    local last = math.max(tonumber(t), tonumber(tallies[at + 5]))
-    redis.call('HSET', KEYS[1], id, string.format('%d %d %d %.3f %.6f',
-      tonumber(m) + tonumber(tallies[at + 2]), tonumber(d) + tonumber(tallies[at + 3]),
-      tonumber(f) + tonumber(tallies[at + 4]), last, created))
+    if created and c ~= string.format('%.6f', created) then m, d, f, t = 0, 0, 0, 0 end
   end
+  if created then
+    now[id] = string.format('%d %d %d %.3f %.6f',
+      tonumber(m) + tonumber(am), tonumber(d) + tonumber(ad), tonumber(f) + tonumber(af),
+      math.max(tonumber(t), tonumber(at)), created)
+    if not written[id] then written[#written + 1], written[id] = id, true end
+  end
+end
+if #written > 0 then
+  local pairs_ = {}
+  for _, id in ipairs(written) do pairs_[#pairs_ + 1] = id; pairs_[#pairs_ + 1] = now[id] end
+  redis.call('HSET', KEYS[1], unpack(pairs_))
 end
 return 0
 """,
-    rest="tallies",
 )
 
 ADD_MOST = 500  # subscriptions a script adds to at once
@@ -73,6 +98,7 @@ class Tally:
     failed: int = 0
     last_match: float = 0.0  # Unix time; 0: never
     since: float = math.inf  # when the earliest event counted here was recorded (Unix time)
+    incarnation: bool = False  # ``since`` is the incarnation's ``created``, known by a matcher
 
     def add(self, other: Tally) -> None:
         self.matched += other.matched
@@ -80,6 +106,7 @@ class Tally:
         self.failed += other.failed
         self.last_match = max(self.last_match, other.last_match)
         self.since = min(self.since, other.since)
+        self.incarnation = self.incarnation or other.incarnation
 
     def shown(self) -> dict[str, Any]:
         return {
@@ -106,10 +133,12 @@ class SubscriptionCounters:
             keys = shards[shard]
             for start in range(0, len(items), ADD_MOST):
                 part = items[start : start + ADD_MOST]
-                rows: list[str | int | float] = []
-                for sub_id, t in part:
-                    since = repr(t.since) if t.since < math.inf else repr(time.time())
-                    rows += [sub_id, t.matched, t.delivered, t.failed, t.last_match, since]
+                now = time.time()
+                rows = " ".join(
+                    f"{sub_id} {t.matched} {t.delivered} {t.failed} {t.last_match!r} "
+                    f"{t.since if t.since < math.inf else now!r} {int(t.incarnation)}"
+                    for sub_id, t in part
+                )
                 touched = [keys.counters, *(keys.record_of(sub_id) for sub_id, _ in part)]
                 calls.append(self._add(keys=touched, args=_ADD.args(tallies=rows)))
         with translated("adding to subscriptions' counters"):

@@ -282,6 +282,9 @@ BATCH_EVENT = (
     "dropped",
     "stream",
     "tag",  # absent from entries written before tags
+    # An add's record's ``created`` (the incarnation its counters belong to), as Python wrote
+    # it; absent from other changes and from entries written before issue 52.
+    "created",
 )
 
 
@@ -327,6 +330,7 @@ def events_from_entry(
             placements=decode(placements) if placements else (),
             stream=row[11],
             tag=row[12] if len(row) > 12 else "",
+            created=float(row[13]) if len(row) > 13 and row[13] else 0.0,
         )
         events.append(
             SubscriptionEvent(

@@ -36,10 +36,10 @@ end
 # batch's matchers' H(i), then each subscription's bucket. ``batch_json``: {w: window, m: events
 # kept, tn: tenants, tr: each tenant's limit in this shard, o: the matchers' ordinals, s: the
 # subscriptions, each [id, matcher, query, terms, callback_url, packed record, tenant (1-based),
-# placements, stream, matchers (1-based), tag]}. Answers JSON [event id or "", [per subscription:
-# 1 stored, 0 over its tenant's limit, 2 the id exists]], or "-1" when the window moved
-# (nothing stored). The event is one entry, op "batch", whose "events" hold each change
-# (records.BATCH_EVENT).
+# placements, stream, matchers (1-based), tag, created (as Python wrote it: exact)]}. Answers
+# JSON [event id or "", [per subscription: 1 stored, 0 over its tenant's limit, 2 the id
+# exists]], or "-1" when the window moved (nothing stored). The event is one entry, op "batch",
+# whose "events" hold each change (records.BATCH_EVENT).
 ADD_MANY = LuaScript(
     "batch_json",
     _ALTERNATIVES
@@ -121,7 +121,8 @@ for _, i in ipairs(stored) do
     if #new > 0 then lines[#lines + 1] = batch.o[m] .. ' ' .. table.concat(new, ' ') end
   end
   events[#events + 1] = {'add', s[1], s[2], s[4], s[5], s[3], table.concat(new_words, ' '),
-                         batch.tn[s[7]], s[8], table.concat(lines, '\\n'), '', s[9], s[11]}
+                         batch.tn[s[7]], s[8], table.concat(lines, '\\n'), '', s[9], s[11],
+                         s[12] or ''}
 end
 local event_id = ''
 if #events > 0 then

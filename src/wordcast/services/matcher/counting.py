@@ -8,6 +8,15 @@ match stream); as delivered by every message that delivered it (a subscription d
 ways is delivered twice), and as failed by a message given up on (a dead letter). A tally Redis
 would not take is kept for the next flush, and bounded: past ``TALLIES_MAX`` subscriptions a
 flush that fails drops what it held (logged), rather than grow without bound while Redis is away.
+
+A tally belongs to one incarnation of its subscription (:mod:`wordcast.storage.counters`). When
+the matcher holds the subscription, its record says which (its ``created``, which an add's
+event carries), and a flush carries one tally a subscription. A delivery of a subscription held
+on another matcher (delivery is shared) is tallied by the tenth of a second its message was
+recorded in instead, which bounds what a re-creation within that tenth can cost the new
+incarnation's count. (Every tally was
+sliced so once: ten a subscription a flush, whose packing and adding were a third of the
+whole cluster's CPU a publication, BENCHMARKS.md, issue 52.)
 """
 
 from __future__ import annotations
@@ -15,7 +24,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 from wordcast.errors import StoreUnavailable
 from wordcast.query.boolean import MAX_ALTERNATIVES, part_id
@@ -31,19 +40,30 @@ SLICES_PER_S = 10
 TALLIES_MAX = 200_000
 
 
-class Counting:
-    def __init__(self, store: Store) -> None:
-        self._store = store
-        # By subscription and tenth of a second of when its events were recorded: a tally
-        # spans no re-creation of its subscription by more than that (storage.counters).
-        self._tallies: dict[tuple[str, int], Tally] = {}
+Records = Mapping[str, Subscription]  # the subscriptions a matcher holds, by stored id
+NONE_HELD: Records = {}
 
-    def _tally(self, sub_id: str, at: float) -> Tally:
-        key = (sub_id, int(at * SLICES_PER_S))
+
+class Counting:
+    def __init__(self, store: Store, held: Callable[[], Records] = lambda: NONE_HELD) -> None:
+        self._store = store
+        self._held = held  # the matcher's records now (its index is replaced on a reload)
+        # By subscription and incarnation (its record's ``created``), or, not held here, by
+        # the tenth of a second its events were recorded in.
+        self._tallies: dict[tuple[str, float | None, int], Tally] = {}
+
+    def _tally(self, sub_id: str, created: float | None, at: float) -> Tally:
+        key = (
+            (sub_id, created, 0) if created is not None else (sub_id, None, int(at * SLICES_PER_S))
+        )
         tally = self._tallies.get(key)
         if tally is None:
             tally = self._tallies[key] = Tally()
-        tally.since = min(tally.since, at)
+            if created is not None:
+                tally.since = created  # counted for this incarnation, and no other
+                tally.incarnation = True
+        if created is None:
+            tally.since = min(tally.since, at)
         return tally
 
     def matched(
@@ -55,19 +75,23 @@ class Counting:
         for message in messages:
             to_stream = message.callback_url == STREAM_DELIVERY
             for sub_id, count in message.per_subscription():
-                if to_stream and _has_webhook(sub_id, subscriptions):
+                record = _record(sub_id, subscriptions)
+                if to_stream and record is not None and record.webhook_url:
                     continue  # counted by its webhook's message
-                tally = self._tally(sub_id, message.created)
+                created = record.created if record is not None and record.created else None
+                tally = self._tally(sub_id, created, message.created)
                 tally.matched += count
                 tally.last_match = now
 
     def delivered(self, message: Message) -> None:
+        held = self._held()
         for sub_id, count in message.per_subscription():
-            self._tally(sub_id, message.created).delivered += count
+            self._tally(sub_id, _created(sub_id, held, message), message.created).delivered += count
 
     def failed(self, message: Message) -> None:
+        held = self._held()
         for sub_id, count in message.per_subscription():
-            self._tally(sub_id, message.created).failed += count
+            self._tally(sub_id, _created(sub_id, held, message), message.created).failed += count
 
     async def flush(self) -> None:
         """Add the tallies to the counters in Redis."""
@@ -94,11 +118,21 @@ class Counting:
             await self.flush()
 
 
-def _has_webhook(sub_id: str, subscriptions: Mapping[str, Subscription]) -> bool:
-    """Whether the subscription ``sub_id`` delivers to a webhook, known from any of its
-    records held here (a boolean query's alternatives share its delivery)."""
+def _record(sub_id: str, subscriptions: Records) -> Subscription | None:
+    """Any of the subscription ``sub_id``'s records held here (a boolean query's alternatives
+    share its delivery and its incarnation)."""
     for part in range(MAX_ALTERNATIVES):
         sub = subscriptions.get(part_id(sub_id, part))
         if sub is not None:
-            return bool(sub.webhook_url)
-    return False
+            return sub
+    return None
+
+
+def _created(sub_id: str, held: Records, message: Message) -> float | None:
+    """The incarnation a delivered ``message`` of ``sub_id`` counts for, when the record held
+    here says: the one that was made before the message (one made after it is a later
+    incarnation, whose counters the message is not for: their tally is dropped in Redis)."""
+    record = _record(sub_id, held) if held else None
+    if record is None or not record.created or record.created > message.created:
+        return None  # not held here, its incarnation not known (0), or a later one
+    return record.created

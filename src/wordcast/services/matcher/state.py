@@ -63,7 +63,7 @@ class MatcherState:
         )
         READY.set_function(lambda: float(self.ready))
         self.outbox = store.outbox(settings.ordinal)
-        self.counting = Counting(store)
+        self.counting = Counting(store, lambda: self.index.subscriptions)
         self.dispatcher = Dispatcher(
             self.outbox,
             store,
