@@ -89,6 +89,7 @@ lint: $(STAMP)
 	$(BIN)/ruff check src tests bench
 	$(BIN)/ruff format --check src tests bench
 	$(BIN)/mypy
+	$(BIN)/python -m mypy.stubtest wordcast._core
 	cargo fmt --manifest-path rust/Cargo.toml --check
 	cargo clippy --manifest-path rust/Cargo.toml --all-targets --quiet -- -D warnings
 

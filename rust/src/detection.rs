@@ -89,7 +89,7 @@ impl<'a> Reader<'a> {
 }
 
 fn invalid(why: &str) -> CoreError {
-    CoreError::Invalid(format!("not a fastText language model: {why}"))
+    CoreError::Model(format!("not a fastText language model: {why}"))
 }
 
 /// fastText's product quantiser: `nsubq` slices of a row, each one of 256 centroids.

@@ -1,10 +1,13 @@
 //! The compiled core's errors: one type, mapped to Python exceptions in one place
-//! (`From<CoreError> for PyErr`), so no engine builds a Python exception itself.
+//! (`From<CoreError> for PyErr`), so no engine builds a Python exception itself. Each kind is a
+//! class of its own in `wordcast._core`, all under `CoreError`, itself a `ValueError` (so that
+//! callers catching `ValueError` keep working), as pydantic-core's `ValidationError` is.
 
 use std::fmt;
 
-use pyo3::exceptions::PyValueError;
-use pyo3::PyErr;
+use pyo3::prelude::*;
+
+use exceptions::{BatchShapeError, ModelError, PatternError, PlacementError, SubscriptionError};
 
 /// What the core refuses; every variant is bad input, a `ValueError` in Python.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -30,6 +33,8 @@ pub enum CoreError {
     NothingToTime,
     /// Bytes that had to be UTF-8 and were not.
     NotUtf8(&'static str),
+    /// A language model file that cannot be read as one.
+    Model(String),
     /// Anything else refused, with what was wrong.
     Invalid(String),
 }
@@ -45,7 +50,9 @@ impl fmt::Display for CoreError {
             CoreError::Uneven(what) => f.write_str(what),
             CoreError::NoMatcher(m) => write!(f, "no matcher {m}"),
             CoreError::NoEligibleMatcher => f.write_str("no eligible matcher"),
-            CoreError::Pattern(why) | CoreError::Invalid(why) => f.write_str(why),
+            CoreError::Pattern(why) | CoreError::Invalid(why) | CoreError::Model(why) => {
+                f.write_str(why)
+            }
             CoreError::NothingToTime => f.write_str("no query of two known terms to time"),
             CoreError::NotUtf8(what) => f.write_str(what),
         }
@@ -54,10 +61,77 @@ impl fmt::Display for CoreError {
 
 impl std::error::Error for CoreError {}
 
+/// The Python classes, named as Python sees them.
+pub mod exceptions {
+    use pyo3::create_exception;
+    use pyo3::exceptions::PyValueError;
+
+    create_exception!(
+        wordcast._core,
+        CoreError,
+        PyValueError,
+        "What the compiled core refuses: bad input (a ValueError)."
+    );
+    create_exception!(
+        wordcast._core,
+        SubscriptionError,
+        CoreError,
+        "A subscription the core cannot hold: an id too large, no term."
+    );
+    create_exception!(
+        wordcast._core,
+        BatchShapeError,
+        CoreError,
+        "Lists that go together of different lengths, or bytes that are not UTF-8."
+    );
+    create_exception!(
+        wordcast._core,
+        PlacementError,
+        CoreError,
+        "No matcher to place on, or one no list knows."
+    );
+    create_exception!(
+        wordcast._core,
+        PatternError,
+        CoreError,
+        "A wildcard pattern whose pieces do not fit together."
+    );
+    create_exception!(
+        wordcast._core,
+        ModelError,
+        CoreError,
+        "A language model file that is not one the core reads."
+    );
+}
+
 impl From<CoreError> for PyErr {
     fn from(error: CoreError) -> PyErr {
-        PyValueError::new_err(error.to_string())
+        let message = error.to_string();
+        match error {
+            CoreError::IdTooLarge { .. } | CoreError::NoTerm(_) => {
+                SubscriptionError::new_err(message)
+            }
+            CoreError::Uneven(_) | CoreError::NotUtf8(_) => BatchShapeError::new_err(message),
+            CoreError::NoMatcher(_) | CoreError::NoEligibleMatcher | CoreError::NothingToTime => {
+                PlacementError::new_err(message)
+            }
+            CoreError::Pattern(_) => PatternError::new_err(message),
+            CoreError::Model(_) => ModelError::new_err(message),
+            CoreError::Invalid(_) => exceptions::CoreError::new_err(message),
+        }
     }
+}
+
+/// Adds the exception classes to the module.
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    let py = m.py();
+    m.add("CoreError", py.get_type::<exceptions::CoreError>())?;
+    m.add("SubscriptionError", py.get_type::<SubscriptionError>())?;
+    m.add("BatchShapeError", py.get_type::<BatchShapeError>())?;
+    m.add("PlacementError", py.get_type::<PlacementError>())?;
+    m.add("PatternError", py.get_type::<PatternError>())?;
+    m.add("ModelError", py.get_type::<ModelError>())?;
+    Ok(())
 }
 
 #[cfg(test)]

@@ -44,5 +44,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<messages::Deliveries>()?;
     m.add_class::<lasp::PlanningView>()?;
     m.add_class::<bindings::detection::LanguageDetector>()?;
+    error::register(m)?;
     Ok(())
 }

@@ -2,15 +2,51 @@
 
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Self, final
 
+__all__ = [
+    "Analyser",
+    "BatchShapeError",
+    "CompactTrie",
+    "CoreError",
+    "Deliveries",
+    "LanguageDetector",
+    "ModelError",
+    "PatternError",
+    "Patterns",
+    "PlacementError",
+    "PlanningView",
+    "QueryNote",
+    "SubscriptionError",
+]
+
+class CoreError(ValueError):
+    """What the compiled core refuses: bad input (a ValueError)."""
+
+class SubscriptionError(CoreError):
+    """A subscription the core cannot hold: an id too large, no term."""
+
+class BatchShapeError(CoreError):
+    """Lists that go together of different lengths, or bytes that are not UTF-8."""
+
+class PlacementError(CoreError):
+    """No matcher to place on, or one no list knows."""
+
+class PatternError(CoreError):
+    """A wildcard pattern whose pieces do not fit together."""
+
+class ModelError(CoreError):
+    """A language model file that is not one the core reads."""
+
+@final
 class Analyser:
     """The analyser of :mod:`wordcast.query.analysis`, compiled: the same terms for every text."""
 
-    def __init__(
-        self,
+    def __new__(
+        cls,
         stem_words: Callable[[list[str]], list[str]],
         fallback: Callable[[str], frozenset[str]],
-    ) -> None: ...
+    ) -> Self: ...
     def terms(self, text: str) -> frozenset[str]: ...
     def terms_many(self, texts: Iterable[str]) -> list[frozenset[str]]:
         """``terms`` of each text, the GIL released while they are read."""
@@ -22,10 +58,11 @@ class Analyser:
         Tokenised with the GIL released."""
     def __len__(self) -> int: ...
 
+@final
 class CompactTrie:
     """The compact trie (web-syndication thesis §3.2.2) over interned terms."""
 
-    def __init__(self, order: Mapping[str, int] | None = None) -> None: ...
+    def __new__(cls, order: Mapping[str, int] | None = None) -> Self: ...
     def __len__(self) -> int: ...
     def add(self, sub_id: int, terms: Iterable[str]) -> None: ...
     def add_many(self, sub_ids: Sequence[int], terms: Iterable[Iterable[str]]) -> None: ...
@@ -43,10 +80,11 @@ class CompactTrie:
     def heap_bytes(self) -> int: ...
     def is_compressed(self) -> bool: ...
 
+@final
 class QueryNote:
     """QueryNote's matching of a batch (Luwak thesis §5), with the extra terms given per query."""
 
-    def __init__(self) -> None: ...
+    def __new__(cls) -> Self: ...
     def __len__(self) -> int: ...
     def add(self, sub_id: int, terms: Sequence[str], extra: int) -> None: ...
     def remove(self, sub_id: int, terms: Iterable[str]) -> bool: ...
@@ -55,10 +93,11 @@ class QueryNote:
         self, docs: Iterable[Iterable[str]], queries: Sequence[Sequence[str]], repeat: int = 3
     ) -> tuple[float, float, float]: ...
 
+@final
 class Patterns:
     """Wildcard patterns: Aho–Corasick keywords and REtriever's recombination."""
 
-    def __init__(self, rebuild_after: int = 256) -> None: ...
+    def __new__(cls, rebuild_after: int = 256) -> Self: ...
     def __len__(self) -> int: ...
     def add(
         self, sub_id: int, phrases: Sequence[str], gaps: Sequence[tuple[int, bool]]
@@ -67,11 +106,12 @@ class Patterns:
     def match(self, text: str) -> list[int]: ...
     def match_many(self, texts: Sequence[str]) -> list[list[int]]: ...
 
+@final
 class Deliveries:
     """What writing a match of each compact trie number needs, and the messages of a batch
     written from the trie's flat answer (``wordcast.services.matcher.compiled_messages``)."""
 
-    def __init__(self) -> None: ...
+    def __new__(cls) -> Self: ...
     def __len__(self) -> int: ...
     def set_many(
         self,
@@ -115,30 +155,32 @@ class Deliveries:
         int,
     ]:
         """The messages of the plain matches of a batch, as (group, body, webhook-id, matches,
-        subscription ids); the (number, position) of the other matches, for the reference; and
-        how many matches the messages hold. The GIL released while writing."""
+        subscription ids, each one's matches); the (number, position) of the other matches, for
+        the reference; and how many matches the messages hold. The GIL released while writing."""
 
+@final
 class PlanningView:
     """LASP's view of the word maps while a batch is placed (``wordcast.routing.placement``'s
     ``PlanningView`` with ``wordcast.routing.lasp.place_among``, compiled)."""
 
-    def __init__(
-        self,
+    def __new__(
+        cls,
         sizes: Sequence[int],
         held: Mapping[int, Sequence[str]],
         slope: float,
         intercept: float,
-    ) -> None: ...
+    ) -> Self: ...
     @property
     def sizes(self) -> list[int]: ...
     def known(self, terms: Sequence[str], matchers: Sequence[int]) -> dict[int, int]: ...
     def hold(self, terms: Sequence[str], matchers: Sequence[int]) -> None: ...
     def place(self, terms: Sequence[str], eligible: Sequence[int]) -> int: ...
 
+@final
 class LanguageDetector:
     """fastText's language identification (a ``lid.176`` model file), run in the core."""
 
-    def __init__(self, path: str | os.PathLike[str]) -> None: ...
+    def __new__(cls, path: str | os.PathLike[str]) -> Self: ...
     @property
     def labels(self) -> list[str]: ...
     def detect_many(self, texts: Sequence[str], default: str) -> list[str]:

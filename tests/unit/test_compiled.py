@@ -222,3 +222,23 @@ def test_a_bulk_load_with_a_bad_entry_adds_nothing() -> None:
         trie.add_many([2**31], [["a"]])
     assert len(trie) == 1
     assert trie.match(["a", "kept"]) == [1]
+
+
+def test_each_refusal_is_a_class_of_its_own_under_core_error_a_value_error() -> None:
+    """Typed exceptions, as pydantic-core's: a caller may catch the kind it can handle, and
+    one catching ValueError keeps working."""
+    assert issubclass(_core.CoreError, ValueError)
+    for kind in (
+        _core.SubscriptionError,
+        _core.BatchShapeError,
+        _core.PlacementError,
+        _core.PatternError,
+        _core.ModelError,
+    ):
+        assert issubclass(kind, _core.CoreError)
+    with pytest.raises(_core.SubscriptionError, match="ids go up to"):
+        _core.CompactTrie().add(2**31, ["a"])
+    with pytest.raises(_core.PatternError, match="one gap more"):
+        _core.Patterns().add(1, ["abc"], [])
+    with pytest.raises(_core.PlacementError, match="no eligible matcher"):
+        _core.PlanningView([0], {0: []}, 1.0, 0.0).place(["a"], [])

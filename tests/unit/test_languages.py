@@ -95,7 +95,9 @@ def test_a_file_that_is_no_model_is_refused_naming_the_problem(tmp_path: Path) -
         _core.LanguageDetector(tmp_path / "missing.ftz")
     broken = tmp_path / "broken.ftz"
     broken.write_bytes(model_path().read_bytes()[:100_000])
-    with pytest.raises(ValueError, match="not a fastText language model: the model file ends"):
+    with pytest.raises(
+        _core.ModelError, match="not a fastText language model: the model file ends"
+    ):
         _core.LanguageDetector(broken)
     assert len(_core.LanguageDetector(model_path()).labels) == len(CODES)
 

@@ -51,6 +51,7 @@ class Counting:
         # By subscription and incarnation (its record's ``created``), or, not held here, by
         # the tenth of a second its events were recorded in.
         self._tallies: dict[tuple[str, float | None, int], Tally] = {}
+        self._not_held: set[str] = set()  # since the last flush
 
     def _tally(self, sub_id: str, created: float | None, at: float) -> Tally:
         key = (
@@ -84,18 +85,33 @@ class Counting:
                 tally.last_match = now
 
     def delivered(self, message: Message) -> None:
-        held = self._held()
         for sub_id, count in message.per_subscription():
-            self._tally(sub_id, _created(sub_id, held, message), message.created).delivered += count
+            self._tally(sub_id, self._created(sub_id, message), message.created).delivered += count
 
     def failed(self, message: Message) -> None:
-        held = self._held()
         for sub_id, count in message.per_subscription():
-            self._tally(sub_id, _created(sub_id, held, message), message.created).failed += count
+            self._tally(sub_id, self._created(sub_id, message), message.created).failed += count
+
+    def _created(self, sub_id: str, message: Message) -> float | None:
+        """The incarnation a delivered ``message`` of ``sub_id`` counts for, when a record held
+        here says: the one made before the message (one made after it is a later incarnation,
+        whose counters the message is not for: such a tally is dropped in Redis). A
+        subscription found held nowhere here is not looked for again until the next flush (a
+        look is one per alternative it might have)."""
+        if sub_id in self._not_held:
+            return None
+        record = _record(sub_id, self._held())
+        if record is None:
+            self._not_held.add(sub_id)
+            return None
+        if not record.created or record.created > message.created:
+            return None  # its incarnation not known (0), or a later one
+        return record.created
 
     async def flush(self) -> None:
         """Add the tallies to the counters in Redis."""
         tallies, self._tallies = self._tallies, {}
+        self._not_held.clear()
         if not tallies:
             return
         try:
@@ -126,13 +142,3 @@ def _record(sub_id: str, subscriptions: Records) -> Subscription | None:
         if sub is not None:
             return sub
     return None
-
-
-def _created(sub_id: str, held: Records, message: Message) -> float | None:
-    """The incarnation a delivered ``message`` of ``sub_id`` counts for, when the record held
-    here says: the one that was made before the message (one made after it is a later
-    incarnation, whose counters the message is not for: their tally is dropped in Redis)."""
-    record = _record(sub_id, held) if held else None
-    if record is None or not record.created or record.created > message.created:
-        return None  # not held here, its incarnation not known (0), or a later one
-    return record.created
