@@ -42,7 +42,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<querynote::QueryNote>()?;
     m.add_class::<patterns::Patterns>()?;
     m.add_class::<messages::Deliveries>()?;
-    m.add_class::<lasp::PlanningView>()?;
+    m.add_class::<bindings::lasp::PlanningView>()?;
     m.add_class::<bindings::detection::LanguageDetector>()?;
     error::register(m)?;
     Ok(())

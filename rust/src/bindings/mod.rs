@@ -3,3 +3,4 @@
 //! and maps `CoreError` to Python's exceptions.
 
 pub mod detection;
+pub mod lasp;
