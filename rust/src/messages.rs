@@ -1000,3 +1000,150 @@ fn publications_of<'a>(
         })
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A table of plain subscriptions (trie number = index): (id, group, audience, terms).
+    fn table(subscriptions: &[(&str, u32, u32, &[&str])]) -> Table {
+        let mut table = Table::default();
+        for &(id, group, audience, terms) in subscriptions {
+            let terms = terms.iter().map(|t| table.term_number(t)).collect();
+            table.entries.push(Some(Delivery {
+                id: id.into(),
+                tag: None,
+                terms,
+                groups: [group, NO_GROUP],
+                audience,
+                plain: true,
+                spans: None,
+            }));
+        }
+        table
+    }
+
+    fn shape(most: usize, explain: bool) -> Shape {
+        Shape {
+            head: b"{\"p\":[".to_vec(),
+            between: b"],\"m\":[".to_vec(),
+            tail: b"]}".to_vec(),
+            publisher: "acme".into(),
+            stream: String::new(),
+            most,
+            max_bytes: 1 << 20,
+            signers: 100,
+            explain,
+        }
+    }
+
+    fn publications<'a>(parts: &'a [Parts]) -> Vec<Publication<'a>> {
+        ["p1", "p2"]
+            .iter()
+            .zip(["white house", "house"])
+            .zip(parts)
+            .map(|((id, text), parts)| Publication {
+                id,
+                text,
+                parts: Some(parts),
+                tokens: None,
+            })
+            .collect()
+    }
+
+    /// The trie's flat answer: sub-b (number 0) in p1 and p2, sub-a (number 1) in p1.
+    const NUMBERS: [u32; 3] = [0, 1, 0];
+    const OFFSETS: [u32; 3] = [0, 2, 3];
+
+    #[test]
+    fn a_group_is_one_message_its_subscriptions_by_id_with_the_references_webhook_id() {
+        let table = table(&[("sub-b", 7, 0, &["hous"]), ("sub-a", 7, 0, &["white"])]);
+        let parts = [Parts::default(), Parts::default()];
+        let (shape, publications) = (shape(100, false), publications(&parts));
+        let batch = BatchView {
+            publications: &publications,
+            placed: &[],
+            shape: &shape,
+        };
+        let (written, others, plain) = table.write(&NUMBERS, &OFFSETS, 0, &batch);
+        assert_eq!((written.len(), others.len(), plain), (1, 0, 3));
+        let message = &written[0];
+        assert_eq!(
+            message.body,
+            concat!(
+                r#"{"p":[{"id":"p1","text":"white house"},{"id":"p2","text":"house"}],"m":["#,
+                r#"{"subscription_id":"sub-a","publication":0},"#,
+                r#"{"subscription_id":"sub-b","publication":0},"#,
+                r#"{"subscription_id":"sub-b","publication":1}]}"#
+            )
+        );
+        // wordcast.storage.outbox.webhook_id([("sub-a","p1"),("sub-b","p1"),("sub-b","p2")], "acme")
+        assert_eq!(message.webhook_id, "msg_fe2537dfc2549e96c9ec72941d8277d8");
+        assert_eq!((message.group, message.matches), (7, 3));
+        assert_eq!(
+            (message.signers.clone(), message.counts.clone()),
+            (vec![1, 0], vec![1, 2])
+        );
+    }
+
+    #[test]
+    fn a_full_message_starts_another_and_each_has_its_own_webhook_id() {
+        let table = table(&[("sub-b", 7, 0, &["hous"]), ("sub-a", 7, 0, &["white"])]);
+        let parts = [Parts::default(), Parts::default()];
+        let (shape, publications) = (shape(1, false), publications(&parts));
+        let batch = BatchView {
+            publications: &publications,
+            placed: &[],
+            shape: &shape,
+        };
+        let (written, _, _) = table.write(&NUMBERS, &OFFSETS, 0, &batch);
+        let ids: Vec<&str> = written.iter().map(|m| m.webhook_id.as_str()).collect();
+        assert_eq!(
+            ids,
+            [
+                "msg_78d5b6d970f8637ede096dd69a4d9a5a", // sub-a in p1
+                "msg_6ef7b9b2df02adf92ede088913ab2a81", // sub-b in p1
+                "msg_1c0bc1ca3da52ea0d514de3fb33eb8f7", // sub-b in p2
+            ]
+        );
+        assert!(written[2]
+            .body
+            .starts_with(r#"{"p":[{"id":"p2","text":"house"}],"m":["#));
+    }
+
+    #[test]
+    fn other_audiences_are_left_out_and_matches_not_plain_handed_back() {
+        let mut table = table(&[("sub-b", 7, 0, &["hous"]), ("sub-a", 8, 1, &["white"])]);
+        let parts = [Parts::default(), Parts::default()];
+        let (shape, publications) = (shape(100, false), publications(&parts));
+        let batch = BatchView {
+            publications: &publications,
+            placed: &[],
+            shape: &shape,
+        };
+        let (written, others, plain) = table.write(&NUMBERS, &OFFSETS, 0, &batch);
+        assert_eq!((written.len(), others, plain), (1, vec![], 2)); // sub-a: audience 1
+        table.entries[0].as_mut().unwrap().plain = false;
+        let (written, others, plain) = table.write(&NUMBERS, &OFFSETS, 0, &batch);
+        assert_eq!((written.len(), others, plain), (0, vec![(0, 0), (0, 1)], 0));
+    }
+
+    #[test]
+    fn matched_names_each_term_with_its_places_or_none() {
+        let table = table(&[("sub-b", 7, 0, &["hous", "lang:en"])]);
+        let mut first = Parts::default();
+        first.insert("hous".into(), br#""hous":[[6,11]]"#.to_vec());
+        let parts = [first, Parts::default()];
+        let (shape, publications) = (shape(100, true), publications(&parts));
+        let batch = BatchView {
+            publications: &publications,
+            placed: &[],
+            shape: &shape,
+        };
+        let (written, _, _) = table.write(&[0], &[0, 1, 1], 0, &batch);
+        assert!(written[0].body.ends_with(concat!(
+            r#""m":[{"subscription_id":"sub-b","publication":0,"#,
+            r#""matched":{"terms":{"hous":[[6,11]],"lang:en":[]}}}]}"#
+        )));
+    }
+}
