@@ -118,7 +118,7 @@ def test_a_tally_counts_for_its_own_incarnation_only(redis_url: str) -> None:
         client.hset(bucket, "s1", f"h\t0\tt\t\tw\t\n{body}")
 
     def add(matched: int, since: float, known: bool) -> tuple[int, str]:
-        tally = f"s1 {matched} 0 0 {made!r} {since!r} {int(known)}"
+        tally = f"s1 {matched} 0 0 {made:.3f} {since!r} {f'{since:.6f}' if known else '-'}"
         script(keys=[counters, bucket], args=_ADD.args(tallies=tally))
         m, _, _, _, created = client.hget(counters, "s1").split()
         return int(m), created
@@ -131,7 +131,7 @@ def test_a_tally_counts_for_its_own_incarnation_only(redis_url: str) -> None:
     make(made + 10)  # deleted and made again
     assert add(7, made + 10, known=True) == (7, f"{made + 10:.6f}")  # afresh
     assert add(4, made, known=True)[0] == 7  # the earlier incarnation's: dropped
-    both = f"s1 1 0 0 0.0 {made + 10!r} 1 s1 2 0 0 0.0 {made + 11!r} 0"  # two tallies in one call
+    both = f"s1 1 0 0 0 {made + 10!r} {made + 10:.6f} s1 2 0 0 0 {made + 11!r} -"  # two tallies
     script(keys=[counters, bucket, bucket], args=_ADD.args(tallies=both))
     assert client.hget(counters, "s1").split()[0] == "10"  # each saw what the one before left
     client.hdel(bucket, "s1")

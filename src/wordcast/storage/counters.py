@@ -31,55 +31,61 @@ from wordcast.storage.redis import translated
 from wordcast.storage.shards import Shards
 
 # KEYS: 1 the shard's counters, then each subscription's bucket. ``tallies``: one string, seven
-# words per subscription: its id, matched, delivered and failed to add, a match time (0: none;
-# the later one is kept), since when it counts (the earliest event in it), and 1 when that is
-# the incarnation it belongs to (its record's ``created``, known to the matcher), else 0. One
-# string, not seven arguments a subscription: packing a flush's arguments one by one was most of
-# a matcher's counting. A tally from before the record was made is an earlier incarnation's:
-# dropped; counters of an earlier one are started afresh. A tally of the incarnation the counters
-# already hold is added without reading the record (the counters of one that is gone are read
-# by nobody: a re-made one's first tally starts them afresh).
+# words per subscription: its id, matched, delivered and failed to add, a match time ("%.3f";
+# 0: none; the later one is kept), since when it counts (the earliest event in it), and the
+# incarnation it belongs to ("%.6f" of its record's ``created``, known to the matcher), else "-".
+# One string, not seven arguments a subscription: packing a flush's arguments one by one was
+# most of a matcher's counting. A tally from before the record was made is an earlier
+# incarnation's: dropped; counters of an earlier one are started afresh. A tally of the
+# incarnation the counters already hold is added without reading the record (the counters of
+# one that is gone are read by nobody: a re-made one's first tally starts them afresh). Values
+# are joined, not formatted: the script's string work is most of what Redis spends on it.
 _ADD = LuaScript(
     "tallies",
     """
-local ids, tallies_of = {}, {}
-for id, am, ad, af, at, since, known in
+local ids, words, n = {}, {}, 0
+for id, am, ad, af, at, since, inc in
     string.gmatch(tallies, '(%S+) (%S+) (%S+) (%S+) (%S+) (%S+) (%S+)') do
-  ids[#ids + 1] = id
-  tallies_of[#ids] = {am, ad, af, at, since, known}
+  local base = n * 6
+  n = n + 1
+  ids[n] = id
+  words[base + 1], words[base + 2], words[base + 3] = am, ad, af
+  words[base + 4], words[base + 5], words[base + 6] = at, since, inc
 end
-if #ids == 0 then return 0 end
+if n == 0 then return 0 end
 -- One read and one write of the counters for the lot (a subscription may have several
 -- tallies: each sees what the one before it left).
 local read = redis.call('HMGET', KEYS[1], unpack(ids))
-local now, written = {}, {}
-for k, id in ipairs(ids) do
-  local am, ad, af, at, since, known = unpack(tallies_of[k])
-  local held = now[id]
-  if held == nil and read[k] then held = read[k] end
-  local m, d, f, t, c = 0, 0, 0, 0, ''
+local now, order = {}, {}
+for k = 1, n do
+  local id, base = ids[k], (k - 1) * 6
+  local held = now[id] or read[k]
+  local m, d, f, t, c = 0, 0, 0, '0', ''
   if held then m, d, f, t, c = string.match(held, '^(%S+) (%S+) (%S+) (%S+) ?(%S*)$') end
-  local created = nil
-  if known == '1' and held and c == string.format('%.6f', tonumber(since)) then
-    created = tonumber(since)
+  local inc, created = words[base + 6], nil
+  if held and c == inc then
+    created = c
   else
     local record = redis.call('HGET', KEYS[k + 1], id)
     if record then
-      created = tonumber(cjson.decode(string.match(record, '\\n(.*)$'))[3]) or 0
-      if tonumber(since) < created then created = nil end
+      local made = tonumber(cjson.decode(string.match(record, '\\n(.*)$'))[3]) or 0
+      if tonumber(words[base + 5]) >= made then
+        created = string.format('%.6f', made)
+        if c ~= created then m, d, f, t = 0, 0, 0, '0' end
+      end
     end
-    if created and c ~= string.format('%.6f', created) then m, d, f, t = 0, 0, 0, 0 end
   end
   if created then
-    now[id] = string.format('%d %d %d %.3f %.6f',
-      tonumber(m) + tonumber(am), tonumber(d) + tonumber(ad), tonumber(f) + tonumber(af),
-      math.max(tonumber(t), tonumber(at)), created)
-    if not written[id] then written[#written + 1], written[id] = id, true end
+    local at = words[base + 4]
+    if tonumber(at) > tonumber(t) then t = at end
+    if now[id] == nil then order[#order + 1] = id end
+    now[id] = (m + words[base + 1]) .. ' ' .. (d + words[base + 2]) .. ' ' ..
+      (f + words[base + 3]) .. ' ' .. t .. ' ' .. created
   end
 end
-if #written > 0 then
+if #order > 0 then
   local pairs_ = {}
-  for _, id in ipairs(written) do pairs_[#pairs_ + 1] = id; pairs_[#pairs_ + 1] = now[id] end
+  for _, id in ipairs(order) do pairs_[#pairs_ + 1] = id; pairs_[#pairs_ + 1] = now[id] end
   redis.call('HSET', KEYS[1], unpack(pairs_))
 end
 return 0
@@ -135,8 +141,9 @@ class SubscriptionCounters:
                 part = items[start : start + ADD_MOST]
                 now = time.time()
                 rows = " ".join(
-                    f"{sub_id} {t.matched} {t.delivered} {t.failed} {t.last_match!r} "
-                    f"{t.since if t.since < math.inf else now!r} {int(t.incarnation)}"
+                    f"{sub_id} {t.matched} {t.delivered} {t.failed} {t.last_match:.3f} "
+                    f"{t.since if t.since < math.inf else now!r} "
+                    f"{f'{t.since:.6f}' if t.incarnation else '-'}"
                     for sub_id, t in part
                 )
                 touched = [keys.counters, *(keys.record_of(sub_id) for sub_id, _ in part)]
