@@ -42,6 +42,8 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<querynote::QueryNote>()?;
     m.add_class::<patterns::Patterns>()?;
     m.add_class::<messages::Deliveries>()?;
+    m.add_class::<messages::DeliveryColumns>()?;
+    m.add_class::<messages::MessageShape>()?;
     m.add_class::<bindings::lasp::PlanningView>()?;
     m.add_class::<bindings::detection::LanguageDetector>()?;
     error::register(m)?;

@@ -655,6 +655,105 @@ impl std::fmt::Write for PushDigits<'_> {
     }
 }
 
+/// What writing a batch's matches needs of each trie number, by columns (an option struct for
+/// `Deliveries.set_many`, keyword-only): the subscription's id, its terms, the groups its
+/// messages go in (``None`` for none), the audience it meets, whether its matches are written
+/// here (``plain``) or handed back, and (``spans``, for an alternative held back) the phrases
+/// and windows that must hold, and those that must not, as ``([(term, offset), …], near,
+/// name)``: a candidate breaking them is dropped, not handed back; ``tags``: each
+/// subscription's tag ("" for none).
+#[pyclass(module = "wordcast._core")]
+#[derive(Default)]
+pub struct DeliveryColumns {
+    numbers: Vec<u32>,
+    ids: Vec<String>,
+    terms: Vec<Vec<String>>,
+    groups: Vec<(Option<u32>, Option<u32>)>,
+    audiences: Vec<u32>,
+    plain: Vec<bool>,
+    spans: Option<Vec<Option<RuleIn>>>,
+    tags: Option<Vec<String>>,
+}
+
+#[pymethods]
+impl DeliveryColumns {
+    #[new]
+    #[allow(clippy::too_many_arguments)]
+    #[pyo3(signature = (*, numbers, ids, terms, groups, audiences, plain, spans=None, tags=None))]
+    fn new(
+        numbers: Vec<u32>,
+        ids: Vec<String>,
+        terms: Vec<Vec<String>>,
+        groups: Vec<(Option<u32>, Option<u32>)>,
+        audiences: Vec<u32>,
+        plain: Vec<bool>,
+        spans: Option<Vec<Option<RuleIn>>>,
+        tags: Option<Vec<String>>,
+    ) -> Self {
+        DeliveryColumns {
+            numbers,
+            ids,
+            terms,
+            groups,
+            audiences,
+            plain,
+            spans,
+            tags,
+        }
+    }
+
+    fn __len__(&self) -> usize {
+        self.numbers.len()
+    }
+}
+
+/// A batch's messages around their matches and their bounds (an option struct for
+/// `Deliveries.write`, keyword-only): the JSON before the publications (``head``), between
+/// them and the matches (``between``) and after (``tail``), the publisher and stream the
+/// webhook-ids name, and a message full at ``most`` matches, ``max_bytes`` bytes or ``signers``
+/// subscriptions; ``explain``: each match with its ``matched``.
+#[pyclass(module = "wordcast._core", frozen)]
+pub struct MessageShape {
+    shape: Shape,
+}
+
+#[pymethods]
+impl MessageShape {
+    #[new]
+    #[allow(clippy::too_many_arguments)]
+    #[pyo3(signature = (*, head, between, tail, publisher, stream, most, max_bytes, signers, explain))]
+    fn new(
+        head: Vec<u8>,
+        between: Vec<u8>,
+        tail: Vec<u8>,
+        publisher: String,
+        stream: String,
+        most: usize,
+        max_bytes: i64,
+        signers: usize,
+        explain: bool,
+    ) -> PyResult<Self> {
+        if [&head, &between, &tail]
+            .iter()
+            .any(|piece| std::str::from_utf8(piece).is_err())
+        {
+            return Err(CoreError::NotUtf8("a message's frame must be UTF-8").into());
+        }
+        let shape = Shape {
+            head,
+            between,
+            tail,
+            publisher,
+            stream,
+            most: most.max(1),
+            max_bytes,
+            signers: signers.max(1),
+            explain,
+        };
+        Ok(MessageShape { shape })
+    }
+}
+
 /// The messages a matcher writes from the compact trie's matches, compiled: see the module.
 #[pyclass(module = "wordcast._core")]
 #[derive(Default)]
@@ -669,25 +768,19 @@ impl Deliveries {
         Deliveries::default()
     }
 
-    /// Say what writing a match of each trie number needs: the subscription's id, its terms,
-    /// the groups its messages go in (``None`` for none), the audience it meets, whether its
-    /// matches are written here (``plain``) or handed back, and (``spans``, for an alternative
-    /// held back) the phrases and windows that must hold, and those that must not, as
-    /// ``([(term, offset), …], near)``: a candidate breaking them is dropped, not handed back;
-    /// ``tags``: each subscription's tag ("" for none).
-    #[pyo3(signature = (numbers, ids, terms, groups, audiences, plain, spans=None, tags=None))]
-    #[allow(clippy::too_many_arguments)]
-    fn set_many(
-        &mut self,
-        numbers: Vec<u32>,
-        ids: Vec<String>,
-        terms: Vec<Vec<String>>,
-        groups: Vec<(Option<u32>, Option<u32>)>,
-        audiences: Vec<u32>,
-        plain: Vec<bool>,
-        spans: Option<Vec<Option<RuleIn>>>,
-        tags: Option<Vec<String>>,
-    ) -> PyResult<()> {
+    /// Say what writing a match of each trie number needs (``columns``: see
+    /// [`DeliveryColumns`]); the columns are taken, and left empty.
+    fn set_many(&mut self, columns: &Bound<'_, DeliveryColumns>) -> PyResult<()> {
+        let DeliveryColumns {
+            numbers,
+            ids,
+            terms,
+            groups,
+            audiences,
+            plain,
+            spans,
+            tags,
+        } = std::mem::take(&mut *columns.borrow_mut());
         let n = numbers.len();
         let mut spans = spans.unwrap_or_else(|| (0..n).map(|_| None).collect());
         let tags = tags.unwrap_or_else(|| vec![String::new(); n]);
@@ -728,12 +821,15 @@ impl Deliveries {
     }
 
     /// The messages of a batch from the trie's flat answer (``match_many_flat``): a list of
-    /// (group, body, webhook-id, matches, subscription ids), the (number, position) of the
-    /// matches handed back to the reference, and how many matches the messages hold (a match
-    /// delivered both to a webhook and to the match stream counted once). ``analyser`` reads the offsets of the publications
-    /// ``given`` does not hold the parts of (``{position: {term: b'"term":[…]'}}``).
+    /// (group, body, webhook-id, matches, subscription ids, each one's matches), the (number,
+    /// position) of the matches handed back to the reference, and how many matches the
+    /// messages hold (a match delivered both to a webhook and to the match stream counted
+    /// once). ``shape``: the messages' frame and bounds ([`MessageShape`]). ``analyser`` reads
+    /// the offsets of the publications ``given`` does not hold the parts of (``{position:
+    /// {term: b'"term":[…]'}}``, with ``given_tokens`` their tokens' places: what the reference
+    /// read).
     #[allow(clippy::too_many_arguments)]
-    #[pyo3(signature = (numbers, offsets, wanted, ids, texts, analyser, given, given_tokens, frame, publisher, stream, most, max_bytes, signers, explain))]
+    #[pyo3(signature = (numbers, offsets, wanted, ids, texts, analyser, shape, given=None, given_tokens=None))]
     fn write<'py>(
         &self,
         py: Python<'py>,
@@ -743,31 +839,16 @@ impl Deliveries {
         ids: Vec<PyBackedStr>,
         texts: Vec<PyBackedStr>,
         analyser: &Bound<'py, Analyser>,
-        given: FxHashMap<u32, Parts>,
-        given_tokens: FxHashMap<u32, Vec<(u32, u32)>>,
-        frame: (Vec<u8>, Vec<u8>, Vec<u8>),
-        publisher: String,
-        stream: String,
-        most: usize,
-        max_bytes: i64,
-        signers: usize,
-        explain: bool,
+        shape: &Bound<'py, MessageShape>,
+        given: Option<FxHashMap<u32, Parts>>,
+        given_tokens: Option<FxHashMap<u32, Vec<(u32, u32)>>>,
     ) -> PyResult<Answer<'py>> {
         let numbers: Vec<u32> = PyBuffer::<u32>::get(numbers)?.to_vec(py)?;
         let offsets: Vec<u32> = PyBuffer::<u32>::get(offsets)?.to_vec(py)?;
-        check_batch(&numbers, &offsets, ids.len(), texts.len(), &frame, &given)?;
-        let (head, between, tail) = frame;
-        let shape = Shape {
-            head,
-            between,
-            tail,
-            publisher,
-            stream,
-            most: most.max(1),
-            max_bytes,
-            signers: signers.max(1),
-            explain,
-        };
+        let (given, given_tokens) = (given.unwrap_or_default(), given_tokens.unwrap_or_default());
+        check_batch(&numbers, &offsets, ids.len(), texts.len(), &given)?;
+        let shape = &shape.get().shape;
+        let explain = shape.explain;
         let parts = if explain {
             self.read_parts(py, &numbers, &offsets, &texts, analyser, given)?
         } else {
@@ -784,7 +865,7 @@ impl Deliveries {
         let batch = BatchView {
             publications: &publications,
             placed: &positions,
-            shape: &shape,
+            shape,
         };
         let (written, others, plain) =
             py.detach(|| table.write(&numbers, &offsets, wanted, &batch));
@@ -905,14 +986,13 @@ fn check_entries(
     Ok(())
 }
 
-/// Uneven columns, offsets that do not rise to the matches, or pieces that are not UTF-8
+/// Uneven columns, offsets that do not rise to the matches, or parts that are not UTF-8
 /// given to `Deliveries.write`.
 fn check_batch(
     numbers: &[u32],
     offsets: &[u32],
     ids: usize,
     texts: usize,
-    (head, between, tail): &(Vec<u8>, Vec<u8>, Vec<u8>),
     given: &FxHashMap<u32, Parts>,
 ) -> Result<(), CoreError> {
     if ids != texts || offsets.len() != ids + 1 {
@@ -927,12 +1007,8 @@ fn check_batch(
             "offsets must rise to the number of matches".into(),
         ));
     }
-    let given_pieces = given.values().flat_map(|parts| parts.values());
-    if [head, between, tail]
-        .into_iter()
-        .chain(given_pieces)
-        .any(|piece| std::str::from_utf8(piece).is_err())
-    {
+    let mut given_pieces = given.values().flat_map(|parts| parts.values());
+    if given_pieces.any(|piece| std::str::from_utf8(piece).is_err()) {
         return Err(CoreError::NotUtf8("a message's pieces must be UTF-8"));
     }
     Ok(())

@@ -10,7 +10,9 @@ __all__ = [
     "CompactTrie",
     "CoreError",
     "Deliveries",
+    "DeliveryColumns",
     "LanguageDetector",
+    "MessageShape",
     "ModelError",
     "PatternError",
     "Patterns",
@@ -113,25 +115,8 @@ class Deliveries:
 
     def __new__(cls) -> Self: ...
     def __len__(self) -> int: ...
-    def set_many(
-        self,
-        numbers: Sequence[int],
-        ids: Sequence[str],
-        terms: Sequence[Sequence[str]],
-        groups: Sequence[tuple[int | None, int | None]],
-        audiences: Sequence[int],
-        plain: Sequence[bool],
-        spans: Sequence[
-            tuple[
-                list[tuple[list[tuple[str, int]], int, str]],
-                list[tuple[list[tuple[str, int]], int, str]],
-                bytes,
-            ]
-            | None
-        ]
-        | None = None,
-        tags: Sequence[str] | None = None,
-    ) -> None: ...
+    def set_many(self, columns: DeliveryColumns) -> None:
+        """Say what writing a match of each trie number needs; the columns are taken."""
     def write(
         self,
         numbers: memoryview,
@@ -140,15 +125,9 @@ class Deliveries:
         ids: Sequence[str],
         texts: Sequence[str],
         analyser: Analyser,
-        given: Mapping[int, Mapping[str, bytes]],
-        given_tokens: Mapping[int, Sequence[tuple[int, int]]],
-        frame: tuple[bytes, bytes, bytes],
-        publisher: str,
-        stream: str,
-        most: int,
-        max_bytes: int,
-        signers: int,
-        explain: bool,
+        shape: MessageShape,
+        given: Mapping[int, Mapping[str, bytes]] | None = None,
+        given_tokens: Mapping[int, Sequence[tuple[int, int]]] | None = None,
     ) -> tuple[
         list[tuple[int, str, str, int, tuple[str, ...], tuple[int, ...]]],
         list[tuple[int, int]],
@@ -157,6 +136,46 @@ class Deliveries:
         """The messages of the plain matches of a batch, as (group, body, webhook-id, matches,
         subscription ids, each one's matches); the (number, position) of the other matches, for
         the reference; and how many matches the messages hold. The GIL released while writing."""
+
+_SpanIn = tuple[
+    list[tuple[str, int]], int, str
+]  # a phrase or window: (terms at offsets, near, name)
+
+@final
+class DeliveryColumns:
+    """What writing a match of each trie number needs, by columns (``Deliveries.set_many``)."""
+
+    def __new__(
+        cls,
+        *,
+        numbers: Sequence[int],
+        ids: Sequence[str],
+        terms: Sequence[Sequence[str]],
+        groups: Sequence[tuple[int | None, int | None]],
+        audiences: Sequence[int],
+        plain: Sequence[bool],
+        spans: Sequence[tuple[list[_SpanIn], list[_SpanIn], bytes] | None] | None = None,
+        tags: Sequence[str] | None = None,
+    ) -> Self: ...
+    def __len__(self) -> int: ...
+
+@final
+class MessageShape:
+    """A batch's messages around their matches, and their bounds (``Deliveries.write``)."""
+
+    def __new__(
+        cls,
+        *,
+        head: bytes,
+        between: bytes,
+        tail: bytes,
+        publisher: str,
+        stream: str,
+        most: int,
+        max_bytes: int,
+        signers: int,
+        explain: bool,
+    ) -> Self: ...
 
 @final
 class PlanningView:

@@ -96,14 +96,9 @@ class CompiledMessages:
     def _read(self, changed: Iterable[tuple[str, Subscription | None]]) -> None:
         """Set each changed subscription's row of the table (None: it is gone)."""
         index = self.index
-        numbers: list[int] = []
-        ids: list[str] = []
-        terms: list[Sequence[str]] = []
-        groups: list[tuple[int | None, int | None]] = []
-        audiences: list[int] = []
-        plain: list[bool] = []
-        spans: list[SpanRule | None] = []
-        tags: list[str] = []
+        rows = _Rows()
+        numbers, ids, terms, groups = rows.numbers, rows.ids, rows.terms, rows.groups
+        audiences, plain, spans, tags = rows.audiences, rows.plain, rows.spans, rows.tags
         # A snapshot loaded is a million of these: what most share is looked up once.
         restricted, alternatives = index.restricted, index.alternatives
         number_of = self.trie.number_of
@@ -144,7 +139,7 @@ class CompiledMessages:
             terms.append(sub.terms if clause is None else clause.words)
             plain.append(False)
             spans.append(rule)
-        self.deliveries.set_many(numbers, ids, terms, groups, audiences, plain, spans, tags)
+        self.deliveries.set_many(rows.columns())
 
     def _groups(self, tenant: str, address: str) -> tuple[int | None, int | None]:
         """The message groups of a subscription delivering to ``address`` (its webhook's, its
@@ -187,6 +182,7 @@ class CompiledMessages:
         numbers, offsets = self.trie.match_flat([terms for _, _, terms, _ in publications])
         given, given_tokens = _reference_reading(publications, offsets) if explain else ({}, {})
         signers = signers_max or len(index.subscriptions) + 1
+        shape = _shape(batch, most, max_bytes, signers, explain)
         written, others, plain = self.deliveries.write(
             numbers,
             offsets,
@@ -194,15 +190,9 @@ class CompiledMessages:
             [publication[0] for publication in publications],
             [publication[1] for publication in publications],
             self.analyser,
-            given,
-            given_tokens,
-            frame_of(batch),
-            batch.publisher,
-            batch.stream,
-            most,
-            max_bytes,
-            signers,
-            explain,
+            shape,
+            given=given,
+            given_tokens=given_tokens,
         )
         now = time.time()
         found = []
@@ -226,6 +216,52 @@ class CompiledMessages:
             signers_max=signers_max,
         )
         return found, plain + len(pairs)
+
+
+class _Rows:
+    """The table's rows a change sets, by columns (``_core.DeliveryColumns``)."""
+
+    __slots__ = ("audiences", "groups", "ids", "numbers", "plain", "spans", "tags", "terms")
+
+    def __init__(self) -> None:
+        self.numbers: list[int] = []
+        self.ids: list[str] = []
+        self.terms: list[Sequence[str]] = []
+        self.groups: list[tuple[int | None, int | None]] = []
+        self.audiences: list[int] = []
+        self.plain: list[bool] = []
+        self.spans: list[SpanRule | None] = []
+        self.tags: list[str] = []
+
+    def columns(self) -> _core.DeliveryColumns:
+        return _core.DeliveryColumns(
+            numbers=self.numbers,
+            ids=self.ids,
+            terms=self.terms,
+            groups=self.groups,
+            audiences=self.audiences,
+            plain=self.plain,
+            spans=self.spans,
+            tags=self.tags,
+        )
+
+
+def _shape(
+    batch: Batch, most: int, max_bytes: int, signers: int, explain: bool
+) -> _core.MessageShape:
+    """What the batch's messages look like around their matches, and their bounds."""
+    head, between, tail = frame_of(batch)
+    return _core.MessageShape(
+        head=head,
+        between=between,
+        tail=tail,
+        publisher=batch.publisher,
+        stream=batch.stream,
+        most=most,
+        max_bytes=max_bytes,
+        signers=signers,
+        explain=explain,
+    )
 
 
 def _reference_reading(
