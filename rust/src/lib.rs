@@ -1,6 +1,7 @@
 //! `wordcast._core`: the compiled core behind the Python API.
 //!
-//! A thin surface: each Python class lives beside its engine, and this module only registers
+//! A thin surface: the engines are pure Rust and their Python classes live in `bindings`
+//! (the analyser, QueryNote and the patterns still beside their engines); this module only registers
 //! them. Each stands in for a Python reference of the same behaviour, which stays the
 //! seed-faithful reading and the oracle of the differential tests: `Analyser` for
 //! `wordcast.query.analysis.Analyser`, `CompactTrie` for `wordcast.engines.compact_trie`,
@@ -38,12 +39,12 @@ pub mod engines {
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<analysis::Analyser>()?;
-    m.add_class::<trie::CompactTrie>()?;
+    m.add_class::<bindings::trie::CompactTrie>()?;
     m.add_class::<querynote::QueryNote>()?;
     m.add_class::<patterns::Patterns>()?;
-    m.add_class::<messages::Deliveries>()?;
-    m.add_class::<messages::DeliveryColumns>()?;
-    m.add_class::<messages::MessageShape>()?;
+    m.add_class::<bindings::messages::Deliveries>()?;
+    m.add_class::<bindings::messages::DeliveryColumns>()?;
+    m.add_class::<bindings::messages::MessageShape>()?;
     m.add_class::<bindings::lasp::PlanningView>()?;
     m.add_class::<bindings::detection::LanguageDetector>()?;
     error::register(m)?;

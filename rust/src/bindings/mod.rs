@@ -4,3 +4,5 @@
 
 pub mod detection;
 pub mod lasp;
+pub mod messages;
+pub mod trie;
