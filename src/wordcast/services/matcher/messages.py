@@ -29,7 +29,7 @@ from wordcast.query.explain import (
     explain_clause,
     explain_pattern,
 )
-from wordcast.query.languages import ENGLISH
+from wordcast.query.languages import ENGLISH, SNOWBALL
 from wordcast.services.matcher.index import RoutedPublication
 from wordcast.storage.outbox import Message, webhook_id
 from wordcast.storage.records import STREAM_DELIVERY, Subscription, delivery_of
@@ -153,7 +153,7 @@ class _Explanations:
         (the others are analysed one by one when a match needs them)."""
         if not self.wanted:
             return
-        english = [k for k in sorted(positions) if _language(self.publications[k][2]) in _ENGLISH]
+        english = [k for k in sorted(positions) if _read_as_english(self.publications[k][2])]
         texts = [self.publications[k][1] for k in english]
         for k, parts in zip(english, compiled_term_parts(texts), strict=True):
             if parts is not None:
@@ -191,12 +191,19 @@ class _Explanations:
         return analysed
 
 
-_ENGLISH = (None, ENGLISH)  # the languages whose offsets the compiled analyser reads
-
-
 def _language(terms: Iterable[str]) -> str | None:
-    """The language the router named among a publication's filter terms (lang:de), if any."""
-    return next((t[5:] for t in terms if t.startswith("lang:")), None)
+    """The language the router named among a publication's filter terms (lang:de), if any:
+    they come after its words, so looked for from the end."""
+    listed = terms if isinstance(terms, Sequence) else tuple(terms)
+    return next((t[5:] for t in reversed(listed) if t.startswith("lang:")), None)
+
+
+def _read_as_english(terms: Iterable[str]) -> bool:
+    """Whether a publication's terms are all its English analysis gives (no language, English,
+    or one without a Snowball stemmer, which adds no terms of its own): what the compiled
+    analyser reads the offsets of."""
+    language = _language(terms)
+    return language is None or language == ENGLISH or language not in SNOWBALL
 
 
 def _part(term: str, offsets: Sequence[tuple[int, int]]) -> bytes:
@@ -207,7 +214,7 @@ def _part(term: str, offsets: Sequence[tuple[int, int]]) -> bytes:
 def compiled_reads(publication: RoutedPublication) -> bool:
     """Whether the compiled analyser reads the offsets of ``publication`` for its ``matched``
     (an English ASCII text); the reference reads the others."""
-    return publication[1].isascii() and _language(publication[2]) in _ENGLISH
+    return publication[1].isascii() and _read_as_english(publication[2])
 
 
 def reference_reading(
