@@ -49,8 +49,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     assert checkpoint is not None
     index = MatcherIndex(
         0,
-        lambda: term_index("rust-compact-trie", None),
-        lambda: pattern_index("rust", "none", 2, 2),
+        lambda: term_index("compiled-compact-trie", None),
+        lambda: pattern_index("compiled", "none", 2, 2),
     )
     started = time.perf_counter()
     index.load(checkpoint.subscriptions)

@@ -50,7 +50,7 @@ ENGINES: dict[str, Callable[[], Any]] = {
     "retriever-single": lambda: REtriever("single"),
     "retriever-multiple": lambda: REtriever("multiple"),
     "aho-corasick": AhoCorasickREtriever,
-    "rust": CompiledPatterns,  # the compiled core (issue 9): the matcher's default
+    "compiled": CompiledPatterns,  # the compiled core (issue 9): the matcher's default
 }
 SPLITS = {"none": "noSplit", "single": "singleSplit", "multiple": "multipleSplit"}
 
@@ -398,7 +398,7 @@ def main() -> None:
     if "add-delete" in parts:
         result["add_delete"] = [
             add_delete_latency(real_sizes[-1], engine)
-            for engine in ("retriever", "aho-corasick", "rust")
+            for engine in ("retriever", "aho-corasick", "compiled")
             if engine in engines
         ]
     name = "patterns-quick" if args.quick else "patterns"

@@ -50,3 +50,37 @@ def test_a_renamed_setting_is_read_under_its_old_name_too(
         with monkeypatch.context() as env:
             env.setenv(f"WORDCAST_{settings.upper()}_{name}", str(value))
             assert getattr(kind(), field) == value, name
+
+
+@pytest.mark.parametrize(
+    ("variable", "old", "new"),
+    [
+        ("ENGINE", "rust-compact-trie", "compiled-compact-trie"),
+        ("ENGINE", "rust-querynote", "compiled-querynote"),
+        ("PATTERN_ENGINE", "rust", "compiled"),
+    ],
+)
+def test_an_engine_is_read_under_its_old_name_too(
+    monkeypatch: pytest.MonkeyPatch, variable: str, old: str, new: str
+) -> None:
+    from wordcast.services.matcher.settings import MatcherSettings
+
+    monkeypatch.setenv("WORDCAST_MATCHER_ORDINAL", "0")
+    field = variable.lower()
+    for given in (old, new):
+        monkeypatch.setenv(f"WORDCAST_MATCHER_{variable}", given)
+        assert getattr(MatcherSettings(), field) == new, given
+
+
+@pytest.mark.parametrize("variable", ["WORDCAST_ANALYSER", "WORDCAST_ANALYZER"])
+def test_the_python_analyser_is_asked_for_under_either_spelling(
+    monkeypatch: pytest.MonkeyPatch, variable: str
+) -> None:
+    from wordcast.query.analysis import Analyser, new_analyser, reference_asked
+
+    monkeypatch.delenv("WORDCAST_ANALYSER", raising=False)
+    monkeypatch.delenv("WORDCAST_ANALYZER", raising=False)
+    assert not reference_asked()
+    monkeypatch.setenv(variable, "python")
+    assert reference_asked()
+    assert isinstance(new_analyser(), Analyser)

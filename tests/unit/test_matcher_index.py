@@ -54,7 +54,7 @@ def _index(engine: str) -> MatcherIndex:
     )
 
 
-@pytest.mark.parametrize("engine", ["rust-compact-trie", "compact-trie"])
+@pytest.mark.parametrize("engine", ["compiled-compact-trie", "compact-trie"])
 def test_a_loaded_snapshot_matches_as_the_same_subscriptions_applied(engine: str) -> None:
     rng = random.Random(3)
     subs = _subscriptions(rng)

@@ -19,17 +19,23 @@ from wordcast.engines.termstats import TermOrder, TermStats
 from wordcast.engines.trie import Trie
 
 TERM_ENGINES: dict[str, Callable[[TermStats | None], TermIndex]] = {
-    "rust-compact-trie": lambda stats: CompiledCompactTrie(
+    "compiled-compact-trie": lambda stats: CompiledCompactTrie(
         TermOrder("rare-first", stats) if stats else None
     ),
-    "rust-querynote": lambda stats: CompiledQueryNote(stats or TermStats(0, {})),
+    "compiled-querynote": lambda stats: CompiledQueryNote(stats or TermStats(0, {})),
     "trie": lambda stats: Trie(),
     "compact-trie": lambda stats: CompactTrie(
         TermOrder("rare-first", stats) if stats else TermOrder()
     ),
     "querynote": lambda stats: QueryNoteIndex(stats or TermStats(0, {})),
 }
-PATTERN_ENGINES = ("rust", "retriever", "aho-corasick", "nfa", "naive")
+PATTERN_ENGINES = ("compiled", "retriever", "aho-corasick", "nfa", "naive")
+# Engine names before issue 52 ("rust-…" beside "compiled-…"), still taken by the settings.
+RETIRED_ENGINE_NAMES = {
+    "rust-compact-trie": "compiled-compact-trie",
+    "rust-querynote": "compiled-querynote",
+    "rust": "compiled",
+}
 
 
 def term_index(name: str, stats: TermStats | None = None) -> TermIndex:
@@ -44,7 +50,7 @@ def pattern_index(
     name: str, split: Split = "none", min_word_len: int = 2, min_split_score: int = 2
 ) -> PatternIndex:
     """A fresh, empty pattern index of the kind ``name`` (the split settings are REtriever's)."""
-    if name == "rust":
+    if name == "compiled":
         return CompiledPatterns()
     if name == "retriever":
         return REtriever(split, min_word_len, min_split_score)

@@ -178,9 +178,16 @@ def compiled_analyser() -> TermAnalyser:
     return _core.Analyser(Stemmer.Stemmer("porter").stemWords, Analyser().terms)
 
 
+def reference_asked() -> bool:
+    """Whether ``WORDCAST_ANALYSER=python`` asks every analysis of this process of the Python
+    reference (``WORDCAST_ANALYZER``, its spelling before issue 52, is still read)."""
+    asked = os.environ.get("WORDCAST_ANALYSER") or os.environ.get("WORDCAST_ANALYZER")
+    return asked == "python"
+
+
 def new_analyser() -> TermAnalyser:
-    """The compiled analyser, or this module's reference when ``WORDCAST_ANALYZER=python``."""
-    if os.environ.get("WORDCAST_ANALYZER", "compiled") == "python":
+    """The compiled analyser, or this module's reference when ``WORDCAST_ANALYSER=python``."""
+    if reference_asked():
         return Analyser()
     return compiled_analyser()
 

@@ -18,13 +18,17 @@ Pure: imports only the query package.
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Iterable, Sequence
 from functools import lru_cache
 from typing import Any
 
-from wordcast.query.analysis import compiled_analyser, terms_of_tokens, token_offsets
+from wordcast.query.analysis import (
+    compiled_analyser,
+    reference_asked,
+    terms_of_tokens,
+    token_offsets,
+)
 from wordcast.query.boolean import Clause
 from wordcast.query.languages import ENGLISH, SNOWBALL, analyser_for
 from wordcast.query.patterns import normalise, parse
@@ -77,9 +81,9 @@ _compiled: Any = None  # the compiled analyser that reads offsets, made at first
 
 def offsets_analyser() -> Any:
     """The process's compiled analyser for reading offsets (one, so that its words are stemmed
-    and remembered once), or None when ``WORDCAST_ANALYZER=python`` asks for the reference."""
+    and remembered once), or None when ``WORDCAST_ANALYSER=python`` asks for the reference."""
     global _compiled
-    if os.environ.get("WORDCAST_ANALYZER", "compiled") == "python":
+    if reference_asked():
         return None
     if _compiled is None:
         _compiled = compiled_analyser()
@@ -91,7 +95,7 @@ def compiled_term_parts(texts: Sequence[str]) -> list[dict[str, bytes] | None]:
     ``matched``'s ``terms`` (``b'"term":[[start,end]]'``), read by the compiled analyser
     (``wordcast._core``) for many texts at once; None for a text it leaves to
     :class:`AnalysedText` (one that is not ASCII), and for every text when
-    ``WORDCAST_ANALYZER=python`` asks for the reference."""
+    ``WORDCAST_ANALYSER=python`` asks for the reference."""
     analyser = offsets_analyser()
     if analyser is None:
         return [None] * len(texts)

@@ -36,7 +36,7 @@ from wordcast.services.matcher.counting import Counting
 from wordcast.services.matcher.endpoints import DeliveryEndpoints
 from wordcast.services.matcher.match_stream_delivery import MatchStreamDelivery
 from wordcast.services.matcher.retries import Retries
-from wordcast.services.matcher.webhook import ATTEMPTS, Webhooks
+from wordcast.services.matcher.webhook import Attempt, Outcome, Webhooks, counted
 from wordcast.storage import Store
 from wordcast.storage.outbox import Acknowledgements, Backlog, Message, Outbox
 from wordcast.webhooks.netguard import AddressPolicy
@@ -286,27 +286,26 @@ class Dispatcher:
             acks = self._acks[outbox.key] = Acknowledgements(outbox)
         try:
             async with asyncio.timeout(self._attempt_deadline_s):
-                outcome, reason, wait = await self._webhooks.attempt(message)
+                made = await self._webhooks.attempt(message)
         except StoreUnavailable as exc:
-            outcome, reason, wait = "retry", str(exc), None
+            made = Attempt(Outcome.RETRY, str(exc))
         except TimeoutError:
-            ATTEMPTS.labels("deadline").inc()
-            outcome, reason = "retry", f"the attempt took over {self._attempt_deadline_s:g} s"
-            wait = None
+            deadline = f"the attempt took over {self._attempt_deadline_s:g} s"
+            made = counted(Outcome.RETRY, "deadline", deadline)
         try:
-            if outcome == "delivered":
+            if (outcome := made.outcome) is Outcome.DELIVERED:
                 await acks.ack(entry_id)
                 DELIVERED.inc(message.matches)
                 _observe_latency(message)
                 self.delivered += message.matches
                 self._counting.delivered(message)
                 return False
-            if outcome in ("gone", "deleted"):
+            if outcome in (Outcome.GONE, Outcome.DELETED):
                 await acks.ack(entry_id)
-                FAILED.labels(outcome).inc()
+                FAILED.labels(outcome.value).inc()
                 return False
-            if outcome in ("refused", "disabled") or attempt >= self._attempts:
-                dead_id = await outbox.dead_letter(entry_id, message, reason, attempt)
+            if outcome in (Outcome.REFUSED, Outcome.DISABLED) or attempt >= self._attempts:
+                dead_id = await outbox.dead_letter(entry_id, message, made.reason, attempt)
                 FAILED.labels("dead_letter").inc()
                 self.failed += message.matches
                 self._counting.failed(message)
@@ -317,14 +316,15 @@ class Dispatcher:
                     dead_id,
                     message.tenant,
                     dead_id,
-                    reason,
+                    made.reason,
                 )
                 return False
         except StoreUnavailable as exc:
             # Not acknowledged: the entry stays pending and is delivered again later.
             log.warning("could not record the outcome of %s: %s", entry_id, exc)
             return False
-        self._waiting.wait(outbox, entry_id, attempt, wait, (message.tenant, message.callback_url))
+        endpoint = (message.tenant, message.callback_url)  # whose share of the slots it waits in
+        self._waiting.wait(outbox, entry_id, attempt, made.wait_s, endpoint)
         return True
 
 

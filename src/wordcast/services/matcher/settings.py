@@ -7,9 +7,10 @@ from datetime import datetime
 from pathlib import Path
 from typing import Literal
 
-from pydantic import AliasChoices, ByteSize, Field, model_validator
+from pydantic import AliasChoices, ByteSize, Field, field_validator, model_validator
 from pydantic_settings import SettingsConfigDict
 
+from wordcast.engines.registry import RETIRED_ENGINE_NAMES
 from wordcast.limits import MAX_MESSAGE_BYTES
 from wordcast.services.common import ServiceSettings
 from wordcast.services.matcher.dispatcher import ATTEMPT_TIMEOUTS
@@ -30,25 +31,33 @@ class MatcherSettings(ServiceSettings):
         "configuration does not name it (a matcher added by scaling); default "
         "http://127.0.0.1:{port}.",
     )
-    engine: Literal["rust-compact-trie", "rust-querynote", "trie", "compact-trie", "querynote"] = (
-        Field(
-            default="rust-compact-trie",
-            description="Index for conjunctive subscriptions: the compiled compact trie by "
-            "default (`make bench-matcher`, BENCHMARKS.md); `trie`, `compact-trie` and "
-            "`querynote` are the Python references.",
-        )
+    engine: Literal[
+        "compiled-compact-trie", "compiled-querynote", "trie", "compact-trie", "querynote"
+    ] = Field(
+        default="compiled-compact-trie",
+        description="Index for conjunctive subscriptions: the compiled compact trie by default "
+        "(`make bench-matcher`, BENCHMARKS.md); `trie`, `compact-trie` and `querynote` are the "
+        "Python references. The names before issue 52 (`rust-compact-trie`, `rust-querynote`) "
+        "are still taken.",
     )
     term_stats: Path | None = Field(
         default=None,
         description="TermStats JSON from wordcast.spark_jobs.term_stats, for querynote's weights and the "
         "compact trie's rare-first order.",
     )
-    pattern_engine: Literal["rust", "retriever", "aho-corasick", "nfa", "naive"] = Field(
-        default="rust",
+    pattern_engine: Literal["compiled", "retriever", "aho-corasick", "nfa", "naive"] = Field(
+        default="compiled",
         description="Index for wildcard pattern subscriptions; all give identical matches. The "
         "default is the compiled one (`make bench-patterns`, BENCHMARKS.md); the others are "
-        "the Python references.",
+        "the Python references. `rust`, its name before issue 52, is still taken.",
     )
+
+    @field_validator("engine", "pattern_engine", mode="before")
+    @classmethod
+    def _renamed_engine(cls, name: object) -> object:
+        """An engine's name before issue 52 read as its name now."""
+        return RETIRED_ENGINE_NAMES.get(name, name) if isinstance(name, str) else name
+
     pattern_splitting: Literal["none", "single", "multiple"] = Field(
         default="none",
         validation_alias=AliasChoices(

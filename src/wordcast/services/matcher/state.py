@@ -8,7 +8,6 @@ import gc
 import hmac
 import logging
 import math
-import os
 import time
 from collections.abc import Iterable, Sequence
 
@@ -18,6 +17,7 @@ from wordcast.backoff import Backoff
 from wordcast.engines.registry import pattern_index, term_index
 from wordcast.engines.termstats import TermStats
 from wordcast.errors import StoreUnavailable
+from wordcast.query.analysis import reference_asked
 from wordcast.query.boolean import PART_SEPARATOR
 from wordcast.services.matcher.backfill import Backfills
 from wordcast.services.matcher.checkpoint import CheckpointKeeper
@@ -285,7 +285,7 @@ class MatcherState:
         if (
             not settings.compiled_messages
             or settings.message_version != 2
-            or os.environ.get("WORDCAST_ANALYZER", "compiled") == "python"
+            or reference_asked()
             or not CompiledMessages.writes_for(index)
         ):
             return None

@@ -17,7 +17,9 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
+from enum import StrEnum
 
 import httpx
 from prometheus_client import Counter
@@ -35,12 +37,38 @@ from wordcast.webhooks.signing import Signer, signature_header
 
 log = logging.getLogger(__name__)
 
-ATTEMPTS = Counter("wordcast_delivery_attempts", "Webhook POSTs made", ["outcome"])
+ATTEMPTS = Counter(
+    "wordcast_delivery_attempts",
+    "Delivery attempts, by outcome and by what brought it (success, http_503, network, …)",
+    ["outcome", "cause"],
+)
 
-# (outcome, reason, seconds the receiver asked us to wait); outcome is one of delivered, gone
-# (410), deleted (the subscriptions are gone), refused (a forbidden address), disabled (the
-# endpoint is) or retry.
-Outcome = tuple[str, str, float | None]
+
+class Outcome(StrEnum):
+    """What a delivery attempt came to: the dispatcher acts on it, the metrics count it by it."""
+
+    DELIVERED = "delivered"
+    RETRY = "retry"  # a network error, a status other than 2xx and 410, a deadline
+    GONE = "gone"  # the receiver answered 410: its subscriptions are deleted
+    DELETED = "deleted"  # every subscription the message is for is gone
+    REFUSED = "refused"  # the address is one the policy forbids
+    DISABLED = "disabled"  # the endpoint is
+
+
+@dataclass(frozen=True, slots=True)
+class Attempt:
+    """An attempt's outcome, why (for the log and dead letters), and how long the receiver
+    asked to wait (``Retry-After``), if it did."""
+
+    outcome: Outcome
+    reason: str = ""
+    wait_s: float | None = None
+
+
+def counted(outcome: Outcome, cause: str, reason: str = "", wait_s: float | None = None) -> Attempt:
+    """``Attempt(outcome, reason, wait_s)``, counted in the attempts metric with its cause."""
+    ATTEMPTS.labels(outcome.value, cause).inc()
+    return Attempt(outcome, reason, wait_s)
 
 
 class Webhooks:
@@ -78,48 +106,47 @@ class Webhooks:
             signers += own[: 2 * MAX_SIGNERS]
         return endpoint, signers
 
-    async def attempt(self, message: Message) -> Outcome:
-        """One POST: (outcome, reason, seconds the receiver asked us to wait)."""
+    async def attempt(self, message: Message) -> Attempt:
+        """One POST, and what it came to."""
         found = await self._signers_of(message)
         if found is None:
-            ATTEMPTS.labels("subscription_deleted").inc()
-            return "deleted", "the subscription was deleted", None
+            return counted(Outcome.DELETED, "subscription_deleted", "the subscription was deleted")
         if not found[0].endpoint.enabled:
             # Read again before giving up: an endpoint enabled since it was read (a replay right
             # after enabling it) takes the message now, not after the next look at the epoch.
             found = await self._signers_of(message, fresh=True)
             if found is None:
-                return "deleted", "the subscription was deleted", None
+                return counted(
+                    Outcome.DELETED, "subscription_deleted", "the subscription was deleted"
+                )
         known, signers = found
         endpoint = known.endpoint
         if not endpoint.enabled:
-            ATTEMPTS.labels("endpoint_disabled").inc()
             why = f": {endpoint.disabled_reason}" if endpoint.disabled_reason else ""
-            return "disabled", f"endpoint {endpoint.id} is disabled{why}", None
+            reason = f"endpoint {endpoint.id} is disabled{why}"
+            return counted(Outcome.DISABLED, "endpoint_disabled", reason)
         started = time.monotonic()
-        outcome = await self._post(message, signers)
+        made = await self._post(message, signers)
         self.endpoints.attempted(
             endpoint,
-            outcome[0] == "delivered",
+            made.outcome is Outcome.DELIVERED,
             time.monotonic() - started,
-            outcome[1],
+            made.reason,
             message.matches,
         )
-        return outcome
+        return made
 
     def gave_up(self, message: Message) -> None:
         """Count the message's matches as failed in its endpoint's health (if it has one)."""
         self.endpoints.gave_up_on(message.tenant, message.callback_url, message.matches)
 
-    async def _post(self, message: Message, signers: Sequence[Signer]) -> Outcome:
+    async def _post(self, message: Message, signers: Sequence[Signer]) -> Attempt:
         try:
             target = await resolve(message.callback_url, self._policy)
         except UnresolvableCallback as exc:
-            ATTEMPTS.labels("unresolvable").inc()
-            return "retry", str(exc), None
+            return counted(Outcome.RETRY, "unresolvable", str(exc))
         except UnsafeCallback as exc:
-            ATTEMPTS.labels("refused_address").inc()
-            return "refused", str(exc), None
+            return counted(Outcome.REFUSED, "refused_address", str(exc))
         now = datetime.now(tz=UTC)
         signatures = signature_header(signers, message.webhook_id, now, message.body)
         headers = {
@@ -145,18 +172,17 @@ class Webhooks:
             ):
                 await _read_at_most(response, limits.MAX_WEBHOOK_RESPONSE_BYTES)
         except httpx.HTTPError as exc:
-            ATTEMPTS.labels("network").inc()
-            return "retry", f"{type(exc).__name__}: {exc}", None
+            return counted(Outcome.RETRY, "network", f"{type(exc).__name__}: {exc}")
         status = response.status_code
-        ATTEMPTS.labels("success" if response.is_success else f"http_{status}").inc()
         if response.is_success:
-            return "delivered", "", None
+            return counted(Outcome.DELIVERED, "success")
         if status == 410:
-            await self._disable(message.subscription_ids)
-            return "gone", "HTTP 410", None
-        return "retry", f"HTTP {status}", retry_after.seconds(response.headers.get("retry-after"))
+            await self._delete_gone(message.subscription_ids)
+            return counted(Outcome.GONE, "http_410", "HTTP 410")
+        wait = retry_after.seconds(response.headers.get("retry-after"))
+        return counted(Outcome.RETRY, f"http_{status}", f"HTTP {status}", wait)
 
-    async def _disable(self, sub_ids: Sequence[str]) -> None:
+    async def _delete_gone(self, sub_ids: Sequence[str]) -> None:
         """A 410 means the receiver is gone for good: delete its subscriptions (those still
         there; one deleted meanwhile is passed over)."""
         last_event, _ = await self._store.subscriptions.delete_many(sub_ids)
