@@ -143,7 +143,7 @@ class AtTheMatcher:
         routed = [(str(k), self.texts[k], tuple(terms), False) for k, terms in enumerate(posts)]
         batch = Batch(routed, "", "")
         return self.writer.messages(
-            batch, 0, None, 1_000, explain=True, max_bytes=1 << 24, signers_max=None
+            batch, 0, None, 1_000, explain=True, max_bytes=1 << 24, subscriptions_max=None
         )
 
     def match(self, posts: list[Terms]) -> list[tuple[str, int]]:

@@ -186,7 +186,7 @@ pub(crate) struct Shape {
     pub(crate) stream: String,
     pub(crate) most: usize,
     pub(crate) max_bytes: i64,
-    pub(crate) signers: usize,
+    pub(crate) most_subscriptions: usize,
     pub(crate) explain: bool,
 }
 
@@ -198,7 +198,7 @@ pub(crate) struct Written {
     pub(crate) body: String,
     pub(crate) webhook_id: String,
     pub(crate) matches: usize,
-    pub(crate) signers: Vec<u32>,
+    pub(crate) subscription_ids: Vec<u32>,
     pub(crate) counts: Vec<u32>,
 }
 
@@ -284,8 +284,8 @@ struct Chunk {
     matches: Vec<u8>,
     places: FxHashMap<u32, usize>,
     pairs: Vec<(u32, u32)>, // (trie number, position)
-    signers: FxHashSet<u32>,
-    signer_order: Vec<u32>,
+    subscriptions: FxHashSet<u32>,
+    subscription_order: Vec<u32>,
     size: i64,
 }
 
@@ -422,7 +422,7 @@ impl Table {
     }
 
     /// The messages of one group: its subscriptions' matches, a message full at `most`
-    /// matches, `signers` subscriptions or `max_bytes` bytes.
+    /// matches, `most_subscriptions` subscriptions or `max_bytes` bytes.
     fn write_group(
         &self,
         group: u32,
@@ -451,8 +451,8 @@ impl Table {
                 let cost = chunk.cost(position, publication, &head, &rest);
                 if !chunk.pairs.is_empty()
                     && (chunk.pairs.len() >= shape.most
-                        || (!chunk.signers.contains(&number)
-                            && chunk.signers.len() >= shape.signers)
+                        || (!chunk.subscriptions.contains(&number)
+                            && chunk.subscriptions.len() >= shape.most_subscriptions)
                         || chunk.size + cost > room)
                 {
                     let full = std::mem::take(&mut chunk);
@@ -524,12 +524,12 @@ impl Table {
         body.extend_from_slice(&chunk.matches);
         body.extend_from_slice(&shape.tail);
         let place: FxHashMap<u32, usize> = chunk
-            .signer_order
+            .subscription_order
             .iter()
             .enumerate()
             .map(|(k, &number)| (number, k))
             .collect();
-        let mut counts = vec![0u32; chunk.signer_order.len()];
+        let mut counts = vec![0u32; chunk.subscription_order.len()];
         for (number, _) in &chunk.pairs {
             counts[place[number]] += 1;
         }
@@ -558,7 +558,7 @@ impl Table {
                 .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned()),
             webhook_id,
             matches: chunk.pairs.len(),
-            signers: chunk.signer_order,
+            subscription_ids: chunk.subscription_order,
             counts,
         }
     }
@@ -632,8 +632,8 @@ impl Chunk {
         self.matches.extend_from_slice(rest);
         self.size += (self.matches.len() - before) as i64 + 1;
         self.pairs.push((number, position));
-        if self.signers.insert(number) {
-            self.signer_order.push(number);
+        if self.subscriptions.insert(number) {
+            self.subscription_order.push(number);
         }
     }
 }
@@ -679,7 +679,7 @@ mod tests {
             stream: String::new(),
             most,
             max_bytes: 1 << 20,
-            signers: 100,
+            most_subscriptions: 100,
             explain,
         }
     }
@@ -728,7 +728,7 @@ mod tests {
         assert_eq!(message.webhook_id, "msg_fe2537dfc2549e96c9ec72941d8277d8");
         assert_eq!((message.group, message.matches), (7, 3));
         assert_eq!(
-            (message.signers.clone(), message.counts.clone()),
+            (message.subscription_ids.clone(), message.counts.clone()),
             (vec![1, 0], vec![1, 2])
         );
     }

@@ -173,7 +173,7 @@ class MessageShape:
         stream: str,
         most: int,
         max_bytes: int,
-        signers: int,
+        most_subscriptions: int,
         explain: bool,
     ) -> Self: ...
 

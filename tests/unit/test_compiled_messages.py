@@ -74,7 +74,7 @@ def _both(
     *,
     explain: bool = True,
     max_bytes: int = 1 << 20,
-    signers_max: int | None = None,
+    subscriptions_max: int | None = None,
     version: int = 0,
 ) -> tuple[list[Message], list[Message]]:
     """(the reference's messages, the compiled writer's) for ``batch``."""
@@ -87,10 +87,16 @@ def _both(
         most,
         explain=explain,
         max_bytes=max_bytes,
-        signers_max=signers_max,
+        subscriptions_max=subscriptions_max,
     )
     compiled, count = CompiledMessages(index).messages(
-        batch, version, None, most, explain=explain, max_bytes=max_bytes, signers_max=signers_max
+        batch,
+        version,
+        None,
+        most,
+        explain=explain,
+        max_bytes=max_bytes,
+        subscriptions_max=subscriptions_max,
     )
     assert count == len(pairs)
     return reference, compiled
@@ -138,7 +144,7 @@ def _delivered(found: Iterable[Message]) -> list[tuple[str, str, str, str, str]]
     stream=st.sampled_from(["", "news"]),
     most=st.integers(1, 6),
     max_bytes=st.sampled_from([1, 300, 700, 1 << 20]),
-    signers_max=st.sampled_from([None, 1, 2]),
+    subscriptions_max=st.sampled_from([None, 1, 2]),
     explain=st.booleans(),
     lang=st.sampled_from(["", "en", "de", "eo"]),  # eo: no Snowball stemmer, read as English
 )
@@ -150,7 +156,7 @@ def test_plain_matches_are_written_as_the_reference_writes_them(
     stream: str,
     most: int,
     max_bytes: int,
-    signers_max: int | None,
+    subscriptions_max: int | None,
     explain: bool,
     lang: str,
 ) -> None:
@@ -167,7 +173,7 @@ def test_plain_matches_are_written_as_the_reference_writes_them(
         most,
         explain=explain,
         max_bytes=max_bytes,
-        signers_max=signers_max,
+        subscriptions_max=subscriptions_max,
     )
     assert _shown(compiled) == _shown(reference)
     assert all(m.published == 12.5 for m in compiled)
@@ -219,7 +225,7 @@ def test_the_writer_follows_the_index() -> None:
 
     def written() -> list[tuple[str, str, str, str, str]]:
         found, _ = writer.messages(
-            batch, 0, None, 10, explain=True, max_bytes=1 << 20, signers_max=None
+            batch, 0, None, 10, explain=True, max_bytes=1 << 20, subscriptions_max=None
         )
         return _delivered(found)
 

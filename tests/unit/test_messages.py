@@ -99,7 +99,7 @@ def test_bodies_are_the_whole_payloads_json_and_every_match_is_in_one_message(
             most=100,
             explain=False,
             max_bytes=max_bytes,
-            signers_max=MAX_SIGNERS,
+            subscriptions_max=MAX_SIGNERS,
             version=version,
         )
         assert len(found) > 3000 * 100 // max_bytes  # the byte bound split them
@@ -214,7 +214,7 @@ def test_without_a_signers_bound_a_message_holds_any_number_of_subscriptions() -
         HeldAlternatives(),
         most=1000,
         explain=False,
-        signers_max=MAX_SIGNERS,
+        subscriptions_max=MAX_SIGNERS,
     )
     assert [m.matches for m in bounded] == [64, 64, 64, 8]
 

@@ -40,11 +40,11 @@ def test_the_delivery_settings_of_endpoints_and_messages_read_from_the_environme
     settings = MatcherSettings(ordinal=0)
     assert settings.message_version == 1
     assert settings.subscription_signatures_end == 4102444800.0
-    assert settings.signers_max == 64  # the window is open: messages bound their signers
+    assert settings.subscriptions_max == 64  # the window is open: messages bound their signers
     assert settings.failing_endpoint_slots == 0.5
     monkeypatch.setenv("WORDCAST_MATCHER_MESSAGE_VERSION", "3")
     with pytest.raises(ValueError, match="less than or equal to 2"):
         MatcherSettings(ordinal=0)
     monkeypatch.delenv("WORDCAST_MATCHER_MESSAGE_VERSION")
     monkeypatch.delenv("WORDCAST_MATCHER_SUBSCRIPTION_SIGNATURES_UNTIL")
-    assert MatcherSettings(ordinal=0).signers_max is None  # no window: one secret signs
+    assert MatcherSettings(ordinal=0).subscriptions_max is None  # no window: one secret signs

@@ -73,7 +73,7 @@ impl DeliveryColumns {
 /// A batch's messages around their matches and their bounds (an option struct for
 /// `Deliveries.write`, keyword-only): the JSON before the publications (``head``), between
 /// them and the matches (``between``) and after (``tail``), the publisher and stream the
-/// webhook-ids name, and a message full at ``most`` matches, ``max_bytes`` bytes or ``signers``
+/// webhook-ids name, and a message full at ``most`` matches, ``max_bytes`` bytes or ``most_subscriptions``
 /// subscriptions; ``explain``: each match with its ``matched``.
 #[pyclass(module = "wordcast._core", frozen)]
 pub struct MessageShape {
@@ -84,7 +84,7 @@ pub struct MessageShape {
 impl MessageShape {
     #[new]
     #[allow(clippy::too_many_arguments)]
-    #[pyo3(signature = (*, head, between, tail, publisher, stream, most, max_bytes, signers, explain))]
+    #[pyo3(signature = (*, head, between, tail, publisher, stream, most, max_bytes, most_subscriptions, explain))]
     fn new(
         head: Vec<u8>,
         between: Vec<u8>,
@@ -93,7 +93,7 @@ impl MessageShape {
         stream: String,
         most: usize,
         max_bytes: i64,
-        signers: usize,
+        most_subscriptions: usize,
         explain: bool,
     ) -> PyResult<Self> {
         if [&head, &between, &tail]
@@ -110,7 +110,7 @@ impl MessageShape {
             stream,
             most: most.max(1),
             max_bytes,
-            signers: signers.max(1),
+            most_subscriptions: most_subscriptions.max(1),
             explain,
         };
         Ok(MessageShape { shape })
@@ -395,7 +395,7 @@ fn tokens_of(
         .collect()
 }
 
-/// The written messages as Python takes them: (group, body, webhook-id, matches, signers'
+/// The written messages as Python takes them: (group, body, webhook-id, matches, subscriptions'
 /// ids, their counts).
 fn answered<'py>(
     py: Python<'py>,
@@ -404,8 +404,8 @@ fn answered<'py>(
 ) -> PyResult<Bound<'py, PyList>> {
     let out = PyList::empty(py);
     for message in written {
-        let signers: Vec<&str> = message
-            .signers
+        let subscription_ids: Vec<&str> = message
+            .subscription_ids
             .iter()
             .map(|&n| &*table.entries[n as usize].as_ref().expect("written").id)
             .collect();
@@ -414,7 +414,7 @@ fn answered<'py>(
             PyString::new(py, &message.body),
             message.webhook_id,
             message.matches,
-            PyTuple::new(py, signers)?,
+            PyTuple::new(py, subscription_ids)?,
             PyTuple::new(py, message.counts)?,
         ))?;
     }

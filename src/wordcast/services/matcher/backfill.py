@@ -193,7 +193,7 @@ class Backfills:
                     state.settings.delivery_batch,
                     explain=state.settings.explain_matches,
                     max_bytes=state.settings.message_max_bytes,
-                    signers_max=state.settings.signers_max,
+                    subscriptions_max=state.settings.subscriptions_max,
                     version=state.settings.message_version,
                 )
                 await self._record(found)

@@ -173,7 +173,7 @@ class CompiledMessages:
         *,
         explain: bool,
         max_bytes: int,
-        signers_max: int | None,
+        subscriptions_max: int | None,
     ) -> tuple[list[Message], int]:
         """The messages of ``batch`` (as :func:`.messages.messages` with version 2), and how many
         matches they hold."""
@@ -181,8 +181,8 @@ class CompiledMessages:
         index, publications = self.index, batch.publications
         numbers, offsets = self.trie.match_flat([terms for _, _, terms, _ in publications])
         given, given_tokens = _reference_reading(publications, offsets) if explain else ({}, {})
-        signers = signers_max or len(index.subscriptions) + 1
-        shape = _shape(batch, most, max_bytes, signers, explain)
+        most_subscriptions = subscriptions_max or len(index.subscriptions) + 1
+        shape = _shape(batch, most, max_bytes, most_subscriptions, explain)
         written, others, plain = self.deliveries.write(
             numbers,
             offsets,
@@ -213,7 +213,7 @@ class CompiledMessages:
             most,
             explain=explain,
             max_bytes=max_bytes,
-            signers_max=signers_max,
+            subscriptions_max=subscriptions_max,
         )
         return found, plain + len(pairs)
 
@@ -247,7 +247,7 @@ class _Rows:
 
 
 def _shape(
-    batch: Batch, most: int, max_bytes: int, signers: int, explain: bool
+    batch: Batch, most: int, max_bytes: int, most_subscriptions: int, explain: bool
 ) -> _core.MessageShape:
     """What the batch's messages look like around their matches, and their bounds."""
     head, between, tail = frame_of(batch)
@@ -259,7 +259,7 @@ def _shape(
         stream=batch.stream,
         most=most,
         max_bytes=max_bytes,
-        signers=signers,
+        most_subscriptions=most_subscriptions,
         explain=explain,
     )
 

@@ -4,7 +4,7 @@ A message holds a batch's matches for one callback URL of one tenant, its webhoo
 most ``delivery_batch`` matches in at most ``message_max_bytes``: what a message costs a router
 streaming it, or a receiver, is bounded in bytes as well as in matches), signed later with the
 endpoint's secret (and, while the migration window is open, with the secrets of its
-subscriptions too, at most ``signers_max`` of them), or for the tenant's match stream
+subscriptions too, at most ``subscriptions_max`` of them), or for the tenant's match stream
 (``STREAM_DELIVERY`` as its URL; a subscription delivered both ways is in a message of each). Its
 webhook-id is derived from the (subscription, publication) pairs it holds and their publisher and
 stream (which the message names once: every match of a routed batch has the same), the same on
@@ -59,14 +59,14 @@ def messages(
     *,
     explain: bool = True,
     max_bytes: int = MESSAGE_MAX_BYTES,
-    signers_max: int | None = None,
+    subscriptions_max: int | None = None,
     version: int = MESSAGE_VERSION,
 ) -> list[Message]:
     """The messages for (stored subscription id, position) ``pairs`` of ``batch``, at most
     ``most`` matches and ``max_bytes`` bytes each (a message of one match may be larger: a match
-    is never split), for at most ``signers_max`` subscriptions each if given; with ``explain``,
+    is never split), for at most ``subscriptions_max`` subscriptions each if given; with ``explain``,
     each match says why (``matched``). ``version`` is the payload's shape (module docstring)."""
-    signers = signers_max or len(subscriptions) + 1
+    most_subscriptions = subscriptions_max or len(subscriptions) + 1
     per_subscription: dict[str, list[int]] = {}
     for sub_id, position in pairs:
         per_subscription.setdefault(sub_id, []).append(position)
@@ -94,7 +94,10 @@ def messages(
                 delivered, head, rest = _match(sub, position, batch, explained, version)
                 if chunk.pairs and (
                     len(chunk.pairs) >= most
-                    or (sub_id not in chunk.signers and len(chunk.signers) >= signers)
+                    or (
+                        sub_id not in chunk.subscriptions
+                        and len(chunk.subscriptions) >= most_subscriptions
+                    )
                     or chunk.size + chunk.cost(position, head, rest) > room
                 ):
                     found.append(chunk.message(tenant, url, batch, now))
@@ -290,16 +293,16 @@ def _match(
 
 
 class _Chunk:
-    """The matches of one message as they are gathered: their JSON, pairs and signers, and (in
+    """The matches of one message as they are gathered: their JSON, pairs and subscriptions, and (in
     version 2) the publications they name, each once."""
 
-    __slots__ = ("encoded", "frame", "pairs", "places", "publications", "signers", "size")
+    __slots__ = ("encoded", "frame", "pairs", "places", "publications", "size", "subscriptions")
 
     def __init__(self, frame: _Frame) -> None:
         self.frame = frame
         self.encoded: list[bytes] = []
         self.pairs: list[tuple[str, str]] = []
-        self.signers: set[str] = set()  # stored ids: each brings a secret to sign with
+        self.subscriptions: set[str] = set()  # stored ids: each brings a secret to sign with
         self.places: dict[int, int] = {}  # position in the batch -> place in the message
         self.publications: list[bytes] = []
         self.size = 0
@@ -329,7 +332,7 @@ class _Chunk:
             encoded = head + str(place).encode() + rest
         self.encoded.append(encoded)
         self.pairs.append((delivered_id, frame.publications[position][0]))
-        self.signers.add(stored_id)
+        self.subscriptions.add(stored_id)
         self.size += len(encoded) + 1
 
     def message(self, tenant: str, url: str, batch: Batch, now: float) -> Message:
@@ -337,9 +340,17 @@ class _Chunk:
         parts = (frame.head, b",".join(self.publications), frame.between, b",".join(self.encoded))
         body = (b"".join(parts) + frame.tail).decode()
         each = Counter(sub_id for sub_id, _ in self.pairs)
-        signers = tuple(each)  # in the order of their first match
+        subscription_ids = tuple(each)  # in the order of their first match
         msg_id = webhook_id(self.pairs, batch.publisher, batch.stream)
         counts = tuple(each.values())
         return Message(
-            signers, tenant, url, msg_id, body, len(self.pairs), now, batch.accepted, counts
+            subscription_ids,
+            tenant,
+            url,
+            msg_id,
+            body,
+            len(self.pairs),
+            now,
+            batch.accepted,
+            counts,
         )

@@ -199,7 +199,7 @@ class MatcherSettings(ServiceSettings):
         return until.timestamp() if until is not None else 0.0
 
     @property
-    def signers_max(self) -> int | None:
+    def subscriptions_max(self) -> int | None:
         """Subscriptions a message may carry matches for: bounded by their signatures while the
         migration window is open, else not at all (one secret signs)."""
         return MAX_SIGNERS if time.time() < self.subscription_signatures_end else None

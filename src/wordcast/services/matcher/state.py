@@ -255,7 +255,7 @@ class MatcherState:
                 settings.delivery_batch,
                 explain=settings.explain_matches,
                 max_bytes=settings.message_max_bytes,
-                signers_max=settings.signers_max,
+                subscriptions_max=settings.subscriptions_max,
             )
         else:
             pairs = index.pairs(publications, version, drawn, publisher, stream)
@@ -267,7 +267,7 @@ class MatcherState:
                 settings.delivery_batch,
                 explain=settings.explain_matches,
                 max_bytes=settings.message_max_bytes,
-                signers_max=settings.signers_max,
+                subscriptions_max=settings.subscriptions_max,
                 version=settings.message_version,
             )
             matched = len(pairs)
