@@ -100,7 +100,7 @@ def test_bodies_are_the_whole_payloads_json_and_every_match_is_in_one_message(
             explain=False,
             max_bytes=max_bytes,
             subscriptions_max=MAX_SIGNERS,
-            version=version,
+            payload_version=version,
         )
         assert len(found) > 3000 * 100 // max_bytes  # the byte bound split them
 
@@ -251,7 +251,9 @@ def test_explained_bodies_are_the_whole_payloads_json_byte_for_byte(version: int
         pairs, lambda k: frozenset(publications[k][2]), lambda k: term_positions(texts[k])
     )
     batch = Batch(publications, "acme", "")
-    found = messages(pairs, batch, subscriptions, held, most=7, max_bytes=2_000, version=version)
+    found = messages(
+        pairs, batch, subscriptions, held, most=7, max_bytes=2_000, payload_version=version
+    )
 
     def matched(stored: str, k: int) -> object:
         sub = subscriptions[stored]

@@ -45,7 +45,9 @@ def _messages(version: int, explain: bool, backfill: bool) -> list[dict[str, Any
     pairs = [(part_id("q", 0), 0), (part_id("q", 1), 2), (part_id("q", 2), 1)]
     pairs += [("plain", k) for k in range(3)] + [("wild", 0), ("wild", 2)]
     batch = Batch(publications, "acme", "news" if backfill else "", backfill=backfill)
-    found = messages(pairs, batch, subscriptions, held, most=100, explain=explain, version=version)
+    found = messages(
+        pairs, batch, subscriptions, held, most=100, explain=explain, payload_version=version
+    )
     return [orjson.loads(message.body) for message in found]
 
 

@@ -194,7 +194,7 @@ class Backfills:
                     explain=state.settings.explain_matches,
                     max_bytes=state.settings.message_max_bytes,
                     subscriptions_max=state.settings.subscriptions_max,
-                    version=state.settings.message_version,
+                    payload_version=state.settings.message_version,
                 )
                 await self._record(found)
                 progress.matches += len(pairs)

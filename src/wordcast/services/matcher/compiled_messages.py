@@ -167,7 +167,7 @@ class CompiledMessages:
     def messages(
         self,
         batch: Batch,
-        version: int,
+        mapping_version: int,
         drawn: Sequence[dict[str, int]] | None,
         most: int,
         *,
@@ -175,7 +175,7 @@ class CompiledMessages:
         max_bytes: int,
         subscriptions_max: int | None,
     ) -> tuple[list[Message], int]:
-        """The messages of ``batch`` (as :func:`.messages.messages` with version 2), and how many
+        """The messages of ``batch`` (as :func:`.messages.messages` with payload version 2), and how many
         matches they hold."""
         self.follow()
         index, publications = self.index, batch.publications
@@ -204,7 +204,9 @@ class CompiledMessages:
         name_of = self.trie.name_of
         pairs = [(name_of(number), position) for number, position in others]
         pairs += index.pairs_beside_terms(publications, drawn)
-        pairs = index.delivering(pairs, publications, version, drawn, batch.publisher, batch.stream)
+        pairs = index.delivering(
+            pairs, publications, mapping_version, drawn, batch.publisher, batch.stream
+        )
         found += messages(
             pairs,
             batch,

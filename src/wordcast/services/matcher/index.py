@@ -194,17 +194,17 @@ class MatcherIndex:
     def pairs(
         self,
         publications: Sequence[RoutedPublication],
-        version: int,
+        mapping_version: int,
         drawn: Sequence[dict[str, int]] | None,
         publisher: str,
         stream: str,
     ) -> list[tuple[str, int]]:
         """(stored subscription id, position) for every match of a batch routed with mapping
-        ``version`` (``drawn[k]``: the hot-word copies drawn for publication k) that this
+        ``mapping_version`` (``drawn[k]``: the hot-word copies drawn for publication k) that this
         matcher is to deliver."""
         pairs = self.terms.match_batch([terms for _, _, terms, _ in publications])
         pairs += self.pairs_beside_terms(publications, drawn)
-        return self.delivering(pairs, publications, version, drawn, publisher, stream)
+        return self.delivering(pairs, publications, mapping_version, drawn, publisher, stream)
 
     def pairs_beside_terms(
         self, publications: Sequence[RoutedPublication], drawn: Sequence[dict[str, int]] | None
@@ -231,7 +231,7 @@ class MatcherIndex:
         self,
         pairs: list[tuple[str, int]],
         publications: Sequence[RoutedPublication],
-        version: int,
+        mapping_version: int,
         drawn: Sequence[dict[str, int]] | None,
         publisher: str,
         stream: str,
@@ -244,7 +244,7 @@ class MatcherIndex:
             of = self.audience_of
             pairs = [pair for pair in pairs if of[pair[0]] == wanted]
         if self.restricted:
-            pairs = self._serving(pairs, version, drawn)
+            pairs = self._serving(pairs, mapping_version, drawn)
         if self.alternatives:
             pairs = self.alternatives.delivering(
                 pairs,
@@ -254,9 +254,12 @@ class MatcherIndex:
         return pairs
 
     def _serving(
-        self, pairs: list[tuple[str, int]], version: int, drawn: Sequence[dict[str, int]] | None
+        self,
+        pairs: list[tuple[str, int]],
+        mapping_version: int,
+        drawn: Sequence[dict[str, int]] | None,
     ) -> list[tuple[str, int]]:
-        """The pairs whose subscription's placements here serve the batch's version (and the
+        """The pairs whose subscription's placements here serve the batch's mapping version (and the
         hot-word copy drawn for its publication)."""
         restricted = self.restricted
         none: dict[str, int] = {}
@@ -265,6 +268,7 @@ class MatcherIndex:
             for sub_id, position in pairs
             if sub_id not in restricted
             or any(
-                p.serves(version, drawn[position] if drawn else none) for p in restricted[sub_id]
+                p.serves(mapping_version, drawn[position] if drawn else none)
+                for p in restricted[sub_id]
             )
         ]

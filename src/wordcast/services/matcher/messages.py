@@ -60,12 +60,12 @@ def messages(
     explain: bool = True,
     max_bytes: int = MESSAGE_MAX_BYTES,
     subscriptions_max: int | None = None,
-    version: int = MESSAGE_VERSION,
+    payload_version: int = MESSAGE_VERSION,
 ) -> list[Message]:
     """The messages for (stored subscription id, position) ``pairs`` of ``batch``, at most
     ``most`` matches and ``max_bytes`` bytes each (a message of one match may be larger: a match
     is never split), for at most ``subscriptions_max`` subscriptions each if given; with ``explain``,
-    each match says why (``matched``). ``version`` is the payload's shape (module docstring)."""
+    each match says why (``matched``). ``payload_version`` is the payload's shape (module docstring)."""
     most_subscriptions = subscriptions_max or len(subscriptions) + 1
     per_subscription: dict[str, list[int]] = {}
     for sub_id, position in pairs:
@@ -82,7 +82,7 @@ def messages(
     now = time.time()
     explained = _Explanations(batch, alternatives, explain)
     explained.read({position for _, position in pairs})
-    frame = _Frame(batch, version)
+    frame = _Frame(batch, payload_version)
     room = max_bytes - frame.size
     for (tenant, url), sub_ids in per_endpoint.items():
         chunk = _Chunk(frame)
@@ -91,7 +91,7 @@ def messages(
         for sub_id in sorted(sub_ids):
             sub = subscriptions[sub_id]
             for position in per_subscription[sub_id]:
-                delivered, head, rest = _match(sub, position, batch, explained, version)
+                delivered, head, rest = _match(sub, position, batch, explained, payload_version)
                 if chunk.pairs and (
                     len(chunk.pairs) >= most
                     or (

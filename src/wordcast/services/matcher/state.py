@@ -231,14 +231,14 @@ class MatcherState:
     def match(
         self,
         publications: Sequence[RoutedPublication],
-        version: int = 0,
+        mapping_version: int = 0,
         drawn: Sequence[dict[str, int]] | None = None,
         *,
         publisher: str = "",
         stream: str = "",
         accepted: float = 0.0,
     ) -> list[Message]:
-        """Match (id, text, terms, has an anchor here) tuples routed with mapping ``version``
+        """Match (id, text, terms, has an anchor here) tuples routed with mapping version ``mapping_version``
         (``drawn[k]``: the hot-word copies drawn for publication k), published by tenant
         ``publisher`` to shared stream ``stream`` (or to its own subscriptions, for ""); returns
         the messages to deliver (:mod:`.messages`)."""
@@ -250,7 +250,7 @@ class MatcherState:
         if compiled is not None:
             found, matched = compiled.messages(
                 batch,
-                version,
+                mapping_version,
                 drawn,
                 settings.delivery_batch,
                 explain=settings.explain_matches,
@@ -258,7 +258,7 @@ class MatcherState:
                 subscriptions_max=settings.subscriptions_max,
             )
         else:
-            pairs = index.pairs(publications, version, drawn, publisher, stream)
+            pairs = index.pairs(publications, mapping_version, drawn, publisher, stream)
             found = messages(
                 pairs,
                 batch,
@@ -268,7 +268,7 @@ class MatcherState:
                 explain=settings.explain_matches,
                 max_bytes=settings.message_max_bytes,
                 subscriptions_max=settings.subscriptions_max,
-                version=settings.message_version,
+                payload_version=settings.message_version,
             )
             matched = len(pairs)
         count = len(publications)
