@@ -698,6 +698,23 @@ mod tests {
             .collect()
     }
 
+    /// The messages of the trie's flat answer for audience 0, publications p1 and p2.
+    fn write_batch(
+        table: &Table,
+        shape: &Shape,
+        parts: &[Parts],
+        numbers: &[u32],
+        offsets: &[u32],
+    ) -> (Vec<Written>, Vec<(u32, u32)>, usize) {
+        let publications = publications(parts);
+        let batch = BatchView {
+            publications: &publications,
+            placed: &[],
+            shape,
+        };
+        table.write(numbers, offsets, 0, &batch)
+    }
+
     /// The trie's flat answer: sub-b (number 0) in p1 and p2, sub-a (number 1) in p1.
     const NUMBERS: [u32; 3] = [0, 1, 0];
     const OFFSETS: [u32; 3] = [0, 2, 3];
@@ -706,13 +723,8 @@ mod tests {
     fn a_group_is_one_message_its_subscriptions_by_id_with_the_references_webhook_id() {
         let table = table(&[("sub-b", 7, 0, &["hous"]), ("sub-a", 7, 0, &["white"])]);
         let parts = [Parts::default(), Parts::default()];
-        let (shape, publications) = (shape(100, false), publications(&parts));
-        let batch = BatchView {
-            publications: &publications,
-            placed: &[],
-            shape: &shape,
-        };
-        let (written, others, plain) = table.write(&NUMBERS, &OFFSETS, 0, &batch);
+        let shape = shape(100, false);
+        let (written, others, plain) = write_batch(&table, &shape, &parts, &NUMBERS, &OFFSETS);
         assert_eq!((written.len(), others.len(), plain), (1, 0, 3));
         let message = &written[0];
         assert_eq!(
@@ -737,13 +749,8 @@ mod tests {
     fn a_full_message_starts_another_and_each_has_its_own_webhook_id() {
         let table = table(&[("sub-b", 7, 0, &["hous"]), ("sub-a", 7, 0, &["white"])]);
         let parts = [Parts::default(), Parts::default()];
-        let (shape, publications) = (shape(1, false), publications(&parts));
-        let batch = BatchView {
-            publications: &publications,
-            placed: &[],
-            shape: &shape,
-        };
-        let (written, _, _) = table.write(&NUMBERS, &OFFSETS, 0, &batch);
+        let shape = shape(1, false);
+        let (written, _, _) = write_batch(&table, &shape, &parts, &NUMBERS, &OFFSETS);
         let ids: Vec<&str> = written.iter().map(|m| m.webhook_id.as_str()).collect();
         assert_eq!(
             ids,
@@ -762,16 +769,11 @@ mod tests {
     fn other_audiences_are_left_out_and_matches_not_plain_handed_back() {
         let mut table = table(&[("sub-b", 7, 0, &["hous"]), ("sub-a", 8, 1, &["white"])]);
         let parts = [Parts::default(), Parts::default()];
-        let (shape, publications) = (shape(100, false), publications(&parts));
-        let batch = BatchView {
-            publications: &publications,
-            placed: &[],
-            shape: &shape,
-        };
-        let (written, others, plain) = table.write(&NUMBERS, &OFFSETS, 0, &batch);
+        let shape = shape(100, false);
+        let (written, others, plain) = write_batch(&table, &shape, &parts, &NUMBERS, &OFFSETS);
         assert_eq!((written.len(), others, plain), (1, vec![], 2)); // sub-a: audience 1
         table.entries[0].as_mut().unwrap().plain = false;
-        let (written, others, plain) = table.write(&NUMBERS, &OFFSETS, 0, &batch);
+        let (written, others, plain) = write_batch(&table, &shape, &parts, &NUMBERS, &OFFSETS);
         assert_eq!((written.len(), others, plain), (0, vec![(0, 0), (0, 1)], 0));
     }
 
@@ -781,13 +783,8 @@ mod tests {
         let mut first = Parts::default();
         first.insert("hous".into(), br#""hous":[[6,11]]"#.to_vec());
         let parts = [first, Parts::default()];
-        let (shape, publications) = (shape(100, true), publications(&parts));
-        let batch = BatchView {
-            publications: &publications,
-            placed: &[],
-            shape: &shape,
-        };
-        let (written, _, _) = table.write(&[0], &[0, 1, 1], 0, &batch);
+        let shape = shape(100, true);
+        let (written, _, _) = write_batch(&table, &shape, &parts, &[0], &[0, 1, 1]);
         assert!(written[0].body.ends_with(concat!(
             r#""m":[{"subscription_id":"sub-b","publication":0,"#,
             r#""matched":{"terms":{"hous":[[6,11]],"lang:en":[]}}}]}"#
