@@ -551,21 +551,25 @@ impl LanguageModel {
     /// One token's rows (fastText's `getLine`); true at the end of the line (`</s>`).
     fn add_token(&self, token: &[u8], scratch: &mut Scratch) -> bool {
         let vocabulary = &self.vocabulary;
-        match vocabulary.ids.get(token) {
-            Some(&id) if vocabulary.is_label[id] => {}
+        let word = match vocabulary.ids.get(token) {
+            Some(&id) if vocabulary.is_label[id] => false,
             Some(&id) => {
                 scratch.rows.extend_from_slice(&vocabulary.rows_of[id]);
-                scratch.hashes.push(fnv_of(token) as i32);
+                true
             }
-            None if token.starts_with(LABEL) => {}
+            None if token.starts_with(LABEL) => false,
             None => {
                 scratch.token.clear();
                 scratch.token.push(b'<');
                 scratch.token.extend_from_slice(token);
                 scratch.token.push(b'>');
                 vocabulary.add_subwords(&scratch.token, &self.shape, &mut scratch.rows);
-                scratch.hashes.push(fnv_of(token) as i32);
+                true
             }
+        };
+        // Only word n-grams read the words' hashes: with none (lid.176) they are not made.
+        if word && self.shape.word_ngrams > 1 {
+            scratch.hashes.push(fnv_of(token) as i32);
         }
         token == EOS
     }

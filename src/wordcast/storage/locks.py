@@ -59,7 +59,7 @@ return 1
 """,
 )
 
-_GIVE_BACK_SHARED = LuaScript(
+_GIVE_BACK = LuaScript(
     "token",
     """
 for k = 2, #KEYS, 2 do redis.call('ZREM', KEYS[k], token) end
@@ -72,13 +72,13 @@ return 0
 
 
 class Locks:
-    """Locks on names (``{ns}:lock:{name}`` and ``…:shared``) taken shared or exclusive."""
+    """Locks on names (``{ns}:name-lock:{name}`` and ``…:shared``) taken shared or exclusive."""
 
     def __init__(self, client: Any, keys: Keys) -> None:
         self._keys = keys
         self._take_shared = client.register_script(_TAKE_SHARED)
         self._take_exclusive = client.register_script(_TAKE_EXCLUSIVE)
-        self._give_back = client.register_script(_GIVE_BACK_SHARED)
+        self._give_back = client.register_script(_GIVE_BACK)
 
     def _locks(self, names: Sequence[str]) -> list[str]:
         found = []
@@ -91,13 +91,13 @@ class Locks:
 
     async def take(self, names: Sequence[str], token: str, ttl_ms: int, shared: bool) -> bool:
         """Take the locks of ``names`` for ``token``, all or none."""
-        script = self._take_shared if shared else self._take_exclusive
+        script, lua = (
+            (self._take_shared, _TAKE_SHARED) if shared else (self._take_exclusive, _TAKE_EXCLUSIVE)
+        )
         with translated("taking locks"):
-            taken = await script(
-                keys=self._locks(names), args=_TAKE_SHARED.args(token=token, ttl_ms=ttl_ms)
-            )
+            taken = await script(keys=self._locks(names), args=lua.args(token=token, ttl_ms=ttl_ms))
         return bool(taken)
 
     async def give_back(self, names: Sequence[str], token: str) -> None:
         with translated("giving locks back"):
-            await self._give_back(keys=self._locks(names), args=_GIVE_BACK_SHARED.args(token=token))
+            await self._give_back(keys=self._locks(names), args=_GIVE_BACK.args(token=token))

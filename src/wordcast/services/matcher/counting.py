@@ -67,20 +67,17 @@ class Counting:
             tally.since = min(tally.since, at)
         return tally
 
-    def matched(
-        self, messages: Iterable[Message], subscriptions: Mapping[str, Subscription]
-    ) -> None:
-        """Count the matches of freshly recorded ``messages`` (``subscriptions``: the records
-        this matcher holds, by stored id)."""
+    def matched(self, messages: Iterable[Message]) -> None:
+        """Count the matches of freshly recorded ``messages`` (of subscriptions held here)."""
         now = time.time()
+        held = self._held()
         for message in messages:
             to_stream = message.callback_url == STREAM_DELIVERY
             for sub_id, count in message.per_subscription():
-                record = _record(sub_id, subscriptions)
+                record = _record(sub_id, held)
                 if to_stream and record is not None and record.webhook_url:
                     continue  # counted by its webhook's message
-                created = record.created if record is not None and record.created else None
-                tally = self._tally(sub_id, created, message.created)
+                tally = self._tally(sub_id, _incarnation(record), message.created)
                 tally.matched += count
                 tally.last_match = now
 
@@ -104,9 +101,9 @@ class Counting:
         if record is None:
             self._not_held.add(sub_id)
             return None
-        if not record.created or record.created > message.created:
-            return None  # its incarnation not known (0), or a later one
-        return record.created
+        if record.created > message.created:
+            return None  # a later incarnation's record
+        return _incarnation(record)
 
     async def flush(self) -> None:
         """Add the tallies to the counters in Redis."""
@@ -132,6 +129,12 @@ class Counting:
                 await self.flush()
         finally:
             await self.flush()
+
+
+def _incarnation(record: Subscription | None) -> float | None:
+    """The incarnation a record held here says a tally belongs to: its ``created``, unless an
+    event written before issue 52 left it unknown (0)."""
+    return record.created if record is not None and record.created else None
 
 
 def _record(sub_id: str, subscriptions: Records) -> Subscription | None:

@@ -293,18 +293,18 @@ class Dispatcher:
             deadline = f"the attempt took over {self._attempt_deadline_s:g} s"
             made = counted(Outcome.RETRY, "deadline", deadline)
         try:
-            if (outcome := made.outcome) is Outcome.DELIVERED:
+            if made.outcome is Outcome.DELIVERED:
                 await acks.ack(entry_id)
                 DELIVERED.inc(message.matches)
                 _observe_latency(message)
                 self.delivered += message.matches
                 self._counting.delivered(message)
                 return False
-            if outcome in (Outcome.GONE, Outcome.DELETED):
+            if made.outcome in (Outcome.GONE, Outcome.DELETED):
                 await acks.ack(entry_id)
-                FAILED.labels(outcome.value).inc()
+                FAILED.labels(made.outcome.value).inc()
                 return False
-            if outcome in (Outcome.REFUSED, Outcome.DISABLED) or attempt >= self._attempts:
+            if made.outcome in (Outcome.REFUSED, Outcome.DISABLED) or attempt >= self._attempts:
                 dead_id = await outbox.dead_letter(entry_id, message, made.reason, attempt)
                 FAILED.labels("dead_letter").inc()
                 self.failed += message.matches

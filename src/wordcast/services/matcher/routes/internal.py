@@ -58,7 +58,7 @@ async def match(batch: MatchRequest, state: ReadyState) -> MatchResponse:
             raise Overloaded(refused)
         dispatcher.pressure.recorded(size)
         await state.outbox.put(messages)
-        state.counting.matched(messages, state.index.subscriptions)
+        state.counting.matched(messages)
         matches += sum(m.matches for m in messages)
     return MatchResponse(matches=matches)
 
