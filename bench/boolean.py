@@ -48,9 +48,8 @@ from wordcast.engines.trie import Trie
 from wordcast.query.alternatives import HeldAlternatives
 from wordcast.query.analysis import analyse, term_positions
 from wordcast.query.boolean import BooleanQuery, Node, evaluate, parse_query, parse_tree, part_id
-from wordcast.services.matcher.compiled_messages import CompiledMessages
-from wordcast.services.matcher.index import MatcherIndex
-from wordcast.services.matcher.messages import Batch
+from wordcast.services.matcher.index import Batch, MatcherIndex
+from wordcast.services.matcher.messages import MessageOptions, MessageWriter
 from wordcast.storage.outbox import Message
 from wordcast.storage.records import Subscription
 from wordcast.webhooks.payload import matches_of
@@ -135,16 +134,14 @@ class AtTheMatcher:
                 subs.append(Subscription(part_id(sub_id, k), text, clause.words, "http://a/", 0))
         self.index = MatcherIndex(0, CompiledCompactTrie, lambda: pattern_index("retriever"))
         self.index.load(subs)
-        self.writer = CompiledMessages(self.index)
+        self.writer = MessageWriter(self.index, MessageOptions(most=1_000, max_bytes=1 << 24))
         self.writer.follow()
         self.texts = texts
 
     def messages(self, posts: list[Terms]) -> tuple[list[Message], int]:
         routed = [(str(k), self.texts[k], tuple(terms), False) for k, terms in enumerate(posts)]
         batch = Batch(routed, "", "")
-        return self.writer.messages(
-            batch, 0, None, 1_000, explain=True, max_bytes=1 << 24, subscriptions_max=None
-        )
+        return self.writer.messages(batch, 0, None)
 
     def match(self, posts: list[Terms]) -> list[tuple[str, int]]:
         """What is timed: the messages written; as many placeholders as matches (reading the

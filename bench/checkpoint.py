@@ -2,7 +2,7 @@
 
 ``--subscriptions`` keyword subscriptions drawn from corpus posts are written as a matcher's
 checkpoint, then read back, indexed (``MatcherIndex.load``) and given to the compiled message
-writer (``CompiledMessages.follow``): the three steps a restarted matcher takes before it serves,
+writer (``MessageWriter.follow``): the three steps a restarted matcher takes before it serves,
 without the process's start or Redis. ``bench.ingest`` measures the whole restart.
 → ``results/checkpoint.json``.
 """
@@ -20,8 +20,8 @@ from wordcast.corpus.workload import post_queries, sample_posts
 from wordcast.engines.registry import pattern_index, term_index
 from wordcast.routing.placement import Placement, decode, encode
 from wordcast.services.matcher.checkpoint import MatcherCheckpoints
-from wordcast.services.matcher.compiled_messages import CompiledMessages
 from wordcast.services.matcher.index import MatcherIndex
+from wordcast.services.matcher.messages import MessageOptions, MessageWriter
 from wordcast.storage.records import Subscription
 
 from .common import machine, write_json
@@ -56,7 +56,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     index.load(checkpoint.subscriptions)
     seconds["index"] = time.perf_counter() - started
     started = time.perf_counter()
-    CompiledMessages(index).follow()
+    MessageWriter(index, MessageOptions()).follow()
     seconds["compiled_writer"] = time.perf_counter() - started
     print(", ".join(f"{step} {s:.2f} s" for step, s in seconds.items()), f"({size / 1e6:.0f} MB)")
     return {

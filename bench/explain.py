@@ -2,7 +2,8 @@
 
 The workload of the end-to-end benchmark's matchers: 10,000 plain keyword queries drawn from pypi
 posts (``post_queries``) and 1,000 of the posts; the (subscription, publication) matches found by
-a trie, then the messages a matcher records for them (``messages()``: grouping, JSON, ids), built
+a trie, then the messages a matcher records for them (``MessageWriter.write``: grouping, JSON,
+ids, in the compiled core), built
 with and without each match's explanation, alternating, median of the passes, the garbage
 collector tuned as the services tune it. Then the same with
 phrase and proximity queries (``post_span_queries``), whose explanations also find every place
@@ -18,12 +19,14 @@ import time
 from typing import Any
 
 from wordcast.corpus.workload import post_queries, post_span_queries, sample_posts
+from wordcast.engines.registry import pattern_index, term_index
 from wordcast.engines.trie import Trie
 from wordcast.query.alternatives import HeldAlternatives
 from wordcast.query.analysis import analyse, term_positions
 from wordcast.query.boolean import parse_query, part_id
 from wordcast.services.common import tune_garbage_collection
-from wordcast.services.matcher.messages import Batch, messages
+from wordcast.services.matcher.index import Batch, MatcherIndex
+from wordcast.services.matcher.messages import MessageOptions, MessageWriter
 from wordcast.storage.records import Subscription
 
 from .common import machine, write_json
@@ -48,18 +51,24 @@ def _workload(queries: list[str], texts: list[str]) -> tuple[Any, ...]:
     if held:
         pairs = held.delivering(pairs, terms.__getitem__, lambda k: term_positions(texts[k]))
     publications = [(f"p{k}", text, tuple(terms[k]), False) for k, text in enumerate(texts)]
-    return pairs, Batch(publications, "", ""), subscriptions, held
+    index = MatcherIndex(0, lambda: term_index("trie"), lambda: pattern_index("naive"))
+    index.load(subscriptions.values())
+    return pairs, Batch(publications, "", ""), index
 
 
 def measure(name: str, queries: list[str], texts: list[str], passes: int) -> dict[str, Any]:
-    pairs, batch, subscriptions, held = _workload(queries, texts)
+    pairs, batch, index = _workload(queries, texts)
+    writers = {
+        explain: MessageWriter(index, MessageOptions(most=500, explain=explain))
+        for explain in (False, True)
+    }
     tune_garbage_collection()  # as a matcher runs: the collector rarely, the index frozen
     seconds: dict[bool, list[float]] = {False: [], True: []}
     sizes: dict[bool, int] = {}
     for _ in range(passes):
         for explain in (False, True):
             started = time.perf_counter()
-            found = messages(pairs, batch, subscriptions, held, 500, explain=explain)
+            found, _ = writers[explain].write(batch, pairs)
             seconds[explain].append(time.perf_counter() - started)
             sizes[explain] = sum(len(m.body) for m in found)
     plain, explained = (statistics.median(seconds[e]) for e in (False, True))
@@ -77,7 +86,7 @@ def measure(name: str, queries: list[str], texts: list[str], passes: int) -> dic
         "body_bytes_with": sizes[True],
     }
     print(
-        f"{name}: {len(pairs):,} matches; messages() {row['us_per_match_without']:.2f} → "
+        f"{name}: {len(pairs):,} matches; the writer {row['us_per_match_without']:.2f} → "
         f"{row['us_per_match_with']:.2f} µs a match, {row['us_per_publication_without']:.1f} → "
         f"{row['us_per_publication_with']:.1f} µs a publication ({row['ratio']:.2f}×); bodies "
         f"{sizes[False] / 1e6:.1f} → {sizes[True] / 1e6:.1f} MB",

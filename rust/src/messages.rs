@@ -1,17 +1,20 @@
-//! A routed batch's matches written as finished webhook messages (payload version 2), compiled.
+//! A routed batch's matches written as finished webhook messages: the one writer of every match.
 //!
-//! The reference is `wordcast.services.matcher.messages.messages`, which the tests hold this
-//! byte-for-byte equal to: the same messages, in the same order, the same bodies and webhook-ids.
-//! What is compiled is the common case, a plain conjunction in the compact trie: a match of any
-//! other kind (an alternative of a boolean query, a subscription whose placements restrict it)
-//! is handed back to the reference, as are patterns and hot words, which the trie does not hold.
+//! The reference is `wordcast.testing.messages.messages`, which the tests hold this byte for
+//! byte equal to: the same messages, the same bodies and webhook-ids, for every kind of match
+//! and both payload versions.
 //!
 //! Pure: no Python here; `bindings::messages` wraps it as `wordcast._core.Deliveries`.
 //!
-//! `Deliveries` knows, for each number of the compact trie, what writing one of its matches
+//! The [`Table`] knows, for each number of the compact trie, what writing one of its matches
 //! needs: the subscription's id, the messages it goes in (a webhook endpoint, a tenant's match
-//! stream, or both), whose publications it meets, and its terms for `matched`. A batch then costs
-//! no Python object per match: the trie's flat answer goes in, message bodies come out.
+//! stream, or both), whose publications it meets, and its terms for `matched`. A batch's plain
+//! matches then cost no Python object each: the trie's flat answer goes in, message bodies come
+//! out. What the table cannot decide (a boolean query's alternative beyond its phrases and
+//! windows, a subscription its placements restrict, hot words, patterns, and every match of a
+//! payload of version 1) is handed back ([`Sorted::others`]); the caller decides those and gives
+//! the ones that stand as [`Chosen`] matches, with their `matched`, and the writer groups them
+//! with the rest into the same messages.
 
 use std::fmt::Write as _;
 
@@ -19,153 +22,33 @@ use rustc_hash::{FxHashMap, FxHashSet};
 use sha2::{Digest, Sha256};
 
 use crate::analysis::Positions;
+use crate::spans::{spans_json, RuleIn, Span, SpanIn, SpanRule};
 
 /// A subscription's messages: up to two (a webhook endpoint's and its tenant's match stream's).
 pub(crate) const NO_GROUP: u32 = u32::MAX;
 
+/// In a subscription's positions: a match of the table, not a chosen one.
+const FROM_TABLE: u32 = u32::MAX;
+
 /// What a match of one trie number needs to be written.
 pub(crate) struct Delivery {
-    pub(crate) id: Box<str>,
+    pub(crate) id: Box<str>,   // the stored id, which orders a message's matches
+    pub(crate) delivered: u32, // the length of the id delivered under, a prefix of `id`
     pub(crate) tag: Option<Box<str>>, // the subscriber's label, echoed in each match
-    pub(crate) terms: Box<[u32]>,     // numbers in `Table::terms`, in the subscription's order
+    pub(crate) terms: Box<[u32]>, // numbers in `Table::terms`, in the subscription's order
     pub(crate) groups: [u32; 2],
     pub(crate) audience: u32,
-    pub(crate) plain: bool, // written here; otherwise handed back to the reference
+    pub(crate) plain: bool, // decided here; otherwise handed back
     // An alternative whose only condition is its phrases and proximity windows: a candidate
-    // whose text breaks them is dropped here, the others handed back.
+    // whose text breaks them is dropped here, one that keeps them written here.
     pub(crate) spans: Option<Box<SpanRule>>,
 }
 
-/// A span as Python gives it: ([(term, offset)], near, as the query writes it).
-pub(crate) type SpanIn = (Vec<(String, i64)>, u32, String);
-/// A span rule as Python gives it: (spans, not_spans, the start of its `matched`).
-pub(crate) type RuleIn = (Vec<SpanIn>, Vec<SpanIn>, Vec<u8>);
-
-/// A phrase (`near` 0: each term at its offset from the first) or a proximity window (`near`
-/// ≥ 1: every term within `near` positions), as `wordcast.query.spans.Span`.
-pub(crate) struct Span {
-    terms: Vec<(u32, i64)>, // numbers in `Table::terms`
-    near: u32,
-    name: Box<str>, // as `matched` names it: str(span)
-}
-
-/// Every span of `spans` holds and none of `not_spans` (`Clause.spans_hold`); `head` is the
-/// start of a match's `matched` (`"alternative":k,"clause":"…",`).
-pub(crate) struct SpanRule {
-    pub(crate) spans: Vec<Span>,
-    pub(crate) not_spans: Vec<Span>,
-    pub(crate) head: Box<[u8]>,
-}
-
-impl SpanRule {
-    fn holds(&self, positions: &Positions) -> bool {
-        self.spans.iter().all(|span| span.holds(positions))
-            && !self.not_spans.iter().any(|span| span.holds(positions))
+impl Delivery {
+    /// The id its matches are delivered under (an alternative's: its query's).
+    fn delivered_id(&self) -> &str {
+        self.id.get(..self.delivered as usize).unwrap_or(&self.id)
     }
-}
-
-impl Span {
-    fn holds(&self, positions: &Positions) -> bool {
-        if self.near > 0 {
-            if let [(a, _), (b, _)] = self.terms[..] {
-                if a != b {
-                    // Two terms: some pair of their occurrences near enough, found by walking
-                    // both (sorted) lists once, with no window built.
-                    let (Some(a), Some(b)) = (positions.get(&a), positions.get(&b)) else {
-                        return false;
-                    };
-                    let (mut i, mut j) = (0, 0);
-                    while i < a.len() && j < b.len() {
-                        if a[i].abs_diff(b[j]) <= self.near {
-                            return true;
-                        }
-                        if a[i] < b[j] {
-                            i += 1;
-                        } else {
-                            j += 1;
-                        }
-                    }
-                    return false;
-                }
-            }
-        }
-        let mut held = false;
-        self.places(positions, |_, _| {
-            held = true;
-            true
-        });
-        held
-    }
-
-    /// Call `found(first, last)` with each place the span holds (each phrase occurrence, or
-    /// each smallest window holding every term: `Span._places`) until it returns true.
-    fn places(&self, positions: &Positions, mut found: impl FnMut(u32, u32) -> bool) {
-        let Some((first, start)) = self.terms.first() else {
-            return;
-        };
-        if self.near == 0 {
-            let Some(firsts) = positions.get(first) else {
-                return;
-            };
-            let mut others = Vec::with_capacity(self.terms.len() - 1);
-            for (term, offset) in &self.terms[1..] {
-                match positions.get(term) {
-                    Some(places) => others.push((places, offset - start)),
-                    None => return,
-                }
-            }
-            let length = self.terms.iter().map(|(_, o)| o - start).max().unwrap_or(0);
-            for &at in firsts {
-                let all = others.iter().all(|(places, shift)| {
-                    u32::try_from(i64::from(at) + shift)
-                        .is_ok_and(|want| places.binary_search(&want).is_ok())
-                });
-                if all && found(at, (i64::from(at) + length) as u32) {
-                    return;
-                }
-            }
-            return;
-        }
-        let mut distinct: Vec<u32> = self.terms.iter().map(|&(term, _)| term).collect();
-        distinct.sort_unstable();
-        distinct.dedup();
-        let mut occurrences: Vec<(u32, usize)> = Vec::new();
-        for (k, term) in distinct.iter().enumerate() {
-            match positions.get(term) {
-                Some(places) => occurrences.extend(places.iter().map(|&at| (at, k))),
-                None => return,
-            }
-        }
-        // By position (two terms never share one).
-        occurrences.sort_unstable();
-        let mut held = vec![0u32; distinct.len()];
-        let (mut holding, mut left) = (0, 0);
-        for &(at, k) in &occurrences {
-            held[k] += 1;
-            if held[k] == 1 {
-                holding += 1;
-            }
-            while holding == distinct.len() {
-                let (first_at, first_k) = occurrences[left];
-                if at - first_at <= self.near && found(first_at, at) {
-                    return;
-                }
-                held[first_k] -= 1;
-                if held[first_k] == 0 {
-                    holding -= 1;
-                }
-                left += 1;
-            }
-        }
-    }
-}
-
-/// The [start, end) of each normalised token of an ASCII text, in order: where each position
-/// of [`Positions`] was read from (`AnalysedText.offsets`).
-pub(crate) fn token_spans(text: &str) -> Vec<(u32, u32)> {
-    crate::analysis::ascii_runs(text.as_bytes())
-        .map(|(start, end)| (start as u32, end as u32))
-        .collect()
 }
 
 /// Trie number -> its delivery, and the terms they name.
@@ -176,12 +59,28 @@ pub(crate) struct Table {
     pub(crate) term_numbers: FxHashMap<Box<str>, u32>,
 }
 
-/// What a message looks like around its matches, and its bounds (the reference's `_Frame` and
-/// `messages`'s arguments).
+/// How a version 1 payload names what matched: the query or the pattern as written.
+pub(crate) enum Written {
+    Query(Box<str>),
+    Pattern(Box<str>),
+}
+
+/// A match the caller decided, with what writing it needs.
+pub(crate) struct Chosen {
+    pub(crate) id: Box<str>,        // the stored id
+    pub(crate) delivered: Box<str>, // the id delivered under
+    pub(crate) tag: Option<Box<str>>,
+    pub(crate) groups: [u32; 2],
+    pub(crate) position: u32,
+    pub(crate) matched: Box<[u8]>, // the JSON of its `matched` (used when explaining)
+    pub(crate) written: Option<Written>, // for a version 1 payload
+}
+
+/// The messages' payload version, publisher, stream, and bounds (`messages`'s arguments in the
+/// reference).
 pub(crate) struct Shape {
-    pub(crate) head: Vec<u8>,
-    pub(crate) between: Vec<u8>,
-    pub(crate) tail: Vec<u8>,
+    pub(crate) version: u8,
+    pub(crate) backfill: bool,
     pub(crate) publisher: String,
     pub(crate) stream: String,
     pub(crate) most: usize,
@@ -190,23 +89,71 @@ pub(crate) struct Shape {
     pub(crate) explain: bool,
 }
 
+/// The JSON of a message around its matches: before its publications (version 2) or matches,
+/// between the two, and after (the reference's `_Frame`).
+struct Frame {
+    head: Vec<u8>,
+    between: Vec<u8>,
+    tail: Vec<u8>,
+}
+
+impl Shape {
+    fn frame(&self) -> Frame {
+        let mut head = b"{\"type\":\"matches\"".to_vec();
+        if self.version >= 2 {
+            let _ = write!(PushDigits(&mut head), ",\"version\":{}", self.version);
+        }
+        head.extend_from_slice(b",\"publisher\":");
+        json_string(&mut head, &self.publisher);
+        head.extend_from_slice(b",\"stream\":");
+        if self.stream.is_empty() {
+            head.extend_from_slice(b"null");
+        } else {
+            json_string(&mut head, &self.stream);
+        }
+        let between = if self.version >= 2 {
+            head.extend_from_slice(b",\"publications\":[");
+            b"],\"matches\":[".to_vec()
+        } else {
+            head.extend_from_slice(b",\"matches\":[");
+            Vec::new()
+        };
+        let mut tail = b"]".to_vec();
+        if self.backfill {
+            tail.extend_from_slice(b",\"backfill\":true");
+        }
+        tail.push(b'}');
+        Frame {
+            head,
+            between,
+            tail,
+        }
+    }
+}
+
+impl Frame {
+    fn size(&self) -> i64 {
+        (self.head.len() + self.between.len() + self.tail.len()) as i64
+    }
+}
+
 /// One message: the group it is for (an endpoint of a tenant), its body, its webhook-id, how
-/// many matches it holds, the ids of the subscriptions it holds matches for, and how many
-/// each.
-pub(crate) struct Written {
+/// many matches it holds, the ids (delivered under) of the subscriptions it holds matches for,
+/// and how many each.
+pub(crate) struct Message {
     pub(crate) group: u32,
     pub(crate) body: String,
     pub(crate) webhook_id: String,
     pub(crate) matches: usize,
-    pub(crate) subscription_ids: Vec<u32>,
+    pub(crate) subscription_ids: Vec<String>,
     pub(crate) counts: Vec<u32>,
 }
 
 /// A publication's terms' parts of `matched`: term -> `"term":[[start,end],…]`.
 pub(crate) type Parts = FxHashMap<String, Vec<u8>>;
 
-/// A publication's JSON (`{"id":…,"text":…}`), its terms' parts of `matched`, and where each
-/// of its tokens was read from (for an alternative's spans: `AnalysedText.offsets`).
+/// A publication's id and text, its terms' parts of `matched`, and where each of its tokens was
+/// read from (for an alternative's spans: `AnalysedText.offsets`).
 pub(crate) struct Publication<'a> {
     pub(crate) id: &'a str,
     pub(crate) text: &'a str,
@@ -215,7 +162,7 @@ pub(crate) struct Publication<'a> {
 }
 
 /// A batch as the writer reads it: its publications, the positions of their terms (for
-/// restricted placements), and the messages' shape.
+/// the spans of alternatives), and the messages' shape.
 pub(crate) struct BatchView<'a> {
     pub(crate) publications: &'a [Publication<'a>],
     pub(crate) placed: &'a [Option<Positions>],
@@ -231,43 +178,40 @@ impl BatchView<'_> {
     }
 }
 
-/// A batch's matches sorted out: the positions of each subscription written here (in the
-/// order they first match), those handed back, and how many are written here.
-#[derive(Default)]
-struct SortedMatches {
-    order: Vec<u32>,
-    positions: FxHashMap<u32, Vec<u32>>,
-    others: Vec<(u32, u32)>,
-    plain: usize,
+/// Whose match: a row of the table (its trie number) or a chosen one (the first of its
+/// subscription's chosen matches).
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+enum Who {
+    Row(u32),
+    Chosen(u32),
 }
 
-impl SortedMatches {
-    fn write_here(&mut self, number: u32, position: u32) {
-        self.plain += 1;
+/// A batch's matches sorted out: each subscription's (position, chosen match or
+/// `FROM_TABLE`), the subscriptions in the order they first match, and the (number, position)
+/// of the trie's matches handed back to the caller.
+#[derive(Default)]
+pub(crate) struct Sorted {
+    order: Vec<Who>,
+    positions: FxHashMap<Who, Vec<(u32, u32)>>,
+    pub(crate) others: Vec<(u32, u32)>,
+    matches: usize,
+}
+
+impl Sorted {
+    fn add(&mut self, who: Who, position: u32, chosen: u32) {
+        self.matches += 1;
         let order = &mut self.order;
         self.positions
-            .entry(number)
+            .entry(who)
             .or_insert_with(|| {
-                order.push(number);
+                order.push(who);
                 Vec::new()
             })
-            .push(position);
+            .push((position, chosen));
     }
 }
 
-/// A match's JSON before its publication's place: its subscription's id and tag.
-fn match_head(entry: &Delivery, head: &mut Vec<u8>) {
-    head.clear();
-    head.extend_from_slice(b"{\"subscription_id\":");
-    json_string(head, &entry.id);
-    if let Some(tag) = &entry.tag {
-        head.extend_from_slice(b",\"tag\":");
-        json_string(head, tag);
-    }
-    head.extend_from_slice(b",\"publication\":");
-}
-
-fn json_string(out: &mut Vec<u8>, text: &str) {
+pub(crate) fn json_string(out: &mut Vec<u8>, text: &str) {
     // orjson's escaping, which serde_json shares: \" \\ \b \t \n \f \r, other controls as
     // lowercase \u00XX, everything else as it is.
     serde_json::to_writer(&mut *out, text).expect("writing a str to a Vec cannot fail");
@@ -283,9 +227,8 @@ struct Chunk {
     publications: Vec<u8>,
     matches: Vec<u8>,
     places: FxHashMap<u32, usize>,
-    pairs: Vec<(u32, u32)>, // (trie number, position)
-    subscriptions: FxHashSet<u32>,
-    subscription_order: Vec<u32>,
+    pairs: Vec<(Who, u32)>, // (whose, position)
+    subscriptions: FxHashSet<Who>,
     size: i64,
 }
 
@@ -326,147 +269,95 @@ impl Table {
         self.entries.get(number as usize).and_then(Option::as_ref)
     }
 
-    fn id_of(&self, number: u32) -> &str {
-        self.entry(number).map_or("", |entry| &entry.id)
-    }
-
-    /// The messages of the plain matches among the trie's flat answer, and the (number,
-    /// position) of every other match for the audience `wanted`, in the trie's order.
-    pub(crate) fn write(
+    /// The trie's flat answer sorted out for the audience `wanted`: the matches decided here,
+    /// and the others handed back (in the trie's order). A version 1 payload hands back all.
+    pub(crate) fn sort(
         &self,
         numbers: &[u32],
         offsets: &[u32],
         wanted: u32,
         batch: &BatchView<'_>,
-    ) -> (Vec<Written>, Vec<(u32, u32)>, usize) {
-        let sorted = self.sort_matches(numbers, offsets, wanted, batch);
-        let mut encoded: Vec<Option<Vec<u8>>> = vec![None; batch.publications.len()];
-        let mut written = Vec::new();
-        for (group, members) in self.groups_of(&sorted.order) {
-            self.write_group(
-                group,
-                &members,
-                &sorted.positions,
-                batch,
-                &mut encoded,
-                &mut written,
-            );
-        }
-        (written, sorted.others, sorted.plain)
-    }
-
-    /// Each match for the audience `wanted`: written here (its subscription's positions, the
-    /// subscriptions in the order they first match) or handed back to the reference.
-    fn sort_matches(
-        &self,
-        numbers: &[u32],
-        offsets: &[u32],
-        wanted: u32,
-        batch: &BatchView<'_>,
-    ) -> SortedMatches {
-        let mut sorted = SortedMatches::default();
+    ) -> Sorted {
+        let mut sorted = Sorted::default();
+        let decides = batch.shape.version >= 2;
         for (position, run) in offsets.windows(2).enumerate() {
             let position = position as u32;
             for &number in &numbers[run[0] as usize..run[1] as usize] {
-                match self.entry(number) {
-                    Some(entry) if entry.audience != wanted => {}
-                    Some(entry) if entry.plain => sorted.write_here(number, position),
-                    Some(Delivery {
-                        spans: Some(rule), ..
-                    }) => match batch.placed.get(position as usize).and_then(Option::as_ref) {
-                        // A text the tables cannot vouch for goes to the reference whole.
-                        None => sorted.others.push((number, position)),
-                        Some(held) if !rule.holds(held) => {}
-                        // Explained here only where the offsets are at hand (the terms' parts
-                        // and the tokens' places): the reference explains the others.
-                        Some(_) if batch.shape.explain && !batch.offsets_at_hand(position) => {
-                            sorted.others.push((number, position))
-                        }
-                        Some(_) => sorted.write_here(number, position),
-                    },
-                    _ => sorted.others.push((number, position)),
+                let here = match self.entry(number) {
+                    Some(entry) if entry.audience != wanted => continue,
+                    Some(entry) if decides => self.decide(entry, position, batch),
+                    _ => Some(false),
+                };
+                match here {
+                    Some(true) => sorted.add(Who::Row(number), position, FROM_TABLE),
+                    Some(false) => sorted.others.push((number, position)),
+                    None => {}
                 }
             }
         }
         sorted
     }
 
-    /// The message groups of the subscriptions in `order`, each group's subscriptions by id:
-    /// which matches share a message (and so its webhook-id) must not follow the order the
-    /// subscriptions were loaded in.
-    fn groups_of(&self, order: &[u32]) -> Vec<(u32, Vec<u32>)> {
-        let mut group_order: Vec<u32> = Vec::new();
-        let mut groups: FxHashMap<u32, Vec<u32>> = FxHashMap::default();
-        for &number in order {
-            let entry = self.entries[number as usize]
-                .as_ref()
-                .unwrap_or_else(|| unreachable!("only numbers with an entry are in the order"));
-            for &group in entry.groups.iter().filter(|&&group| group != NO_GROUP) {
-                groups
-                    .entry(group)
-                    .or_insert_with(|| {
-                        group_order.push(group);
-                        Vec::new()
-                    })
-                    .push(number);
-            }
+    /// Whether a candidate of `entry` at `position` is written here (true), handed back
+    /// (false) or dropped (None: its text breaks its phrases or windows).
+    fn decide(&self, entry: &Delivery, position: u32, batch: &BatchView<'_>) -> Option<bool> {
+        if entry.plain {
+            return Some(true);
         }
-        group_order
-            .into_iter()
-            .map(|group| {
-                let mut members = groups.remove(&group).unwrap_or_default();
-                members.sort_by(|a, b| self.id_of(*a).cmp(self.id_of(*b)).then(a.cmp(b)));
-                (group, members)
-            })
-            .collect()
+        let Some(rule) = &entry.spans else {
+            return Some(false);
+        };
+        match batch.placed.get(position as usize).and_then(Option::as_ref) {
+            // A text the tables cannot vouch for is handed back whole.
+            None => Some(false),
+            Some(held) if !rule.holds(held) => None,
+            // Explained here only where the offsets are at hand (the terms' parts and the
+            // tokens' places): the caller explains the others.
+            Some(_) => Some(!batch.shape.explain || batch.offsets_at_hand(position)),
+        }
     }
 
-    /// The messages of one group: its subscriptions' matches, a message full at `most`
-    /// matches, `most_subscriptions` subscriptions or `max_bytes` bytes.
-    fn write_group(
+    /// The messages of the matches `sorted` keeps and of those `chosen`, and how many matches
+    /// they hold.
+    pub(crate) fn write(
         &self,
-        group: u32,
-        members: &[u32],
-        positions: &FxHashMap<u32, Vec<u32>>,
+        mut sorted: Sorted,
+        chosen: &[Chosen],
         batch: &BatchView<'_>,
-        encoded: &mut [Option<Vec<u8>>],
-        written: &mut Vec<Written>,
-    ) {
-        let shape = batch.shape;
-        let frame_size = (shape.head.len() + shape.between.len() + shape.tail.len()) as i64;
-        let room = shape.max_bytes - frame_size;
-        let (mut head, mut rest) = (Vec::new(), Vec::new());
-        let mut chunk = Chunk::default();
-        for &number in members {
-            let entry = self.entries[number as usize]
-                .as_ref()
-                .expect("in the order");
-            match_head(entry, &mut head);
-            for &position in &positions[&number] {
-                let publication = &batch.publications[position as usize];
-                let held = batch.placed.get(position as usize).and_then(Option::as_ref);
-                self.rest_of(entry, publication, held, shape, &mut rest);
-                let publication =
-                    encoded[position as usize].get_or_insert_with(|| publication_json(publication));
-                let cost = chunk.cost(position, publication, &head, &rest);
-                if !chunk.pairs.is_empty()
-                    && (chunk.pairs.len() >= shape.most
-                        || (!chunk.subscriptions.contains(&number)
-                            && chunk.subscriptions.len() >= shape.most_subscriptions)
-                        || chunk.size + cost > room)
-                {
-                    let full = std::mem::take(&mut chunk);
-                    written.push(self.message(full, group, batch.publications, shape));
+    ) -> (Vec<Message>, usize) {
+        let mut first: FxHashMap<&str, u32> = FxHashMap::default();
+        for (k, one) in chosen.iter().enumerate() {
+            let k = k as u32;
+            let who = Who::Chosen(*first.entry(&one.id).or_insert(k));
+            sorted.add(who, one.position, k);
+        }
+        let writer = Writer {
+            table: self,
+            chosen,
+            batch,
+            frame: batch.shape.frame(),
+        };
+        let mut encoded: Vec<Option<Vec<u8>>> = vec![None; batch.publications.len()];
+        let mut written = Vec::new();
+        for (group, members) in writer.groups_of(&sorted.order) {
+            for who in &members {
+                if let Some(positions) = sorted.positions.get_mut(who) {
+                    positions.sort_by_key(|&(position, _)| position);
                 }
-                chunk.add(number, position, publication, &head, &rest);
             }
+            writer.write_group(
+                group,
+                &members,
+                &sorted.positions,
+                &mut encoded,
+                &mut written,
+            );
         }
-        if !chunk.pairs.is_empty() {
-            written.push(self.message(chunk, group, batch.publications, shape));
-        }
+        (written, sorted.matches)
     }
 
-    /// What follows a match's publication place: its `matched` (if explained) and its end.
+    /// What follows a plain match's publication place: its `matched` (if explained) and its
+    /// end.
     fn rest_of(
         &self,
         entry: &Delivery,
@@ -507,42 +398,214 @@ impl Table {
         }
         out.push(b'}');
     }
+}
 
-    fn message(
-        &self,
-        chunk: Chunk,
-        group: u32,
-        publications: &[Publication<'_>],
-        shape: &Shape,
-    ) -> Written {
-        let mut body = Vec::with_capacity(
-            chunk.size as usize + shape.head.len() + shape.between.len() + shape.tail.len(),
-        );
-        body.extend_from_slice(&shape.head);
-        body.extend_from_slice(&chunk.publications);
-        body.extend_from_slice(&shape.between);
-        body.extend_from_slice(&chunk.matches);
-        body.extend_from_slice(&shape.tail);
-        let place: FxHashMap<u32, usize> = chunk
-            .subscription_order
-            .iter()
-            .enumerate()
-            .map(|(k, &number)| (number, k))
-            .collect();
-        let mut counts = vec![0u32; chunk.subscription_order.len()];
-        for (number, _) in &chunk.pairs {
-            counts[place[number]] += 1;
+/// What writing one batch's messages reads: the table, the chosen matches, the batch, and the
+/// messages' frame.
+struct Writer<'a> {
+    table: &'a Table,
+    chosen: &'a [Chosen],
+    batch: &'a BatchView<'a>,
+    frame: Frame,
+}
+
+impl Writer<'_> {
+    fn row(&self, number: u32) -> &Delivery {
+        self.table
+            .entry(number)
+            .unwrap_or_else(|| unreachable!("only numbers with an entry are sorted in"))
+    }
+
+    fn stored_id(&self, who: Who) -> &str {
+        match who {
+            Who::Row(number) => &self.row(number).id,
+            Who::Chosen(k) => &self.chosen[k as usize].id,
         }
+    }
+
+    fn delivered_id(&self, who: Who) -> &str {
+        match who {
+            Who::Row(number) => self.row(number).delivered_id(),
+            Who::Chosen(k) => &self.chosen[k as usize].delivered,
+        }
+    }
+
+    fn groups(&self, who: Who) -> [u32; 2] {
+        match who {
+            Who::Row(number) => self.row(number).groups,
+            Who::Chosen(k) => self.chosen[k as usize].groups,
+        }
+    }
+
+    fn tag(&self, who: Who) -> Option<&str> {
+        match who {
+            Who::Row(number) => self.row(number).tag.as_deref(),
+            Who::Chosen(k) => self.chosen[k as usize].tag.as_deref(),
+        }
+    }
+
+    /// The message groups of the subscriptions in `order`, each group's subscriptions by
+    /// stored id: which matches share a message (and so its webhook-id) must not follow the
+    /// order the subscriptions were loaded in.
+    fn groups_of(&self, order: &[Who]) -> Vec<(u32, Vec<Who>)> {
+        let mut group_order: Vec<u32> = Vec::new();
+        let mut groups: FxHashMap<u32, Vec<Who>> = FxHashMap::default();
+        for &who in order {
+            for group in self.groups(who).into_iter().filter(|&g| g != NO_GROUP) {
+                groups
+                    .entry(group)
+                    .or_insert_with(|| {
+                        group_order.push(group);
+                        Vec::new()
+                    })
+                    .push(who);
+            }
+        }
+        group_order
+            .into_iter()
+            .map(|group| {
+                let mut members = groups.remove(&group).unwrap_or_default();
+                members.sort_by(|&a, &b| self.stored_id(a).cmp(self.stored_id(b)).then(a.cmp(&b)));
+                (group, members)
+            })
+            .collect()
+    }
+
+    /// The messages of one group: its subscriptions' matches, a message full at `most`
+    /// matches, `most_subscriptions` subscriptions or `max_bytes` bytes.
+    fn write_group(
+        &self,
+        group: u32,
+        members: &[Who],
+        positions: &FxHashMap<Who, Vec<(u32, u32)>>,
+        encoded: &mut [Option<Vec<u8>>],
+        written: &mut Vec<Message>,
+    ) {
+        let shape = self.batch.shape;
+        let room = shape.max_bytes - self.frame.size();
+        let (mut head, mut rest) = (Vec::new(), Vec::new());
+        let mut chunk = Chunk::default();
+        for &who in members {
+            for &(position, chosen) in &positions[&who] {
+                self.head_of(who, position, &mut head);
+                self.rest_of(who, position, chosen, &mut rest);
+                let publication = &self.batch.publications[position as usize];
+                let publication =
+                    encoded[position as usize].get_or_insert_with(|| publication_json(publication));
+                let cost = if shape.version >= 2 {
+                    chunk.cost(position, publication, &head, &rest)
+                } else {
+                    (head.len() + rest.len() + 1) as i64
+                };
+                if !chunk.pairs.is_empty()
+                    && (chunk.pairs.len() >= shape.most
+                        || (!chunk.subscriptions.contains(&who)
+                            && chunk.subscriptions.len() >= shape.most_subscriptions)
+                        || chunk.size + cost > room)
+                {
+                    written.push(self.message(std::mem::take(&mut chunk), group));
+                }
+                let publication = (shape.version >= 2).then_some(&publication[..]);
+                chunk.add(who, position, publication, &head, &rest);
+            }
+        }
+        if !chunk.pairs.is_empty() {
+            written.push(self.message(chunk, group));
+        }
+    }
+
+    /// A match's JSON before its publication's place (version 2), or all of it before its
+    /// `matched` (version 1: the query as written, the publication's id and text).
+    fn head_of(&self, who: Who, position: u32, out: &mut Vec<u8>) {
+        out.clear();
+        out.extend_from_slice(b"{\"subscription_id\":");
+        json_string(out, self.delivered_id(who));
+        if let Some(tag) = self.tag(who) {
+            out.extend_from_slice(b",\"tag\":");
+            json_string(out, tag);
+        }
+        if self.batch.shape.version >= 2 {
+            out.extend_from_slice(b",\"publication\":");
+            return;
+        }
+        let written = match who {
+            Who::Chosen(k) => self.chosen[k as usize].written.as_ref(),
+            Who::Row(_) => None, // a version 1 payload's matches are all chosen
+        };
+        match written {
+            Some(Written::Query(query)) => {
+                out.extend_from_slice(b",\"query\":");
+                json_string(out, query);
+            }
+            Some(Written::Pattern(pattern)) => {
+                out.extend_from_slice(b",\"pattern\":");
+                json_string(out, pattern);
+            }
+            None => {}
+        }
+        let publication = &self.batch.publications[position as usize];
+        out.extend_from_slice(b",\"publication_id\":");
+        json_string(out, publication.id);
+        out.extend_from_slice(b",\"text\":");
+        json_string(out, publication.text);
+    }
+
+    /// What follows a match's publication place: its `matched` (if explained) and its end.
+    fn rest_of(&self, who: Who, position: u32, chosen: u32, out: &mut Vec<u8>) {
+        let batch = self.batch;
+        if chosen == FROM_TABLE {
+            let Who::Row(number) = who else {
+                unreachable!("a match from the table is a row's")
+            };
+            let publication = &batch.publications[position as usize];
+            let held = batch.placed.get(position as usize).and_then(Option::as_ref);
+            self.table
+                .rest_of(self.row(number), publication, held, batch.shape, out);
+            return;
+        }
+        out.clear();
+        if batch.shape.explain {
+            let matched = &self.chosen[chosen as usize].matched;
+            out.extend_from_slice(b",\"matched\":");
+            out.extend_from_slice(if matched.is_empty() { b"null" } else { matched });
+        }
+        out.push(b'}');
+    }
+
+    fn message(&self, chunk: Chunk, group: u32) -> Message {
+        let frame = &self.frame;
+        let mut body = Vec::with_capacity(chunk.size as usize + frame.size() as usize);
+        body.extend_from_slice(&frame.head);
+        body.extend_from_slice(&chunk.publications);
+        body.extend_from_slice(&frame.between);
+        body.extend_from_slice(&chunk.matches);
+        body.extend_from_slice(&frame.tail);
+        let publications = self.batch.publications;
         let mut pairs: Vec<(&str, &str)> = chunk
             .pairs
             .iter()
-            .map(|&(number, position)| {
-                let id = &self.entries[number as usize].as_ref().expect("written").id;
-                (&**id, publications[position as usize].id)
-            })
+            .map(|&(who, position)| (self.delivered_id(who), publications[position as usize].id))
             .collect();
+        let (subscription_ids, counts) = tallied(&pairs);
         pairs.sort_unstable();
-        let hashed = serde_json::to_vec(&(&shape.publisher, &shape.stream, &pairs))
+        Message {
+            group,
+            // Every piece is UTF-8: JSON written from str, or the caller's pieces, checked when
+            // they were taken; the lossy branch is never taken.
+            body: String::from_utf8(body)
+                .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned()),
+            webhook_id: self.webhook_id(&pairs),
+            matches: chunk.pairs.len(),
+            subscription_ids,
+            counts,
+        }
+    }
+
+    /// `wordcast.storage.outbox.webhook_id`: the (subscription, publication) pairs, sorted,
+    /// with the publisher and stream, hashed.
+    fn webhook_id(&self, pairs: &[(&str, &str)]) -> String {
+        let shape = self.batch.shape;
+        let hashed = serde_json::to_vec(&(&shape.publisher, &shape.stream, pairs))
             .expect("strings always encode");
         let digest = Sha256::digest(&hashed);
         let mut webhook_id = String::with_capacity(36);
@@ -550,44 +613,24 @@ impl Table {
         for byte in &digest[..16] {
             let _ = write!(webhook_id, "{byte:02x}");
         }
-        Written {
-            group,
-            // Every piece is UTF-8: JSON written from str, or the caller's pieces, checked when
-            // they were taken; the lossy branch is never taken.
-            body: String::from_utf8(body)
-                .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned()),
-            webhook_id,
-            matches: chunk.pairs.len(),
-            subscription_ids: chunk.subscription_order,
-            counts,
-        }
+        webhook_id
     }
 }
 
-/// `,"spans":{name:[[start,end],…],…}`: where each span of an alternative holds in the text
-/// (`explain_clause`'s `spans`).
-fn spans_json(rule: &SpanRule, held: &Positions, tokens: &[(u32, u32)], out: &mut Vec<u8>) {
-    out.extend_from_slice(b",\"spans\":{");
-    for (k, span) in rule.spans.iter().enumerate() {
-        if k > 0 {
-            out.push(b',');
-        }
-        json_string(out, &span.name);
-        out.extend_from_slice(b":[");
-        let mut first_place = true;
-        span.places(held, |first, last| {
-            let start = tokens.get(first as usize).map_or(0, |t| t.0);
-            let end = tokens.get(last as usize).map_or(0, |t| t.1);
-            if !first_place {
-                out.push(b',');
-            }
-            first_place = false;
-            let _ = write!(PushDigits(out), "[{start},{end}]");
-            false
+/// The subscriptions of a message's (subscription, publication) pairs in the order of their
+/// first match, and how many matches each.
+fn tallied(pairs: &[(&str, &str)]) -> (Vec<String>, Vec<u32>) {
+    let mut place: FxHashMap<&str, usize> = FxHashMap::default();
+    let (mut ids, mut counts) = (Vec::new(), Vec::new());
+    for &(id, _) in pairs {
+        let k = *place.entry(id).or_insert_with(|| {
+            ids.push(id.to_owned());
+            counts.push(0);
+            ids.len() - 1
         });
-        out.push(b']');
+        counts[k] += 1;
     }
-    out.push(b'}');
+    (ids, counts)
 }
 
 fn publication_json(publication: &Publication<'_>) -> Vec<u8> {
@@ -601,7 +644,7 @@ fn publication_json(publication: &Publication<'_>) -> Vec<u8> {
 }
 
 impl Chunk {
-    /// The bytes a match adds to the message (with its publication, if new to it).
+    /// The bytes a match adds to a version 2 message (with its publication, if new to it).
     fn cost(&self, position: u32, publication: &[u8], head: &[u8], rest: &[u8]) -> i64 {
         (match self.places.get(&position) {
             Some(&place) => head.len() + digits(place) + rest.len() + 1,
@@ -609,37 +652,49 @@ impl Chunk {
         }) as i64
     }
 
-    fn add(&mut self, number: u32, position: u32, publication: &[u8], head: &[u8], rest: &[u8]) {
-        let place = match self.places.get(&position) {
-            Some(&place) => place,
-            None => {
-                let place = self.places.len();
-                self.places.insert(position, place);
-                if place > 0 {
-                    self.publications.push(b',');
-                }
-                self.publications.extend_from_slice(publication);
-                self.size += publication.len() as i64 + 1;
-                place
-            }
-        };
+    /// Add a match: in version 2 with its `publication` (named once a message, its place
+    /// written between `head` and `rest`); in version 1 (None) `head` and `rest` are all of it.
+    fn add(
+        &mut self,
+        who: Who,
+        position: u32,
+        publication: Option<&[u8]>,
+        head: &[u8],
+        rest: &[u8],
+    ) {
         if !self.pairs.is_empty() {
             self.matches.push(b',');
         }
         let before = self.matches.len();
         self.matches.extend_from_slice(head);
-        let _ = write!(PushDigits(&mut self.matches), "{place}");
+        if let Some(publication) = publication {
+            let place = self.place(position, publication);
+            let _ = write!(PushDigits(&mut self.matches), "{place}");
+        }
         self.matches.extend_from_slice(rest);
         self.size += (self.matches.len() - before) as i64 + 1;
-        self.pairs.push((number, position));
-        if self.subscriptions.insert(number) {
-            self.subscription_order.push(number);
+        self.pairs.push((who, position));
+        self.subscriptions.insert(who);
+    }
+
+    /// The publication's place in the message, named in it if new.
+    fn place(&mut self, position: u32, publication: &[u8]) -> usize {
+        if let Some(&place) = self.places.get(&position) {
+            return place;
         }
+        let place = self.places.len();
+        self.places.insert(position, place);
+        if place > 0 {
+            self.publications.push(b',');
+        }
+        self.publications.extend_from_slice(publication);
+        self.size += publication.len() as i64 + 1;
+        place
     }
 }
 
 /// `write!` into a byte buffer.
-struct PushDigits<'a>(&'a mut Vec<u8>);
+pub(crate) struct PushDigits<'a>(pub(crate) &'a mut Vec<u8>);
 
 impl std::fmt::Write for PushDigits<'_> {
     fn write_str(&mut self, s: &str) -> std::fmt::Result {
@@ -659,6 +714,7 @@ mod tests {
             let terms = terms.iter().map(|t| table.term_number(t)).collect();
             table.entries.push(Some(Delivery {
                 id: id.into(),
+                delivered: id.len() as u32,
                 tag: None,
                 terms,
                 groups: [group, NO_GROUP],
@@ -672,9 +728,8 @@ mod tests {
 
     fn shape(most: usize, explain: bool) -> Shape {
         Shape {
-            head: b"{\"p\":[".to_vec(),
-            between: b"],\"m\":[".to_vec(),
-            tail: b"]}".to_vec(),
+            version: 2,
+            backfill: false,
             publisher: "acme".into(),
             stream: String::new(),
             most,
@@ -705,15 +760,33 @@ mod tests {
         parts: &[Parts],
         numbers: &[u32],
         offsets: &[u32],
-    ) -> (Vec<Written>, Vec<(u32, u32)>, usize) {
+    ) -> (Vec<Message>, Vec<(u32, u32)>, usize) {
+        write_chosen(table, shape, parts, numbers, offsets, &[])
+    }
+
+    /// The same, with matches `chosen` beside the trie's.
+    fn write_chosen(
+        table: &Table,
+        shape: &Shape,
+        parts: &[Parts],
+        numbers: &[u32],
+        offsets: &[u32],
+        chosen: &[Chosen],
+    ) -> (Vec<Message>, Vec<(u32, u32)>, usize) {
         let publications = publications(parts);
         let batch = BatchView {
             publications: &publications,
             placed: &[],
             shape,
         };
-        table.write(numbers, offsets, 0, &batch)
+        let sorted = table.sort(numbers, offsets, 0, &batch);
+        let others = sorted.others.clone();
+        let (written, count) = table.write(sorted, chosen, &batch);
+        (written, others, count)
     }
+
+    const HEAD: &str =
+        r#"{"type":"matches","version":2,"publisher":"acme","stream":null,"publications":["#;
 
     /// The trie's flat answer: sub-b (number 0) in p1 and p2, sub-a (number 1) in p1.
     const NUMBERS: [u32; 3] = [0, 1, 0];
@@ -729,19 +802,20 @@ mod tests {
         let message = &written[0];
         assert_eq!(
             message.body,
-            concat!(
-                r#"{"p":[{"id":"p1","text":"white house"},{"id":"p2","text":"house"}],"m":["#,
-                r#"{"subscription_id":"sub-a","publication":0},"#,
-                r#"{"subscription_id":"sub-b","publication":0},"#,
-                r#"{"subscription_id":"sub-b","publication":1}]}"#
-            )
+            HEAD.to_owned()
+                + concat!(
+                    r#"{"id":"p1","text":"white house"},{"id":"p2","text":"house"}],"matches":["#,
+                    r#"{"subscription_id":"sub-a","publication":0},"#,
+                    r#"{"subscription_id":"sub-b","publication":0},"#,
+                    r#"{"subscription_id":"sub-b","publication":1}]}"#
+                )
         );
         // wordcast.storage.outbox.webhook_id([("sub-a","p1"),("sub-b","p1"),("sub-b","p2")], "acme")
         assert_eq!(message.webhook_id, "msg_fe2537dfc2549e96c9ec72941d8277d8");
         assert_eq!((message.group, message.matches), (7, 3));
         assert_eq!(
             (message.subscription_ids.clone(), message.counts.clone()),
-            (vec![1, 0], vec![1, 2])
+            (vec!["sub-a".to_owned(), "sub-b".to_owned()], vec![1, 2])
         );
     }
 
@@ -762,7 +836,7 @@ mod tests {
         );
         assert!(written[2]
             .body
-            .starts_with(r#"{"p":[{"id":"p2","text":"house"}],"m":["#));
+            .starts_with(&(HEAD.to_owned() + r#"{"id":"p2","text":"house"}],"matches":["#)));
     }
 
     #[test]
@@ -786,8 +860,80 @@ mod tests {
         let shape = shape(100, true);
         let (written, _, _) = write_batch(&table, &shape, &parts, &[0], &[0, 1, 1]);
         assert!(written[0].body.ends_with(concat!(
-            r#""m":[{"subscription_id":"sub-b","publication":0,"#,
+            r#""matches":[{"subscription_id":"sub-b","publication":0,"#,
             r#""matched":{"terms":{"hous":[[6,11]],"lang:en":[]}}}]}"#
         )));
+    }
+
+    fn chosen(id: &str, delivered: &str, position: u32, matched: &[u8]) -> Chosen {
+        Chosen {
+            id: id.into(),
+            delivered: delivered.into(),
+            tag: None,
+            groups: [7, NO_GROUP],
+            position,
+            matched: matched.into(),
+            written: Some(Written::Query("white OR house".into())),
+        }
+    }
+
+    #[test]
+    fn chosen_matches_share_the_tables_messages_by_stored_id_and_tally_under_their_query() {
+        let table = table(&[("sub-b", 7, 0, &["hous"]), ("sub-a", 7, 0, &["white"])]);
+        let parts = [Parts::default(), Parts::default()];
+        let shape = shape(100, true);
+        // Two alternatives of query "q": "q~1" at p2 and p1 (given out of order), "q~0" at p1.
+        let given = [
+            chosen("q~1", "q", 1, br#"{"alternative":1}"#),
+            chosen("q~0", "q", 0, br#"{"alternative":0}"#),
+            chosen("q~1", "q", 0, br#"{"alternative":1}"#),
+        ];
+        let (written, _, count) = write_chosen(&table, &shape, &parts, &NUMBERS, &OFFSETS, &given);
+        assert_eq!((written.len(), count), (1, 6));
+        let body = &written[0].body;
+        let order: Vec<usize> = [
+            r#"{"subscription_id":"q","publication":0,"matched":{"alternative":0}}"#,
+            r#"{"subscription_id":"q","publication":0,"matched":{"alternative":1}}"#,
+            r#"{"subscription_id":"q","publication":1,"matched":{"alternative":1}}"#,
+            r#"{"subscription_id":"sub-a","publication":0,"#,
+            r#"{"subscription_id":"sub-b","publication":1,"#,
+        ]
+        .iter()
+        .map(|m| body.find(m).unwrap_or_else(|| panic!("{m} in {body}")))
+        .collect();
+        assert!(order.windows(2).all(|w| w[0] < w[1]), "{body}");
+        assert_eq!(
+            (
+                written[0].subscription_ids.clone(),
+                written[0].counts.clone()
+            ),
+            (
+                vec!["q".to_owned(), "sub-a".to_owned(), "sub-b".to_owned()],
+                vec![3, 1, 2]
+            )
+        );
+    }
+
+    #[test]
+    fn a_version_1_payload_hands_back_every_match_and_writes_each_whole() {
+        let table = table(&[("sub-b", 7, 0, &["hous"]), ("sub-a", 7, 0, &["white"])]);
+        let parts = [Parts::default(), Parts::default()];
+        let mut shape = shape(100, false);
+        (shape.version, shape.backfill, shape.stream) = (1, true, "news".into());
+        let (written, others, count) = write_batch(&table, &shape, &parts, &NUMBERS, &OFFSETS);
+        assert_eq!(
+            (written.len(), others, count),
+            (0, vec![(0, 0), (1, 0), (0, 1)], 0)
+        );
+        let given = [chosen("q~0", "q", 1, b"")];
+        let (written, _, _) = write_chosen(&table, &shape, &parts, &[], &[0, 0, 0], &given);
+        assert_eq!(
+            written[0].body,
+            concat!(
+                r#"{"type":"matches","publisher":"acme","stream":"news","matches":["#,
+                r#"{"subscription_id":"q","query":"white OR house","#,
+                r#""publication_id":"p2","text":"house"}],"backfill":true}"#
+            )
+        );
     }
 }

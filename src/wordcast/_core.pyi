@@ -7,6 +7,7 @@ from typing import Self, final
 __all__ = [
     "Analyser",
     "BatchShapeError",
+    "ChosenMatches",
     "CompactTrie",
     "CoreError",
     "Deliveries",
@@ -110,8 +111,9 @@ class Patterns:
 
 @final
 class Deliveries:
-    """What writing a match of each compact trie number needs, and the messages of a batch
-    written from the trie's flat answer (``wordcast.services.matcher.compiled_messages``)."""
+    """The one writer of a matcher's messages: what writing a match of each compact trie number
+    needs, and the messages of a batch, of every kind of match
+    (``wordcast.services.matcher.messages``)."""
 
     def __new__(cls) -> Self: ...
     def __len__(self) -> int: ...
@@ -124,18 +126,17 @@ class Deliveries:
         wanted: int,
         ids: Sequence[str],
         texts: Sequence[str],
-        analyser: Analyser,
         shape: MessageShape,
-        given: Mapping[int, Mapping[str, bytes]] | None = None,
-        given_tokens: Mapping[int, Sequence[tuple[int, int]]] | None = None,
-    ) -> tuple[
-        list[tuple[int, str, str, int, tuple[str, ...], tuple[int, ...]]],
-        list[tuple[int, int]],
-        int,
-    ]:
-        """The messages of the plain matches of a batch, as (group, body, webhook-id, matches,
-        subscription ids, each one's matches); the (number, position) of the other matches, for
-        the reference; and how many matches the messages hold. The GIL released while writing."""
+        *,
+        analyser: Analyser | None = None,
+        parts: Mapping[int, Mapping[str, bytes]] | None = None,
+        tokens: Mapping[int, Sequence[tuple[int, int]]] | None = None,
+        decide: Callable[[list[tuple[int, int]]], ChosenMatches | None] | None = None,
+    ) -> tuple[list[tuple[int, str, str, int, tuple[str, ...], tuple[int, ...]]], int]:
+        """The messages of a batch, as (group, body, webhook-id, matches, subscription ids, each
+        one's matches), and how many matches they hold: the trie's matches the table decides,
+        and those ``decide`` chooses given the (number, position) of the others. The GIL
+        released while sorting and writing."""
 
 _SpanIn = tuple[
     list[tuple[str, int]], int, str
@@ -156,25 +157,43 @@ class DeliveryColumns:
         plain: Sequence[bool],
         spans: Sequence[tuple[list[_SpanIn], list[_SpanIn], bytes] | None] | None = None,
         tags: Sequence[str] | None = None,
+        delivered_ids: Sequence[str] | None = None,
+    ) -> Self: ...
+    def __len__(self) -> int: ...
+
+@final
+class ChosenMatches:
+    """The matches ``Deliveries.write``'s ``decide`` chooses, by columns."""
+
+    def __new__(
+        cls,
+        *,
+        ids: Sequence[str],
+        delivered_ids: Sequence[str],
+        tags: Sequence[str],
+        groups: Sequence[tuple[int | None, int | None]],
+        positions: Sequence[int],
+        matched: Sequence[bytes],
+        written: Sequence[tuple[str, str]] | None = None,
     ) -> Self: ...
     def __len__(self) -> int: ...
 
 @final
 class MessageShape:
-    """A batch's messages around their matches, and their bounds (``Deliveries.write``)."""
+    """A batch's payload version, publisher and stream, and its messages' bounds
+    (``Deliveries.write``)."""
 
     def __new__(
         cls,
         *,
-        head: bytes,
-        between: bytes,
-        tail: bytes,
+        version: int,
         publisher: str,
         stream: str,
         most: int,
         max_bytes: int,
         most_subscriptions: int,
         explain: bool,
+        backfill: bool = False,
     ) -> Self: ...
 
 @final

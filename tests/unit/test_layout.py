@@ -34,7 +34,7 @@ MAY_IMPORT: dict[str, set[str]] = {
     "engines": FOUNDATION | {"query"},
     "learning": FOUNDATION | {"query", "routing"},
     "corpus": FOUNDATION | {"query"},
-    "testing": FOUNDATION | {"query", "engines", "routing"},
+    "testing": FOUNDATION | {"query", "engines", "routing", "storage"},
     "storage": FOUNDATION | {"query", "routing"},
     "ops": FOUNDATION | {"query", "routing", "learning", "storage", "webhooks"},
     "services": FOUNDATION

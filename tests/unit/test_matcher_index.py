@@ -7,45 +7,12 @@ import random
 
 import pytest
 
+from tests.unit.support import placed_subscriptions
 from wordcast.engines.registry import pattern_index, term_index
-from wordcast.routing.placement import Placement, decode, encode
 from wordcast.services.matcher.index import MatcherIndex
-from wordcast.storage.records import Subscription, SubscriptionEvent
+from wordcast.storage.records import SubscriptionEvent
 
 WORDS = [f"w{i}" for i in range(12)]
-
-
-def _subscriptions(rng: random.Random) -> list[Subscription]:
-    subs = []
-    for i in range(400):
-        terms = tuple(sorted(rng.sample(WORDS, rng.randint(1, 3))))
-        kind = rng.choice(["everywhere", "everywhere", "versions", "hot", "elsewhere", "pattern"])
-        placements: tuple[Placement, ...]
-        if kind == "everywhere":  # as records hold it: decoded, cached and shared
-            placements = decode(encode((Placement(0, 0),)))
-        elif kind == "versions":
-            placements = (Placement(1, 0, 2), Placement(0, 2))
-        elif kind == "hot":
-            placements = (Placement(0, 0, None, terms[0], frozenset({1, 3})),)
-        elif kind == "elsewhere":
-            placements = (Placement(0, 0, 1), Placement(1, 1))
-        else:
-            placements = ()
-        query = " ".join(terms) if rng.random() < 0.8 else f"{terms[0]} -{rng.choice(WORDS)}"
-        subs.append(
-            Subscription(
-                f"s{i}",
-                "" if kind == "pattern" else query,
-                () if kind == "pattern" else terms,
-                "http://x/hook",
-                0,
-                pattern=f"{terms[0]}*{terms[-1]}" if kind == "pattern" else "",
-                anchor=terms[0] if kind == "pattern" else "",
-                tenant=rng.choice(["a", "b"]),
-                placements=placements,
-            )
-        )
-    return subs
 
 
 def _index(engine: str) -> MatcherIndex:
@@ -57,7 +24,7 @@ def _index(engine: str) -> MatcherIndex:
 @pytest.mark.parametrize("engine", ["compiled-compact-trie", "compact-trie"])
 def test_a_loaded_snapshot_matches_as_the_same_subscriptions_applied(engine: str) -> None:
     rng = random.Random(3)
-    subs = _subscriptions(rng)
+    subs = placed_subscriptions(rng)
     loaded, applied = _index(engine), _index(engine)
     for start in range(0, len(subs), 64):  # pages, one record twice as a scan may list it
         loaded.load([*subs[start : start + 64], subs[start]])

@@ -10,10 +10,12 @@ from typing import Any
 import orjson
 import pytest
 
+from tests.unit.support import written
 from wordcast.query.alternatives import HeldAlternatives
 from wordcast.query.analysis import term_positions
 from wordcast.query.boolean import parse_query, part_id
-from wordcast.services.matcher.messages import Batch, explained_matches, messages
+from wordcast.services.matcher.explanations import explained_matches
+from wordcast.services.matcher.index import Batch
 from wordcast.storage.outbox import MAX_SIGNERS, webhook_id
 from wordcast.storage.records import STREAM_DELIVERY, Subscription, delivery_address
 from wordcast.webhooks.payload import matches_of
@@ -91,7 +93,7 @@ def test_bodies_are_the_whole_payloads_json_and_every_match_is_in_one_message(
         batch = Batch(publications, "acme", stream, accepted=12.5)
         pairs = [(rng.choice(list(subscriptions)), rng.randrange(300)) for _ in range(3000)]
         pairs = list(dict.fromkeys(pairs))
-        found = messages(
+        found = written(
             pairs,
             batch,
             subscriptions,
@@ -170,7 +172,7 @@ def test_each_delivery_gets_its_own_message_and_both_get_one_each() -> None:
     assert (subscriptions["web"].webhook_url, subscriptions["web"].to_stream) == (hook, False)
     assert (subscriptions["sse"].webhook_url, subscriptions["sse"].to_stream) == ("", True)
     batch = Batch([("p1", "a text", ("text",), False)], "t", "")
-    found = messages(
+    found = written(
         [(sub_id, 0) for sub_id in subscriptions], batch, subscriptions, HeldAlternatives(), 100
     )
     by_url = {message.callback_url: message.subscription_ids for message in found}
@@ -189,7 +191,7 @@ def test_how_matches_are_split_into_messages_does_not_follow_the_order_they_matc
     batch = Batch([("p1", "w", ("w",), False)], "acme", "")
     pairs = [(sub_id, 0) for sub_id in subscriptions]
     split = [
-        sorted(m.webhook_id for m in messages(order, batch, subscriptions, HeldAlternatives(), 500))
+        sorted(m.webhook_id for m in written(order, batch, subscriptions, HeldAlternatives(), 500))
         for order in (pairs, pairs[::-1], pairs[300:] + pairs[:300])
     ]
     assert len(split[0]) == 2
@@ -205,9 +207,9 @@ def test_without_a_signers_bound_a_message_holds_any_number_of_subscriptions() -
     }
     pairs = [(sub_id, 0) for sub_id in subscriptions]
     batch = Batch([("p0", "w", ("w",), False)], "acme", "")
-    found = messages(pairs, batch, subscriptions, HeldAlternatives(), most=1000, explain=False)
+    found = written(pairs, batch, subscriptions, HeldAlternatives(), most=1000, explain=False)
     assert [m.matches for m in found] == [200]
-    bounded = messages(
+    bounded = written(
         pairs,
         batch,
         subscriptions,
@@ -251,7 +253,7 @@ def test_explained_bodies_are_the_whole_payloads_json_byte_for_byte(version: int
         pairs, lambda k: frozenset(publications[k][2]), lambda k: term_positions(texts[k])
     )
     batch = Batch(publications, "acme", "")
-    found = messages(
+    found = written(
         pairs, batch, subscriptions, held, most=7, max_bytes=2_000, payload_version=version
     )
 

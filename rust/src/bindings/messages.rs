@@ -1,6 +1,7 @@
-//! `wordcast._core.Deliveries` and its option structs: the compiled writer
-//! (`messages::Table`) for Python. The texts are read here (the analyser's positions and the
-//! parts of `matched`), the batch written without the GIL.
+//! `wordcast._core.Deliveries` and its option structs: the message writer (`messages::Table`)
+//! for Python. The texts are read here (the analyser's positions and the parts of `matched`),
+//! the trie's matches sorted and the batch written without the GIL; between the two, the
+//! caller decides the matches the table hands back.
 
 use pyo3::buffer::PyBuffer;
 use pyo3::prelude::*;
@@ -11,20 +12,21 @@ use rustc_hash::FxHashMap;
 use crate::analysis::{Analyser, Positions};
 use crate::error::CoreError;
 use crate::messages::{
-    token_spans, BatchView, Delivery, Parts, Publication, RuleIn, Shape, Table, Written, NO_GROUP,
+    BatchView, Chosen, Delivery, Message, Parts, Publication, Shape, Table, Written, NO_GROUP,
 };
+use crate::spans::{token_spans, RuleIn};
 
-/// A message per group, the (number, position) of the matches handed back, and how many
-/// matches were written.
-type Answer<'py> = (Bound<'py, PyList>, Vec<(u32, u32)>, usize);
+/// The messages, and how many matches they hold.
+type Answer<'py> = (Bound<'py, PyList>, usize);
 
 /// What writing a batch's matches needs of each trie number, by columns (an option struct for
 /// `Deliveries.set_many`, keyword-only): the subscription's id, its terms, the groups its
-/// messages go in (``None`` for none), the audience it meets, whether its matches are written
+/// messages go in (``None`` for none), the audience it meets, whether its matches are decided
 /// here (``plain``) or handed back, and (``spans``, for an alternative held back) the phrases
 /// and windows that must hold, and those that must not, as ``([(term, offset), …], near,
-/// name)``: a candidate breaking them is dropped, not handed back; ``tags``: each
-/// subscription's tag ("" for none).
+/// name)``: a candidate breaking them is dropped, one keeping them written here; ``tags``: each
+/// subscription's tag ("" for none); ``delivered_ids``: the id each is delivered under, a
+/// prefix of its stored id (an alternative's query's; "" for the stored id itself).
 #[pyclass(module = "wordcast._core")]
 #[derive(Default)]
 pub struct DeliveryColumns {
@@ -36,13 +38,14 @@ pub struct DeliveryColumns {
     plain: Vec<bool>,
     spans: Option<Vec<Option<RuleIn>>>,
     tags: Option<Vec<String>>,
+    delivered_ids: Option<Vec<String>>,
 }
 
 #[pymethods]
 impl DeliveryColumns {
     #[new]
     #[allow(clippy::too_many_arguments)]
-    #[pyo3(signature = (*, numbers, ids, terms, groups, audiences, plain, spans=None, tags=None))]
+    #[pyo3(signature = (*, numbers, ids, terms, groups, audiences, plain, spans=None, tags=None, delivered_ids=None))]
     fn new(
         numbers: Vec<u32>,
         ids: Vec<String>,
@@ -52,6 +55,7 @@ impl DeliveryColumns {
         plain: Vec<bool>,
         spans: Option<Vec<Option<RuleIn>>>,
         tags: Option<Vec<String>>,
+        delivered_ids: Option<Vec<String>>,
     ) -> Self {
         DeliveryColumns {
             numbers,
@@ -62,6 +66,7 @@ impl DeliveryColumns {
             plain,
             spans,
             tags,
+            delivered_ids,
         }
     }
 
@@ -70,11 +75,11 @@ impl DeliveryColumns {
     }
 }
 
-/// A batch's messages around their matches and their bounds (an option struct for
-/// `Deliveries.write`, keyword-only): the JSON before the publications (``head``), between
-/// them and the matches (``between``) and after (``tail``), the publisher and stream the
-/// webhook-ids name, and a message full at ``most`` matches, ``max_bytes`` bytes or ``most_subscriptions``
-/// subscriptions; ``explain``: each match with its ``matched``.
+/// A batch's messages: their payload version (1 or 2) and whether they hold a backfill's
+/// matches, the publisher and stream they name (and their webhook-ids hash), their bounds (full
+/// at ``most`` matches, ``max_bytes`` bytes or ``most_subscriptions`` subscriptions), and
+/// ``explain``: each match with its ``matched`` (an option struct for `Deliveries.write`,
+/// keyword-only).
 #[pyclass(module = "wordcast._core", frozen)]
 pub struct MessageShape {
     shape: Shape,
@@ -84,28 +89,23 @@ pub struct MessageShape {
 impl MessageShape {
     #[new]
     #[allow(clippy::too_many_arguments)]
-    #[pyo3(signature = (*, head, between, tail, publisher, stream, most, max_bytes, most_subscriptions, explain))]
+    #[pyo3(signature = (*, version, publisher, stream, most, max_bytes, most_subscriptions, explain, backfill=false))]
     fn new(
-        head: Vec<u8>,
-        between: Vec<u8>,
-        tail: Vec<u8>,
+        version: u8,
         publisher: String,
         stream: String,
         most: usize,
         max_bytes: i64,
         most_subscriptions: usize,
         explain: bool,
+        backfill: bool,
     ) -> PyResult<Self> {
-        if [&head, &between, &tail]
-            .iter()
-            .any(|piece| std::str::from_utf8(piece).is_err())
-        {
-            return Err(CoreError::NotUtf8("a message's frame must be UTF-8").into());
+        if !(1..=2).contains(&version) {
+            return Err(CoreError::Invalid(format!("payload version {version}: 1 or 2")).into());
         }
         let shape = Shape {
-            head,
-            between,
-            tail,
+            version,
+            backfill,
             publisher,
             stream,
             most: most.max(1),
@@ -117,7 +117,130 @@ impl MessageShape {
     }
 }
 
-/// The messages a matcher writes from the compact trie's matches, compiled: see the module.
+/// The matches the caller decided, by columns (an option struct, keyword-only, that
+/// `Deliveries.write`'s ``decide`` returns): each one's stored id and the id it is delivered
+/// under, its tag ("" for none), its groups (as ``DeliveryColumns``), the position of its
+/// publication in the batch, the JSON of its ``matched`` (used when explaining), and, for a
+/// payload of version 1, how it was written: ``("query", text)`` or ``("pattern", text)``.
+#[pyclass(module = "wordcast._core")]
+#[derive(Default)]
+pub struct ChosenMatches {
+    ids: Vec<String>,
+    delivered_ids: Vec<String>,
+    tags: Vec<String>,
+    groups: Vec<(Option<u32>, Option<u32>)>,
+    positions: Vec<u32>,
+    matched: Vec<Vec<u8>>,
+    written: Option<Vec<(String, String)>>,
+}
+
+#[pymethods]
+impl ChosenMatches {
+    #[new]
+    #[allow(clippy::too_many_arguments)]
+    #[pyo3(signature = (*, ids, delivered_ids, tags, groups, positions, matched, written=None))]
+    fn new(
+        ids: Vec<String>,
+        delivered_ids: Vec<String>,
+        tags: Vec<String>,
+        groups: Vec<(Option<u32>, Option<u32>)>,
+        positions: Vec<u32>,
+        matched: Vec<Vec<u8>>,
+        written: Option<Vec<(String, String)>>,
+    ) -> Self {
+        ChosenMatches {
+            ids,
+            delivered_ids,
+            tags,
+            groups,
+            positions,
+            matched,
+            written,
+        }
+    }
+
+    fn __len__(&self) -> usize {
+        self.ids.len()
+    }
+}
+
+impl ChosenMatches {
+    /// Uneven columns, positions past a batch of `publications`, or `matched` not UTF-8.
+    fn check(&self, publications: usize) -> Result<(), CoreError> {
+        let n = self.ids.len();
+        let lengths = [
+            self.delivered_ids.len(),
+            self.tags.len(),
+            self.groups.len(),
+            self.positions.len(),
+            self.matched.len(),
+            self.written.as_ref().map_or(n, Vec::len),
+        ];
+        if lengths.iter().any(|&len| len != n) {
+            return Err(CoreError::Uneven(
+                "as many of each chosen match's columns, please",
+            ));
+        }
+        if self.positions.iter().any(|&p| p as usize >= publications) {
+            return Err(CoreError::Invalid(
+                "a chosen match's position is past the batch".into(),
+            ));
+        }
+        if self
+            .matched
+            .iter()
+            .any(|json| std::str::from_utf8(json).is_err())
+        {
+            return Err(CoreError::NotUtf8("a match's matched must be UTF-8"));
+        }
+        Ok(())
+    }
+
+    /// The matches as the writer takes them, checked against a batch of `publications`; the
+    /// columns are left empty.
+    fn take(&mut self, publications: usize) -> Result<Vec<Chosen>, CoreError> {
+        self.check(publications)?;
+        let ChosenMatches {
+            ids,
+            delivered_ids,
+            tags,
+            groups,
+            positions,
+            matched,
+            written,
+        } = std::mem::take(self);
+        let mut written = written.map(|w| w.into_iter().map(Some).collect::<Vec<_>>());
+        let columns = ids.into_iter().zip(delivered_ids).zip(tags).zip(matched);
+        let mut chosen = Vec::with_capacity(positions.len());
+        for (k, (((id, delivered), tag), matched)) in columns.enumerate() {
+            let (first, second) = groups[k];
+            let how = written.as_mut().and_then(|w| w[k].take()).map(written_as);
+            chosen.push(Chosen {
+                id: id.into(),
+                delivered: delivered.into(),
+                tag: (!tag.is_empty()).then(|| tag.into()),
+                groups: [first.unwrap_or(NO_GROUP), second.unwrap_or(NO_GROUP)],
+                position: positions[k],
+                matched: matched.into(),
+                written: how.transpose()?,
+            });
+        }
+        Ok(chosen)
+    }
+}
+
+/// ``("query", text)`` or ``("pattern", text)`` as the writer takes it.
+fn written_as((kind, text): (String, String)) -> Result<Written, CoreError> {
+    match kind.as_str() {
+        "query" => Ok(Written::Query(text.into())),
+        "pattern" => Ok(Written::Pattern(text.into())),
+        _ => Err(CoreError::Invalid(format!(
+            "{kind:?}: a match is a query's or a pattern's"
+        ))),
+    }
+}
+
+/// The one writer of a matcher's messages: see the module.
 #[pyclass(module = "wordcast._core")]
 #[derive(Default)]
 pub struct Deliveries {
@@ -143,10 +266,12 @@ impl Deliveries {
             plain,
             spans,
             tags,
+            delivered_ids,
         } = std::mem::take(&mut *columns.borrow_mut());
         let n = numbers.len();
         let mut spans = spans.unwrap_or_else(|| (0..n).map(|_| None).collect());
         let tags = tags.unwrap_or_else(|| vec![String::new(); n]);
+        let delivered_ids = delivered_ids.unwrap_or_else(|| vec![String::new(); n]);
         let lengths = [
             ids.len(),
             terms.len(),
@@ -155,14 +280,17 @@ impl Deliveries {
             plain.len(),
             spans.len(),
             tags.len(),
+            delivered_ids.len(),
         ];
         check_entries(&numbers, &groups, &lengths)?;
+        let delivered = delivered_lengths(&ids, &delivered_ids)?;
         for (k, number) in numbers.into_iter().enumerate() {
             let terms: Box<[u32]> = terms[k].iter().map(|t| self.table.term_number(t)).collect();
             let (first, second) = groups[k];
             let rule = spans[k].take().map(|given| self.table.span_rule(given));
             let entry = Delivery {
                 id: ids[k].as_str().into(),
+                delivered: delivered[k],
                 tag: (!tags[k].is_empty()).then(|| tags[k].as_str().into()),
                 terms,
                 groups: [first.unwrap_or(NO_GROUP), second.unwrap_or(NO_GROUP)],
@@ -183,16 +311,18 @@ impl Deliveries {
         self.table.entries.iter().filter(|e| e.is_some()).count()
     }
 
-    /// The messages of a batch from the trie's flat answer (``match_many_flat``): a list of
-    /// (group, body, webhook-id, matches, subscription ids, each one's matches), the (number,
-    /// position) of the matches handed back to the reference, and how many matches the
-    /// messages hold (a match delivered both to a webhook and to the match stream counted
-    /// once). ``shape``: the messages' frame and bounds ([`MessageShape`]). ``analyser`` reads
-    /// the offsets of the publications ``given`` does not hold the parts of (``{position:
-    /// {term: b'"term":[…]'}}``, with ``given_tokens`` their tokens' places: what the reference
-    /// read).
+    /// The messages of a batch: of the trie's flat answer (``match_many_flat``: ``numbers``
+    /// and ``offsets``, empty when the trie is not the index) for the audience ``wanted``, and
+    /// of the matches ``decide`` chooses, given the (number, position) of the trie's matches
+    /// the table hands back ([`ChosenMatches`], or None for none). Returns a list of (group,
+    /// body, webhook-id, matches, subscription ids, each one's matches), and how many matches
+    /// the messages hold (a match delivered both to a webhook and to the match stream counted
+    /// once). ``shape``: the payload's version and the messages' bounds ([`MessageShape`]).
+    /// ``analyser`` reads the offsets of the publications ``parts`` does not hold the parts of
+    /// (``{position: {term: b'"term":[…]'}}``, with ``tokens`` their tokens' places: what the
+    /// reference read); without it, ``parts`` must hold every publication a plain match needs.
     #[allow(clippy::too_many_arguments)]
-    #[pyo3(signature = (numbers, offsets, wanted, ids, texts, analyser, shape, given=None, given_tokens=None))]
+    #[pyo3(signature = (numbers, offsets, wanted, ids, texts, shape, *, analyser=None, parts=None, tokens=None, decide=None))]
     fn write<'py>(
         &self,
         py: Python<'py>,
@@ -201,25 +331,31 @@ impl Deliveries {
         wanted: u32,
         ids: Vec<PyBackedStr>,
         texts: Vec<PyBackedStr>,
-        analyser: &Bound<'py, Analyser>,
         shape: &Bound<'py, MessageShape>,
-        given: Option<FxHashMap<u32, Parts>>,
-        given_tokens: Option<FxHashMap<u32, Vec<(u32, u32)>>>,
+        analyser: Option<&Bound<'py, Analyser>>,
+        parts: Option<FxHashMap<u32, Parts>>,
+        tokens: Option<FxHashMap<u32, Vec<(u32, u32)>>>,
+        decide: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Answer<'py>> {
         let numbers: Vec<u32> = PyBuffer::<u32>::get(numbers)?.to_vec(py)?;
         let offsets: Vec<u32> = PyBuffer::<u32>::get(offsets)?.to_vec(py)?;
-        let (given, given_tokens) = (given.unwrap_or_default(), given_tokens.unwrap_or_default());
-        check_batch(&numbers, &offsets, ids.len(), texts.len(), &given)?;
+        let (parts, tokens) = (parts.unwrap_or_default(), tokens.unwrap_or_default());
+        check_batch(&numbers, &offsets, ids.len(), texts.len(), &parts)?;
         let shape = &shape.get().shape;
-        let explain = shape.explain;
-        let parts = if explain {
-            self.read_parts(py, &numbers, &offsets, &texts, analyser, given)?
+        let read = Read {
+            numbers: &numbers,
+            offsets: &offsets,
+            texts: &texts,
+            analyser,
+        };
+        let parts = if shape.explain {
+            self.read_parts(py, &read, parts)?
         } else {
             Vec::new()
         };
-        let positions = self.read_positions(py, &numbers, &offsets, &texts, analyser)?;
-        let tokens = if explain {
-            tokens_of(&positions, &texts, given_tokens)
+        let positions = self.read_positions(py, &read)?;
+        let tokens = if shape.explain {
+            tokens_of(&positions, &texts, tokens)
         } else {
             vec![None; positions.len()]
         };
@@ -230,43 +366,90 @@ impl Deliveries {
             placed: &positions,
             shape,
         };
-        let (written, others, plain) =
-            py.detach(|| table.write(&numbers, &offsets, wanted, &batch));
-        Ok((answered(py, table, written)?, others, plain))
+        let sorted = py.detach(|| table.sort(&numbers, &offsets, wanted, &batch));
+        let chosen = match decide {
+            Some(decide) => chosen_by(decide, &sorted.others, texts.len())?,
+            None => Vec::new(),
+        };
+        let (written, count) = py.detach(|| table.write(sorted, &chosen, &batch));
+        Ok((answered(py, written)?, count))
     }
+}
+
+/// A batch's trie answer and texts, as the analyser reads them.
+struct Read<'a, 'py> {
+    numbers: &'a [u32],
+    offsets: &'a [u32],
+    texts: &'a [PyBackedStr],
+    analyser: Option<&'a Bound<'py, Analyser>>,
+}
+
+/// What `decide` chooses among the trie's matches handed back (and beside them).
+fn chosen_by(
+    decide: &Bound<'_, PyAny>,
+    others: &[(u32, u32)],
+    publications: usize,
+) -> PyResult<Vec<Chosen>> {
+    let answer = decide.call1((others.to_vec(),))?;
+    if answer.is_none() {
+        return Ok(Vec::new());
+    }
+    let chosen = answer.cast::<ChosenMatches>().map_err(PyErr::from)?;
+    Ok(chosen.borrow_mut().take(publications)?)
+}
+
+/// Each id's delivered length: the length of its delivered id, a prefix of it ("": all of it).
+fn delivered_lengths(ids: &[String], delivered: &[String]) -> Result<Vec<u32>, CoreError> {
+    ids.iter()
+        .zip(delivered)
+        .map(|(id, delivered)| {
+            if delivered.is_empty() {
+                Ok(id.len() as u32)
+            } else if id.starts_with(delivered.as_str()) {
+                Ok(delivered.len() as u32)
+            } else {
+                Err(CoreError::Invalid(format!(
+                    "{delivered:?} does not begin {id:?}"
+                )))
+            }
+        })
+        .collect()
 }
 
 impl Deliveries {
     /// Where each term occurs in each publication with a candidate that has spans to check
-    /// (None for the others, and for a text the compiled analyser leaves to the reference).
+    /// (None for the others, for a text the compiled analyser leaves to the reference, and
+    /// for all without the compiled analyser).
     fn read_positions(
         &self,
         py: Python<'_>,
-        numbers: &[u32],
-        offsets: &[u32],
-        texts: &[PyBackedStr],
-        analyser: &Bound<'_, Analyser>,
+        read: &Read<'_, '_>,
     ) -> PyResult<Vec<Option<Positions>>> {
-        let mut read: Vec<usize> = Vec::new();
-        for (position, run) in offsets.windows(2).enumerate() {
-            let spans = numbers[run[0] as usize..run[1] as usize]
-                .iter()
-                .any(|&n| self.table.entry(n).is_some_and(|e| e.spans.is_some()));
-            if spans {
-                read.push(position);
-            }
-        }
         let mut positions: Vec<Option<Positions>> = Vec::new();
-        positions.resize_with(texts.len(), || None);
-        if read.is_empty() {
+        positions.resize_with(read.texts.len(), || None);
+        let Some(analyser) = read.analyser else {
+            return Ok(positions);
+        };
+        let chosen: Vec<usize> = read
+            .offsets
+            .windows(2)
+            .enumerate()
+            .filter(|(_, run)| {
+                read.numbers[run[0] as usize..run[1] as usize]
+                    .iter()
+                    .any(|&n| self.table.entry(n).is_some_and(|e| e.spans.is_some()))
+            })
+            .map(|(position, _)| position)
+            .collect();
+        if chosen.is_empty() {
             return Ok(positions);
         }
-        let chosen: Vec<&str> = read.iter().map(|&k| &*texts[k]).collect();
+        let texts: Vec<&str> = chosen.iter().map(|&k| &*read.texts[k]).collect();
         let term_numbers = &self.table.term_numbers;
         let found = analyser
             .borrow_mut()
-            .term_positions(py, &chosen, |term| term_numbers.get(term).copied())?;
-        for (position, found) in read.into_iter().zip(found) {
+            .term_positions(py, &texts, |term| term_numbers.get(term).copied())?;
+        for (position, found) in chosen.into_iter().zip(found) {
             positions[position] = found;
         }
         Ok(positions)
@@ -277,40 +460,48 @@ impl Deliveries {
     fn read_parts(
         &self,
         py: Python<'_>,
-        numbers: &[u32],
-        offsets: &[u32],
-        texts: &[PyBackedStr],
-        analyser: &Bound<'_, Analyser>,
+        read: &Read<'_, '_>,
         mut given: FxHashMap<u32, Parts>,
     ) -> PyResult<Vec<Option<Parts>>> {
-        let mut read: Vec<u32> = Vec::new();
-        for (position, run) in offsets.windows(2).enumerate() {
+        let mut unread: Vec<u32> = Vec::new();
+        for (position, run) in read.offsets.windows(2).enumerate() {
             let position = position as u32;
-            let plain = numbers[run[0] as usize..run[1] as usize].iter().any(|&n| {
-                self.table
-                    .entry(n)
-                    .is_some_and(|e| e.plain || e.spans.is_some())
-            });
+            let plain = read.numbers[run[0] as usize..run[1] as usize]
+                .iter()
+                .any(|&n| {
+                    self.table
+                        .entry(n)
+                        .is_some_and(|e| e.plain || e.spans.is_some())
+                });
             if plain && !given.contains_key(&position) {
-                read.push(position);
+                unread.push(position);
             }
         }
         let mut parts: Vec<Option<Parts>> = Vec::new();
-        parts.resize_with(texts.len(), || None);
+        parts.resize_with(read.texts.len(), || None);
         for (position, held) in given.drain() {
             if let Some(slot) = parts.get_mut(position as usize) {
                 *slot = Some(held);
             }
         }
-        if read.is_empty() {
+        if unread.is_empty() {
             return Ok(parts);
         }
+        let Some(analyser) = read.analyser else {
+            return Err(CoreError::Invalid(format!(
+                "no analyser: give the parts of publication {}",
+                unread[0]
+            ))
+            .into());
+        };
         let list = PyList::new(
             py,
-            read.iter().map(|&k| PyString::new(py, &texts[k as usize])),
+            unread
+                .iter()
+                .map(|&k| PyString::new(py, &read.texts[k as usize])),
         )?;
         let found = analyser.borrow_mut().term_parts(py, list.as_any())?;
-        for (position, found) in read.into_iter().zip(found) {
+        for (position, found) in unread.into_iter().zip(found) {
             let Some(found) = found else {
                 return Err(CoreError::Invalid(format!(
                     "publication {position} is not ASCII: give its parts"
@@ -397,24 +588,15 @@ fn tokens_of(
 
 /// The written messages as Python takes them: (group, body, webhook-id, matches, subscriptions'
 /// ids, their counts).
-fn answered<'py>(
-    py: Python<'py>,
-    table: &Table,
-    written: Vec<Written>,
-) -> PyResult<Bound<'py, PyList>> {
+fn answered(py: Python<'_>, written: Vec<Message>) -> PyResult<Bound<'_, PyList>> {
     let out = PyList::empty(py);
     for message in written {
-        let subscription_ids: Vec<&str> = message
-            .subscription_ids
-            .iter()
-            .map(|&n| &*table.entries[n as usize].as_ref().expect("written").id)
-            .collect();
         out.append((
             message.group,
             PyString::new(py, &message.body),
             message.webhook_id,
             message.matches,
-            PyTuple::new(py, subscription_ids)?,
+            PyTuple::new(py, message.subscription_ids)?,
             PyTuple::new(py, message.counts)?,
         ))?;
     }

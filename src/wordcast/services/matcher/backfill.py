@@ -32,8 +32,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from wordcast.routing.placement import Placement, decode, encode
-from wordcast.services.matcher.index import MatcherIndex, RoutedPublication
-from wordcast.services.matcher.messages import Batch, messages
+from wordcast.services.matcher.index import Batch, MatcherIndex, RoutedPublication
+from wordcast.services.matcher.messages import MessageWriter
 from wordcast.storage.outbox import Message
 from wordcast.storage.records import Subscription
 
@@ -152,18 +152,18 @@ class Backfills:
         return index
 
     async def _backfill(self, progress: BackfillState) -> None:
-        index = self._index_of(progress.stored_ids)
+        writer = MessageWriter(self._index_of(progress.stored_ids), self.state.message_options())
         # What is kept already first; then, once the window has closed, what publications
         # routed while the subscription took effect added.
-        last = await self._read(progress, index, None)
+        last = await self._read(progress, writer, None)
         progress.caught_up = time.time()
         wait = progress.until - time.time()
         if wait > 0:
             await asyncio.sleep(wait)
-        await self._read(progress, index, last)
+        await self._read(progress, writer, last)
 
     async def _read(
-        self, progress: BackfillState, index: MatcherIndex, after: str | None
+        self, progress: BackfillState, writer: MessageWriter, after: str | None
     ) -> str | None:
         """Backfill the window's entries after entry ``after``; the last entry read."""
         state = self.state
@@ -180,24 +180,12 @@ class Backfills:
                     )
                     if (publisher, pub_id) not in live
                 ]
-                pairs = index.pairs(routed, 0, None, recent.publisher, recent.stream)
                 progress.publications += len(routed)
-                if not pairs:
-                    continue
                 batch = Batch(routed, recent.publisher, recent.stream, backfill=True)
-                found = messages(
-                    pairs,
-                    batch,
-                    index.subscriptions,
-                    index.alternatives,
-                    state.settings.delivery_batch,
-                    explain=state.settings.explain_matches,
-                    max_bytes=state.settings.message_max_bytes,
-                    subscriptions_max=state.settings.subscriptions_max,
-                    payload_version=state.settings.message_version,
-                )
-                await self._record(found)
-                progress.matches += len(pairs)
+                found, matched = writer.messages(batch, 0, None)
+                if found:
+                    await self._record(found)
+                    progress.matches += matched
         return after
 
     async def _record(self, found: list[Message]) -> None:

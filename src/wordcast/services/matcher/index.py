@@ -28,6 +28,7 @@ from __future__ import annotations
 import logging
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 
 from wordcast.engines.base import PatternIndex, TermIndex, add_many
 from wordcast.query.alternatives import HeldAlternatives
@@ -41,6 +42,17 @@ log = logging.getLogger(__name__)
 
 # (id, text, terms, whether an anchor of this matcher's patterns occurs in it)
 RoutedPublication = tuple[str, str, Iterable[str], bool]
+
+
+@dataclass(frozen=True, slots=True)
+class Batch:
+    """A routed batch as its messages need it: its publications, who published them, where."""
+
+    publications: Sequence[RoutedPublication]
+    publisher: str
+    stream: str
+    accepted: float = 0.0  # when the router took the publications (0: not said)
+    backfill: bool = False  # matches of a new subscription in recent publications
 
 
 class MatcherIndex:
@@ -66,7 +78,7 @@ class MatcherIndex:
         self.audience_of: dict[str, str] = {}
         self.audiences: Counter[str] = Counter()
         # The ids of subscriptions changed since a compiled writer last read them (None: no
-        # writer follows this index; see .compiled_messages).
+        # writer follows this index; see .messages).
         self.changed: set[str] | None = None
 
     def __len__(self) -> int:

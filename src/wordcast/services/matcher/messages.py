@@ -1,356 +1,375 @@
-"""A routed batch's matches, gathered into the messages a matcher records and delivers.
+"""A routed batch's messages, every one written by the compiled core (``wordcast._core.Deliveries``).
 
-A message holds a batch's matches for one callback URL of one tenant, its webhook endpoint (at
-most ``delivery_batch`` matches in at most ``message_max_bytes``: what a message costs a router
-streaming it, or a receiver, is bounded in bytes as well as in matches), signed later with the
-endpoint's secret (and, while the migration window is open, with the secrets of its
-subscriptions too, at most ``subscriptions_max`` of them), or for the tenant's match stream
-(``STREAM_DELIVERY`` as its URL; a subscription delivered both ways is in a message of each). Its
-webhook-id is derived from the (subscription, publication) pairs it holds and their publisher and
-stream (which the message names once: every match of a routed batch has the same), the same on
-every attempt and redelivery. An alternative of a boolean query is delivered under its
-subscription's id.
+One writer for every match: the compact trie's plain matches (a conjunction of keywords of the
+batch's audience, served by every placement here, and an alternative whose only condition is its
+phrases and windows, once they hold) are decided and written in the core with no Python object
+each; the core hands back the trie's other matches (an alternative with more to check, a
+subscription whose placements restrict it), and the matcher decides those with the hot words'
+and the patterns' matches (:meth:`.index.MatcherIndex.delivering`) and gives the ones that stand
+to the same call, each with its ``matched`` (:mod:`.explanations`). The core then groups every
+match into messages, bounds them, and writes their bodies and webhook-ids. With another term
+index than the compiled trie, every match is decided in Python and written by the core alike.
+
+The reference is :func:`wordcast.testing.messages.messages`: the tests hold the two equal byte
+for byte. The table follows the index: the index notes the ids its changes touch
+(:attr:`.index.MatcherIndex.changed`) and the table reads them again before the next batch.
 """
 
 from __future__ import annotations
 
 import time
-from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from array import array
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import orjson
 
-from wordcast.query.alternatives import HeldAlternatives
-from wordcast.query.explain import (
-    AnalysedText,
-    compiled_term_parts,
-    explain_clause,
-    explain_pattern,
+from wordcast import _core
+from wordcast.engines.compiled import CompiledCompactTrie
+from wordcast.query.boolean import Clause
+from wordcast.query.explain import offsets_analyser
+from wordcast.services.matcher.explanations import (
+    Explanations,
+    compiled_reads,
+    reference_reading,
 )
-from wordcast.query.languages import ENGLISH, SNOWBALL
-from wordcast.services.matcher.index import RoutedPublication
-from wordcast.storage.outbox import Message, webhook_id
-from wordcast.storage.records import STREAM_DELIVERY, Subscription, delivery_of
+from wordcast.services.matcher.index import Batch, MatcherIndex, RoutedPublication
+from wordcast.storage.outbox import Message
+from wordcast.storage.records import STREAM_DELIVERY, Subscription, audience, delivery_of
+
+NOBODY = 2**32 - 1  # the audience code of a batch no held subscription meets
+
+# A phrase or window as the compiled core takes it: ([(term, offset)], near, str(span)); and a
+# clause's rule: (the spans that must hold, those that must not, the start of its `matched`).
+SpanIn = tuple[list[tuple[str, int]], int, str]
+SpanRule = tuple[list[SpanIn], list[SpanIn], bytes]
 
 
 @dataclass(frozen=True, slots=True)
-class Batch:
-    """A routed batch as the messages need it: its publications, who published them, where."""
+class MessageOptions:
+    """What a matcher's messages look like: at most ``most`` matches, ``max_bytes`` bytes and
+    ``subscriptions_max`` subscriptions (None: no bound) each, each match explained or not, in
+    payload version ``payload_version``."""
 
-    publications: Sequence[RoutedPublication]
-    publisher: str
-    stream: str
-    accepted: float = 0.0  # when the router took the publications (0: not said)
-    backfill: bool = False  # matches of a new subscription in recent publications
-
-
-MESSAGE_MAX_BYTES = 1 << 20  # the setting's default
-MESSAGE_VERSION = 2  # the setting's default
+    most: int = 100
+    max_bytes: int = 1 << 20
+    subscriptions_max: int | None = None
+    explain: bool = True
+    payload_version: int = 2
 
 
-def messages(
-    pairs: Sequence[tuple[str, int]],
-    batch: Batch,
-    subscriptions: Mapping[str, Subscription],
-    alternatives: HeldAlternatives,
-    most: int,
-    *,
-    explain: bool = True,
-    max_bytes: int = MESSAGE_MAX_BYTES,
-    subscriptions_max: int | None = None,
-    payload_version: int = MESSAGE_VERSION,
-) -> list[Message]:
-    """The messages for (stored subscription id, position) ``pairs`` of ``batch``, at most
-    ``most`` matches and ``max_bytes`` bytes each (a message of one match may be larger: a match
-    is never split), for at most ``subscriptions_max`` subscriptions each if given; with ``explain``,
-    each match says why (``matched``). ``payload_version`` is the payload's shape (module docstring)."""
-    most_subscriptions = subscriptions_max or len(subscriptions) + 1
-    per_subscription: dict[str, list[int]] = {}
-    for sub_id, position in pairs:
-        per_subscription.setdefault(sub_id, []).append(position)
-    per_endpoint: dict[tuple[str, str], list[str]] = {}
-    for sub_id in per_subscription:
-        sub = subscriptions[sub_id]
-        webhook_url, to_stream = delivery_of(sub.callback_url)
-        if webhook_url:
-            per_endpoint.setdefault((sub.tenant, webhook_url), []).append(sub_id)
-        if to_stream:
-            per_endpoint.setdefault((sub.tenant, STREAM_DELIVERY), []).append(sub_id)
-    found: list[Message] = []
-    now = time.time()
-    explained = _Explanations(batch, alternatives, explain)
-    explained.read({position for _, position in pairs})
-    frame = _Frame(batch, payload_version)
-    room = max_bytes - frame.size
-    for (tenant, url), sub_ids in per_endpoint.items():
-        chunk = _Chunk(frame)
-        # By id: which matches share a message (and its webhook-id) must not follow the order
-        # the subscriptions were loaded in (a matcher restarted loads them in another).
-        for sub_id in sorted(sub_ids):
-            sub = subscriptions[sub_id]
-            for position in per_subscription[sub_id]:
-                delivered, head, rest = _match(sub, position, batch, explained, payload_version)
-                if chunk.pairs and (
-                    len(chunk.pairs) >= most
-                    or (
-                        sub_id not in chunk.subscriptions
-                        and len(chunk.subscriptions) >= most_subscriptions
-                    )
-                    or chunk.size + chunk.cost(position, head, rest) > room
-                ):
-                    found.append(chunk.message(tenant, url, batch, now))
-                    chunk = _Chunk(frame)
-                chunk.add(sub_id, delivered, position, head, rest)
-        if chunk.pairs:
-            found.append(chunk.message(tenant, url, batch, now))
-    return found
+def _rule(place: int, clause: Clause, written: str) -> SpanRule:
+    """What ``Clause.spans_hold`` checks, for the compiled core to check it, and the start of
+    ``explain_clause``'s answer (alternative ``place``, written so)."""
+    head = orjson.dumps({"alternative": place, "clause": written})[1:-1] + b","
+    return (
+        [(list(span.offsets), span.near, str(span)) for span in clause.spans],
+        [(list(span.offsets), span.near, str(span)) for span in clause.not_spans],
+        head,
+    )
 
 
-def explained_matches(
-    pairs: Sequence[tuple[str, int]],
-    batch: Batch,
-    subscriptions: Mapping[str, Subscription],
-    alternatives: HeldAlternatives,
-    tenant: str,
-    max_bytes: int = 0,
-) -> tuple[list[tuple[str, int, bytes]], bool]:
-    """(id delivered under, position, JSON of ``matched``) for each of ``pairs`` whose
-    subscription is ``tenant``'s, once each: what :func:`messages` would deliver to that tenant
-    (a dry run's answer; the other tenants' matches of a shared stream are not shown); and
-    whether that is all of them: with ``max_bytes``, explaining stops once the JSON passes it,
-    so that a dry run's memory is bounded whatever its size."""
-    explained = _Explanations(batch, alternatives, True)
-    mine = [(subscriptions[sub_id], position) for sub_id, position in pairs]
-    mine = [(sub, position) for sub, position in mine if sub.tenant == tenant]
-    explained.read({position for _, position in mine})
-    delivered_id = explained.delivered_id
-    found: dict[tuple[str, int], bytes] = {}
-    size = 0
-    for sub, position in mine:
-        sub_id = sub.id if delivered_id is None else delivered_id(sub.id)
-        if (sub_id, position) not in found:
-            matched = found[sub_id, position] = explained.matched(sub, position)
-            size += len(matched) + len(sub_id) + 16
-            if max_bytes and size > max_bytes:
-                return [], False
-    return [(sub_id, position, matched) for (sub_id, position), matched in found.items()], True
+class MessageWriter:
+    """Writes the messages of an index's matches in ``wordcast._core`` (module docstring)."""
 
+    def __init__(self, index: MatcherIndex, options: MessageOptions) -> None:
+        self.index = index
+        self.options = options
+        terms = index.terms
+        self.trie = terms if isinstance(terms, CompiledCompactTrie) else None
+        self.deliveries = _core.Deliveries()
+        analyser = offsets_analyser()  # the reference's explanations read with it too
+        # Without the compiled analyser (the reference asked for), the reference reads every text.
+        self.analyser = analyser if isinstance(analyser, _core.Analyser) else None
+        self.groups: list[tuple[str, str]] = []  # (tenant, URL or STREAM_DELIVERY)
+        self._group_of: dict[tuple[str, str], int] = {}
+        self._delivery: dict[tuple[str, str], tuple[int | None, int | None]] = {}
+        self._audiences: dict[str, int] = {}
+        index.changed = set()
+        self._unread = True  # every subscription of the index, read at the first follow()
 
-class _Explanations:
-    """The ``matched`` of each match (:mod:`wordcast.query.explain`), each publication analysed
-    once for all its matches."""
-
-    def __init__(self, batch: Batch, alternatives: HeldAlternatives, wanted: bool) -> None:
-        self.publications = batch.publications
-        self.alternatives = alternatives if len(alternatives) else None
-        # An alternative's match is its subscription's, signed with that one's secret.
-        self.delivered_id = None if self.alternatives is None else alternatives.subscription_id
-        self.wanted = wanted
-        self._texts: dict[int, AnalysedText] = {}
-        self._parts: dict[int, dict[str, bytes]] = {}  # position -> term -> '"term":[[s,e]]'
-
-    def read(self, positions: Iterable[int]) -> None:
-        """Read the offsets of the English publications among ``positions`` at once, compiled
-        (the others are analysed one by one when a match needs them)."""
-        if not self.wanted:
+    def follow(self) -> None:
+        """Read again what the index's changes since the last call touched (everything, the
+        first time)."""
+        index = self.index
+        changed, index.changed = index.changed, set()
+        if self.trie is None:
             return
-        english = [k for k in sorted(positions) if _read_as_english(self.publications[k][2])]
-        texts = [self.publications[k][1] for k in english]
-        for k, parts in zip(english, compiled_term_parts(texts), strict=True):
-            if parts is not None:
-                self._parts[k] = parts
+        if self._unread:
+            self._unread = False
+            self._read(index.subscriptions.items())  # in the order they were loaded
+        elif changed:
+            subscriptions = index.subscriptions
+            self._read((sub_id, subscriptions.get(sub_id)) for sub_id in changed)
 
-    def matched(self, sub: Subscription, position: int) -> bytes:
-        """The JSON of the match's ``matched``."""
-        text = self.publications[position][1]
-        if sub.pattern:
-            return orjson.dumps(explain_pattern(sub.pattern, text))
-        alternatives = self.alternatives
-        held = None if alternatives is None else alternatives.clause(sub.id)
-        if held is None:
-            # A plain conjunction, most matches: its terms' parts, each encoded once for every
-            # match of the publication, put together as explain_terms's JSON would be.
-            parts = self._parts.get(position)
-            if parts is None:
-                parts = self._parts[position] = {}
-            encoded = []
-            for term in sub.terms:
-                part = parts.get(term)
-                if part is None:  # read by the reference, or a term absent (a filter's)
-                    offsets = self._analysed(position).term_offsets.get(term, [])
-                    part = parts[term] = _part(term, offsets)
-                encoded.append(part)
-            return b'{"terms":{' + b",".join(encoded) + b"}}"
-        analysed = self._analysed(position)
-        return orjson.dumps(explain_clause(held[1], analysed, held[0], held[2]))
+    def _read(self, changed: Iterable[tuple[str, Subscription | None]]) -> None:
+        """Set each changed subscription's row of the table (None: it is gone)."""
+        index, trie = self.index, self.trie
+        assert trie is not None  # only the compiled trie's numbers have rows
+        rows = _Rows()
+        # A snapshot loaded is a million of these: what most share is looked up once.
+        restricted, alternatives = index.restricted, index.alternatives
+        number_of = trie.number_of
+        audience_of: dict[tuple[str, str], int] = {}
+        for sub_id, sub in changed:
+            number = number_of(sub_id)
+            if sub is None or number is None:
+                # Not in the trie (deleted, a pattern, a hot word's): the trie never answers
+                # its old number, or answers it for a subscription changed too.
+                continue
+            key = (sub.tenant, sub.stream)
+            code = audience_of.get(key)
+            if code is None:
+                code = audience_of[key] = self._audience(sub.audience)
+            if sub_id not in restricted and sub_id not in alternatives:
+                rows.add(number, sub, self.groups_of(sub), code, sub.terms, None)
+                continue
+            rule = None
+            clause = None if sub_id in restricted else alternatives.spans_only(sub_id)
+            if clause is not None:
+                held = alternatives.clause(sub_id)
+                assert held is not None  # an alternative held has its clause
+                rule = _rule(held[0], clause, held[2])
+            # An alternative's matches are its query's, explained by its clause's words.
+            terms = sub.terms if clause is None else clause.words
+            delivered = alternatives.subscription_id(sub_id)
+            rows.add(number, sub, self.groups_of(sub), code, terms, rule, delivered, plain=False)
+        self.deliveries.set_many(rows.columns())
 
-    def _analysed(self, position: int) -> AnalysedText:
-        analysed = self._texts.get(position)
-        if analysed is None:
-            text, terms = self.publications[position][1:3]
-            analysed = self._texts[position] = AnalysedText(text, _language(terms))
-        return analysed
+    def groups_of(self, sub: Subscription) -> tuple[int | None, int | None]:
+        """The message groups of ``sub`` (its webhook's, its tenant's match stream's)."""
+        key = (sub.tenant, sub.callback_url)
+        pair = self._delivery.get(key)
+        if pair is None:
+            url, to_stream = delivery_of(sub.callback_url)
+            pair = self._delivery[key] = (
+                self._group(sub.tenant, url) if url else None,
+                self._group(sub.tenant, STREAM_DELIVERY) if to_stream else None,
+            )
+        return pair
+
+    def _group(self, tenant: str, url: str) -> int:
+        key = (tenant, url)
+        group = self._group_of.get(key)
+        if group is None:
+            group = self._group_of[key] = len(self.groups)
+            self.groups.append(key)
+        return group
+
+    def _audience(self, name: str) -> int:
+        code = self._audiences.get(name)
+        if code is None:
+            code = self._audiences[name] = len(self._audiences)
+        return code
+
+    def messages(
+        self,
+        batch: Batch,
+        mapping_version: int,
+        drawn: Sequence[dict[str, int]] | None,
+    ) -> tuple[list[Message], int]:
+        """The messages of ``batch`` routed with mapping ``mapping_version`` (``drawn[k]``: the
+        hot-word copies drawn for publication k), and how many matches they hold."""
+        self.follow()
+        publications = batch.publications
+        decide = _Decision(self, batch, mapping_version, drawn)
+        if self.trie is None:
+            return self._written(batch, *_nothing_matched(len(publications)), decide)
+        numbers, offsets = self.trie.match_flat([terms for _, _, terms, _ in publications])
+        return self._written(batch, numbers, offsets, decide)
+
+    def write(self, batch: Batch, pairs: Sequence[tuple[str, int]]) -> tuple[list[Message], int]:
+        """The messages of matches decided already: (stored id, position) ``pairs`` of
+        ``batch``, and how many matches they hold."""
+        decide = _Decision(self, batch, 0, None, pairs)
+        return self._written(batch, *_nothing_matched(len(batch.publications)), decide)
+
+    def _written(
+        self, batch: Batch, numbers: memoryview, offsets: memoryview, decide: _Decision
+    ) -> tuple[list[Message], int]:
+        publications = batch.publications
+        explain = self.options.explain
+        parts, tokens = self._reference_reading(publications, offsets) if explain else ({}, {})
+        written, count = self.deliveries.write(
+            numbers,
+            offsets,
+            self._audiences.get(audience(batch.publisher, batch.stream), NOBODY),
+            [publication[0] for publication in publications],
+            [publication[1] for publication in publications],
+            self._shape(batch),
+            analyser=self.analyser,
+            parts=parts,
+            tokens=tokens,
+            decide=decide,
+        )
+        now = time.time()
+        found = []
+        for group, body, webhook_id, matches, held, counts in written:
+            tenant, url = self.groups[group]
+            found.append(
+                Message(held, tenant, url, webhook_id, body, matches, now, batch.accepted, counts)
+            )
+        return found, count
+
+    def _shape(self, batch: Batch) -> _core.MessageShape:
+        options = self.options
+        return _core.MessageShape(
+            version=options.payload_version,
+            publisher=batch.publisher,
+            stream=batch.stream,
+            most=options.most,
+            max_bytes=options.max_bytes,
+            most_subscriptions=options.subscriptions_max or len(self.index.subscriptions) + 1,
+            explain=options.explain,
+            backfill=batch.backfill,
+        )
+
+    def _reference_reading(
+        self, publications: Sequence[RoutedPublication], offsets: memoryview
+    ) -> tuple[dict[int, dict[str, bytes]], dict[int, list[tuple[int, int]]]]:
+        """The parts of ``matched``, and the tokens' places, of each publication with a trie
+        match that the compiled analyser leaves to the reference (all, without it)."""
+        parts: dict[int, dict[str, bytes]] = {}
+        tokens: dict[int, list[tuple[int, int]]] = {}
+        compiled = self.analyser is not None
+        for position, publication in enumerate(publications):
+            if offsets[position] != offsets[position + 1] and not (
+                compiled and compiled_reads(publication)
+            ):
+                parts[position], tokens[position] = reference_reading(publication)
+        return parts, tokens
 
 
-def _language(terms: Iterable[str]) -> str | None:
-    """The language the router named among a publication's filter terms (lang:de), if any:
-    they come after its words, so looked for from the end."""
-    listed = terms if isinstance(terms, Sequence) else tuple(terms)
-    return next((t[5:] for t in reversed(listed) if t.startswith("lang:")), None)
+def _nothing_matched(publications: int) -> tuple[memoryview, memoryview]:
+    """The trie's flat answer when it matched nothing (or is not the index)."""
+    # A slice of one number: an empty array's buffer may not be aligned as the core reads it.
+    return memoryview(array("I", [0]))[:0], memoryview(array("I", [0]) * (publications + 1))
 
 
-def _read_as_english(terms: Iterable[str]) -> bool:
-    """Whether a publication's terms are all its English analysis gives (no language, English,
-    or one without a Snowball stemmer, which adds no terms of its own): what the compiled
-    analyser reads the offsets of."""
-    language = _language(terms)
-    return language is None or language == ENGLISH or language not in SNOWBALL
+class _Decision:
+    """The matches of a batch the table does not decide, decided: called by the core with the
+    (number, position) of the trie's matches it hands back."""
 
+    def __init__(
+        self,
+        writer: MessageWriter,
+        batch: Batch,
+        mapping_version: int,
+        drawn: Sequence[dict[str, int]] | None,
+        decided: Sequence[tuple[str, int]] | None = None,
+    ) -> None:
+        self.writer = writer
+        self.batch = batch
+        self.mapping_version = mapping_version
+        self.drawn = drawn
+        self.decided = decided
 
-def _part(term: str, offsets: Sequence[tuple[int, int]]) -> bytes:
-    """A term's JSON member of a ``matched``'s ``terms``: ``b'"term":[[start,end],…]'``."""
-    return orjson.dumps({term: offsets})[1:-1]
-
-
-def compiled_reads(publication: RoutedPublication) -> bool:
-    """Whether the compiled analyser reads the offsets of ``publication`` for its ``matched``
-    (an English ASCII text); the reference reads the others."""
-    return publication[1].isascii() and _read_as_english(publication[2])
-
-
-def reference_reading(
-    publication: RoutedPublication,
-) -> tuple[dict[str, bytes], list[tuple[int, int]]]:
-    """Each term's JSON member of a ``matched`` (``b'"term":[[s,e]]'``), and the places of the
-    text's tokens by position, as the reference reads ``publication``."""
-    analysed = AnalysedText(publication[1], _language(publication[2]))
-    offsets = analysed.term_offsets
-    parts = {term: _part(term, found) for term, found in offsets.items()}
-    return parts, analysed.token_spans
-
-
-def frame_of(batch: Batch) -> tuple[bytes, bytes, bytes]:
-    """A version 2 message's JSON before its publications, between them and its matches, and
-    after its matches."""
-    frame = _Frame(batch, 2)
-    return frame.head, frame.between, frame.tail
-
-
-class _Frame:
-    """What a message's body holds around its matches (and, in version 2, its publications):
-    the JSON of the whole payload, whose parts are put in between. The publisher and the stream
-    are the whole batch's, named once for every match of it."""
-
-    def __init__(self, batch: Batch, version: int) -> None:
-        self.version = version
-        self.publications = batch.publications
-        self._encoded: dict[int, bytes] = {}
-        payload: dict[str, Any] = {"type": "matches"}
-        if version >= 2:
-            payload["version"] = version
-        payload |= {"publisher": batch.publisher, "stream": batch.stream or None}
-        self.head = orjson.dumps(payload)[:-1]
-        self.tail = b"]" + (b',"backfill":true' if batch.backfill else b"") + b"}"
-        if version >= 2:
-            self.head += b',"publications":['
-            self.between = b'],"matches":['
+    def __call__(self, others: list[tuple[int, int]]) -> _core.ChosenMatches | None:
+        writer, batch = self.writer, self.batch
+        index, trie, publications = writer.index, writer.trie, batch.publications
+        publisher, stream = batch.publisher, batch.stream
+        if self.decided is not None:
+            pairs = list(self.decided)
+        elif trie is None:
+            pairs = index.pairs(publications, self.mapping_version, self.drawn, publisher, stream)
         else:
-            self.head += b',"matches":['
-            self.between = b""
-        self.size = len(self.head) + len(self.between) + len(self.tail)
+            name_of = trie.name_of
+            pairs = [(name_of(number), position) for number, position in others]
+            pairs += index.pairs_beside_terms(publications, self.drawn)
+            pairs = index.delivering(
+                pairs, publications, self.mapping_version, self.drawn, publisher, stream
+            )
+        if not pairs:
+            return None
+        return self.chosen(pairs)
 
-    def publication(self, position: int) -> bytes:
-        """A publication as version 2 names it, once a message (encoded once a batch)."""
-        encoded = self._encoded.get(position)
-        if encoded is None:
-            pub_id, text = self.publications[position][:2]
-            encoded = self._encoded[position] = orjson.dumps({"id": pub_id, "text": text})
-        return encoded
+    def chosen(self, pairs: Sequence[tuple[str, int]]) -> _core.ChosenMatches:
+        """The columns of the matches ``pairs`` (stored id, position)."""
+        writer = self.writer
+        options, subscriptions = writer.options, writer.index.subscriptions
+        explained = Explanations(self.batch, writer.index.alternatives, options.explain)
+        explained.read({position for _, position in pairs})
+        subs = [subscriptions[sub_id] for sub_id, _ in pairs]
+        positions = [position for _, position in pairs]
+        matched = (
+            [
+                explained.matched(sub, position)
+                for sub, position in zip(subs, positions, strict=True)
+            ]
+            if options.explain
+            else [b""] * len(pairs)
+        )
+        written = None
+        if options.payload_version < 2:
+            written = [("pattern", s.pattern) if s.pattern else ("query", s.query) for s in subs]
+        return _core.ChosenMatches(
+            ids=[sub.id for sub in subs],
+            delivered_ids=[explained.delivered_id(sub.id) for sub in subs],
+            tags=[sub.tag for sub in subs],
+            groups=[writer.groups_of(sub) for sub in subs],
+            positions=positions,
+            matched=matched,
+            written=written,
+        )
 
 
-def _match(
-    sub: Subscription, position: int, batch: Batch, explained: _Explanations, version: int
-) -> tuple[str, bytes, bytes | None]:
-    """The id a match is delivered under, and its JSON: in version 2 as the part before its
-    publication's place in the message and the part after it (the place is known once it is in
-    a message); in version 1 whole (and None)."""
-    delivered_id = explained.delivered_id
-    sub_id = sub.id if delivered_id is None else delivered_id(sub.id)
-    matched = b',"matched":' + explained.matched(sub, position) + b"}" if explained.wanted else b"}"
-    tagged = b',"tag":' + orjson.dumps(sub.tag) if sub.tag else b""
-    if version >= 2:
-        head = b'{"subscription_id":' + orjson.dumps(sub_id) + tagged + b',"publication":'
-        return sub_id, head, matched
-    pub_id, text = batch.publications[position][:2]
-    kind, written = ("pattern", sub.pattern) if sub.pattern else ("query", sub.query)
-    match: dict[str, Any] = {"subscription_id": sub_id}
-    if sub.tag:
-        match["tag"] = sub.tag
-    match |= {kind: written, "publication_id": pub_id, "text": text}
-    return sub_id, orjson.dumps(match)[:-1] + matched, None
+class _Rows:
+    """The table's rows a change sets, by columns (``_core.DeliveryColumns``)."""
 
+    __slots__ = (
+        "audiences",
+        "delivered",
+        "groups",
+        "ids",
+        "numbers",
+        "plain",
+        "spans",
+        "tags",
+        "terms",
+    )
 
-class _Chunk:
-    """The matches of one message as they are gathered: their JSON, pairs and subscriptions, and (in
-    version 2) the publications they name, each once."""
-
-    __slots__ = ("encoded", "frame", "pairs", "places", "publications", "size", "subscriptions")
-
-    def __init__(self, frame: _Frame) -> None:
-        self.frame = frame
-        self.encoded: list[bytes] = []
-        self.pairs: list[tuple[str, str]] = []
-        self.subscriptions: set[str] = set()  # stored ids: each brings a secret to sign with
-        self.places: dict[int, int] = {}  # position in the batch -> place in the message
-        self.publications: list[bytes] = []
-        self.size = 0
-
-    def cost(self, position: int, head: bytes, rest: bytes | None) -> int:
-        """The bytes a match adds to the message (with its publication, if new to it)."""
-        if rest is None:
-            return len(head) + 1
-        place = self.places.get(position)
-        if place is not None:
-            return len(head) + len(str(place)) + len(rest) + 1
-        new = len(str(len(self.places))) + len(self.frame.publication(position)) + 1
-        return len(head) + len(rest) + 1 + new
+    def __init__(self) -> None:
+        self.numbers: list[int] = []
+        self.ids: list[str] = []
+        self.delivered: list[str] = []
+        self.terms: list[Sequence[str]] = []
+        self.groups: list[tuple[int | None, int | None]] = []
+        self.audiences: list[int] = []
+        self.plain: list[bool] = []
+        self.spans: list[SpanRule | None] = []
+        self.tags: list[str] = []
 
     def add(
-        self, stored_id: str, delivered_id: str, position: int, head: bytes, rest: bytes | None
+        self,
+        number: int,
+        sub: Subscription,
+        groups: tuple[int | None, int | None],
+        code: int,
+        terms: Sequence[str],
+        rule: SpanRule | None,
+        delivered: str = "",
+        *,
+        plain: bool = True,
     ) -> None:
-        frame = self.frame
-        encoded = head
-        if rest is not None:
-            place = self.places.get(position)
-            if place is None:
-                place = self.places[position] = len(self.publications)
-                publication = frame.publication(position)
-                self.publications.append(publication)
-                self.size += len(publication) + 1
-            encoded = head + str(place).encode() + rest
-        self.encoded.append(encoded)
-        self.pairs.append((delivered_id, frame.publications[position][0]))
-        self.subscriptions.add(stored_id)
-        self.size += len(encoded) + 1
+        self.numbers.append(number)
+        self.ids.append(sub.id)
+        self.delivered.append(delivered)
+        self.terms.append(terms)
+        self.groups.append(groups)
+        self.audiences.append(code)
+        self.plain.append(plain)
+        self.spans.append(rule)
+        self.tags.append(sub.tag)
 
-    def message(self, tenant: str, url: str, batch: Batch, now: float) -> Message:
-        frame = self.frame
-        parts = (frame.head, b",".join(self.publications), frame.between, b",".join(self.encoded))
-        body = (b"".join(parts) + frame.tail).decode()
-        each = Counter(sub_id for sub_id, _ in self.pairs)
-        subscription_ids = tuple(each)  # in the order of their first match
-        msg_id = webhook_id(self.pairs, batch.publisher, batch.stream)
-        counts = tuple(each.values())
-        return Message(
-            subscription_ids,
-            tenant,
-            url,
-            msg_id,
-            body,
-            len(self.pairs),
-            now,
-            batch.accepted,
-            counts,
+    def columns(self) -> _core.DeliveryColumns:
+        return _core.DeliveryColumns(
+            numbers=self.numbers,
+            ids=self.ids,
+            terms=self.terms,
+            groups=self.groups,
+            audiences=self.audiences,
+            plain=self.plain,
+            spans=self.spans,
+            tags=self.tags,
+            delivered_ids=self.delivered,
         )

@@ -111,13 +111,6 @@ class MatcherSettings(ServiceSettings):
         "publication's text and the subscription's query in every match, for receivers "
         "written against it.",
     )
-    compiled_messages: bool = Field(
-        default=True,
-        description="Write the messages of plain matches in the compiled core "
-        "(wordcast._core.Deliveries), byte for byte as the Python reference writes them; false "
-        "writes every message in Python. Only with the compiled trie (`engine`), messages of "
-        "version 2 and the compiled analyser.",
-    )
     explain_matches: bool = Field(
         default=True,
         description="Give each match its `matched` (the alternative, terms and spans that "

@@ -1,6 +1,7 @@
 """The matcher's state: what it holds (:mod:`.index`), the messages a batch makes
-(:mod:`.messages`), its outbox and dispatcher, and its standing in the cluster (the internal token
-routers show it, its registered URL, handing on its deliveries when scaling removes it)."""
+(:mod:`.messages`, written by the compiled core), its outbox and dispatcher, and its standing in
+the cluster (the internal token routers show it, its registered URL, handing on its deliveries
+when scaling removes it)."""
 
 from __future__ import annotations
 
@@ -17,16 +18,14 @@ from wordcast.backoff import Backoff
 from wordcast.engines.registry import pattern_index, term_index
 from wordcast.engines.termstats import TermStats
 from wordcast.errors import StoreUnavailable
-from wordcast.query.analysis import reference_asked
 from wordcast.query.boolean import PART_SEPARATOR
 from wordcast.services.matcher.backfill import Backfills
 from wordcast.services.matcher.checkpoint import CheckpointKeeper
-from wordcast.services.matcher.compiled_messages import CompiledMessages
 from wordcast.services.matcher.counting import Counting
 from wordcast.services.matcher.dispatcher import Dispatcher
 from wordcast.services.matcher.endpoints import DeliveryEndpoints
-from wordcast.services.matcher.index import MatcherIndex, RoutedPublication
-from wordcast.services.matcher.messages import Batch, messages
+from wordcast.services.matcher.index import Batch, MatcherIndex, RoutedPublication
+from wordcast.services.matcher.messages import MessageOptions, MessageWriter
 from wordcast.services.matcher.settings import MatcherSettings
 from wordcast.storage import Store
 from wordcast.storage.events import EventFollower
@@ -89,7 +88,7 @@ class MatcherState:
         self.publications = 0
         self.matches = 0
         self.backfills = Backfills(self, self._new_index)
-        self._compiled: CompiledMessages | None = None
+        self._writer: MessageWriter | None = None
         self.loaded_from = ""  # where the index was last loaded from: "checkpoint" or "redis"
         self._internal_token: bytes | None = None  # read from Redis with the first snapshot
         self._token_read_at = -math.inf
@@ -187,9 +186,7 @@ class MatcherState:
                 gc.enable()
         self.index = index
         self.loaded_from = "checkpoint" if checkpoint else "redis"
-        compiled = self._compiled_messages()
-        if compiled is not None:
-            compiled.follow()  # every subscription read now, not at the first batch
+        self.writer().follow()  # every subscription read now, not at the first batch
         SUBSCRIPTIONS.set(len(index))
         log.info(
             "matcher %d loaded %d subscriptions from %s in %.1f s",
@@ -242,35 +239,9 @@ class MatcherState:
         (``drawn[k]``: the hot-word copies drawn for publication k), published by tenant
         ``publisher`` to shared stream ``stream`` (or to its own subscriptions, for ""); returns
         the messages to deliver (:mod:`.messages`)."""
-        index = self.index
         self.backfills.saw(publisher, publications)
         batch = Batch(publications, publisher, stream, accepted)
-        settings = self.settings
-        compiled = self._compiled_messages()
-        if compiled is not None:
-            found, matched = compiled.messages(
-                batch,
-                mapping_version,
-                drawn,
-                settings.delivery_batch,
-                explain=settings.explain_matches,
-                max_bytes=settings.message_max_bytes,
-                subscriptions_max=settings.subscriptions_max,
-            )
-        else:
-            pairs = index.pairs(publications, mapping_version, drawn, publisher, stream)
-            found = messages(
-                pairs,
-                batch,
-                index.subscriptions,
-                index.alternatives,
-                settings.delivery_batch,
-                explain=settings.explain_matches,
-                max_bytes=settings.message_max_bytes,
-                subscriptions_max=settings.subscriptions_max,
-                payload_version=settings.message_version,
-            )
-            matched = len(pairs)
+        found, matched = self.writer().messages(batch, mapping_version, drawn)
         count = len(publications)
         self.publications += count
         self.matches += matched
@@ -278,17 +249,18 @@ class MatcherState:
         MATCHES.inc(matched)
         return found
 
-    def _compiled_messages(self) -> CompiledMessages | None:
-        """The compiled writer of the index's messages, when the settings allow one (made anew
-        for a new index: a snapshot loaded)."""
-        settings, index = self.settings, self.index
-        if (
-            not settings.compiled_messages
-            or settings.message_version != 2
-            or reference_asked()
-            or not CompiledMessages.writes_for(index)
-        ):
-            return None
-        if self._compiled is None or self._compiled.index is not index:
-            self._compiled = CompiledMessages(index)
-        return self._compiled
+    def message_options(self) -> MessageOptions:
+        settings = self.settings
+        return MessageOptions(
+            most=settings.delivery_batch,
+            max_bytes=settings.message_max_bytes,
+            subscriptions_max=settings.subscriptions_max,
+            explain=settings.explain_matches,
+            payload_version=settings.message_version,
+        )
+
+    def writer(self) -> MessageWriter:
+        """The writer of the index's messages (made anew for a new index: a snapshot loaded)."""
+        if self._writer is None or self._writer.index is not self.index:
+            self._writer = MessageWriter(self.index, self.message_options())
+        return self._writer

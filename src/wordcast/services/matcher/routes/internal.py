@@ -10,8 +10,8 @@ from fastapi import APIRouter, Depends, Response
 
 from wordcast.errors import Overloaded
 from wordcast.services.matcher.deps import ReadyState, RouterRoute, require_router
-from wordcast.services.matcher.index import RoutedPublication
-from wordcast.services.matcher.messages import Batch, explained_matches
+from wordcast.services.matcher.explanations import explained_matches
+from wordcast.services.matcher.index import Batch, RoutedPublication
 from wordcast.services.schemas import (
     ERRORS,
     BackfillRequest,

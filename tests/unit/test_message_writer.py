@@ -1,11 +1,13 @@
-"""The compiled message writer (``wordcast._core.Deliveries``) against its reference,
-:func:`wordcast.services.matcher.messages.messages`: the same messages byte for byte for plain
-matches, on random batches (hypothesis) and on the corpora; with matches of other kinds beside
-them, every match delivered once, as the reference delivers it; and the writer following the
-index's changes."""
+"""The one message writer (``wordcast._core.Deliveries``, driven by
+:class:`wordcast.services.matcher.messages.MessageWriter`) against its reference,
+:func:`wordcast.testing.messages.messages`: the same messages byte for byte, on random batches
+(hypothesis) and on the corpora, for plain matches and for every other kind beside them (boolean
+alternatives, phrases and windows, restricted placements, patterns), in both payload versions;
+and the writer following the index's changes."""
 
 from __future__ import annotations
 
+import random
 from collections.abc import Iterable, Sequence
 
 import orjson
@@ -13,6 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.unit.support import placed_subscriptions
 from wordcast.corpus.workload import (
     post_boolean_queries,
     post_queries,
@@ -20,16 +23,16 @@ from wordcast.corpus.workload import (
     sample_posts,
 )
 from wordcast.engines.compiled import CompiledCompactTrie
-from wordcast.engines.registry import pattern_index
+from wordcast.engines.registry import pattern_index, term_index
 from wordcast.query.analysis import Analyser
 from wordcast.query.boolean import parse_query, part_id
 from wordcast.routing.placement import Placement
-from wordcast.services.matcher import compiled_messages
-from wordcast.services.matcher.compiled_messages import CompiledMessages
-from wordcast.services.matcher.index import MatcherIndex, RoutedPublication
-from wordcast.services.matcher.messages import Batch, messages
+from wordcast.services.matcher.explanations import Explanations
+from wordcast.services.matcher.index import Batch, MatcherIndex, RoutedPublication
+from wordcast.services.matcher.messages import MessageOptions, MessageWriter
 from wordcast.storage.outbox import Message
 from wordcast.storage.records import Subscription, SubscriptionEvent, delivery_address
+from wordcast.testing.messages import messages
 from wordcast.webhooks.payload import matches_of
 
 ANALYZER = Analyser()
@@ -61,10 +64,10 @@ def _routed(
 
 
 def _shown(found: Iterable[Message]) -> list[tuple[object, ...]]:
-    return [
+    return sorted(
         (m.tenant, m.callback_url, m.webhook_id, m.body, m.matches, m.subscription_ids, m.counts)
         for m in found
-    ]
+    )
 
 
 def _both(
@@ -76,28 +79,25 @@ def _both(
     max_bytes: int = 1 << 20,
     subscriptions_max: int | None = None,
     version: int = 0,
+    payload_version: int = 2,
+    drawn: list[dict[str, int]] | None = None,
 ) -> tuple[list[Message], list[Message]]:
-    """(the reference's messages, the compiled writer's) for ``batch``."""
-    pairs = index.pairs(batch.publications, version, None, batch.publisher, batch.stream)
+    """(the reference's messages, the writer's) for ``batch`` routed with mapping ``version``
+    (``drawn``: the hot words' copies drawn for each publication)."""
+    pairs = index.pairs(batch.publications, version, drawn, batch.publisher, batch.stream)
     reference = messages(
         pairs,
         batch,
         index.subscriptions,
-        index.alternatives,
+        Explanations(batch, index.alternatives, explain),
         most,
         explain=explain,
         max_bytes=max_bytes,
         subscriptions_max=subscriptions_max,
+        payload_version=payload_version,
     )
-    compiled, count = CompiledMessages(index).messages(
-        batch,
-        version,
-        None,
-        most,
-        explain=explain,
-        max_bytes=max_bytes,
-        subscriptions_max=subscriptions_max,
-    )
+    options = MessageOptions(most, max_bytes, subscriptions_max, explain, payload_version)
+    compiled, count = MessageWriter(index, options).messages(batch, version, drawn)
     assert count == len(pairs)
     return reference, compiled
 
@@ -180,21 +180,22 @@ def test_plain_matches_are_written_as_the_reference_writes_them(
 
 
 @pytest.mark.parametrize("explain", [True, False])
-def test_plain_matches_on_the_corpora(explain: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_plain_matches_on_the_corpora(explain: bool) -> None:
     posts = sample_posts(1_500, seed=4)
     queries = post_queries(posts, 3_000, seed=5, sizes=(2, 2, 3))
     urls = ["http://a/", "http://b/", delivery_address("http://a/", True)]
     tags = ["", "", "corpus", "ü"]
     subs = [_sub(f"sub{k}", q, url=urls[k % 3], tag=tags[k % 4]) for k, q in enumerate(queries)]
     batch = Batch(_routed([p.text for p in posts], [p.id for p in posts]), "t", "")
-    # Every match here is plain: the compiled writer writes them all, the reference none.
-    monkeypatch.setattr(compiled_messages, "messages", lambda pairs, *a, **kw: pairs and 1 / 0)
     reference, compiled = _both(_index(subs), batch, 50, explain=explain)
     assert sum(m.matches for m in reference) > 3_000
     assert _shown(compiled) == _shown(reference)
 
 
-def test_other_matches_beside_plain_ones_are_each_delivered_once_as_the_reference_does() -> None:
+@pytest.mark.parametrize("payload_version", [1, 2])
+def test_every_kind_of_match_beside_plain_ones_is_written_as_the_reference_writes_it(
+    payload_version: int,
+) -> None:
     posts = sample_posts(400, seed=6)
     plain = post_queries(posts, 600, seed=7, sizes=(1, 2))
     boolean = post_boolean_queries(posts, 200, seed=8)
@@ -207,26 +208,29 @@ def test_other_matches_beside_plain_ones_are_each_delivered_once_as_the_referenc
     # Restricted by their placements: served from mapping version 5 on.
     later = (Placement(0, 5),)
     subs += [_sub(f"r{k}", q, placements=later) for k, q in enumerate(plain[:50])]
-    subs.append(Subscription("w", "", (), "http://a/", 0, pattern="pack* d?ta", tenant="t"))
-    batch = Batch(_routed([p.text for p in posts], [p.id for p in posts]), "t", "")
+    for k, pattern in enumerate(["pack* d?ta", "the* *ing", "new?"]):
+        subs.append(Subscription(f"w{k}", "", (), "http://a/", 0, pattern=pattern, tenant="t"))
+    # Every publication flagged: an anchor of the patterns' occurs in it.
+    routed = [(*p[:3], True) for p in _routed([p.text for p in posts], [p.id for p in posts])]
+    batch = Batch(routed, "t", "")
     index = _index(subs)
     for version in (0, 7):
-        reference, compiled = _both(index, batch, 40, version=version)
-        assert _delivered(compiled) == _delivered(reference)
+        reference, compiled = _both(
+            index, batch, 40, version=version, payload_version=payload_version
+        )
+        assert _shown(compiled) == _shown(reference)
         kinds = {m[2][0] for m in _delivered(reference)}
-        assert kinds >= ({"p", "b", "r"} if version else {"p", "b"})
+        assert kinds >= ({"p", "b", "r", "w"} if version else {"p", "b", "w"})
 
 
 def test_the_writer_follows_the_index() -> None:
     subs = [_sub("a", "senate vote"), _sub("b", "river"), _sub("c", "budget", tenant="u")]
     index = _index(subs)
-    writer = CompiledMessages(index)
+    writer = MessageWriter(index, MessageOptions(most=10))
     batch = Batch(_routed(["the senate vote on the river budget"]), "t", "")
 
     def written() -> list[tuple[str, str, str, str, str]]:
-        found, _ = writer.messages(
-            batch, 0, None, 10, explain=True, max_bytes=1 << 20, subscriptions_max=None
-        )
+        found, _ = writer.messages(batch, 0, None)
         return _delivered(found)
 
     assert [m[2] for m in written()] == ["a", "b"]
@@ -260,9 +264,8 @@ def test_phrases_and_windows_checked_in_the_core_deliver_as_the_reference_does()
     assert sum(index.alternatives.spans_only(s.id) is not None for s in subs) > 400
     batch = Batch(_routed([p.text for p in posts], [p.id for p in posts]), "t", "")
     reference, compiled = _both(index, batch, 40)
-    delivered = _delivered(compiled)
-    assert delivered == _delivered(reference)
-    assert sum(m[2].startswith("s") for m in delivered) > 100
+    assert _shown(compiled) == _shown(reference)
+    assert sum(m[2].startswith("s") for m in _delivered(compiled)) > 100
 
 
 SPAN_WORDS = ["white", "house", "the", "a", "of", "x", "card", "black"]
@@ -300,4 +303,31 @@ def test_span_checks_in_the_core_keep_exactly_the_candidates_the_reference_keeps
     index = _index(_boolean_subs(queries, "q"))
     batch = Batch(_routed(texts), "t", "")
     reference, compiled = _both(index, batch)
-    assert _delivered(compiled) == _delivered(reference)
+    assert _shown(compiled) == _shown(reference)
+
+
+@pytest.mark.parametrize("engine", ["compiled-compact-trie", "compact-trie"])
+@pytest.mark.parametrize("payload_version", [1, 2])
+def test_hot_words_placements_and_patterns_of_either_index_as_the_reference_writes_them(
+    engine: str, payload_version: int
+) -> None:
+    rng = random.Random(11)
+    index = MatcherIndex(
+        0, lambda: term_index(engine, None), lambda: pattern_index("retriever", "none", 2, 2)
+    )
+    index.load(placed_subscriptions(rng))
+    assert index.hot
+    assert index.restricted
+    assert len(index.patterns)
+    words = [f"w{i}" for i in range(12)]
+    for version in (0, 1, 3):
+        texts = [" ".join(rng.sample(words, rng.randint(1, 6))) for _ in range(60)]
+        routed = [(*p[:3], True) for p in _routed(texts)]
+        drawn = [{w: rng.randint(0, 3) for w in words} for _ in routed]
+        for publisher in ("a", "b"):
+            batch = Batch(routed, publisher, "")
+            reference, compiled = _both(
+                index, batch, 7, version=version, payload_version=payload_version, drawn=drawn
+            )
+            assert _shown(compiled) == _shown(reference)
+            assert sum(m.matches for m in compiled) > 20
