@@ -139,9 +139,9 @@ class AtTheMatcher:
         self.texts = texts
 
     def messages(self, posts: list[Terms]) -> tuple[list[Message], int]:
-        routed = [(str(k), self.texts[k], tuple(terms), False) for k, terms in enumerate(posts)]
-        batch = Batch(routed, "", "")
-        return self.writer.messages(batch, 0, None)
+        ids = [str(k) for k in range(len(posts))]
+        batch = Batch(ids, self.texts[: len(posts)], [tuple(terms) for terms in posts])
+        return self.writer.messages(batch)
 
     def match(self, posts: list[Terms]) -> list[tuple[str, int]]:
         """What is timed: the messages written; as many placeholders as matches (reading the

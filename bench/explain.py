@@ -50,10 +50,10 @@ def _workload(queries: list[str], texts: list[str]) -> tuple[Any, ...]:
     pairs = [(s, k) for k, t in enumerate(terms) for s in trie.match(t)]
     if held:
         pairs = held.delivering(pairs, terms.__getitem__, lambda k: term_positions(texts[k]))
-    publications = [(f"p{k}", text, tuple(terms[k]), False) for k, text in enumerate(texts)]
+    batch = Batch([f"p{k}" for k in range(len(texts))], texts, [tuple(t) for t in terms])
     index = MatcherIndex(0, lambda: term_index("trie"), lambda: pattern_index("naive"))
     index.load(subscriptions.values())
-    return pairs, Batch(publications, "", ""), index
+    return pairs, batch, index
 
 
 def measure(name: str, queries: list[str], texts: list[str], passes: int) -> dict[str, Any]:

@@ -78,6 +78,24 @@ def placed_subscriptions(rng: random.Random) -> list[Subscription]:
     return subs
 
 
+def routed_batch(
+    rows: Sequence[tuple[str, str, Sequence[str], bool]],
+    publisher: str = "",
+    stream: str = "",
+    **kw: Any,
+) -> Batch:
+    """A batch of (id, text, terms, flagged for the patterns) rows, as a matcher takes it."""
+    return Batch(
+        [row[0] for row in rows],
+        [row[1] for row in rows],
+        [tuple(row[2]) for row in rows],
+        publisher,
+        stream,
+        flagged=frozenset(k for k, row in enumerate(rows) if row[3]),
+        **kw,
+    )
+
+
 def shown(found: Iterable[Message]) -> list[tuple[object, ...]]:
     """What the reference and the writer must agree on, message by message (in no order)."""
     return sorted(

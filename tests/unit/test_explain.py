@@ -9,7 +9,7 @@ import re
 
 import orjson
 
-from tests.unit.support import held_subscriptions, written
+from tests.unit.support import held_subscriptions, routed_batch, written
 from wordcast.errors import InvalidInput
 from wordcast.query.analysis import analyse, normalised_tokens, term_positions, token_offsets
 from wordcast.query.boolean import parse_query
@@ -20,7 +20,6 @@ from wordcast.query.explain import (
     explain_pattern,
 )
 from wordcast.query.patterns import normalise, parse
-from wordcast.services.matcher.index import Batch
 from wordcast.webhooks.payload import matches_of
 
 VOCABULARY = ["White", "house", "of", "cards", "Senate", "vote", "the", "big", "apple", "a", "x"]
@@ -95,7 +94,7 @@ def test_each_delivered_match_names_the_alternative_that_delivers_it() -> None:
     pairs = held.delivering(
         candidates, lambda k: analyse(texts[k]), lambda k: term_positions(texts[k])
     )
-    found = written(pairs, Batch(publications, "", ""), subscriptions, held, most=100)
+    found = written(pairs, routed_batch(publications, "", ""), subscriptions, held, most=100)
     delivered = {
         (m["subscription_id"], m["publication_id"]): m["matched"]
         for message in found

@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from tests.unit.support import placed_subscriptions
+from tests.unit.support import placed_subscriptions, routed_batch
 from wordcast.engines.registry import pattern_index, term_index
 from wordcast.services.matcher.index import MatcherIndex
 from wordcast.storage.records import SubscriptionEvent
@@ -39,14 +39,15 @@ def test_a_loaded_snapshot_matches_as_the_same_subscriptions_applied(engine: str
     assert loaded.alternatives
     matched = 0
     for _ in range(60):
-        batch = []
+        rows = []
         for k in range(8):
             words = rng.sample(WORDS, rng.randint(1, 6))
-            batch.append((f"p{k}", " ".join(words), frozenset(words), True))
+            rows.append((f"p{k}", " ".join(words), tuple(words), True))
         version = rng.randint(0, 3)
-        drawn = [{w: rng.randint(0, 3) for w in WORDS} for _ in batch]
+        drawn = {k: {w: rng.randint(0, 3) for w in WORDS} for k in range(len(rows))}
         publisher = rng.choice(["a", "b"])
-        expected = sorted(applied.pairs(batch, version, drawn, publisher, ""))
-        assert sorted(loaded.pairs(batch, version, drawn, publisher, "")) == expected
+        batch = routed_batch(rows, publisher, mapping_version=version, drawn=drawn)
+        expected = sorted(applied.pairs(batch))
+        assert sorted(loaded.pairs(batch)) == expected
         matched += len(expected)
     assert matched > 500

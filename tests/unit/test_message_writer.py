@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import random
 from collections.abc import Iterable, Sequence
+from dataclasses import replace
 
 import orjson
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.unit.support import placed_subscriptions
+from tests.unit.support import placed_subscriptions, routed_batch
 from wordcast.corpus.workload import (
     post_boolean_queries,
     post_queries,
@@ -28,7 +29,7 @@ from wordcast.query.analysis import Analyser
 from wordcast.query.boolean import parse_query, part_id
 from wordcast.routing.placement import Placement
 from wordcast.services.matcher.explanations import Explanations
-from wordcast.services.matcher.index import Batch, MatcherIndex, RoutedPublication
+from wordcast.services.matcher.index import Batch, MatcherIndex
 from wordcast.services.matcher.messages import MessageOptions, MessageWriter
 from wordcast.storage.outbox import Message
 from wordcast.storage.records import Subscription, SubscriptionEvent, delivery_address
@@ -55,7 +56,7 @@ def _sub(
 
 def _routed(
     texts: Sequence[str], ids: Sequence[str] | None = None, lang: str = ""
-) -> list[RoutedPublication]:
+) -> list[tuple[str, str, tuple[str, ...], bool]]:
     filters = (f"lang:{lang}",) if lang else ()
     return [
         (ids[k] if ids else f"p{k}", text, tuple(ANALYZER.terms(text)) + filters, False)
@@ -84,7 +85,8 @@ def _both(
 ) -> tuple[list[Message], list[Message]]:
     """(the reference's messages, the writer's) for ``batch`` routed with mapping ``version``
     (``drawn``: the hot words' copies drawn for each publication)."""
-    pairs = index.pairs(batch.publications, version, drawn, batch.publisher, batch.stream)
+    batch = replace(batch, mapping_version=version, drawn=dict(enumerate(drawn or [])))
+    pairs = index.pairs(batch)
     reference = messages(
         pairs,
         batch,
@@ -97,7 +99,7 @@ def _both(
         payload_version=payload_version,
     )
     options = MessageOptions(most, max_bytes, subscriptions_max, explain, payload_version)
-    compiled, count = MessageWriter(index, options).messages(batch, version, drawn)
+    compiled, count = MessageWriter(index, options).messages(batch)
     assert count == len(pairs)
     return reference, compiled
 
@@ -166,7 +168,7 @@ def test_plain_matches_are_written_as_the_reference_writes_them(
         sub = _sub(f"s{k}\u00e9", " ".join(words), tenant, address, stream=sub_stream, tag=tag)
         if sub.terms:  # "x" alone: no term (a query the router refuses)
             subs.append(sub)
-    batch = Batch(_routed(texts, ids, lang), publisher, stream, 12.5)
+    batch = routed_batch(_routed(texts, ids, lang), publisher, stream, accepted=12.5)
     reference, compiled = _both(
         _index(subs),
         batch,
@@ -186,7 +188,7 @@ def test_plain_matches_on_the_corpora(explain: bool) -> None:
     urls = ["http://a/", "http://b/", delivery_address("http://a/", True)]
     tags = ["", "", "corpus", "ü"]
     subs = [_sub(f"sub{k}", q, url=urls[k % 3], tag=tags[k % 4]) for k, q in enumerate(queries)]
-    batch = Batch(_routed([p.text for p in posts], [p.id for p in posts]), "t", "")
+    batch = routed_batch(_routed([p.text for p in posts], [p.id for p in posts]), "t")
     reference, compiled = _both(_index(subs), batch, 50, explain=explain)
     assert sum(m.matches for m in reference) > 3_000
     assert _shown(compiled) == _shown(reference)
@@ -212,7 +214,7 @@ def test_every_kind_of_match_beside_plain_ones_is_written_as_the_reference_write
         subs.append(Subscription(f"w{k}", "", (), "http://a/", 0, pattern=pattern, tenant="t"))
     # Every publication flagged: an anchor of the patterns' occurs in it.
     routed = [(*p[:3], True) for p in _routed([p.text for p in posts], [p.id for p in posts])]
-    batch = Batch(routed, "t", "")
+    batch = routed_batch(routed, "t")
     index = _index(subs)
     for version in (0, 7):
         reference, compiled = _both(
@@ -227,10 +229,10 @@ def test_the_writer_follows_the_index() -> None:
     subs = [_sub("a", "senate vote"), _sub("b", "river"), _sub("c", "budget", tenant="u")]
     index = _index(subs)
     writer = MessageWriter(index, MessageOptions(most=10))
-    batch = Batch(_routed(["the senate vote on the river budget"]), "t", "")
+    batch = routed_batch(_routed(["the senate vote on the river budget"]), "t")
 
     def written() -> list[tuple[str, str, str, str, str]]:
-        found, _ = writer.messages(batch, 0, None)
+        found, _ = writer.messages(batch)
         return _delivered(found)
 
     assert [m[2] for m in written()] == ["a", "b"]
@@ -262,7 +264,7 @@ def test_phrases_and_windows_checked_in_the_core_deliver_as_the_reference_does()
     subs = _boolean_subs(spans, "s") + [_sub(f"p{k}", q) for k, q in enumerate(spans[:100])]
     index = _index(subs)
     assert sum(index.alternatives.spans_only(s.id) is not None for s in subs) > 400
-    batch = Batch(_routed([p.text for p in posts], [p.id for p in posts]), "t", "")
+    batch = routed_batch(_routed([p.text for p in posts], [p.id for p in posts]), "t")
     reference, compiled = _both(index, batch, 40)
     assert _shown(compiled) == _shown(reference)
     assert sum(m[2].startswith("s") for m in _delivered(compiled)) > 100
@@ -301,7 +303,7 @@ def test_span_checks_in_the_core_keep_exactly_the_candidates_the_reference_keeps
     queries: list[str], texts: list[str]
 ) -> None:
     index = _index(_boolean_subs(queries, "q"))
-    batch = Batch(_routed(texts), "t", "")
+    batch = routed_batch(_routed(texts), "t")
     reference, compiled = _both(index, batch)
     assert _shown(compiled) == _shown(reference)
 
@@ -325,7 +327,7 @@ def test_hot_words_placements_and_patterns_of_either_index_as_the_reference_writ
         routed = [(*p[:3], True) for p in _routed(texts)]
         drawn = [{w: rng.randint(0, 3) for w in words} for _ in routed]
         for publisher in ("a", "b"):
-            batch = Batch(routed, publisher, "")
+            batch = routed_batch(routed, publisher)
             reference, compiled = _both(
                 index, batch, 7, version=version, payload_version=payload_version, drawn=drawn
             )

@@ -10,7 +10,7 @@ from typing import Any
 import orjson
 import pytest
 
-from tests.unit.support import written
+from tests.unit.support import routed_batch, written
 from wordcast.query.alternatives import HeldAlternatives
 from wordcast.query.analysis import term_positions
 from wordcast.query.boolean import parse_query, part_id
@@ -41,8 +41,8 @@ def _expected_body(batch: Batch, matches: list[tuple[Subscription, str, int]]) -
                 {
                     "subscription_id": delivered,
                     **({"pattern": sub.pattern} if sub.is_pattern else {"query": sub.query}),
-                    "publication_id": batch.publications[k][0],
-                    "text": batch.publications[k][1],
+                    "publication_id": batch.ids[k],
+                    "text": batch.texts[k],
                 }
                 for sub, delivered, k in matches
             ],
@@ -90,7 +90,7 @@ def test_bodies_are_the_whole_payloads_json_and_every_match_is_in_one_message(
     publications = [(f"pub-{k}", rng.choice(AWKWARD) + f" {k}", ("w",), False) for k in range(300)]
     # The second round bounds messages by bytes (a few matches each) rather than by count.
     for stream, max_bytes in (("", 1 << 20), ("news", 600)):
-        batch = Batch(publications, "acme", stream, accepted=12.5)
+        batch = routed_batch(publications, "acme", stream, accepted=12.5)
         pairs = [(rng.choice(list(subscriptions)), rng.randrange(300)) for _ in range(3000)]
         pairs = list(dict.fromkeys(pairs))
         found = written(
@@ -171,7 +171,7 @@ def test_each_delivery_gets_its_own_message_and_both_get_one_each() -> None:
     assert subscriptions["both"].to_stream
     assert (subscriptions["web"].webhook_url, subscriptions["web"].to_stream) == (hook, False)
     assert (subscriptions["sse"].webhook_url, subscriptions["sse"].to_stream) == ("", True)
-    batch = Batch([("p1", "a text", ("text",), False)], "t", "")
+    batch = routed_batch([("p1", "a text", ("text",), False)], "t", "")
     found = written(
         [(sub_id, 0) for sub_id in subscriptions], batch, subscriptions, HeldAlternatives(), 100
     )
@@ -188,7 +188,7 @@ def test_how_matches_are_split_into_messages_does_not_follow_the_order_they_matc
         f"s{k:03}": Subscription(f"s{k:03}", "w", ("w",), "http://x/hook", 0, tenant="acme")
         for k in range(600)
     }
-    batch = Batch([("p1", "w", ("w",), False)], "acme", "")
+    batch = routed_batch([("p1", "w", ("w",), False)], "acme", "")
     pairs = [(sub_id, 0) for sub_id in subscriptions]
     split = [
         sorted(m.webhook_id for m in written(order, batch, subscriptions, HeldAlternatives(), 500))
@@ -206,7 +206,7 @@ def test_without_a_signers_bound_a_message_holds_any_number_of_subscriptions() -
         for k in range(200)
     }
     pairs = [(sub_id, 0) for sub_id in subscriptions]
-    batch = Batch([("p0", "w", ("w",), False)], "acme", "")
+    batch = routed_batch([("p0", "w", ("w",), False)], "acme", "")
     found = written(pairs, batch, subscriptions, HeldAlternatives(), most=1000, explain=False)
     assert [m.matches for m in found] == [200]
     bounded = written(
@@ -252,7 +252,7 @@ def test_explained_bodies_are_the_whole_payloads_json_byte_for_byte(version: int
     pairs = held.delivering(
         pairs, lambda k: frozenset(publications[k][2]), lambda k: term_positions(texts[k])
     )
-    batch = Batch(publications, "acme", "")
+    batch = routed_batch(publications, "acme", "")
     found = written(
         pairs, batch, subscriptions, held, most=7, max_bytes=2_000, payload_version=version
     )
@@ -319,7 +319,7 @@ def test_a_dry_run_shows_the_callers_matches_once_each_under_the_delivered_id() 
         subscriptions[stored] = Subscription(stored, query, clause.words, "u", 0, tenant="a")
         alternatives.add(stored, read)
     text = "the white house: an apple and a pear"
-    batch = Batch([("p", text, (*words, "appl", "pear"), False)], "a", "shared")
+    batch = routed_batch([("p", text, (*words, "appl", "pear"), False)], "a", "shared")
     pairs = [("theirs", 0), ("mine", 0), (part_id("q", 0), 0), (part_id("q", 1), 0), ("mine", 0)]
     found, complete = explained_matches(pairs, batch, subscriptions, alternatives, "a")
     assert complete

@@ -12,10 +12,9 @@ import pytest
 from jsonschema import Draft202012Validator
 from referencing import Registry, Resource
 
-from tests.unit.support import held_subscriptions, written
+from tests.unit.support import held_subscriptions, routed_batch, written
 from wordcast.query.analysis import analyse
 from wordcast.query.boolean import part_id
-from wordcast.services.matcher.index import Batch
 from wordcast.webhooks.payload import matches_of
 
 SCHEMAS = Path(__file__).parents[2] / "docs" / "schemas"
@@ -44,7 +43,7 @@ def _messages(version: int, explain: bool, backfill: bool) -> list[dict[str, Any
     ]
     pairs = [(part_id("q", 0), 0), (part_id("q", 1), 2), (part_id("q", 2), 1)]
     pairs += [("plain", k) for k in range(3)] + [("wild", 0), ("wild", 2)]
-    batch = Batch(publications, "acme", "news" if backfill else "", backfill=backfill)
+    batch = routed_batch(publications, "acme", "news" if backfill else "", backfill=backfill)
     found = written(
         pairs, batch, subscriptions, held, most=100, explain=explain, payload_version=version
     )

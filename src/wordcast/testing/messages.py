@@ -28,15 +28,14 @@ import orjson
 from wordcast.storage.outbox import Message, webhook_id
 from wordcast.storage.records import STREAM_DELIVERY, Subscription, delivery_of
 
-# (id, text, terms, whether an anchor of the matcher's patterns occurs in it)
-RoutedPublication = tuple[str, str, Any, bool]
-
 
 class BatchLike(Protocol):
     """A routed batch (``wordcast.services.matcher.index.Batch``)."""
 
     @property
-    def publications(self) -> Sequence[RoutedPublication]: ...
+    def ids(self) -> Sequence[str]: ...
+    @property
+    def texts(self) -> Sequence[str]: ...
     @property
     def publisher(self) -> str: ...
     @property
@@ -124,7 +123,7 @@ class _Frame:
 
     def __init__(self, batch: BatchLike, version: int) -> None:
         self.version = version
-        self.publications = batch.publications
+        self.ids, self.texts = batch.ids, batch.texts
         self._encoded: dict[int, bytes] = {}
         payload: dict[str, Any] = {"type": "matches"}
         if version >= 2:
@@ -144,7 +143,7 @@ class _Frame:
         """A publication as version 2 names it, once a message (encoded once a batch)."""
         encoded = self._encoded.get(position)
         if encoded is None:
-            pub_id, text = self.publications[position][:2]
+            pub_id, text = self.ids[position], self.texts[position]
             encoded = self._encoded[position] = orjson.dumps({"id": pub_id, "text": text})
         return encoded
 
@@ -166,7 +165,7 @@ def _match(
     if version >= 2:
         head = b'{"subscription_id":' + orjson.dumps(sub_id) + tagged + b',"publication":'
         return sub_id, head, matched
-    pub_id, text = batch.publications[position][:2]
+    pub_id, text = batch.ids[position], batch.texts[position]
     kind, written = ("pattern", sub.pattern) if sub.pattern else ("query", sub.query)
     match: dict[str, Any] = {"subscription_id": sub_id}
     if sub.tag:
@@ -214,7 +213,7 @@ class _Chunk:
                 self.size += len(publication) + 1
             encoded = head + str(place).encode() + rest
         self.encoded.append(encoded)
-        self.pairs.append((delivered_id, frame.publications[position][0]))
+        self.pairs.append((delivered_id, frame.ids[position]))
         self.subscriptions.add(stored_id)
         self.size += len(encoded) + 1
 

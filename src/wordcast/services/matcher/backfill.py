@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from wordcast.routing.placement import Placement, decode, encode
-from wordcast.services.matcher.index import Batch, MatcherIndex, RoutedPublication
+from wordcast.services.matcher.index import Batch, MatcherIndex
 from wordcast.services.matcher.messages import MessageWriter
 from wordcast.storage.outbox import Message
 from wordcast.storage.records import Subscription
@@ -73,11 +73,12 @@ class Backfills:
         self._live: deque[tuple[float, str, list[str]]] = deque()
         self._watching_until = 0.0  # monotonic
 
-    def saw(self, publisher: str, publications: Sequence[RoutedPublication]) -> None:
-        """A routed batch was matched live (noted only while a backfill's window is open)."""
+    def saw(self, publisher: str, ids: Sequence[str]) -> None:
+        """A routed batch of publications ``ids`` was matched live (noted only while a
+        backfill's window is open)."""
         now = time.monotonic()
         if now < self._watching_until:
-            self._live.append((now, publisher, [publication[0] for publication in publications]))
+            self._live.append((now, publisher, list(ids)))
         elif self._live and not self._tasks:
             self._live.clear()
 
@@ -173,16 +174,20 @@ class Backfills:
             for recent in batches:
                 after = recent.entry_id
                 publisher = recent.publisher
-                routed = [
-                    (pub_id, text, terms, True)
-                    for pub_id, text, terms in zip(
-                        recent.ids, recent.texts, recent.terms, strict=True
-                    )
-                    if (publisher, pub_id) not in live
-                ]
-                progress.publications += len(routed)
-                batch = Batch(routed, recent.publisher, recent.stream, backfill=True)
-                found, matched = writer.messages(batch, 0, None)
+                kept = [k for k, pub_id in enumerate(recent.ids) if (publisher, pub_id) not in live]
+                progress.publications += len(kept)
+                # Every record served (one matcher backfills it) and every text read for the
+                # patterns: none was routed to this matcher for them.
+                batch = Batch(
+                    [recent.ids[k] for k in kept],
+                    [recent.texts[k] for k in kept],
+                    [recent.terms[k] for k in kept],
+                    recent.publisher,
+                    recent.stream,
+                    flagged=frozenset(range(len(kept))),
+                    backfill=True,
+                )
+                found, matched = writer.messages(batch)
                 if found:
                     await self._record(found)
                     progress.matches += matched

@@ -21,7 +21,7 @@ from wordcast.query.explain import (
     explain_pattern,
 )
 from wordcast.query.languages import ENGLISH, SNOWBALL
-from wordcast.services.matcher.index import Batch, RoutedPublication
+from wordcast.services.matcher.index import Batch
 from wordcast.storage.records import Subscription
 
 
@@ -31,7 +31,7 @@ class Explanations:
     under (an alternative's: its query's)."""
 
     def __init__(self, batch: Batch, alternatives: HeldAlternatives, wanted: bool) -> None:
-        self.publications = batch.publications
+        self.texts, self.terms = batch.texts, batch.terms
         self.alternatives = alternatives if len(alternatives) else None
         self.wanted = wanted
         self._texts: dict[int, AnalysedText] = {}
@@ -46,15 +46,15 @@ class Explanations:
         (the others are analysed one by one when a match needs them)."""
         if not self.wanted:
             return
-        english = [k for k in sorted(positions) if _read_as_english(self.publications[k][2])]
-        texts = [self.publications[k][1] for k in english]
+        english = [k for k in sorted(positions) if _read_as_english(self.terms[k])]
+        texts = [self.texts[k] for k in english]
         for k, parts in zip(english, compiled_term_parts(texts), strict=True):
             if parts is not None:
                 self._parts[k] = parts
 
     def matched(self, sub: Subscription, position: int) -> bytes:
         """The JSON of the match's ``matched``."""
-        text = self.publications[position][1]
+        text = self.texts[position]
         if sub.pattern:
             return orjson.dumps(explain_pattern(sub.pattern, text))
         alternatives = self.alternatives
@@ -79,7 +79,7 @@ class Explanations:
     def _analysed(self, position: int) -> AnalysedText:
         analysed = self._texts.get(position)
         if analysed is None:
-            text, terms = self.publications[position][1:3]
+            text, terms = self.texts[position], self.terms[position]
             analysed = self._texts[position] = AnalysedText(text, _language(terms))
         return analysed
 
@@ -133,18 +133,19 @@ def _part(term: str, offsets: Sequence[tuple[int, int]]) -> bytes:
     return orjson.dumps({term: offsets})[1:-1]
 
 
-def compiled_reads(publication: RoutedPublication) -> bool:
-    """Whether the compiled analyser reads the offsets of ``publication`` for its ``matched``
-    (an English ASCII text); the reference reads the others."""
-    return publication[1].isascii() and _read_as_english(publication[2])
+def compiled_reads(text: str, terms: Sequence[str]) -> bool:
+    """Whether the compiled analyser reads the offsets of a publication's ``text`` (its
+    ``terms`` as routed) for its ``matched`` (an English ASCII text); the reference reads the
+    others."""
+    return text.isascii() and _read_as_english(terms)
 
 
 def reference_reading(
-    publication: RoutedPublication,
+    text: str, terms: Sequence[str]
 ) -> tuple[dict[str, bytes], list[tuple[int, int]]]:
     """Each term's JSON member of a ``matched`` (``b'"term":[[s,e]]'``), and the places of the
-    text's tokens by position, as the reference reads ``publication``."""
-    analysed = AnalysedText(publication[1], _language(publication[2]))
+    text's tokens by position, as the reference reads a publication's ``text``."""
+    analysed = AnalysedText(text, _language(terms))
     offsets = analysed.term_offsets
     parts = {term: _part(term, found) for term, found in offsets.items()}
     return parts, analysed.token_spans

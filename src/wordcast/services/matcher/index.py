@@ -27,8 +27,9 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
+from dataclasses import dataclass, field, replace
 
 from wordcast.engines.base import PatternIndex, TermIndex, add_many
 from wordcast.query.alternatives import HeldAlternatives
@@ -40,19 +41,45 @@ from wordcast.storage.records import Subscription, SubscriptionEvent, audience
 
 log = logging.getLogger(__name__)
 
-# (id, text, terms, whether an anchor of this matcher's patterns occurs in it)
-RoutedPublication = tuple[str, str, Iterable[str], bool]
-
 
 @dataclass(frozen=True, slots=True)
 class Batch:
-    """A routed batch as its messages need it: its publications, who published them, where."""
+    """A routed batch as a matcher takes it: by columns, as the router sent it
+    (:class:`wordcast.services.schemas.MatchRequest`), decoded once. The k-th id, text and terms
+    are publication k's (its terms as the router analysed them, filter terms last); ``flagged``
+    holds the positions of the publications in which an anchor of this matcher's patterns
+    occurs, ``drawn`` by position the copy the router drew for each hot word in a publication
+    (S³-TM §5.1). Routed under mapping ``mapping_version``, published by tenant ``publisher`` to
+    shared stream ``stream`` ('' for its own subscriptions), accepted by the router at
+    ``accepted`` (Unix seconds; 0: not said); ``backfill``: read again for a new subscription's
+    backfill."""
 
-    publications: Sequence[RoutedPublication]
-    publisher: str
-    stream: str
-    accepted: float = 0.0  # when the router took the publications (0: not said)
-    backfill: bool = False  # matches of a new subscription in recent publications
+    ids: Sequence[str]
+    texts: Sequence[str]
+    terms: Sequence[Sequence[str]]
+    publisher: str = ""
+    stream: str = ""
+    mapping_version: int = 0
+    flagged: AbstractSet[int] = frozenset()
+    drawn: Mapping[int, Mapping[str, int]] = field(default_factory=dict)
+    accepted: float = 0.0
+    backfill: bool = False
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def slice(self, start: int, end: int) -> Batch:
+        """Publications ``start`` to ``end`` (excluded) as a batch of their own, numbered from 0."""
+        flagged = frozenset(k - start for k in self.flagged if start <= k < end)
+        drawn = {k - start: copies for k, copies in self.drawn.items() if start <= k < end}
+        return replace(
+            self,
+            ids=self.ids[start:end],
+            texts=self.texts[start:end],
+            terms=self.terms[start:end],
+            flagged=flagged,
+            drawn=drawn,
+        )
 
 
 class MatcherIndex:
@@ -203,84 +230,59 @@ class MatcherIndex:
             del self.hot[word]
 
     # -- matching ---------------------------------------------------------------------------------
-    def pairs(
-        self,
-        publications: Sequence[RoutedPublication],
-        mapping_version: int,
-        drawn: Sequence[dict[str, int]] | None,
-        publisher: str,
-        stream: str,
-    ) -> list[tuple[str, int]]:
-        """(stored subscription id, position) for every match of a batch routed with mapping
-        ``mapping_version`` (``drawn[k]``: the hot-word copies drawn for publication k) that this
-        matcher is to deliver."""
-        pairs = self.terms.match_batch([terms for _, _, terms, _ in publications])
-        pairs += self.pairs_beside_terms(publications, drawn)
-        return self.delivering(pairs, publications, mapping_version, drawn, publisher, stream)
+    def pairs(self, batch: Batch) -> list[tuple[str, int]]:
+        """(stored subscription id, position) for every match of ``batch`` this matcher is to
+        deliver."""
+        pairs = self.terms.match_batch(batch.terms)
+        pairs += self.pairs_beside_terms(batch)
+        return self.delivering(pairs, batch)
 
-    def pairs_beside_terms(
-        self, publications: Sequence[RoutedPublication], drawn: Sequence[dict[str, int]] | None
-    ) -> list[tuple[str, int]]:
+    def pairs_beside_terms(self, batch: Batch) -> list[tuple[str, int]]:
         """The matches found by the hot words' and the patterns' indexes (not yet checked)."""
         pairs: list[tuple[str, int]] = []
-        if self.hot and drawn:
-            for position, copies in enumerate(drawn):
+        if self.hot and batch.drawn:
+            for position, copies in sorted(batch.drawn.items()):
                 for word in copies:
                     hot_index = self.hot.get(word)
                     if hot_index is not None:
-                        terms = publications[position][2]
+                        terms = batch.terms[position]
                         pairs.extend((sub_id, position) for sub_id in hot_index.match(terms))
-        if len(self.patterns):
+        if len(self.patterns) and batch.flagged:
+            texts = batch.texts
             pairs += [
                 (str(sub_id), position)
-                for position, (_, text, _, flagged) in enumerate(publications)
-                if flagged
-                for sub_id in self.patterns.match(normalise(text))
+                for position in sorted(batch.flagged)
+                for sub_id in self.patterns.match(normalise(texts[position]))
             ]
         return pairs
 
-    def delivering(
-        self,
-        pairs: list[tuple[str, int]],
-        publications: Sequence[RoutedPublication],
-        mapping_version: int,
-        drawn: Sequence[dict[str, int]] | None,
-        publisher: str,
-        stream: str,
-    ) -> list[tuple[str, int]]:
+    def delivering(self, pairs: list[tuple[str, int]], batch: Batch) -> list[tuple[str, int]]:
         """Of the matches the indexes found, those this matcher delivers: of the batch's
         audience, served here by their placements, and (an alternative) the one delivering."""
         # Tenants stay apart: the indexes found every tenant's subscriptions with these words.
-        wanted = audience(publisher, stream)
+        wanted = audience(batch.publisher, batch.stream)
         if len(self.audiences) > 1 or wanted not in self.audiences:
             of = self.audience_of
             pairs = [pair for pair in pairs if of[pair[0]] == wanted]
         if self.restricted:
-            pairs = self._serving(pairs, mapping_version, drawn)
+            pairs = self._serving(pairs, batch)
         if self.alternatives:
+            terms, texts = batch.terms, batch.texts
             pairs = self.alternatives.delivering(
                 pairs,
-                lambda k: frozenset(publications[k][2]),
-                lambda k: term_positions(publications[k][1]),
+                lambda k: frozenset(terms[k]),
+                lambda k: term_positions(texts[k]),
             )
         return pairs
 
-    def _serving(
-        self,
-        pairs: list[tuple[str, int]],
-        mapping_version: int,
-        drawn: Sequence[dict[str, int]] | None,
-    ) -> list[tuple[str, int]]:
-        """The pairs whose subscription's placements here serve the batch's mapping version (and the
-        hot-word copy drawn for its publication)."""
-        restricted = self.restricted
-        none: dict[str, int] = {}
+    def _serving(self, pairs: list[tuple[str, int]], batch: Batch) -> list[tuple[str, int]]:
+        """The pairs whose subscription's placements here serve the batch's mapping version
+        (and the hot-word copy drawn for its publication)."""
+        restricted, drawn, version = self.restricted, batch.drawn, batch.mapping_version
+        none: Mapping[str, int] = {}
         return [
             (sub_id, position)
             for sub_id, position in pairs
             if sub_id not in restricted
-            or any(
-                p.serves(mapping_version, drawn[position] if drawn else none)
-                for p in restricted[sub_id]
-            )
+            or any(p.serves(version, drawn.get(position, none)) for p in restricted[sub_id])
         ]

@@ -33,7 +33,7 @@ from wordcast.services.matcher.explanations import (
     compiled_reads,
     reference_reading,
 )
-from wordcast.services.matcher.index import Batch, MatcherIndex, RoutedPublication
+from wordcast.services.matcher.index import Batch, MatcherIndex
 from wordcast.storage.outbox import Message
 from wordcast.storage.records import STREAM_DELIVERY, Subscription, audience, delivery_of
 
@@ -162,40 +162,31 @@ class MessageWriter:
             code = self._audiences[name] = len(self._audiences)
         return code
 
-    def messages(
-        self,
-        batch: Batch,
-        mapping_version: int,
-        drawn: Sequence[dict[str, int]] | None,
-    ) -> tuple[list[Message], int]:
-        """The messages of ``batch`` routed with mapping ``mapping_version`` (``drawn[k]``: the
-        hot-word copies drawn for publication k), and how many matches they hold."""
+    def messages(self, batch: Batch) -> tuple[list[Message], int]:
+        """The messages of ``batch``, and how many matches they hold."""
         self.follow()
-        publications = batch.publications
-        decide = _Decision(self, batch, mapping_version, drawn)
+        decide = _Decision(self, batch)
         if self.trie is None:
-            return self._written(batch, *_nothing_matched(len(publications)), decide)
-        numbers, offsets = self.trie.match_flat([terms for _, _, terms, _ in publications])
+            return self._written(batch, *_nothing_matched(len(batch)), decide)
+        numbers, offsets = self.trie.match_flat(batch.terms)
         return self._written(batch, numbers, offsets, decide)
 
     def write(self, batch: Batch, pairs: Sequence[tuple[str, int]]) -> tuple[list[Message], int]:
         """The messages of matches decided already: (stored id, position) ``pairs`` of
         ``batch``, and how many matches they hold."""
-        decide = _Decision(self, batch, 0, None, pairs)
-        return self._written(batch, *_nothing_matched(len(batch.publications)), decide)
+        return self._written(batch, *_nothing_matched(len(batch)), _Decision(self, batch, pairs))
 
     def _written(
         self, batch: Batch, numbers: memoryview, offsets: memoryview, decide: _Decision
     ) -> tuple[list[Message], int]:
-        publications = batch.publications
         explain = self.options.explain
-        parts, tokens = self._reference_reading(publications, offsets) if explain else ({}, {})
+        parts, tokens = self._reference_reading(batch, offsets) if explain else ({}, {})
         written, count = self.deliveries.write(
             numbers,
             offsets,
             self._audiences.get(audience(batch.publisher, batch.stream), NOBODY),
-            [publication[0] for publication in publications],
-            [publication[1] for publication in publications],
+            batch.ids,
+            batch.texts,
             self._shape(batch),
             analyser=self.analyser,
             parts=parts,
@@ -225,18 +216,18 @@ class MessageWriter:
         )
 
     def _reference_reading(
-        self, publications: Sequence[RoutedPublication], offsets: memoryview
+        self, batch: Batch, offsets: memoryview
     ) -> tuple[dict[int, dict[str, bytes]], dict[int, list[tuple[int, int]]]]:
         """The parts of ``matched``, and the tokens' places, of each publication with a trie
         match that the compiled analyser leaves to the reference (all, without it)."""
         parts: dict[int, dict[str, bytes]] = {}
         tokens: dict[int, list[tuple[int, int]]] = {}
         compiled = self.analyser is not None
-        for position, publication in enumerate(publications):
+        for position, (text, terms) in enumerate(zip(batch.texts, batch.terms, strict=True)):
             if offsets[position] != offsets[position + 1] and not (
-                compiled and compiled_reads(publication)
+                compiled and compiled_reads(text, terms)
             ):
-                parts[position], tokens[position] = reference_reading(publication)
+                parts[position], tokens[position] = reference_reading(text, terms)
         return parts, tokens
 
 
@@ -251,34 +242,24 @@ class _Decision:
     (number, position) of the trie's matches it hands back."""
 
     def __init__(
-        self,
-        writer: MessageWriter,
-        batch: Batch,
-        mapping_version: int,
-        drawn: Sequence[dict[str, int]] | None,
-        decided: Sequence[tuple[str, int]] | None = None,
+        self, writer: MessageWriter, batch: Batch, decided: Sequence[tuple[str, int]] | None = None
     ) -> None:
         self.writer = writer
         self.batch = batch
-        self.mapping_version = mapping_version
-        self.drawn = drawn
         self.decided = decided
 
     def __call__(self, others: list[tuple[int, int]]) -> _core.ChosenMatches | None:
         writer, batch = self.writer, self.batch
-        index, trie, publications = writer.index, writer.trie, batch.publications
-        publisher, stream = batch.publisher, batch.stream
+        index, trie = writer.index, writer.trie
         if self.decided is not None:
             pairs = list(self.decided)
         elif trie is None:
-            pairs = index.pairs(publications, self.mapping_version, self.drawn, publisher, stream)
+            pairs = index.pairs(batch)
         else:
             name_of = trie.name_of
             pairs = [(name_of(number), position) for number, position in others]
-            pairs += index.pairs_beside_terms(publications, self.drawn)
-            pairs = index.delivering(
-                pairs, publications, self.mapping_version, self.drawn, publisher, stream
-            )
+            pairs += index.pairs_beside_terms(batch)
+            pairs = index.delivering(pairs, batch)
         if not pairs:
             return None
         return self.chosen(pairs)

@@ -10,7 +10,7 @@ import hmac
 import logging
 import math
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 
 from prometheus_client import Counter, Gauge
 
@@ -24,7 +24,7 @@ from wordcast.services.matcher.checkpoint import CheckpointKeeper
 from wordcast.services.matcher.counting import Counting
 from wordcast.services.matcher.dispatcher import Dispatcher
 from wordcast.services.matcher.endpoints import DeliveryEndpoints
-from wordcast.services.matcher.index import Batch, MatcherIndex, RoutedPublication
+from wordcast.services.matcher.index import Batch, MatcherIndex
 from wordcast.services.matcher.messages import MessageOptions, MessageWriter
 from wordcast.services.matcher.settings import MatcherSettings
 from wordcast.storage import Store
@@ -225,24 +225,11 @@ class MatcherState:
             self.dispatcher.secrets.forget(deleted + [d.split(PART_SEPARATOR)[0] for d in deleted])
         SUBSCRIPTIONS.set(len(self.index))
 
-    def match(
-        self,
-        publications: Sequence[RoutedPublication],
-        mapping_version: int = 0,
-        drawn: Sequence[dict[str, int]] | None = None,
-        *,
-        publisher: str = "",
-        stream: str = "",
-        accepted: float = 0.0,
-    ) -> list[Message]:
-        """Match (id, text, terms, has an anchor here) tuples routed with mapping version ``mapping_version``
-        (``drawn[k]``: the hot-word copies drawn for publication k), published by tenant
-        ``publisher`` to shared stream ``stream`` (or to its own subscriptions, for ""); returns
-        the messages to deliver (:mod:`.messages`)."""
-        self.backfills.saw(publisher, publications)
-        batch = Batch(publications, publisher, stream, accepted)
-        found, matched = self.writer().messages(batch, mapping_version, drawn)
-        count = len(publications)
+    def match(self, batch: Batch) -> list[Message]:
+        """The messages to deliver of a routed ``batch`` (:mod:`.messages`)."""
+        self.backfills.saw(batch.publisher, batch.ids)
+        found, matched = self.writer().messages(batch)
+        count = len(batch)
         self.publications += count
         self.matches += matched
         PUBLICATIONS.inc(count)

@@ -3,6 +3,7 @@ with subscription events."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import orjson
@@ -11,7 +12,7 @@ from fastapi import APIRouter, Depends, Response
 from wordcast.errors import Overloaded
 from wordcast.services.matcher.deps import ReadyState, RouterRoute, require_router
 from wordcast.services.matcher.explanations import explained_matches
-from wordcast.services.matcher.index import Batch, RoutedPublication
+from wordcast.services.matcher.index import Batch
 from wordcast.services.schemas import (
     ERRORS,
     BackfillRequest,
@@ -41,17 +42,10 @@ async def match(batch: MatchRequest, state: ReadyState) -> MatchResponse:
     refused = dispatcher.pressure.refusal(outbox_max)
     if refused is not None:
         raise Overloaded(refused)
-    routed, drawn = _routed(batch)
+    routed = _routed(batch)
     matches = 0
-    for start, end in _slices(routed):
-        messages = state.match(
-            routed[start:end],
-            batch.version,
-            None if drawn is None else drawn[start:end],
-            publisher=batch.publisher,
-            stream=batch.stream,
-            accepted=batch.accepted,
-        )
+    for start, end in _slices(routed.texts):
+        messages = state.match(routed.slice(start, end) if end - start < len(routed) else routed)
         size = sum(len(m.body) for m in messages)
         refused = dispatcher.pressure.refusal(outbox_max, size)
         if refused is not None and not matches:  # nothing recorded yet: refused whole
@@ -66,17 +60,17 @@ async def match(batch: MatchRequest, state: ReadyState) -> MatchResponse:
 SLICE_CHARS = 256 * 1024  # the text a slice of a routed batch holds at most (one text may pass)
 
 
-def _slices(routed: list[RoutedPublication]) -> list[tuple[int, int]]:
-    """The (start, end) of consecutive slices of ``routed`` whose texts hold at most
+def _slices(texts: Sequence[str]) -> list[tuple[int, int]]:
+    """The (start, end) of consecutive slices of a batch whose ``texts`` hold at most
     ``SLICE_CHARS`` characters each (a longer text is a slice of its own)."""
     slices, start, held = [], 0, 0
-    for k, publication in enumerate(routed):
-        size = len(publication[1])
+    for k, text in enumerate(texts):
+        size = len(text)
         if held and held + size > SLICE_CHARS:
             slices.append((start, k))
             start, held = k, 0
         held += size
-    slices.append((start, len(routed)))
+    slices.append((start, len(texts)))
     return slices
 
 
@@ -86,12 +80,11 @@ async def dry_run(batch: MatchRequest, state: ReadyState) -> Response:
     ``matched`` as JSON text (the router passes it on unread): ``{"matches": [[subscription id,
     position, matched], ...], "complete": true}``; past ``answer_max_bytes`` no matches and
     ``"complete": false``. Nothing is recorded, delivered or counted."""
-    routed, drawn = _routed(batch)
+    routed = _routed(batch)
     index, publisher = state.index, batch.publisher
-    pairs = index.pairs(routed, batch.version, drawn, publisher, batch.stream)
     found, complete = explained_matches(
-        pairs,
-        Batch(routed, publisher, batch.stream),
+        index.pairs(routed),
+        routed,
         index.subscriptions,
         index.alternatives,
         publisher,
@@ -102,18 +95,19 @@ async def dry_run(batch: MatchRequest, state: ReadyState) -> Response:
     return Response(orjson.dumps(answer), media_type="application/json")
 
 
-def _routed(batch: MatchRequest) -> tuple[list[RoutedPublication], list[dict[str, int]] | None]:
-    """The batch's (id, text, terms, has an anchor here) rows, and the hot-word copies drawn for
-    each (None: none drawn)."""
-    flagged = set(batch.patterns)
-    routed: list[RoutedPublication] = [
-        (pub_id, text, terms, k in flagged)
-        for k, (pub_id, text, terms) in enumerate(
-            zip(batch.ids, batch.texts, batch.terms, strict=True)
-        )
-    ]
-    hot = batch.hot
-    return routed, [hot.get(k, {}) for k in range(len(routed))] if hot else None
+def _routed(batch: MatchRequest) -> Batch:
+    """The request as the matcher's batch: its columns as they were decoded."""
+    return Batch(
+        batch.ids,
+        batch.texts,
+        batch.terms,
+        batch.publisher,
+        batch.stream,
+        batch.version,
+        frozenset(batch.patterns),
+        batch.hot,
+        batch.accepted,
+    )
 
 
 @router.post("/backfill", status_code=202)
