@@ -142,7 +142,7 @@ impl Frame {
 /// and how many each.
 pub(crate) struct Message {
     pub(crate) group: u32,
-    pub(crate) body: String,
+    pub(crate) body: Vec<u8>, // UTF-8 JSON: written from str, or the caller's checked pieces
     pub(crate) webhook_id: String,
     pub(crate) matches: usize,
     pub(crate) subscription_ids: Vec<String>,
@@ -590,10 +590,7 @@ impl Writer<'_> {
         pairs.sort_unstable();
         Message {
             group,
-            // Every piece is UTF-8: JSON written from str, or the caller's pieces, checked when
-            // they were taken; the lossy branch is never taken.
-            body: String::from_utf8(body)
-                .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned()),
+            body,
             webhook_id: self.webhook_id(&pairs),
             matches: chunk.pairs.len(),
             subscription_ids,
@@ -726,6 +723,10 @@ mod tests {
         table
     }
 
+    fn text(message: &Message) -> &str {
+        std::str::from_utf8(&message.body).expect("a body is UTF-8")
+    }
+
     fn shape(most: usize, explain: bool) -> Shape {
         Shape {
             version: 2,
@@ -801,7 +802,7 @@ mod tests {
         assert_eq!((written.len(), others.len(), plain), (1, 0, 3));
         let message = &written[0];
         assert_eq!(
-            message.body,
+            text(message),
             HEAD.to_owned()
                 + concat!(
                     r#"{"id":"p1","text":"white house"},{"id":"p2","text":"house"}],"matches":["#,
@@ -834,8 +835,7 @@ mod tests {
                 "msg_1c0bc1ca3da52ea0d514de3fb33eb8f7", // sub-b in p2
             ]
         );
-        assert!(written[2]
-            .body
+        assert!(text(&written[2])
             .starts_with(&(HEAD.to_owned() + r#"{"id":"p2","text":"house"}],"matches":["#)));
     }
 
@@ -859,7 +859,7 @@ mod tests {
         let parts = [first, Parts::default()];
         let shape = shape(100, true);
         let (written, _, _) = write_batch(&table, &shape, &parts, &[0], &[0, 1, 1]);
-        assert!(written[0].body.ends_with(concat!(
+        assert!(text(&written[0]).ends_with(concat!(
             r#""matches":[{"subscription_id":"sub-b","publication":0,"#,
             r#""matched":{"terms":{"hous":[[6,11]],"lang:en":[]}}}]}"#
         )));
@@ -890,7 +890,7 @@ mod tests {
         ];
         let (written, _, count) = write_chosen(&table, &shape, &parts, &NUMBERS, &OFFSETS, &given);
         assert_eq!((written.len(), count), (1, 6));
-        let body = &written[0].body;
+        let body = text(&written[0]);
         let order: Vec<usize> = [
             r#"{"subscription_id":"q","publication":0,"matched":{"alternative":0}}"#,
             r#"{"subscription_id":"q","publication":0,"matched":{"alternative":1}}"#,
@@ -928,7 +928,7 @@ mod tests {
         let given = [chosen("q~0", "q", 1, b"")];
         let (written, _, _) = write_chosen(&table, &shape, &parts, &[], &[0, 0, 0], &given);
         assert_eq!(
-            written[0].body,
+            text(&written[0]),
             concat!(
                 r#"{"type":"matches","publisher":"acme","stream":"news","matches":["#,
                 r#"{"subscription_id":"q","query":"white OR house","#,

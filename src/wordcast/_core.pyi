@@ -132,7 +132,7 @@ class Deliveries:
         parts: Mapping[int, Mapping[str, bytes]] | None = None,
         tokens: Mapping[int, Sequence[tuple[int, int]]] | None = None,
         decide: Callable[[list[tuple[int, int]]], ChosenMatches | None] | None = None,
-    ) -> tuple[list[tuple[int, str, str, int, tuple[str, ...], tuple[int, ...]]], int]:
+    ) -> tuple[list[tuple[int, bytes, str, int, tuple[str, ...], tuple[int, ...]]], int]:
         """The messages of a batch, as (group, body, webhook-id, matches, subscription ids, each
         one's matches), and how many matches they hold: the trie's matches the table decides,
         and those ``decide`` chooses given the (number, position) of the others. The GIL

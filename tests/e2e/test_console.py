@@ -331,7 +331,7 @@ def test_the_admin_sees_the_cluster_the_load_per_matcher_and_replays_a_dead_lett
     ).json()
     body = {"type": "matches", "matches": [{"subscription_id": sub["id"], "text": "python web"}]}
     given_up = Message(
-        (sub["id"],), "dev", dead_hook, "msg_console", json.dumps(body), 1, time.time()
+        (sub["id"],), "dev", dead_hook, "msg_console", json.dumps(body).encode(), 1, time.time()
     )
 
     # Traffic for the routing view (the log routers sample 1% of), and the dead letter.

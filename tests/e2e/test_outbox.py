@@ -22,9 +22,9 @@ from wordcast.services.matcher.secrets import SigningSecrets
 from wordcast.services.matcher.settings import MatcherSettings
 from wordcast.services.matcher.state import MatcherState
 from wordcast.storage import Store
+from wordcast.storage.acknowledgements import Acknowledgements
 from wordcast.storage.outbox import (
     GROUP,
-    Acknowledgements,
     Message,
     Outbox,
     redis_memory_limit,
@@ -48,7 +48,7 @@ class CountingOutbox(Outbox):
 
 
 def _message(k: int) -> Message:
-    return Message((f"s{k}",), "t", "http://x/hook", f"msg_{k}", "{}", 1, time.time())
+    return Message((f"s{k}",), "t", "http://x/hook", f"msg_{k}", b"{}", 1, time.time())
 
 
 def test_concurrent_acknowledgements_share_round_trips_and_leave_nothing_pending(
@@ -169,7 +169,7 @@ def _delivery(k: int, hook: str, subs: int) -> Message:
     """A message of matches for publication ``p{k}``, as a matcher records it."""
     pairs = [(f"id{j}", f"p{k}") for j in range(subs)]
     matches = [{"subscription_id": s, "query": "a b", "publication_id": p} for s, p in pairs]
-    body = orjson.dumps({"type": "matches", "matches": matches}).decode()
+    body = orjson.dumps({"type": "matches", "matches": matches})
     return Message(tuple(s for s, _ in pairs), "", hook, webhook_id(pairs), body, subs, time.time())
 
 

@@ -90,7 +90,7 @@ def test_delivery_checks_the_address_it_connects_to(
             "",
             by_name,
             webhook_id([(sub.id, publication)]),
-            orjson.dumps({"type": "matches", "matches": [body]}).decode(),
+            orjson.dumps({"type": "matches", "matches": [body]}),
             1,
             time.time(),
         )

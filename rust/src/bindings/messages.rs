@@ -6,7 +6,7 @@
 use pyo3::buffer::PyBuffer;
 use pyo3::prelude::*;
 use pyo3::pybacked::PyBackedStr;
-use pyo3::types::{PyList, PyString, PyTuple};
+use pyo3::types::{PyBytes, PyList, PyString, PyTuple};
 use rustc_hash::FxHashMap;
 
 use crate::analysis::{Analyser, Positions};
@@ -593,7 +593,7 @@ fn answered(py: Python<'_>, written: Vec<Message>) -> PyResult<Bound<'_, PyList>
     for message in written {
         out.append((
             message.group,
-            PyString::new(py, &message.body),
+            PyBytes::new(py, &message.body),
             message.webhook_id,
             message.matches,
             PyTuple::new(py, message.subscription_ids)?,

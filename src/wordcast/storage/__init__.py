@@ -179,13 +179,14 @@ class Store:
         confirmed them within ``write_deadline_s``. The pool holds ``max_connections``."""
         replication = Replication.default_for(url, wait_replicas, deadline_s=write_deadline_s)
         client = connect(url, max_connections)
-        # Match stream messages are read as the bytes they are written out as: no decoded copy.
+        # Messages (outbox entries, match stream events) are read as the bytes they are
+        # written out as: no decoded copy.
         bodies = connect(url, body_readers(max_connections), decode=False)
         return cls(client, stored_namespace(url, namespace), events_max, replication, bodies)
 
     def outbox(self, matcher: int, reader: int | None = None) -> Outbox:
         """Matcher ``matcher``'s outbox, read by matcher ``reader`` (by default its own)."""
-        return Outbox(self._client, self.ns, matcher, reader, self.replication)
+        return Outbox(self._client, self.ns, matcher, reader, self.replication, raw=self._bodies)
 
     def rate_limiter(self, per_second: float, burst: float, what: str = "") -> RateLimiter:
         """A per-tenant token bucket: of publications, or of ``what`` (its own buckets)."""

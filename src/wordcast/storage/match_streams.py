@@ -128,7 +128,7 @@ class MatchStreams:
     async def append(
         self,
         tenant: str,
-        messages: Sequence[tuple[str, str]],
+        messages: Sequence[tuple[str, str | bytes]],
         retention_s: float,
         most: int,
     ) -> int:

@@ -57,7 +57,7 @@ class Message:
     tenant: str
     callback_url: str
     webhook_id: str
-    body: str  # the JSON payload, exactly as signed and sent
+    body: bytes  # the JSON payload as the core wrote it: recorded, signed and sent as it is
     matches: int
     created: float
     published: float = 0.0  # when the router accepted the publications (0: not known)
@@ -70,7 +70,7 @@ class Message:
         # An entry whose counts do not line up was not written by a matcher: what does counts.
         return zip(self.subscription_ids, counts, strict=False)
 
-    def fields(self) -> dict[str, str]:
+    def fields(self) -> dict[str, str | bytes]:
         return {
             "sub": " ".join(self.subscription_ids),
             "tenant": self.tenant,
@@ -84,13 +84,20 @@ class Message:
         }
 
     @classmethod
-    def from_fields(cls, fields: dict[str, str]) -> Message:
+    def from_fields(cls, stored: Mapping[Any, Any]) -> Message:
+        """The message of an entry's fields as Redis returns them: as stored (bytes, from a
+        client that does not decode: the body is taken as it is), or decoded (str)."""
+        if stored and isinstance(next(iter(stored)), bytes):
+            body = stored[b"body"]
+            fields = {k.decode(): v.decode() for k, v in stored.items() if k != b"body"}
+        else:
+            fields, body = dict(stored), stored["body"].encode()
         return cls(
             subscription_ids=tuple(fields["sub"].split()),
             tenant=fields.get("tenant", ""),
             callback_url=fields["url"],
             webhook_id=fields["id"],
-            body=fields["body"],
+            body=body,
             matches=int(fields.get("matches", "1")),
             created=float(fields.get("created", "0")),
             published=float(fields.get("published", "0")),
@@ -174,8 +181,12 @@ class Outbox:
         reader: int | None = None,
         replication: Replication = NO_REPLICAS,
         key: str | None = None,
+        raw: Any = None,
     ) -> None:
         self.client: Any = client
+        # A client answering bytes, which the dispatcher's reads go through: a message's body
+        # then stays the bytes the core wrote, never decoded (the decoding client without one).
+        self.raw: Any = raw if raw is not None else client
         self.replication = replication
         self.ns = namespace
         self.matcher = matcher
@@ -211,7 +222,15 @@ class Outbox:
         return [
             self,
             *(
-                Outbox(self.client, self.ns, j, self.reader, self.replication, keys[str(j)] or None)
+                Outbox(
+                    self.client,
+                    self.ns,
+                    j,
+                    self.reader,
+                    self.replication,
+                    keys[str(j)] or None,
+                    self.raw,
+                )
                 for j in others
             ),
         ]
@@ -277,14 +296,14 @@ class Outbox:
         await self.locate()
         while True:
             with translated("reading the outbox"):
-                reply = await self.client.xreadgroup(
+                reply = await self.raw.xreadgroup(
                     GROUP, self.consumer, {self.key: after}, count=count, block=block_ms
                 )
             if not reply:
                 return []
             entries = reply[0][1]
             live = _live(entries)
-            gone = [entry_id for entry_id, fields in entries if not fields]
+            gone = [_text(entry_id) for entry_id, fields in entries if not fields]
             if not gone:
                 return live
             with translated("acknowledging deleted entries"):
@@ -357,13 +376,13 @@ class Outbox:
             await asyncio.gather(*(outbox.locate() for outbox in outboxes))
             return await _read_new_apart(outboxes, count, block_ms)
         by_key = {outbox.key: outbox for outbox in outboxes}
-        client, consumer = outboxes[0].client, outboxes[0].consumer
+        client, consumer = outboxes[0].raw, outboxes[0].consumer
         with translated("reading the outboxes"):
             reply = await client.xreadgroup(
                 GROUP, consumer, dict.fromkeys(by_key, ">"), count=count, block=block_ms
             )
         return [
-            (by_key[key], entry_id, message)
+            (by_key[_text(key)], entry_id, message)
             for key, entries in reply or []
             for entry_id, message in _live(entries)
         ]
@@ -402,52 +421,16 @@ class Outbox:
         return str(dead_id if self.on_cluster else done[0])
 
 
-def _live(entries: Sequence[tuple[str, dict[str, str] | None]]) -> list[tuple[str, Message]]:
-    """The messages of stream entries as Redis returns them, without the deleted ones (no fields)."""
-    return [(entry_id, Message.from_fields(fields)) for entry_id, fields in entries if fields]
+def _live(entries: Sequence[tuple[Any, Mapping[Any, Any] | None]]) -> list[tuple[str, Message]]:
+    """The messages of stream entries as Redis returns them (decoded or not), without the
+    deleted ones (no fields)."""
+    return [
+        (_text(entry_id), Message.from_fields(fields)) for entry_id, fields in entries if fields
+    ]
 
 
-class Acknowledgements:
-    """Acknowledges outbox entries in groups, as a database commits transactions in groups.
-
-    Entries acknowledged while a round trip is under way go together in the next one, so a busy
-    dispatcher pays one round trip per group instead of one per message, and an idle one still
-    acknowledges at once. Each caller waits for its own entry's round trip and sees its error.
-    """
-
-    def __init__(self, outbox: Outbox) -> None:
-        self._outbox = outbox
-        self._waiting: list[tuple[str, asyncio.Future[None]]] = []
-        self._flushing: asyncio.Task[None] | None = None
-
-    async def ack(self, entry_id: str) -> None:
-        future = asyncio.get_running_loop().create_future()
-        self._waiting.append((entry_id, future))
-        if self._flushing is None:
-            self._flushing = asyncio.create_task(self._flush())
-        await future
-
-    async def _flush(self) -> None:
-        try:
-            while self._waiting:
-                group, self._waiting = self._waiting, []
-                try:
-                    await self._outbox.ack([entry_id for entry_id, _ in group])
-                except Exception as exc:  # every waiter decides what its own error means
-                    for _, future in group:
-                        if not future.done():
-                            future.set_exception(exc)
-                else:
-                    for _, future in group:
-                        if not future.done():
-                            future.set_result(None)
-        finally:
-            self._flushing = None
-
-    async def close(self) -> None:
-        """Wait for the round trip under way; entries not acknowledged stay pending in Redis."""
-        if self._flushing is not None:
-            await asyncio.gather(self._flushing, return_exceptions=True)
+def _text(value: str | bytes) -> str:
+    return value.decode() if isinstance(value, bytes) else value
 
 
 async def _read_new_apart(
@@ -458,9 +441,7 @@ async def _read_new_apart(
     empty, a pause of ``POLL_S`` (or ``block_ms``, if shorter) before the caller reads again."""
 
     async def one(outbox: Outbox) -> list[tuple[Outbox, str, Message]]:
-        reply = await outbox.client.xreadgroup(
-            GROUP, outbox.consumer, {outbox.key: ">"}, count=count
-        )
+        reply = await outbox.raw.xreadgroup(GROUP, outbox.consumer, {outbox.key: ">"}, count=count)
         return [
             (outbox, entry_id, message)
             for _, entries in reply or []

@@ -220,7 +220,7 @@ class _Chunk:
     def message(self, tenant: str, url: str, batch: BatchLike, now: float) -> Message:
         frame = self.frame
         parts = (frame.head, b",".join(self.publications), frame.between, b",".join(self.encoded))
-        body = (b"".join(parts) + frame.tail).decode()
+        body = b"".join(parts) + frame.tail
         each = Counter(sub_id for sub_id, _ in self.pairs)
         subscription_ids = tuple(each)  # in the order of their first match
         msg_id = webhook_id(self.pairs, batch.publisher, batch.stream)

@@ -32,10 +32,13 @@ class Signer:
         self.key: bytes = Webhook(secret)._whsecret
 
 
-def signature_header(signers: Sequence[Signer], msg_id: str, timestamp: datetime, body: str) -> str:
-    """The ``webhook-signature`` header: one ``v1,…`` signature per signer, space-separated."""
+def signature_header(
+    signers: Sequence[Signer], msg_id: str, timestamp: datetime, body: bytes
+) -> str:
+    """The ``webhook-signature`` header: one ``v1,…`` signature per signer, space-separated,
+    over ``body`` as it is sent (UTF-8 JSON)."""
     seconds = floor(timestamp.replace(tzinfo=UTC).timestamp())  # as Webhook.sign reads it
-    to_sign = f"{msg_id}.{seconds}.{body}".encode()
+    to_sign = f"{msg_id}.{seconds}.".encode() + body
     return " ".join(
         "v1," + base64.b64encode(hmac_data(signer.key, to_sign)).decode() for signer in signers
     )

@@ -38,7 +38,8 @@ from wordcast.services.matcher.match_stream_delivery import MatchStreamDelivery
 from wordcast.services.matcher.retries import Retries
 from wordcast.services.matcher.webhook import Attempt, Outcome, Webhooks, counted
 from wordcast.storage import Store
-from wordcast.storage.outbox import Acknowledgements, Backlog, Message, Outbox
+from wordcast.storage.acknowledgements import Acknowledgements
+from wordcast.storage.outbox import Backlog, Message, Outbox
 from wordcast.webhooks.netguard import AddressPolicy
 
 log = logging.getLogger(__name__)

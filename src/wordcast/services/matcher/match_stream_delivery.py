@@ -49,7 +49,7 @@ class MatchStreamDelivery:
             (streamed if entry[2].callback_url == STREAM_DELIVERY else others).append(entry)
         if not streamed:
             return others
-        per_tenant: dict[str, list[tuple[str, str]]] = {}
+        per_tenant: dict[str, list[tuple[str, bytes]]] = {}
         per_outbox: dict[Outbox, list[str]] = {}
         for outbox, entry_id, message in streamed:
             per_tenant.setdefault(message.tenant, []).append((message.webhook_id, message.body))

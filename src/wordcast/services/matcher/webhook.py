@@ -165,7 +165,7 @@ class Webhooks:
                 client.stream(
                     "POST",
                     target.connect_url,
-                    content=message.body.encode(),
+                    content=message.body,
                     headers=headers,
                     extensions=extensions,
                 ) as response,
