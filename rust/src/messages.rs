@@ -310,7 +310,7 @@ impl Table {
         match batch.placed.get(position as usize).and_then(Option::as_ref) {
             // A text the tables cannot vouch for is handed back whole.
             None => Some(false),
-            Some(held) if !rule.holds(held) => None,
+            Some(placed) if !rule.holds(placed) => None,
             // Explained here only where the offsets are at hand (the terms' parts and the
             // tokens' places): the caller explains the others.
             Some(_) => Some(!batch.shape.explain || batch.offsets_at_hand(position)),
@@ -362,7 +362,7 @@ impl Table {
         &self,
         entry: &Delivery,
         publication: &Publication<'_>,
-        held: Option<&Positions>,
+        placed: Option<&Positions>,
         shape: &Shape,
         out: &mut Vec<u8>,
     ) {
@@ -388,10 +388,11 @@ impl Table {
                 }
             }
             out.push(b'}');
-            if let (Some(rule), Some(held), Some(tokens)) = (&entry.spans, held, publication.tokens)
+            if let (Some(rule), Some(placed), Some(tokens)) =
+                (&entry.spans, placed, publication.tokens)
             {
                 if !rule.spans.is_empty() {
-                    spans_json(rule, held, tokens, out);
+                    spans_json(rule, placed, tokens, out);
                 }
             }
             out.push(b'}');
@@ -558,9 +559,9 @@ impl Writer<'_> {
                 unreachable!("a match from the table is a row's")
             };
             let publication = &batch.publications[position as usize];
-            let held = batch.placed.get(position as usize).and_then(Option::as_ref);
+            let placed = batch.placed.get(position as usize).and_then(Option::as_ref);
             self.table
-                .rest_of(self.row(number), publication, held, batch.shape, out);
+                .rest_of(self.row(number), publication, placed, batch.shape, out);
             return;
         }
         out.clear();

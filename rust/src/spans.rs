@@ -144,7 +144,7 @@ pub(crate) fn token_spans(text: &str) -> Vec<(u32, u32)> {
 /// (`explain_clause`'s `spans`).
 pub(crate) fn spans_json(
     rule: &SpanRule,
-    held: &Positions,
+    placed: &Positions,
     tokens: &[(u32, u32)],
     out: &mut Vec<u8>,
 ) {
@@ -156,7 +156,7 @@ pub(crate) fn spans_json(
         json_string(out, &span.name);
         out.extend_from_slice(b":[");
         let mut first_place = true;
-        span.places(held, |first, last| {
+        span.places(placed, |first, last| {
             let start = tokens.get(first as usize).map_or(0, |t| t.0);
             let end = tokens.get(last as usize).map_or(0, |t| t.1);
             if !first_place {

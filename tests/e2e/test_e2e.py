@@ -150,7 +150,7 @@ def test_only_routers_of_the_cluster_reach_the_matchers_internal_endpoints(
     for wrong, why in (
         (batch | {"texts": ["zebra", "crossing"]}, "the columns differ in length"),
         (batch | {"patterns": [1]}, "position 1 is outside the batch of 1"),
-        (batch | {"hot": {"-1": {"zebra": 0}}}, "position -1 is outside"),
+        (batch | {"drawn": {"-1": {"zebra": 0}}}, "position -1 is outside"),
     ):
         answer = httpx.post(
             f"{cluster.matcher_urls[0]}/internal/match", json=wrong, headers=shown, timeout=30

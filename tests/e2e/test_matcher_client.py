@@ -60,7 +60,7 @@ def test_a_batch_whose_connection_drops_is_sent_once_more(redis_url: str, namesp
             "texts": ["hello"],
             "terms": [["hello"]],
             "patterns": [],
-            "hot": {},
+            "drawn": {},
         }
 
     asyncio.run(scenario())

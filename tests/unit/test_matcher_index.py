@@ -33,7 +33,7 @@ def test_a_loaded_snapshot_matches_as_the_same_subscriptions_applied(engine: str
     assert loaded.subscriptions == applied.subscriptions
     assert loaded.restricted == applied.restricted
     assert loaded.audiences == applied.audiences
-    assert loaded.hot
+    assert loaded.hot_indexes
     assert loaded.restricted
     assert len(loaded.patterns)
     assert loaded.alternatives

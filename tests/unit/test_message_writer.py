@@ -318,7 +318,7 @@ def test_hot_words_placements_and_patterns_of_either_index_as_the_reference_writ
         0, lambda: term_index(engine, None), lambda: pattern_index("retriever", "none", 2, 2)
     )
     index.load(placed_subscriptions(rng))
-    assert index.hot
+    assert index.hot_indexes
     assert index.restricted
     assert len(index.patterns)
     words = [f"w{i}" for i in range(12)]

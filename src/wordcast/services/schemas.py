@@ -446,7 +446,7 @@ class MatchRequest(BaseModel):
         description="The positions of the publications in which an anchor of this matcher's "
         "patterns occurs.",
     )
-    hot: dict[int, dict[str, int]] = Field(
+    drawn: dict[int, dict[str, int]] = Field(
         default_factory=dict,
         description="By position: the copy the router drew for each hot word in the publication.",
     )
@@ -460,7 +460,7 @@ class MatchRequest(BaseModel):
                 f"the columns differ in length: {count} ids, {len(self.texts)} texts, "
                 f"{len(self.terms)} term lists"
             )
-        outside = [k for k in (*self.patterns, *self.hot) if not 0 <= k < count]
+        outside = [k for k in (*self.patterns, *self.drawn) if not 0 <= k < count]
         if outside:
             raise ValueError(f"position {outside[0]} is outside the batch of {count}")
         return self

@@ -58,8 +58,8 @@ class Explanations:
         if sub.pattern:
             return orjson.dumps(explain_pattern(sub.pattern, text))
         alternatives = self.alternatives
-        held = None if alternatives is None else alternatives.clause(sub.id)
-        if held is None:
+        alternative = None if alternatives is None else alternatives.clause(sub.id)
+        if alternative is None:
             # A plain conjunction: its terms' parts, each encoded once for every match of the
             # publication, put together as explain_terms's JSON would be.
             parts = self._parts.get(position)
@@ -74,7 +74,9 @@ class Explanations:
                 encoded.append(part)
             return b'{"terms":{' + b",".join(encoded) + b"}}"
         analysed = self._analysed(position)
-        return orjson.dumps(explain_clause(held[1], analysed, held[0], held[2]))
+        return orjson.dumps(
+            explain_clause(alternative[1], analysed, alternative[0], alternative[2])
+        )
 
     def _analysed(self, position: int) -> AnalysedText:
         analysed = self._texts.get(position)

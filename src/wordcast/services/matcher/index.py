@@ -94,7 +94,7 @@ class MatcherIndex:
         self.ordinal = ordinal
         self._new_term_index = new_term_index
         self.terms: TermIndex = new_term_index()
-        self.hot: dict[str, TermIndex] = {}  # hot word -> its multicast subscriptions here
+        self.hot_indexes: dict[str, TermIndex] = {}  # hot word -> its multicast subscriptions here
         self.patterns: PatternIndex = new_pattern_index()
         self.subscriptions: dict[str, Subscription] = {}
         # Placements here of the subscriptions that do not serve every version from 0 on.
@@ -213,9 +213,9 @@ class MatcherIndex:
             return
         word = self._hot_word(sub)
         if word:
-            if word not in self.hot:
-                self.hot[word] = self._new_term_index()
-            self.hot[word].add(sub.id, sub.terms)
+            if word not in self.hot_indexes:
+                self.hot_indexes[word] = self._new_term_index()
+            self.hot_indexes[word].add(sub.id, sub.terms)
         else:
             self.terms.add(sub.id, sub.terms)
 
@@ -224,10 +224,10 @@ class MatcherIndex:
             self.patterns.remove(sub.id)
             return
         word = self._hot_word(sub)
-        index = self.hot[word] if word else self.terms
+        index = self.hot_indexes[word] if word else self.terms
         index.remove(sub.id, sub.terms)
         if word and not len(index):
-            del self.hot[word]
+            del self.hot_indexes[word]
 
     # -- matching ---------------------------------------------------------------------------------
     def pairs(self, batch: Batch) -> list[tuple[str, int]]:
@@ -240,10 +240,10 @@ class MatcherIndex:
     def pairs_beside_terms(self, batch: Batch) -> list[tuple[str, int]]:
         """The matches found by the hot words' and the patterns' indexes (not yet checked)."""
         pairs: list[tuple[str, int]] = []
-        if self.hot and batch.drawn:
+        if self.hot_indexes and batch.drawn:
             for position, copies in sorted(batch.drawn.items()):
                 for word in copies:
-                    hot_index = self.hot.get(word)
+                    hot_index = self.hot_indexes.get(word)
                     if hot_index is not None:
                         terms = batch.terms[position]
                         pairs.extend((sub_id, position) for sub_id in hot_index.match(terms))

@@ -127,9 +127,9 @@ class MessageWriter:
             rule = None
             clause = None if sub_id in restricted else alternatives.spans_only(sub_id)
             if clause is not None:
-                held = alternatives.clause(sub_id)
-                assert held is not None  # an alternative held has its clause
-                rule = _rule(held[0], clause, held[2])
+                alternative = alternatives.clause(sub_id)
+                assert alternative is not None  # an alternative held has its clause
+                rule = _rule(alternative[0], clause, alternative[2])
             # An alternative's matches are its query's, explained by its clause's words.
             terms = sub.terms if clause is None else clause.words
             delivered = alternatives.subscription_id(sub_id)
@@ -195,10 +195,20 @@ class MessageWriter:
         )
         now = time.time()
         found = []
-        for group, body, webhook_id, matches, held, counts in written:
+        for group, body, webhook_id, matches, subscription_ids, counts in written:
             tenant, url = self.groups[group]
             found.append(
-                Message(held, tenant, url, webhook_id, body, matches, now, batch.accepted, counts)
+                Message(
+                    subscription_ids,
+                    tenant,
+                    url,
+                    webhook_id,
+                    body,
+                    matches,
+                    now,
+                    batch.accepted,
+                    counts,
+                )
             )
         return found, count
 

@@ -85,24 +85,24 @@ class CharsInFlight:
 
     def __init__(self, most: int) -> None:
         self.most = most
-        self._held: Counter[str] = Counter()
+        self._in_flight: Counter[str] = Counter()
 
     @contextlib.contextmanager
     def hold(self, tenant: str, size: int) -> Iterator[None]:
         """Count ``size`` characters of ``tenant``'s in flight until the block ends; RateLimited
         past ``most`` (``tenant_chars_in_flight_max``) unless nothing else of the tenant is."""
-        held = self._held[tenant]
-        if held and held + size > self.most:
+        in_flight = self._in_flight[tenant]
+        if in_flight and in_flight + size > self.most:
             raise RateLimited(
-                f"tenant {tenant!r} has {held:,} characters of publications in flight on this "
+                f"tenant {tenant!r} has {in_flight:,} characters of publications in flight on this "
                 f"router already, and this request would take it past {self.most:,} "
                 "(WORDCAST_ROUTER_TENANT_CHARS_IN_FLIGHT_MAX): send it once those are answered",
                 retry_after_s=1,
             )
-        self._held[tenant] = held + size
+        self._in_flight[tenant] = in_flight + size
         try:
             yield
         finally:
-            self._held[tenant] -= size
-            if self._held[tenant] <= 0:
-                del self._held[tenant]
+            self._in_flight[tenant] -= size
+            if self._in_flight[tenant] <= 0:
+                del self._in_flight[tenant]

@@ -38,14 +38,14 @@ class RoutedBatch:
     (:class:`wordcast.services.schemas.MatchRequest`): built a column at a time, no object per
     publication."""
 
-    __slots__ = ("hot", "ids", "patterns", "terms", "texts")
+    __slots__ = ("drawn", "ids", "patterns", "terms", "texts")
 
     def __init__(self) -> None:
         self.ids: list[str] = []
         self.texts: list[str] = []
         self.terms: list[list[str]] = []
         self.patterns: list[int] = []  # positions where an anchor of the matcher's occurs
-        self.hot: dict[int, dict[str, int]] = {}  # position -> the hot-word copies drawn
+        self.drawn: dict[int, dict[str, int]] = {}  # position -> the hot-word copies drawn
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -60,7 +60,7 @@ class RoutedBatch:
         if flagged:
             self.patterns.append(position)
         if drawn:
-            self.hot[position] = drawn
+            self.drawn[position] = drawn
 
 
 class MatcherClient:
@@ -276,7 +276,7 @@ class MatcherClient:
             "texts": batch.texts,
             "terms": batch.terms,
             "patterns": batch.patterns,
-            "hot": batch.hot,
+            "drawn": batch.drawn,
         }
         if answer_max_bytes:
             body["answer_max_bytes"] = answer_max_bytes

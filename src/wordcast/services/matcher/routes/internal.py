@@ -105,7 +105,7 @@ def _routed(batch: MatchRequest) -> Batch:
         batch.stream,
         batch.version,
         frozenset(batch.patterns),
-        batch.hot,
+        batch.drawn,
         batch.accepted,
     )
 
