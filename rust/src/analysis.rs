@@ -129,6 +129,64 @@ pub fn ascii_runs(bytes: &[u8]) -> impl Iterator<Item = (usize, usize)> + '_ {
     })
 }
 
+/// Each normalised token of a text that is not ASCII with the [start, end) in code points of
+/// the run it was read from (`wordcast.query.analysis.token_offsets`: a run of letters, marks,
+/// digits and ignorable code points; a run that normalisation splits gives each of its tokens
+/// the whole run's offsets); None when a run holds a code point the tables cannot vouch for.
+pub fn token_offsets(text: &str, out: &mut Vec<(String, usize, usize)>) -> Option<()> {
+    out.clear();
+    let (mut raw, mut start, mut in_run) = (String::new(), 0, false);
+    let mut at = 0;
+    for c in text.chars() {
+        if is_token_char(c) || is_ignorable(c) {
+            if !in_run {
+                (in_run, start) = (true, at);
+                raw.clear();
+            }
+            if !is_ignorable(c) {
+                raw.push(c);
+            }
+        } else if in_run {
+            in_run = false;
+            run_tokens(&raw, start, at, out)?;
+        }
+        at += 1;
+    }
+    if in_run {
+        run_tokens(&raw, start, at, out)?;
+    }
+    Some(())
+}
+
+/// The tokens of one run (its ignorable code points dropped) at `start`..`end`.
+fn run_tokens(
+    raw: &str,
+    start: usize,
+    end: usize,
+    out: &mut Vec<(String, usize, usize)>,
+) -> Option<()> {
+    if raw.is_empty() {
+        return Some(());
+    }
+    if raw.is_ascii() {
+        out.push((raw.to_ascii_lowercase(), start, end));
+        return Some(());
+    }
+    if !raw.chars().all(is_assigned) {
+        return None;
+    }
+    let mut folded = String::with_capacity(raw.len());
+    for c in raw.nfkc() {
+        casefold_into(c, &mut folded);
+    }
+    for part in folded.split(|c: char| !is_token_char(c)) {
+        if !part.is_empty() {
+            out.push((part.to_string(), start, end));
+        }
+    }
+    Some(())
+}
+
 /// Call `visit` with each normalised token of `text` (steps 1-3), borrowing from `buffer` where
 /// it can (a plain ASCII text is lowered once and cut, no token allocated); None, before any call,
 /// when a token holds a code point the tables cannot vouch for.
@@ -331,9 +389,10 @@ impl Analyser {
     /// Where each term of each text occurs, in code points of the text (a token's run, as
     /// ``wordcast.query.analysis.token_offsets`` gives it), written as the JSON member a
     /// match's ``matched`` names them by: ``{term: b'"term":[[start,end],…]'}``, terms in the
-    /// order they first occur (a term of an ASCII text is plain ASCII: nothing to escape); None
-    /// for a text that is not ASCII, which the reference reads (``AnalysedText``). What the
-    /// matcher puts explanations together from, with no Python object per occurrence.
+    /// order they first occur (a term holds only letters, marks and digits: nothing to escape);
+    /// None for a text the tables cannot vouch for, which the reference reads
+    /// (``AnalysedText``). What the matcher puts explanations together from, with no Python
+    /// object per occurrence.
     fn term_parts_many<'py>(
         &mut self,
         py: Python<'py>,
@@ -361,8 +420,9 @@ impl Analyser {
 }
 
 impl Analyser {
-    /// ``term_parts_many``'s answer in Rust: for each ASCII text, (term, ``"term":[[s,e],…]``)
-    /// in the order terms first occur; None for a text that is not ASCII.
+    /// ``term_parts_many``'s answer in Rust: for each text, (term, ``"term":[[s,e],…]``) in
+    /// the order terms first occur, offsets in code points; None for a text the tables cannot
+    /// vouch for.
     pub(crate) fn term_parts(
         &mut self,
         py: Python<'_>,
@@ -452,8 +512,9 @@ impl Analyser {
         Ok(out)
     }
 
-    /// The kept tokens of each ASCII text as (term id, start, end), with the ids of the words
-    /// first seen here (those at UNSEEN + k), the texts tokenised with the GIL released.
+    /// The kept tokens of each text as (term id, start, end) in code points (None for a text
+    /// the tables cannot vouch for), with the ids of the words first seen here (those at
+    /// UNSEEN + k), the texts tokenised with the GIL released.
     fn occurrences(
         &mut self,
         py: Python<'_>,
@@ -463,12 +524,12 @@ impl Analyser {
         let mut backed: Vec<Option<PyBackedStr>> = Vec::new();
         for text in texts.try_iter()? {
             let text = text?.cast_into::<PyString>()?;
-            backed.push(text.extract::<PyBackedStr>().ok().filter(|t| t.is_ascii()));
+            backed.push(text.extract::<PyBackedStr>().ok());
         }
         let (occurrences, unseen, dropped) = {
             let term_of = &self.term_of;
             let stop = &self.stop;
-            py.detach(|| ascii_occurrences(&backed, term_of, stop))
+            py.detach(|| text_occurrences(&backed, term_of, stop))
         };
         let learned = self.remember(py, unseen, dropped)?;
         Ok((occurrences, learned))
@@ -570,50 +631,84 @@ impl Analyser {
 /// with the dropped words not seen before, as [`read_texts`] does.
 type Occurrences = Vec<Option<Vec<(u32, usize, usize)>>>;
 
-fn ascii_occurrences(
+fn text_occurrences(
     texts: &[Option<PyBackedStr>],
     term_of: &Words,
     stop: &FxHashMap<&'static str, ()>,
 ) -> (Occurrences, Vec<String>, FxHashSet<String>) {
-    let mut unseen: FxHashMap<String, u32> = FxHashMap::default();
-    let mut dropped: FxHashSet<String> = FxHashSet::default();
+    let mut seen = Seen {
+        term_of,
+        stop,
+        unseen: FxHashMap::default(),
+        dropped: FxHashSet::default(),
+    };
     let mut out = Vec::with_capacity(texts.len());
-    let mut lower = String::new();
+    let (mut lower, mut tokens) = (String::new(), Vec::new());
     for text in texts {
         let Some(text) = text else {
             out.push(None);
             continue;
         };
-        lower.clear();
-        lower.push_str(text);
-        lower.make_ascii_lowercase();
         let mut found = Vec::new();
-        for (start, at) in ascii_runs(lower.as_bytes()) {
-            let token = &lower[start..at];
-            if token.len() < 2 {
-                continue; // one character, dropped without a lookup
-            }
+        if text.is_ascii() {
+            lower.clear();
+            lower.push_str(text);
+            lower.make_ascii_lowercase();
             // ASCII: a byte offset is a code point offset.
-            match term_of.get(token) {
-                Some(DROPPED) => {}
-                Some(id) => found.push((id, start, at)),
-                None if kept(token, stop) => {
-                    let next = unseen.len() as u32;
-                    let place = *unseen.entry(token.to_string()).or_insert(next);
-                    found.push((UNSEEN + place, start, at));
-                }
-                None => {
-                    dropped.insert(token.to_string());
-                }
+            for (start, at) in ascii_runs(lower.as_bytes()) {
+                seen.occurs(&lower[start..at], start, at, &mut found);
             }
+        } else if token_offsets(text, &mut tokens).is_some() {
+            for (token, start, end) in &tokens {
+                seen.occurs(token, *start, *end, &mut found);
+            }
+        } else {
+            out.push(None);
+            continue;
         }
         out.push(Some(found));
     }
-    let mut words = vec![String::new(); unseen.len()];
-    for (word, at) in unseen {
+    let mut words = vec![String::new(); seen.unseen.len()];
+    for (word, at) in seen.unseen {
         words[at as usize] = word;
     }
-    (out, words, dropped)
+    (out, words, seen.dropped)
+}
+
+/// The words a batch of texts met: each kept one's id (UNSEEN + k for the k-th first seen
+/// here), and those analysis drops.
+struct Seen<'a> {
+    term_of: &'a Words,
+    stop: &'a FxHashMap<&'static str, ()>,
+    unseen: FxHashMap<String, u32>,
+    dropped: FxHashSet<String>,
+}
+
+impl Seen<'_> {
+    /// Note a token read from `start`..`end`: its term's id in `found`, if it keeps one.
+    fn occurs(
+        &mut self,
+        token: &str,
+        start: usize,
+        end: usize,
+        found: &mut Vec<(u32, usize, usize)>,
+    ) {
+        if token.len() < 2 {
+            return; // one character, dropped without a lookup
+        }
+        match self.term_of.get(token) {
+            Some(DROPPED) => {}
+            Some(id) => found.push((id, start, end)),
+            None if kept(token, self.stop) => {
+                let next = self.unseen.len() as u32;
+                let place = *self.unseen.entry(token.to_string()).or_insert(next);
+                found.push((UNSEEN + place, start, end));
+            }
+            None => {
+                self.dropped.insert(token.to_string());
+            }
+        }
+    }
 }
 
 /// A text's terms (by a number its caller gives them) and the positions they occur at.

@@ -325,10 +325,19 @@ impl Table {
         chosen: &[Chosen],
         batch: &BatchView<'_>,
     ) -> (Vec<Message>, usize) {
-        let mut first: FxHashMap<&str, u32> = FxHashMap::default();
+        // A chosen match joins its subscription's others: those decided here (an alternative
+        // whose spans the core checks in one text and hands back in another) and those chosen.
+        let mut whose: FxHashMap<&str, Who> = FxHashMap::default();
+        for &who in &sorted.order {
+            if let Who::Row(number) = who {
+                if let Some(entry) = self.entry(number) {
+                    whose.insert(&entry.id, who);
+                }
+            }
+        }
         for (k, one) in chosen.iter().enumerate() {
             let k = k as u32;
-            let who = Who::Chosen(*first.entry(&one.id).or_insert(k));
+            let who = *whose.entry(&one.id).or_insert(Who::Chosen(k));
             sorted.add(who, one.position, k);
         }
         let writer = Writer {
@@ -936,5 +945,23 @@ mod tests {
                 r#""publication_id":"p2","text":"house"}],"backfill":true}"#
             )
         );
+    }
+
+    #[test]
+    fn a_chosen_match_of_a_tables_subscription_goes_among_its_others_by_position() {
+        let table = table(&[("sub-b", 7, 0, &["hous"]), ("sub-a", 7, 0, &["white"])]);
+        let parts = [Parts::default(), Parts::default()];
+        let shape = shape(100, true);
+        // The table decides sub-a in p1 and sub-b in p2; sub-b in p1 is chosen.
+        let given = [chosen("sub-b", "sub-b", 0, br#"{"chosen":true}"#)];
+        let (written, _, count) = write_chosen(&table, &shape, &parts, &[1, 0], &[0, 1, 2], &given);
+        assert_eq!((written.len(), count), (1, 3));
+        assert!(text(&written[0]).ends_with(concat!(
+            r#""matches":[{"subscription_id":"sub-a","publication":0,"#,
+            r#""matched":{"terms":{"white":[]}}},"#,
+            r#"{"subscription_id":"sub-b","publication":0,"matched":{"chosen":true}},"#,
+            r#"{"subscription_id":"sub-b","publication":1,"matched":{"terms":{"hous":[]}}}]}"#
+        )));
+        assert_eq!(written[0].counts, vec![1, 2]);
     }
 }

@@ -56,8 +56,9 @@ class Analyser:
     def term_tuples(self, texts: Iterable[str]) -> list[tuple[str, ...]]:
         """The terms of each text as a tuple (each once, in no particular order)."""
     def term_parts_many(self, texts: Iterable[str]) -> list[dict[str, bytes] | None]:
-        """Where each term of each ASCII text occurs (``AnalysedText.term_offsets``), as the
-        JSON member ``b'"term":[[start,end],…]'``; None for a text that is not ASCII.
+        """Where each term of each text occurs (``AnalysedText.term_offsets``, in code points),
+        as the JSON member ``b'"term":[[start,end],…]'``; None for a text holding a code point
+        the tables cannot vouch for.
         Tokenised with the GIL released."""
     def __len__(self) -> int: ...
 

@@ -94,8 +94,8 @@ def compiled_term_parts(texts: Sequence[str]) -> list[dict[str, bytes] | None]:
     """For each English text, its :attr:`AnalysedText.term_offsets` as the JSON members of a
     ``matched``'s ``terms`` (``b'"term":[[start,end]]'``), read by the compiled analyser
     (``wordcast._core``) for many texts at once; None for a text it leaves to
-    :class:`AnalysedText` (one that is not ASCII), and for every text when
-    ``WORDCAST_ANALYSER=python`` asks for the reference."""
+    :class:`AnalysedText` (one holding a code point its tables do not know), and for every
+    text when ``WORDCAST_ANALYSER=python`` asks for the reference."""
     analyser = offsets_analyser()
     if analyser is None:
         return [None] * len(texts)

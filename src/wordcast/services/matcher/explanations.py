@@ -46,7 +46,7 @@ class Explanations:
         (the others are analysed one by one when a match needs them)."""
         if not self.wanted:
             return
-        english = [k for k in sorted(positions) if _read_as_english(self.terms[k])]
+        english = [k for k in sorted(positions) if read_as_english(self.terms[k])]
         texts = [self.texts[k] for k in english]
         for k, parts in zip(english, compiled_term_parts(texts), strict=True):
             if parts is not None:
@@ -122,10 +122,10 @@ def _language(terms: Iterable[str]) -> str | None:
     return next((t[5:] for t in reversed(listed) if t.startswith("lang:")), None)
 
 
-def _read_as_english(terms: Iterable[str]) -> bool:
+def read_as_english(terms: Iterable[str]) -> bool:
     """Whether a publication's terms are all its English analysis gives (no language, English,
     or one without a Snowball stemmer, which adds no terms of its own): what the compiled
-    analyser reads the offsets of."""
+    analyser reads the offsets of (the reference reads the others)."""
     language = _language(terms)
     return language is None or language == ENGLISH or language not in SNOWBALL
 
@@ -133,13 +133,6 @@ def _read_as_english(terms: Iterable[str]) -> bool:
 def _part(term: str, offsets: Sequence[tuple[int, int]]) -> bytes:
     """A term's JSON member of a ``matched``'s ``terms``: ``b'"term":[[start,end],…]'``."""
     return orjson.dumps({term: offsets})[1:-1]
-
-
-def compiled_reads(text: str, terms: Sequence[str]) -> bool:
-    """Whether the compiled analyser reads the offsets of a publication's ``text`` (its
-    ``terms`` as routed) for its ``matched`` (an English ASCII text); the reference reads the
-    others."""
-    return text.isascii() and _read_as_english(terms)
 
 
 def reference_reading(

@@ -27,10 +27,10 @@ import orjson
 from wordcast import _core
 from wordcast.engines.compiled import CompiledCompactTrie
 from wordcast.query.boolean import Clause
-from wordcast.query.explain import offsets_analyser
+from wordcast.query.explain import compiled_term_parts, offsets_analyser
 from wordcast.services.matcher.explanations import (
     Explanations,
-    compiled_reads,
+    read_as_english,
     reference_reading,
 )
 from wordcast.services.matcher.index import Batch, MatcherIndex
@@ -228,16 +228,33 @@ class MessageWriter:
     def _reference_reading(
         self, batch: Batch, offsets: memoryview
     ) -> tuple[dict[int, dict[str, bytes]], dict[int, list[tuple[int, int]]]]:
-        """The parts of ``matched``, and the tokens' places, of each publication with a trie
-        match that the compiled analyser leaves to the reference (all, without it)."""
+        """The parts of ``matched`` of each publication with a trie match that the core does
+        not read itself, and the tokens' places of those the reference reads: an English text
+        that is not ASCII is read by the compiled analyser here (the reference reads it if the
+        analyser's tables do not know one of its code points), a text in a language with a
+        stemmer of its own by the reference; without the compiled analyser, every one by the
+        reference."""
         parts: dict[int, dict[str, bytes]] = {}
         tokens: dict[int, list[tuple[int, int]]] = {}
+        texts, terms = batch.texts, batch.terms
         compiled = self.analyser is not None
-        for position, (text, terms) in enumerate(zip(batch.texts, batch.terms, strict=True)):
-            if offsets[position] != offsets[position + 1] and not (
-                compiled and compiled_reads(text, terms)
-            ):
-                parts[position], tokens[position] = reference_reading(text, terms)
+        unicode: list[int] = []  # English, not ASCII
+        for position, (text, routed) in enumerate(zip(texts, terms, strict=True)):
+            if offsets[position] == offsets[position + 1]:
+                continue
+            if compiled and read_as_english(routed):
+                if not text.isascii():
+                    unicode.append(position)
+                continue
+            parts[position], tokens[position] = reference_reading(text, routed)
+        read = compiled_term_parts([texts[k] for k in unicode]) if unicode else []
+        for position, found in zip(unicode, read, strict=True):
+            if found is None:
+                parts[position], tokens[position] = reference_reading(
+                    texts[position], terms[position]
+                )
+            else:
+                parts[position] = found
         return parts, tokens
 
 
