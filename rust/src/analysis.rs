@@ -95,17 +95,25 @@ pub fn normalised_tokens(text: &str, tokens: &mut Vec<String>) -> Option<()> {
             tokens.push(raw.to_ascii_lowercase());
             continue;
         }
-        if !raw.chars().all(is_assigned) {
-            return None;
-        }
-        let mut folded = String::with_capacity(raw.len());
-        for c in raw.nfkc() {
-            casefold_into(c, &mut folded);
-        }
-        for part in folded.split(|c: char| !is_token_char(c)) {
-            if !part.is_empty() {
-                tokens.push(part.to_string());
-            }
+        fold_run(&raw, |part| tokens.push(part.to_string()))?;
+    }
+    Some(())
+}
+
+/// Call `token` with each token a run of token characters that is not ASCII (its ignorable
+/// code points dropped) normalises to: NFKC, case-folded, cut where normalisation made a
+/// separator; None, before any call, when it holds a code point the tables cannot vouch for.
+fn fold_run(raw: &str, mut token: impl FnMut(&str)) -> Option<()> {
+    if !raw.chars().all(is_assigned) {
+        return None;
+    }
+    let mut folded = String::with_capacity(raw.len());
+    for c in raw.nfkc() {
+        casefold_into(c, &mut folded);
+    }
+    for part in folded.split(|c: char| !is_token_char(c)) {
+        if !part.is_empty() {
+            token(part);
         }
     }
     Some(())
@@ -172,19 +180,7 @@ fn run_tokens(
         out.push((raw.to_ascii_lowercase(), start, end));
         return Some(());
     }
-    if !raw.chars().all(is_assigned) {
-        return None;
-    }
-    let mut folded = String::with_capacity(raw.len());
-    for c in raw.nfkc() {
-        casefold_into(c, &mut folded);
-    }
-    for part in folded.split(|c: char| !is_token_char(c)) {
-        if !part.is_empty() {
-            out.push((part.to_string(), start, end));
-        }
-    }
-    Some(())
+    fold_run(raw, |part| out.push((part.to_string(), start, end)))
 }
 
 /// Call `visit` with each normalised token of `text` (steps 1-3), borrowing from `buffer` where

@@ -41,7 +41,7 @@ async def client_of(
 
 
 BATCH = RoutedBatch()
-BATCH.add("p1", "hello", ["hello"], {}, False)
+BATCH.add("p1", "hello", ["hello"], "en", {}, False)
 
 
 def test_a_batch_whose_connection_drops_is_sent_once_more(redis_url: str, namespace: str) -> None:
@@ -61,6 +61,7 @@ def test_a_batch_whose_connection_drops_is_sent_once_more(redis_url: str, namesp
             "terms": [["hello"]],
             "patterns": [],
             "drawn": {},
+            "languages": ["en"],
         }
 
     asyncio.run(scenario())

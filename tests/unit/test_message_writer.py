@@ -333,3 +333,21 @@ def test_hot_words_placements_and_patterns_of_either_index_as_the_reference_writ
             )
             assert _shown(compiled) == _shown(reference)
             assert sum(m.matches for m in compiled) > 20
+
+
+def test_a_batchs_languages_column_reads_as_its_filter_terms_do() -> None:
+    """A router sends each publication's language as a column; one that did not left it among
+    the filter terms (``lang:de``): the matcher reads either the same way."""
+    posts = sample_posts(300, seed=12)
+    langs = ["de", "en", "", "fr", "eo"]
+    rows = [_routed([p.text], [p.id], langs[k % 5])[0] for k, p in enumerate(posts)]
+    subs = [_sub(f"q{k}", q) for k, q in enumerate(post_queries(posts, 400, seed=13))]
+    index = _index(subs)
+    by_terms = routed_batch(rows, "t")
+    unmarked = routed_batch(_routed([p.text for p in posts], [p.id for p in posts]), "t")
+    by_column = replace(unmarked, languages=[langs[k % 5] for k in range(len(rows))])
+    assert [by_column.language(k) for k in range(5)] == ["de", "en", None, "fr", "eo"]
+    assert [by_terms.language(k) for k in range(5)] == ["de", "en", None, "fr", "eo"]
+    written = [MessageWriter(index, MessageOptions()).messages(b)[0] for b in (by_terms, by_column)]
+    assert _shown(written[0]) == _shown(written[1])
+    assert sum(m.matches for m in written[0]) > 100

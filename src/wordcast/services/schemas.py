@@ -429,9 +429,7 @@ class MatchRequest(BaseModel):
 
     version: int = Field(default=0, ge=0, description="The mapping version that routed the batch.")
     publisher: str = Field(default="", max_length=64, description="The tenant that published it.")
-    stream: str = Field(
-        default="", max_length=64, description="The shared stream it went to; '' for none."
-    )
+    stream: str = Field(default="", max_length=64, description="The shared stream, or '' for none.")
     accepted: float = Field(
         default=0.0,
         ge=0,
@@ -441,6 +439,7 @@ class MatchRequest(BaseModel):
     ids: list[str] = Field(description="Each publication's id.")
     texts: list[str] = Field(description="Each publication's text, as published.")
     terms: list[list[str]] = Field(description="Each publication's analysed terms.")
+    languages: list[str] = Field(default_factory=list, description="Each one's language, or ''.")
     patterns: list[int] = Field(
         default_factory=list,
         description="The positions of the publications in which an anchor of this matcher's "
@@ -455,10 +454,10 @@ class MatchRequest(BaseModel):
     @model_validator(mode="after")
     def _columns_agree(self) -> MatchRequest:
         count = len(self.ids)
-        if len(self.texts) != count or len(self.terms) != count:
+        if {len(self.texts), len(self.terms), len(self.languages) or count} != {count}:
             raise ValueError(
                 f"the columns differ in length: {count} ids, {len(self.texts)} texts, "
-                f"{len(self.terms)} term lists"
+                f"{len(self.terms)} term lists, {len(self.languages)} languages"
             )
         outside = [k for k in (*self.patterns, *self.drawn) if not 0 <= k < count]
         if outside:

@@ -31,7 +31,8 @@ class Explanations:
     under (an alternative's: its query's)."""
 
     def __init__(self, batch: Batch, alternatives: HeldAlternatives, wanted: bool) -> None:
-        self.texts, self.terms = batch.texts, batch.terms
+        self.batch = batch
+        self.texts = batch.texts
         self.alternatives = alternatives if len(alternatives) else None
         self.wanted = wanted
         self._texts: dict[int, AnalysedText] = {}
@@ -46,7 +47,7 @@ class Explanations:
         (the others are analysed one by one when a match needs them)."""
         if not self.wanted:
             return
-        english = [k for k in sorted(positions) if read_as_english(self.terms[k])]
+        english = [k for k in sorted(positions) if read_as_english(self.batch.language(k))]
         texts = [self.texts[k] for k in english]
         for k, parts in zip(english, compiled_term_parts(texts), strict=True):
             if parts is not None:
@@ -81,8 +82,8 @@ class Explanations:
     def _analysed(self, position: int) -> AnalysedText:
         analysed = self._texts.get(position)
         if analysed is None:
-            text, terms = self.texts[position], self.terms[position]
-            analysed = self._texts[position] = AnalysedText(text, _language(terms))
+            analysed = AnalysedText(self.texts[position], self.batch.language(position))
+            self._texts[position] = analysed
         return analysed
 
 
@@ -115,18 +116,10 @@ def explained_matches(
     return [(sub_id, position, matched) for (sub_id, position), matched in found.items()], True
 
 
-def _language(terms: Iterable[str]) -> str | None:
-    """The language the router named among a publication's filter terms (lang:de), if any:
-    they come after its words, so looked for from the end."""
-    listed = terms if isinstance(terms, Sequence) else tuple(terms)
-    return next((t[5:] for t in reversed(listed) if t.startswith("lang:")), None)
-
-
-def read_as_english(terms: Iterable[str]) -> bool:
-    """Whether a publication's terms are all its English analysis gives (no language, English,
-    or one without a Snowball stemmer, which adds no terms of its own): what the compiled
-    analyser reads the offsets of (the reference reads the others)."""
-    language = _language(terms)
+def read_as_english(language: str | None) -> bool:
+    """Whether a publication in ``language`` has for terms all its English analysis gives (no
+    language, English, or one without a Snowball stemmer, which adds no terms of its own):
+    what the compiled analyser reads the offsets of (the reference reads the others)."""
     return language is None or language == ENGLISH or language not in SNOWBALL
 
 
@@ -136,11 +129,12 @@ def _part(term: str, offsets: Sequence[tuple[int, int]]) -> bytes:
 
 
 def reference_reading(
-    text: str, terms: Sequence[str]
+    text: str, language: str | None
 ) -> tuple[dict[str, bytes], list[tuple[int, int]]]:
     """Each term's JSON member of a ``matched`` (``b'"term":[[s,e]]'``), and the places of the
-    text's tokens by position, as the reference reads a publication's ``text``."""
-    analysed = AnalysedText(text, _language(terms))
+    text's tokens by position, as the reference reads a publication's ``text`` in
+    ``language``."""
+    analysed = AnalysedText(text, language)
     offsets = analysed.term_offsets
     parts = {term: _part(term, found) for term, found in offsets.items()}
     return parts, analysed.token_spans

@@ -46,7 +46,9 @@ log = logging.getLogger(__name__)
 class Batch:
     """A routed batch as a matcher takes it: by columns, as the router sent it
     (:class:`wordcast.services.schemas.MatchRequest`), decoded once. The k-th id, text and terms
-    are publication k's (its terms as the router analysed them, filter terms last); ``flagged``
+    are publication k's (its terms as the router analysed them, filter terms last), and its
+    language if ``languages`` says ('' where not known; no list from a router that did not
+    send one: the language is then the filter term ``lang:…``); ``flagged``
     holds the positions of the publications in which an anchor of this matcher's patterns
     occurs, ``drawn`` by position the copy the router drew for each hot word in a publication
     (S³-TM §5.1). Routed under mapping ``mapping_version``, published by tenant ``publisher`` to
@@ -60,6 +62,7 @@ class Batch:
     publisher: str = ""
     stream: str = ""
     mapping_version: int = 0
+    languages: Sequence[str] = ()
     flagged: AbstractSet[int] = frozenset()
     drawn: Mapping[int, Mapping[str, int]] = field(default_factory=dict)
     accepted: float = 0.0
@@ -67,6 +70,13 @@ class Batch:
 
     def __len__(self) -> int:
         return len(self.ids)
+
+    def language(self, position: int) -> str | None:
+        """The language of the publication at ``position``, if known."""
+        if self.languages:
+            return self.languages[position] or None
+        # A router that sent no languages: the language is among the filter terms, last.
+        return next((t[5:] for t in reversed(self.terms[position]) if t.startswith("lang:")), None)
 
     def slice(self, start: int, end: int) -> Batch:
         """Publications ``start`` to ``end`` (excluded) as a batch of their own, numbered from 0."""
@@ -77,6 +87,7 @@ class Batch:
             ids=self.ids[start:end],
             texts=self.texts[start:end],
             terms=self.terms[start:end],
+            languages=self.languages[start:end],
             flagged=flagged,
             drawn=drawn,
         )

@@ -236,22 +236,22 @@ class MessageWriter:
         reference."""
         parts: dict[int, dict[str, bytes]] = {}
         tokens: dict[int, list[tuple[int, int]]] = {}
-        texts, terms = batch.texts, batch.terms
+        texts, language = batch.texts, batch.language
         compiled = self.analyser is not None
         unicode: list[int] = []  # English, not ASCII
-        for position, (text, routed) in enumerate(zip(texts, terms, strict=True)):
+        for position, text in enumerate(texts):
             if offsets[position] == offsets[position + 1]:
                 continue
-            if compiled and read_as_english(routed):
+            if compiled and read_as_english(language(position)):
                 if not text.isascii():
                     unicode.append(position)
                 continue
-            parts[position], tokens[position] = reference_reading(text, routed)
+            parts[position], tokens[position] = reference_reading(text, language(position))
         read = compiled_term_parts([texts[k] for k in unicode]) if unicode else []
         for position, found in zip(unicode, read, strict=True):
             if found is None:
                 parts[position], tokens[position] = reference_reading(
-                    texts[position], terms[position]
+                    texts[position], language(position)
                 )
             else:
                 parts[position] = found

@@ -20,6 +20,7 @@ import contextlib
 import threading
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
 
 from wordcast.errors import RateLimited
 from wordcast.query.analysis import TermAnalyser, new_analyser
@@ -28,8 +29,16 @@ from wordcast.query.languages import analyse_in_languages
 
 OFF_LOOP_CHARS = 64 * 1024  # a request of this much text is analysed in a worker thread
 
-# Each publication's terms, and its filter terms (empty when no publication has any).
-Analysed = tuple[list[tuple[str, ...]], list[list[str]]]
+
+@dataclass(frozen=True, slots=True)
+class Analysed:
+    """A request's publications analysed, by columns: each one's terms, its filter terms (no
+    list when no publication has any) and its language ('' when not known: not given, and not
+    detected)."""
+
+    terms: list[tuple[str, ...]]
+    filters: list[list[str]]
+    languages: list[str]
 
 
 class PublicationAnalysis:
@@ -73,11 +82,12 @@ class PublicationAnalysis:
         english = analyser.term_tuples(texts)
         detect = self.detect_languages
         if not detect and languages is None and attributes is None:
-            return english, []
+            return Analysed(english, [], [""] * len(texts))
         given = languages if languages is not None else [None] * len(texts)
         terms, codes = analyse_in_languages(texts, english, given, detect)
         attributes = attributes if attributes is not None else [None] * len(texts)
-        return terms, [filter_terms(a, code) for a, code in zip(attributes, codes, strict=True)]
+        filters = [filter_terms(a, code) for a, code in zip(attributes, codes, strict=True)]
+        return Analysed(terms, filters, [code or "" for code in codes])
 
 
 class CharsInFlight:

@@ -38,12 +38,13 @@ class RoutedBatch:
     (:class:`wordcast.services.schemas.MatchRequest`): built a column at a time, no object per
     publication."""
 
-    __slots__ = ("drawn", "ids", "patterns", "terms", "texts")
+    __slots__ = ("drawn", "ids", "languages", "patterns", "terms", "texts")
 
     def __init__(self) -> None:
         self.ids: list[str] = []
         self.texts: list[str] = []
         self.terms: list[list[str]] = []
+        self.languages: list[str] = []  # "" where not known
         self.patterns: list[int] = []  # positions where an anchor of the matcher's occurs
         self.drawn: dict[int, dict[str, int]] = {}  # position -> the hot-word copies drawn
 
@@ -51,12 +52,19 @@ class RoutedBatch:
         return len(self.ids)
 
     def add(
-        self, pub_id: str, text: str, terms: list[str], drawn: dict[str, int], flagged: bool
+        self,
+        pub_id: str,
+        text: str,
+        terms: list[str],
+        language: str,
+        drawn: dict[str, int],
+        flagged: bool,
     ) -> None:
         position = len(self.ids)
         self.ids.append(pub_id)
         self.texts.append(text)
         self.terms.append(terms)
+        self.languages.append(language)
         if flagged:
             self.patterns.append(position)
         if drawn:
@@ -277,6 +285,7 @@ class MatcherClient:
             "terms": batch.terms,
             "patterns": batch.patterns,
             "drawn": batch.drawn,
+            "languages": batch.languages,
         }
         if answer_max_bytes:
             body["answer_max_bytes"] = answer_max_bytes

@@ -31,7 +31,7 @@ from wordcast.query.filters import Value
 from wordcast.query.patterns import normalise
 from wordcast.routing.anchors import AnchorIndex
 from wordcast.routing.mapping import HashMapping, WordHolders, keyed_draw, route_held
-from wordcast.services.router.analysing import CharsInFlight, PublicationAnalysis
+from wordcast.services.router.analysing import Analysed, CharsInFlight, PublicationAnalysis
 from wordcast.services.router.matchers import MatcherClient, RoutedBatch
 from wordcast.services.router.overload import LoadShedder
 from wordcast.services.router.settings import RouterSettings
@@ -261,7 +261,7 @@ class Publishing:
         self,
         publications: Sequence[tuple[str | None, str]],
         mapping: HashMapping,
-        analysed: tuple[list[tuple[str, ...]], list[list[str]]],
+        analysed: Analysed,
         *,
         shed: bool = True,
     ) -> Routing:
@@ -277,7 +277,7 @@ class Publishing:
         rate, sample_draw = self.settings.publication_log_rate, self._random.random
         sampled: list[tuple[float, tuple[str, ...]]] = []
         now = time.time()
-        terms_of, filters = analysed
+        terms_of, filters, languages = analysed.terms, analysed.filters, analysed.languages
         recent: list[tuple[str, str, list[str]]] = []
         keep_recent = self.settings.backfill_s > 0
         routed_terms = 0
@@ -309,7 +309,7 @@ class Publishing:
                 batch = per_matcher.get(matcher)
                 if batch is None:
                     batch = per_matcher[matcher] = RoutedBatch()
-                batch.add(pub_id, text, carried, drawn, matcher in pattern_targets)
+                batch.add(pub_id, text, carried, languages[k], drawn, matcher in pattern_targets)
         return ids, per_matcher, sampled, recent
 
     def _keep_samples(self, sampled: list[tuple[float, tuple[str, ...]]]) -> None:

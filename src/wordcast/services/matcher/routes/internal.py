@@ -104,9 +104,10 @@ def _routed(batch: MatchRequest) -> Batch:
         batch.publisher,
         batch.stream,
         batch.version,
-        frozenset(batch.patterns),
-        batch.drawn,
-        batch.accepted,
+        languages=batch.languages,
+        flagged=frozenset(batch.patterns),
+        drawn=batch.drawn,
+        accepted=batch.accepted,
     )
 
 
