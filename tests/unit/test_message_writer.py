@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.unit.support import placed_subscriptions, routed_batch
+from tests.unit.support import placed_subscriptions, routed_batch, shown
 from wordcast.corpus.workload import (
     post_boolean_queries,
     post_queries,
@@ -62,13 +62,6 @@ def _routed(
         (ids[k] if ids else f"p{k}", text, tuple(ANALYZER.terms(text)) + filters, False)
         for k, text in enumerate(texts)
     ]
-
-
-def _shown(found: Iterable[Message]) -> list[tuple[object, ...]]:
-    return sorted(
-        (m.tenant, m.callback_url, m.webhook_id, m.body, m.matches, m.subscription_ids, m.counts)
-        for m in found
-    )
 
 
 def _both(
@@ -177,7 +170,7 @@ def test_plain_matches_are_written_as_the_reference_writes_them(
         max_bytes=max_bytes,
         subscriptions_max=subscriptions_max,
     )
-    assert _shown(compiled) == _shown(reference)
+    assert shown(compiled) == shown(reference)
     assert all(m.published == 12.5 for m in compiled)
 
 
@@ -191,7 +184,7 @@ def test_plain_matches_on_the_corpora(explain: bool) -> None:
     batch = routed_batch(_routed([p.text for p in posts], [p.id for p in posts]), "t")
     reference, compiled = _both(_index(subs), batch, 50, explain=explain)
     assert sum(m.matches for m in reference) > 3_000
-    assert _shown(compiled) == _shown(reference)
+    assert shown(compiled) == shown(reference)
 
 
 @pytest.mark.parametrize("payload_version", [1, 2])
@@ -220,7 +213,7 @@ def test_every_kind_of_match_beside_plain_ones_is_written_as_the_reference_write
         reference, compiled = _both(
             index, batch, 40, version=version, payload_version=payload_version
         )
-        assert _shown(compiled) == _shown(reference)
+        assert shown(compiled) == shown(reference)
         kinds = {m[2][0] for m in _delivered(reference)}
         assert kinds >= ({"p", "b", "r", "w"} if version else {"p", "b", "w"})
 
@@ -266,7 +259,7 @@ def test_phrases_and_windows_checked_in_the_core_deliver_as_the_reference_does()
     assert sum(index.alternatives.spans_only(s.id) is not None for s in subs) > 400
     batch = routed_batch(_routed([p.text for p in posts], [p.id for p in posts]), "t")
     reference, compiled = _both(index, batch, 40)
-    assert _shown(compiled) == _shown(reference)
+    assert shown(compiled) == shown(reference)
     assert sum(m[2].startswith("s") for m in _delivered(compiled)) > 100
 
 
@@ -305,7 +298,7 @@ def test_span_checks_in_the_core_keep_exactly_the_candidates_the_reference_keeps
     index = _index(_boolean_subs(queries, "q"))
     batch = routed_batch(_routed(texts), "t")
     reference, compiled = _both(index, batch)
-    assert _shown(compiled) == _shown(reference)
+    assert shown(compiled) == shown(reference)
 
 
 @pytest.mark.parametrize("engine", ["compiled-compact-trie", "compact-trie"])
@@ -331,7 +324,7 @@ def test_hot_words_placements_and_patterns_of_either_index_as_the_reference_writ
             reference, compiled = _both(
                 index, batch, 7, version=version, payload_version=payload_version, drawn=drawn
             )
-            assert _shown(compiled) == _shown(reference)
+            assert shown(compiled) == shown(reference)
             assert sum(m.matches for m in compiled) > 20
 
 
@@ -349,5 +342,5 @@ def test_a_batchs_languages_column_reads_as_its_filter_terms_do() -> None:
     assert [by_column.language(k) for k in range(5)] == ["de", "en", None, "fr", "eo"]
     assert [by_terms.language(k) for k in range(5)] == ["de", "en", None, "fr", "eo"]
     written = [MessageWriter(index, MessageOptions()).messages(b)[0] for b in (by_terms, by_column)]
-    assert _shown(written[0]) == _shown(written[1])
+    assert shown(written[0]) == shown(written[1])
     assert sum(m.matches for m in written[0]) > 100
