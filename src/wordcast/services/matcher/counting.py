@@ -71,37 +71,43 @@ class Counting:
         """Count the matches of freshly recorded ``messages`` (of subscriptions held here)."""
         now = time.time()
         held = self._held()
+        tally_of = self._tally
         for message in messages:
             to_stream = message.callback_url == STREAM_DELIVERY
+            created = message.created
             for sub_id, count in message.per_subscription():
-                record = _record(sub_id, held)
+                record = held.get(sub_id) or _record(sub_id, held)
                 if to_stream and record is not None and record.webhook_url:
                     continue  # counted by its webhook's message
-                tally = self._tally(sub_id, _incarnation(record), message.created)
+                tally = tally_of(sub_id, _incarnation(record), created)
                 tally.matched += count
                 tally.last_match = now
 
     def delivered(self, message: Message) -> None:
+        held, created, tally_of = self._held(), message.created, self._tally
         for sub_id, count in message.per_subscription():
-            self._tally(sub_id, self._created(sub_id, message), message.created).delivered += count
+            tally_of(sub_id, self._created(sub_id, created, held), created).delivered += count
 
     def failed(self, message: Message) -> None:
+        held, created, tally_of = self._held(), message.created, self._tally
         for sub_id, count in message.per_subscription():
-            self._tally(sub_id, self._created(sub_id, message), message.created).failed += count
+            tally_of(sub_id, self._created(sub_id, created, held), created).failed += count
 
-    def _created(self, sub_id: str, message: Message) -> float | None:
-        """The incarnation a delivered ``message`` of ``sub_id`` counts for, when a record held
-        here says: the one made before the message (one made after it is a later incarnation,
-        whose counters the message is not for: such a tally is dropped in Redis). A
-        subscription found held nowhere here is not looked for again until the next flush (a
-        look is one per alternative it might have)."""
-        if sub_id in self._not_held:
-            return None
-        record = _record(sub_id, self._held())
+    def _created(self, sub_id: str, created: float, held: Records) -> float | None:
+        """The incarnation a delivered message of ``sub_id`` recorded at ``created`` counts
+        for, when a record ``held`` here says: the one made before the message (one made after
+        it is a later incarnation, whose counters the message is not for: such a tally is
+        dropped in Redis). A subscription found held nowhere here is not looked for again until
+        the next flush (a look is one per alternative it might have)."""
+        record = held.get(sub_id)  # its only or first alternative: most are found at once
         if record is None:
-            self._not_held.add(sub_id)
-            return None
-        if record.created > message.created:
+            if sub_id in self._not_held:
+                return None
+            record = _record(sub_id, held)
+            if record is None:
+                self._not_held.add(sub_id)
+                return None
+        if record.created > created:
             return None  # a later incarnation's record
         return _incarnation(record)
 
