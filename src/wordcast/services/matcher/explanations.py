@@ -30,13 +30,20 @@ class Explanations:
     matches; ``delivered_id`` gives the id a stored subscription's matches are delivered
     under (an alternative's: its query's)."""
 
-    def __init__(self, batch: Batch, alternatives: HeldAlternatives, wanted: bool) -> None:
+    def __init__(
+        self,
+        batch: Batch,
+        alternatives: HeldAlternatives,
+        wanted: bool,
+        read: Mapping[int, dict[str, bytes]] | None = None,
+    ) -> None:
         self.batch = batch
         self.texts = batch.texts
         self.alternatives = alternatives if len(alternatives) else None
         self.wanted = wanted
         self._texts: dict[int, AnalysedText] = {}
-        self._parts: dict[int, dict[str, bytes]] = {}  # position -> term -> '"term":[[s,e]]'
+        # position -> term -> '"term":[[s,e]]', starting from what was ``read`` already
+        self._parts: dict[int, dict[str, bytes]] = dict(read or {})
 
     def delivered_id(self, stored_id: str) -> str:
         alternatives = self.alternatives
@@ -47,7 +54,8 @@ class Explanations:
         (the others are analysed one by one when a match needs them)."""
         if not self.wanted:
             return
-        english = [k for k in sorted(positions) if read_as_english(self.batch.language(k))]
+        language, known = self.batch.language, self._parts
+        english = [k for k in sorted(positions) if k not in known and read_as_english(language(k))]
         texts = [self.texts[k] for k in english]
         for k, parts in zip(english, compiled_term_parts(texts), strict=True):
             if parts is not None:

@@ -165,22 +165,27 @@ class MessageWriter:
     def messages(self, batch: Batch) -> tuple[list[Message], int]:
         """The messages of ``batch``, and how many matches they hold."""
         self.follow()
-        decide = _Decision(self, batch)
         if self.trie is None:
-            return self._written(batch, *_nothing_matched(len(batch)), decide)
+            return self._written(batch, *_nothing_matched(len(batch)))
         numbers, offsets = self.trie.match_flat(batch.terms)
-        return self._written(batch, numbers, offsets, decide)
+        return self._written(batch, numbers, offsets)
 
     def write(self, batch: Batch, pairs: Sequence[tuple[str, int]]) -> tuple[list[Message], int]:
         """The messages of matches decided already: (stored id, position) ``pairs`` of
         ``batch``, and how many matches they hold."""
-        return self._written(batch, *_nothing_matched(len(batch)), _Decision(self, batch, pairs))
+        return self._written(batch, *_nothing_matched(len(batch)), pairs)
 
     def _written(
-        self, batch: Batch, numbers: memoryview, offsets: memoryview, decide: _Decision
+        self,
+        batch: Batch,
+        numbers: memoryview,
+        offsets: memoryview,
+        decided: Sequence[tuple[str, int]] | None = None,
     ) -> tuple[list[Message], int]:
         explain = self.options.explain
         parts, tokens = self._reference_reading(batch, offsets) if explain else ({}, {})
+        # What was read here for the core is not read again for the matches Python decides.
+        decide = _Decision(self, batch, parts, decided)
         written, count = self.deliveries.write(
             numbers,
             offsets,
@@ -269,10 +274,15 @@ class _Decision:
     (number, position) of the trie's matches it hands back."""
 
     def __init__(
-        self, writer: MessageWriter, batch: Batch, decided: Sequence[tuple[str, int]] | None = None
+        self,
+        writer: MessageWriter,
+        batch: Batch,
+        read: dict[int, dict[str, bytes]],
+        decided: Sequence[tuple[str, int]] | None = None,
     ) -> None:
         self.writer = writer
         self.batch = batch
+        self.read = read  # the parts of ``matched`` read already, by position
         self.decided = decided
 
     def __call__(self, others: list[tuple[int, int]]) -> _core.ChosenMatches | None:
@@ -295,7 +305,8 @@ class _Decision:
         """The columns of the matches ``pairs`` (stored id, position)."""
         writer = self.writer
         options, subscriptions = writer.options, writer.index.subscriptions
-        explained = Explanations(self.batch, writer.index.alternatives, options.explain)
+        alternatives = writer.index.alternatives
+        explained = Explanations(self.batch, alternatives, options.explain, self.read)
         explained.read({position for _, position in pairs})
         subs = [subscriptions[sub_id] for sub_id, _ in pairs]
         positions = [position for _, position in pairs]
