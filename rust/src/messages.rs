@@ -42,6 +42,8 @@ pub(crate) struct Delivery {
     // An alternative whose only condition is its phrases and proximity windows: a candidate
     // whose text breaks them is dropped here, one that keeps them written here.
     pub(crate) spans: Option<Box<SpanRule>>,
+    // Its record's `created`, which its counters are kept for (0: not known).
+    pub(crate) incarnation: f64,
 }
 
 impl Delivery {
@@ -74,6 +76,7 @@ pub(crate) struct Chosen {
     pub(crate) position: u32,
     pub(crate) matched: Box<[u8]>, // the JSON of its `matched` (used when explaining)
     pub(crate) written: Option<Written>, // for a version 1 payload
+    pub(crate) incarnation: f64,   // as `Delivery::incarnation`
 }
 
 /// The messages' payload version, publisher, stream, and bounds (`messages`'s arguments in the
@@ -139,7 +142,7 @@ impl Frame {
 
 /// One message: the group it is for (an endpoint of a tenant), its body, its webhook-id, how
 /// many matches it holds, the ids (delivered under) of the subscriptions it holds matches for,
-/// and how many each.
+/// how many each, and the incarnation of each (its record's `created`: what counts them).
 pub(crate) struct Message {
     pub(crate) group: u32,
     pub(crate) body: Vec<u8>, // UTF-8 JSON: written from str, or the caller's checked pieces
@@ -147,6 +150,7 @@ pub(crate) struct Message {
     pub(crate) matches: usize,
     pub(crate) subscription_ids: Vec<String>,
     pub(crate) counts: Vec<u32>,
+    pub(crate) incarnations: Vec<f64>,
 }
 
 /// A publication's terms' parts of `matched`: term -> `"term":[[start,end],…]`.
@@ -440,6 +444,13 @@ impl Writer<'_> {
         }
     }
 
+    fn incarnation(&self, who: Who) -> f64 {
+        match who {
+            Who::Row(number) => self.row(number).incarnation,
+            Who::Chosen(k) => self.chosen[k as usize].incarnation,
+        }
+    }
+
     fn groups(&self, who: Who) -> [u32; 2] {
         match who {
             Who::Row(number) => self.row(number).groups,
@@ -596,7 +607,11 @@ impl Writer<'_> {
             .iter()
             .map(|&(who, position)| (self.delivered_id(who), publications[position as usize].id))
             .collect();
-        let (subscription_ids, counts) = tallied(&pairs);
+        let Tallied {
+            ids: subscription_ids,
+            counts,
+            incarnations,
+        } = self.tallied(&chunk.pairs);
         pairs.sort_unstable();
         Message {
             group,
@@ -605,11 +620,30 @@ impl Writer<'_> {
             matches: chunk.pairs.len(),
             subscription_ids,
             counts,
+            incarnations,
         }
     }
 
     /// `wordcast.storage.outbox.webhook_id`: the (subscription, publication) pairs, sorted,
     /// with the publisher and stream, hashed.
+    /// The subscriptions of a message's matches (see [`Tallied`]). The alternatives of one
+    /// query share its incarnation: the first match's is the subscription's.
+    fn tallied(&self, matches: &[(Who, u32)]) -> Tallied {
+        let mut place: FxHashMap<&str, usize> = FxHashMap::default();
+        let mut tallied = Tallied::default();
+        for &(who, _) in matches {
+            let id = self.delivered_id(who);
+            let k = *place.entry(id).or_insert_with(|| {
+                tallied.ids.push(id.to_owned());
+                tallied.counts.push(0);
+                tallied.incarnations.push(self.incarnation(who));
+                tallied.ids.len() - 1
+            });
+            tallied.counts[k] += 1;
+        }
+        tallied
+    }
+
     fn webhook_id(&self, pairs: &[(&str, &str)]) -> String {
         let shape = self.batch.shape;
         let hashed = serde_json::to_vec(&(&shape.publisher, &shape.stream, pairs))
@@ -624,20 +658,13 @@ impl Writer<'_> {
     }
 }
 
-/// The subscriptions of a message's (subscription, publication) pairs in the order of their
-/// first match, and how many matches each.
-fn tallied(pairs: &[(&str, &str)]) -> (Vec<String>, Vec<u32>) {
-    let mut place: FxHashMap<&str, usize> = FxHashMap::default();
-    let (mut ids, mut counts) = (Vec::new(), Vec::new());
-    for &(id, _) in pairs {
-        let k = *place.entry(id).or_insert_with(|| {
-            ids.push(id.to_owned());
-            counts.push(0);
-            ids.len() - 1
-        });
-        counts[k] += 1;
-    }
-    (ids, counts)
+/// The subscriptions a message holds matches for (delivered under), in the order of their
+/// first match, how many matches each, and the incarnation of each.
+#[derive(Default)]
+struct Tallied {
+    ids: Vec<String>,
+    counts: Vec<u32>,
+    incarnations: Vec<f64>,
 }
 
 fn publication_json(publication: &Publication<'_>) -> Vec<u8> {
@@ -714,10 +741,11 @@ impl std::fmt::Write for PushDigits<'_> {
 mod tests {
     use super::*;
 
-    /// A table of plain subscriptions (trie number = index): (id, group, audience, terms).
+    /// A table of plain subscriptions (trie number = index): (id, group, audience, terms), the
+    /// k-th of incarnation k + 1.
     fn table(subscriptions: &[(&str, u32, u32, &[&str])]) -> Table {
         let mut table = Table::default();
-        for &(id, group, audience, terms) in subscriptions {
+        for (k, &(id, group, audience, terms)) in subscriptions.iter().enumerate() {
             let terms = terms.iter().map(|t| table.term_number(t)).collect();
             table.entries.push(Some(Delivery {
                 id: id.into(),
@@ -728,6 +756,7 @@ mod tests {
                 audience,
                 plain: true,
                 spans: None,
+                incarnation: (k + 1) as f64,
             }));
         }
         table
@@ -884,6 +913,7 @@ mod tests {
             position,
             matched: matched.into(),
             written: Some(Written::Query("white OR house".into())),
+            incarnation: 9.5,
         }
     }
 
@@ -915,11 +945,13 @@ mod tests {
         assert_eq!(
             (
                 written[0].subscription_ids.clone(),
-                written[0].counts.clone()
+                written[0].counts.clone(),
+                written[0].incarnations.clone()
             ),
             (
                 vec!["q".to_owned(), "sub-a".to_owned(), "sub-b".to_owned()],
-                vec![3, 1, 2]
+                vec![3, 1, 2],
+                vec![9.5, 2.0, 1.0]
             )
         );
     }

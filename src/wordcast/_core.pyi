@@ -133,11 +133,13 @@ class Deliveries:
         parts: Mapping[int, Mapping[str, bytes]] | None = None,
         tokens: Mapping[int, Sequence[tuple[int, int]]] | None = None,
         decide: Callable[[list[tuple[int, int]]], ChosenMatches | None] | None = None,
-    ) -> tuple[list[tuple[int, bytes, str, int, tuple[str, ...], tuple[int, ...]]], int]:
+    ) -> tuple[
+        list[tuple[int, bytes, str, int, tuple[str, ...], tuple[int, ...], tuple[float, ...]]], int
+    ]:
         """The messages of a batch, as (group, body, webhook-id, matches, subscription ids, each
-        one's matches), and how many matches they hold: the trie's matches the table decides,
-        and those ``decide`` chooses given the (number, position) of the others. The GIL
-        released while sorting and writing."""
+        one's matches, each one's incarnation), and how many matches they hold: the trie's
+        matches the table decides, and those ``decide`` chooses given the (number, position) of
+        the others. The GIL released while sorting and writing."""
 
 _SpanIn = tuple[
     list[tuple[str, int]], int, str
@@ -159,6 +161,7 @@ class DeliveryColumns:
         spans: Sequence[tuple[list[_SpanIn], list[_SpanIn], bytes] | None] | None = None,
         tags: Sequence[str] | None = None,
         delivered_ids: Sequence[str] | None = None,
+        incarnations: Sequence[float] | None = None,
     ) -> Self: ...
     def __len__(self) -> int: ...
 
@@ -176,6 +179,7 @@ class ChosenMatches:
         positions: Sequence[int],
         matched: Sequence[bytes],
         written: Sequence[tuple[str, str]] | None = None,
+        incarnations: Sequence[float] | None = None,
     ) -> Self: ...
     def __len__(self) -> int: ...
 

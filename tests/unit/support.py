@@ -73,6 +73,7 @@ def placed_subscriptions(rng: random.Random) -> list[Subscription]:
                 anchor=terms[0] if kind == "pattern" else "",
                 tenant=rng.choice(["a", "b"]),
                 placements=placements,
+                created=1e9 + i,
             )
         )
     return subs
@@ -99,7 +100,16 @@ def routed_batch(
 def shown(found: Iterable[Message]) -> list[tuple[object, ...]]:
     """What the reference and the writer must agree on, message by message (in no order)."""
     return sorted(
-        (m.tenant, m.callback_url, m.webhook_id, m.body, m.matches, m.subscription_ids, m.counts)
+        (
+            m.tenant,
+            m.callback_url,
+            m.webhook_id,
+            m.body,
+            m.matches,
+            m.subscription_ids,
+            m.counts,
+            m.incarnations,
+        )
         for m in found
     )
 

@@ -8,6 +8,7 @@ and the writer following the index's changes."""
 from __future__ import annotations
 
 import random
+import zlib
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
 
@@ -51,7 +52,13 @@ def _sub(
     sub_id: str, query: str, tenant: str = "t", url: str = "http://a/", **kw: object
 ) -> Subscription:
     terms = tuple(sorted(ANALYZER.terms(query)))
+    kw.setdefault("created", _made(sub_id))
     return Subscription(sub_id, query, terms, url, 0, tenant=tenant, **kw)  # type: ignore[arg-type]
+
+
+def _made(sub_id: str) -> float:
+    """A record's ``created``, one of its own (the incarnation each message hands back)."""
+    return 1e9 + zlib.crc32(sub_id.encode()) / 1000
 
 
 def _routed(
@@ -199,12 +206,20 @@ def test_every_kind_of_match_beside_plain_ones_is_written_as_the_reference_write
         read = parse_query(query)
         for part, clause in enumerate(read.clauses):
             stored = part_id(f"b{k}", part)
-            subs.append(Subscription(stored, query, clause.words, "http://a/", 0, tenant="t"))
+            subs.append(
+                Subscription(
+                    stored, query, clause.words, "http://a/", 0, tenant="t", created=_made(query)
+                )
+            )
     # Restricted by their placements: served from mapping version 5 on.
     later = (Placement(0, 5),)
     subs += [_sub(f"r{k}", q, placements=later) for k, q in enumerate(plain[:50])]
     for k, pattern in enumerate(["pack* d?ta", "the* *ing", "new?"]):
-        subs.append(Subscription(f"w{k}", "", (), "http://a/", 0, pattern=pattern, tenant="t"))
+        subs.append(
+            Subscription(
+                f"w{k}", "", (), "http://a/", 0, pattern=pattern, tenant="t", created=_made(pattern)
+            )
+        )
     # Every publication flagged: an anchor of the patterns' occurs in it.
     routed = [(*p[:3], True) for p in _routed([p.text for p in posts], [p.id for p in posts])]
     batch = routed_batch(routed, "t")
@@ -247,7 +262,11 @@ def _boolean_subs(queries: Sequence[str], prefix: str) -> list[Subscription]:
         read = parse_query(query)
         for part, clause in enumerate(read.clauses):
             stored = part_id(f"{prefix}{k}", part) if not read.is_plain else f"{prefix}{k}"
-            subs.append(Subscription(stored, query, clause.words, "http://a/", 0, tenant="t"))
+            subs.append(
+                Subscription(
+                    stored, query, clause.words, "http://a/", 0, tenant="t", created=_made(query)
+                )
+            )
     return subs
 
 

@@ -77,15 +77,22 @@ def test_bodies_are_the_whole_payloads_json_and_every_match_is_in_one_message(
     for n in range(200):
         url = f"http://127.0.0.1:9/hook-{n % 3}"
         tenant = ["", "acme"][n % 2]
+        made = 1e9 + n / 8
         if n % 10 == 0:
-            sub = Subscription(f"p{n}", "", (), url, 0, pattern=f"*{n}*", tenant=tenant)
+            sub = Subscription(
+                f"p{n}", "", (), url, 0, pattern=f"*{n}*", tenant=tenant, created=made
+            )
         else:
-            sub = Subscription(f"s{n}", rng.choice(AWKWARD), ("w",), url, 0, tenant=tenant)
+            sub = Subscription(
+                f"s{n}", rng.choice(AWKWARD), ("w",), url, 0, tenant=tenant, created=made
+            )
         subscriptions[sub.id] = sub
     boolean = parse_query("(alpha beta) OR gamma")
     for part in range(2):
         stored = part_id("b0", part)
-        subscriptions[stored] = Subscription(stored, "(alpha beta) OR gamma", ("g",), "u", 0)
+        subscriptions[stored] = Subscription(
+            stored, "(alpha beta) OR gamma", ("g",), "u", 0, created=1e9 - 1
+        )
         alternatives.add(stored, boolean)
     publications = [(f"pub-{k}", rng.choice(AWKWARD) + f" {k}", ("w",), False) for k in range(300)]
     # The second round bounds messages by bytes (a few matches each) rather than by count.
@@ -134,7 +141,14 @@ def test_bodies_are_the_whole_payloads_json_and_every_match_is_in_one_message(
             assert message.webhook_id == webhook_id(delivered, "acme", stream)
             assert message.subscription_ids == tuple(dict.fromkeys(d for d, _ in delivered))
             each = Counter(d for d, _ in delivered)
-            assert list(message.per_subscription()) == list(each.items())
+            # Each subscription counted for the incarnation its record says (one for a query's
+            # alternatives).
+            incarnation = {
+                alternatives.subscription_id(s.id): s.created for s in subscriptions.values()
+            }
+            assert list(message.per_subscription()) == [
+                (d, count, incarnation[d]) for d, count in each.items()
+            ]
             assert message.matches == len(delivered) <= 100
             assert len(message.body) <= max_bytes or message.matches == 1
             assert len(message.subscription_ids) <= MAX_SIGNERS

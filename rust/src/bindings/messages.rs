@@ -26,7 +26,9 @@ type Answer<'py> = (Bound<'py, PyList>, usize);
 /// and windows that must hold, and those that must not, as ``([(term, offset), …], near,
 /// name)``: a candidate breaking them is dropped, one keeping them written here; ``tags``: each
 /// subscription's tag ("" for none); ``delivered_ids``: the id each is delivered under, a
-/// prefix of its stored id (an alternative's query's; "" for the stored id itself).
+/// prefix of its stored id (an alternative's query's; "" for the stored id itself);
+/// ``incarnations``: each one's record's ``created``, which its counters are kept for (0: not
+/// known), handed back with each message's subscriptions.
 #[pyclass(module = "wordcast._core")]
 #[derive(Default)]
 pub struct DeliveryColumns {
@@ -39,13 +41,14 @@ pub struct DeliveryColumns {
     spans: Option<Vec<Option<RuleIn>>>,
     tags: Option<Vec<String>>,
     delivered_ids: Option<Vec<String>>,
+    incarnations: Option<Vec<f64>>,
 }
 
 #[pymethods]
 impl DeliveryColumns {
     #[new]
     #[allow(clippy::too_many_arguments)]
-    #[pyo3(signature = (*, numbers, ids, terms, groups, audiences, plain, spans=None, tags=None, delivered_ids=None))]
+    #[pyo3(signature = (*, numbers, ids, terms, groups, audiences, plain, spans=None, tags=None, delivered_ids=None, incarnations=None))]
     fn new(
         numbers: Vec<u32>,
         ids: Vec<String>,
@@ -56,6 +59,7 @@ impl DeliveryColumns {
         spans: Option<Vec<Option<RuleIn>>>,
         tags: Option<Vec<String>>,
         delivered_ids: Option<Vec<String>>,
+        incarnations: Option<Vec<f64>>,
     ) -> Self {
         DeliveryColumns {
             numbers,
@@ -67,6 +71,7 @@ impl DeliveryColumns {
             spans,
             tags,
             delivered_ids,
+            incarnations,
         }
     }
 
@@ -121,7 +126,8 @@ impl MessageShape {
 /// `Deliveries.write`'s ``decide`` returns): each one's stored id and the id it is delivered
 /// under, its tag ("" for none), its groups (as ``DeliveryColumns``), the position of its
 /// publication in the batch, the JSON of its ``matched`` (used when explaining), and, for a
-/// payload of version 1, how it was written: ``("query", text)`` or ``("pattern", text)``.
+/// payload of version 1, how it was written: ``("query", text)`` or ``("pattern", text)``;
+/// ``incarnations``: as ``DeliveryColumns``'.
 #[pyclass(module = "wordcast._core")]
 #[derive(Default)]
 pub struct ChosenMatches {
@@ -132,13 +138,14 @@ pub struct ChosenMatches {
     positions: Vec<u32>,
     matched: Vec<Vec<u8>>,
     written: Option<Vec<(String, String)>>,
+    incarnations: Option<Vec<f64>>,
 }
 
 #[pymethods]
 impl ChosenMatches {
     #[new]
     #[allow(clippy::too_many_arguments)]
-    #[pyo3(signature = (*, ids, delivered_ids, tags, groups, positions, matched, written=None))]
+    #[pyo3(signature = (*, ids, delivered_ids, tags, groups, positions, matched, written=None, incarnations=None))]
     fn new(
         ids: Vec<String>,
         delivered_ids: Vec<String>,
@@ -147,6 +154,7 @@ impl ChosenMatches {
         positions: Vec<u32>,
         matched: Vec<Vec<u8>>,
         written: Option<Vec<(String, String)>>,
+        incarnations: Option<Vec<f64>>,
     ) -> Self {
         ChosenMatches {
             ids,
@@ -156,6 +164,7 @@ impl ChosenMatches {
             positions,
             matched,
             written,
+            incarnations,
         }
     }
 
@@ -175,6 +184,7 @@ impl ChosenMatches {
             self.positions.len(),
             self.matched.len(),
             self.written.as_ref().map_or(n, Vec::len),
+            self.incarnations.as_ref().map_or(n, Vec::len),
         ];
         if lengths.iter().any(|&len| len != n) {
             return Err(CoreError::Uneven(
@@ -208,6 +218,7 @@ impl ChosenMatches {
             positions,
             matched,
             written,
+            incarnations,
         } = std::mem::take(self);
         let mut written = written.map(|w| w.into_iter().map(Some).collect::<Vec<_>>());
         let columns = ids.into_iter().zip(delivered_ids).zip(tags).zip(matched);
@@ -223,6 +234,7 @@ impl ChosenMatches {
                 position: positions[k],
                 matched: matched.into(),
                 written: how.transpose()?,
+                incarnation: incarnations.as_ref().map_or(0.0, |given| given[k]),
             });
         }
         Ok(chosen)
@@ -267,8 +279,10 @@ impl Deliveries {
             spans,
             tags,
             delivered_ids,
+            incarnations,
         } = std::mem::take(&mut *columns.borrow_mut());
         let n = numbers.len();
+        let incarnations = incarnations.unwrap_or_else(|| vec![0.0; n]);
         let mut spans = spans.unwrap_or_else(|| (0..n).map(|_| None).collect());
         let tags = tags.unwrap_or_else(|| vec![String::new(); n]);
         let delivered_ids = delivered_ids.unwrap_or_else(|| vec![String::new(); n]);
@@ -281,6 +295,7 @@ impl Deliveries {
             spans.len(),
             tags.len(),
             delivered_ids.len(),
+            incarnations.len(),
         ];
         check_entries(&numbers, &groups, &lengths)?;
         let delivered = delivered_lengths(&ids, &delivered_ids)?;
@@ -297,6 +312,7 @@ impl Deliveries {
                 audience: audiences[k],
                 plain: plain[k] && rule.is_none(),
                 spans: rule,
+                incarnation: incarnations[k],
             };
             let at = number as usize;
             if self.table.entries.len() <= at {
@@ -587,7 +603,7 @@ fn tokens_of(
 }
 
 /// The written messages as Python takes them: (group, body, webhook-id, matches, subscriptions'
-/// ids, their counts).
+/// ids, their counts, their incarnations).
 fn answered(py: Python<'_>, written: Vec<Message>) -> PyResult<Bound<'_, PyList>> {
     let out = PyList::empty(py);
     for message in written {
@@ -598,6 +614,7 @@ fn answered(py: Python<'_>, written: Vec<Message>) -> PyResult<Bound<'_, PyList>
             message.matches,
             PyTuple::new(py, message.subscription_ids)?,
             PyTuple::new(py, message.counts)?,
+            PyTuple::new(py, message.incarnations)?,
         ))?;
     }
     Ok(out)

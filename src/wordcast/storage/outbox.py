@@ -63,12 +63,19 @@ class Message:
     published: float = 0.0  # when the router accepted the publications (0: not known)
     # How many of its matches each of ``subscription_ids`` has (empty: not said, one each).
     counts: tuple[int, ...] = ()
+    # The incarnation each of ``subscription_ids`` matched in: its record's ``created``, which
+    # its counters are kept for, so that whichever dispatcher delivers the message counts it
+    # without looking the record up (empty, or 0 for one: not known).
+    incarnations: tuple[float, ...] = ()
 
-    def per_subscription(self) -> Iterable[tuple[str, int]]:
-        """(subscription id, its matches here) for each subscription the message is for."""
-        counts = self.counts or [1] * len(self.subscription_ids)
-        # An entry whose counts do not line up was not written by a matcher: what does counts.
-        return zip(self.subscription_ids, counts, strict=False)
+    def per_subscription(self) -> Iterable[tuple[str, int, float | None]]:
+        """(subscription id, its matches here, the incarnation they matched in or None where
+        not said) for each subscription the message is for."""
+        ids = self.subscription_ids
+        counts = self.counts or [1] * len(ids)
+        incarnations = [i or None for i in self.incarnations] or [None] * len(ids)
+        # An entry whose columns do not line up was not written by a matcher: what does counts.
+        return zip(ids, counts, incarnations, strict=False)
 
     def fields(self) -> dict[str, str | bytes]:
         return {
@@ -81,6 +88,7 @@ class Message:
             "created": repr(self.created),
             "published": repr(self.published),
             "counts": " ".join(map(str, self.counts)),
+            "incarnations": " ".join(map(repr, self.incarnations)),
         }
 
     @classmethod
@@ -102,6 +110,7 @@ class Message:
             created=float(fields.get("created", "0")),
             published=float(fields.get("published", "0")),
             counts=tuple(int(n) for n in fields.get("counts", "").split()),
+            incarnations=tuple(float(n) for n in fields.get("incarnations", "").split()),
         )
 
 

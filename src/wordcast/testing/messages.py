@@ -110,7 +110,7 @@ def messages(
                 ):
                     found.append(chunk.message(tenant, url, batch, now))
                     chunk = _Chunk(frame)
-                chunk.add(sub_id, delivered, position, head, rest)
+                chunk.add(sub, delivered, position, head, rest)
         if chunk.pairs:
             found.append(chunk.message(tenant, url, batch, now))
     return found
@@ -178,13 +178,24 @@ class _Chunk:
     """The matches of one message as they are gathered: their JSON, pairs and subscriptions, and (in
     version 2) the publications they name, each once."""
 
-    __slots__ = ("encoded", "frame", "pairs", "places", "publications", "size", "subscriptions")
+    __slots__ = (
+        "encoded",
+        "frame",
+        "incarnations",
+        "pairs",
+        "places",
+        "publications",
+        "size",
+        "subscriptions",
+    )
 
     def __init__(self, frame: _Frame) -> None:
         self.frame = frame
         self.encoded: list[bytes] = []
         self.pairs: list[tuple[str, str]] = []
         self.subscriptions: set[str] = set()  # stored ids: each brings a secret to sign with
+        # By delivered id, its first match's record's ``created`` (a query's alternatives share it).
+        self.incarnations: dict[str, float] = {}
         self.places: dict[int, int] = {}  # position in the batch -> place in the message
         self.publications: list[bytes] = []
         self.size = 0
@@ -200,7 +211,12 @@ class _Chunk:
         return len(head) + len(rest) + 1 + new
 
     def add(
-        self, stored_id: str, delivered_id: str, position: int, head: bytes, rest: bytes | None
+        self,
+        sub: Subscription,
+        delivered_id: str,
+        position: int,
+        head: bytes,
+        rest: bytes | None,
     ) -> None:
         frame = self.frame
         encoded = head
@@ -214,7 +230,8 @@ class _Chunk:
             encoded = head + str(place).encode() + rest
         self.encoded.append(encoded)
         self.pairs.append((delivered_id, frame.ids[position]))
-        self.subscriptions.add(stored_id)
+        self.subscriptions.add(sub.id)
+        self.incarnations.setdefault(delivered_id, sub.created)
         self.size += len(encoded) + 1
 
     def message(self, tenant: str, url: str, batch: BatchLike, now: float) -> Message:
@@ -235,4 +252,5 @@ class _Chunk:
             now,
             batch.accepted,
             counts,
+            tuple(self.incarnations[sub_id] for sub_id in subscription_ids),
         )

@@ -9,14 +9,16 @@ ways is delivered twice), and as failed by a message given up on (a dead letter)
 would not take is kept for the next flush, and bounded: past ``TALLIES_MAX`` subscriptions a
 flush that fails drops what it held (logged), rather than grow without bound while Redis is away.
 
-A tally belongs to one incarnation of its subscription (:mod:`wordcast.storage.counters`). When
-the matcher holds the subscription, its record says which (its ``created``, which an add's
-event carries), and a flush carries one tally a subscription. A delivery of a subscription held
-on another matcher (delivery is shared) is tallied by the tenth of a second its message was
-recorded in instead, which bounds what a re-creation within that tenth can cost the new
-incarnation's count. (Every tally was
-sliced so once: ten a subscription a flush, whose packing and adding were a third of the
-whole cluster's CPU a publication, BENCHMARKS.md, issue 52.)
+A tally belongs to one incarnation of its subscription (:mod:`wordcast.storage.counters`): the
+one the message says its matches were found in (:attr:`~wordcast.storage.outbox.Message.incarnations`,
+its record's ``created``, which the writer knows), so that whichever dispatcher delivers a
+message counts it without looking for the record (delivery is shared: half of a matcher's
+deliveries are of subscriptions held on another), and a flush carries one tally a subscription.
+A message that does not say (an entry recorded before messages said so) is tallied as before:
+by the record held here, else by the tenth of a second it was recorded in, which bounds what a
+re-creation within that tenth can cost the new incarnation's count. (Tallies sliced so were
+once most of them, up to ten a subscription a flush, and each made Redis read the record:
+BENCHMARKS.md, issue 52.)
 """
 
 from __future__ import annotations
@@ -75,23 +77,33 @@ class Counting:
         for message in messages:
             to_stream = message.callback_url == STREAM_DELIVERY
             created = message.created
-            for sub_id, count in message.per_subscription():
-                record = held.get(sub_id) or _record(sub_id, held)
-                if to_stream and record is not None and record.webhook_url:
-                    continue  # counted by its webhook's message
-                tally = tally_of(sub_id, _incarnation(record), created)
+            for sub_id, count, incarnation in message.per_subscription():
+                if to_stream or incarnation is None:
+                    record = held.get(sub_id) or _record(sub_id, held)
+                    if to_stream and record is not None and record.webhook_url:
+                        continue  # counted by its webhook's message
+                    incarnation = incarnation or _incarnation(record)
+                tally = tally_of(sub_id, incarnation, created)
                 tally.matched += count
                 tally.last_match = now
 
     def delivered(self, message: Message) -> None:
-        held, created, tally_of = self._held(), message.created, self._tally
-        for sub_id, count in message.per_subscription():
-            tally_of(sub_id, self._created(sub_id, created, held), created).delivered += count
+        for tally, count in self._tallies_of(message):
+            tally.delivered += count
 
     def failed(self, message: Message) -> None:
+        for tally, count in self._tallies_of(message):
+            tally.failed += count
+
+    def _tallies_of(self, message: Message) -> Iterable[tuple[Tally, int]]:
+        """The tally of each subscription of a delivered (or failed) ``message``, with its
+        matches there: of the incarnation the message says they matched in (an entry
+        recorded before messages said so says none: then the record held here says)."""
         held, created, tally_of = self._held(), message.created, self._tally
-        for sub_id, count in message.per_subscription():
-            tally_of(sub_id, self._created(sub_id, created, held), created).failed += count
+        for sub_id, count, incarnation in message.per_subscription():
+            if incarnation is None:
+                incarnation = self._created(sub_id, created, held)
+            yield tally_of(sub_id, incarnation, created), count
 
     def _created(self, sub_id: str, created: float, held: Records) -> float | None:
         """The incarnation a delivered message of ``sub_id`` recorded at ``created`` counts

@@ -200,7 +200,7 @@ class MessageWriter:
         )
         now = time.time()
         found = []
-        for group, body, webhook_id, matches, subscription_ids, counts in written:
+        for group, body, webhook_id, matches, subscription_ids, counts, incarnations in written:
             tenant, url = self.groups[group]
             found.append(
                 Message(
@@ -213,6 +213,7 @@ class MessageWriter:
                     now,
                     batch.accepted,
                     counts,
+                    incarnations,
                 )
             )
         return found, count
@@ -329,6 +330,7 @@ class _Decision:
             positions=positions,
             matched=matched,
             written=written,
+            incarnations=[sub.created for sub in subs],
         )
 
 
@@ -340,6 +342,7 @@ class _Rows:
         "delivered",
         "groups",
         "ids",
+        "incarnations",
         "numbers",
         "plain",
         "spans",
@@ -357,6 +360,7 @@ class _Rows:
         self.plain: list[bool] = []
         self.spans: list[SpanRule | None] = []
         self.tags: list[str] = []
+        self.incarnations: list[float] = []
 
     def add(
         self,
@@ -379,6 +383,7 @@ class _Rows:
         self.plain.append(plain)
         self.spans.append(rule)
         self.tags.append(sub.tag)
+        self.incarnations.append(sub.created)
 
     def columns(self) -> _core.DeliveryColumns:
         return _core.DeliveryColumns(
@@ -391,4 +396,5 @@ class _Rows:
             spans=self.spans,
             tags=self.tags,
             delivered_ids=self.delivered,
+            incarnations=self.incarnations,
         )
