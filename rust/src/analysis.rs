@@ -274,22 +274,20 @@ pub fn stop_word_set() -> FxHashMap<&'static str, ()> {
 
 // -- the Python class --------------------------------------------------------------------------
 
-use std::fmt::Write;
-
 use pyo3::prelude::*;
 use pyo3::pybacked::PyBackedStr;
 use pyo3::types::{PyBytes, PyDict, PyFrozenSet, PyList, PyString, PyTuple};
 use rustc_hash::FxHashSet;
 
+use crate::reading::{text_readings, Reading};
+
 /// Most distinct words an analyser remembers; past it, it starts afresh (as the Python one).
 const REMEMBERED_WORDS: usize = 100_000;
-/// (term, its JSON member of `matched`) of a text, in the order terms first occur.
-pub(crate) type TermParts = Vec<(String, String)>;
 
 /// An id above every term's: a word first seen in this call, numbered among the unseen.
-const UNSEEN: u32 = 1 << 31;
+pub(crate) const UNSEEN: u32 = 1 << 31;
 /// What a remembered word that analysis drops (a stop word, one too long) stands for.
-const DROPPED: u32 = u32::MAX;
+pub(crate) const DROPPED: u32 = u32::MAX;
 
 /// The analyser, compiled: ``terms(text)`` equals the Python reference's for every text.
 #[pyclass(module = "wordcast._core")]
@@ -299,7 +297,9 @@ pub(crate) struct Analyser {
     stop: FxHashMap<&'static str, ()>,
     term_of: Words, // normalised word -> its term, or DROPPED
     terms: Vec<Py<PyString>>,
+    names: Vec<Box<str>>, // each term's text, as `terms` (read without the GIL)
     term_ids: FxHashMap<String, u32>,
+    texts_read: u64, // by `readings`: what a test counts to hold each text read once
 }
 
 enum Read {
@@ -319,7 +319,9 @@ impl Analyser {
             stop: stop_word_set(),
             term_of: Words::default(),
             terms: Vec::new(),
+            names: Vec::new(),
             term_ids: FxHashMap::default(),
+            texts_read: 0,
         }
     }
 
@@ -382,31 +384,41 @@ impl Analyser {
         Ok(out)
     }
 
-    /// Where each term of each text occurs, in code points of the text (a token's run, as
-    /// ``wordcast.query.analysis.token_offsets`` gives it), written as the JSON member a
-    /// match's ``matched`` names them by: ``{term: b'"term":[[start,end],…]'}``, terms in the
-    /// order they first occur (a term holds only letters, marks and digits: nothing to escape);
-    /// None for a text the tables cannot vouch for, which the reference reads
-    /// (``AnalysedText``). What the matcher puts explanations together from, with no Python
-    /// object per occurrence.
-    fn term_parts_many<'py>(
+    /// Each text read once (``wordcast.query.explain.compiled_readings``): the JSON member a
+    /// match's ``matched`` names each term by (``{term: b'"term":[[start,end],…]'}``, terms in
+    /// the order they first occur, offsets in code points), where each term occurs
+    /// (``{term: [position, …]}``, as ``term_positions``), and each token's [start, end) by
+    /// position (``AnalysedText.token_spans``); None for a text the tables cannot vouch for,
+    /// which the reference reads. With no Python object per occurrence.
+    fn readings_many<'py>(
         &mut self,
         py: Python<'py>,
         texts: &Bound<'py, PyAny>,
-    ) -> PyResult<Vec<Option<Bound<'py, PyDict>>>> {
-        let mut out = Vec::new();
-        for parts in self.term_parts(py, texts)? {
-            let Some(parts) = parts else {
-                out.push(None);
-                continue;
+    ) -> PyResult<Vec<Option<Bound<'py, PyTuple>>>> {
+        // A str holding lone surrogates has no UTF-8 form: the reference reads it.
+        let mut backed: Vec<Option<PyBackedStr>> = Vec::new();
+        for text in texts.try_iter()? {
+            backed.push(text?.cast_into::<PyString>()?.extract::<PyBackedStr>().ok());
+        }
+        let readable: Vec<&str> = backed.iter().flatten().map(|text| &**text).collect();
+        let mut readings = self.readings(py, &readable, true)?.into_iter();
+        let mut out = Vec::with_capacity(backed.len());
+        for text in &backed {
+            let reading = if text.is_some() {
+                readings.next().flatten()
+            } else {
+                None
             };
-            let dict = PyDict::new(py);
-            for (term, json) in parts {
-                dict.set_item(term, PyBytes::new(py, json.as_bytes()))?;
-            }
-            out.push(Some(dict));
+            out.push(reading.map(|r| self.reading_py(py, &r)).transpose()?);
         }
         Ok(out)
+    }
+
+    /// How many texts this analyser has read for their offsets and positions (``readings``):
+    /// each text of a batch once at most, whatever its matches need.
+    #[getter]
+    fn texts_read(&self) -> u64 {
+        self.texts_read
     }
 
     /// Words remembered (bounded: the memory of a long-running router stays flat).
@@ -416,119 +428,69 @@ impl Analyser {
 }
 
 impl Analyser {
-    /// ``term_parts_many``'s answer in Rust: for each text, (term, ``"term":[[s,e],…]``) in
-    /// the order terms first occur, offsets in code points; None for a text the tables cannot
-    /// vouch for.
-    pub(crate) fn term_parts(
-        &mut self,
-        py: Python<'_>,
-        texts: &Bound<'_, PyAny>,
-    ) -> PyResult<Vec<Option<TermParts>>> {
-        let (occurrences, learned) = self.occurrences(py, texts)?;
-        let mut out = Vec::with_capacity(occurrences.len());
-        for found in occurrences {
-            let Some(found) = found else {
-                out.push(None);
-                continue;
-            };
-            // Each term's member, in the order terms first occur.
-            let mut order: Vec<u32> = Vec::new();
-            let mut members: FxHashMap<u32, String> = FxHashMap::default();
-            for (id, start, end) in found {
-                let id = if id >= UNSEEN {
-                    learned[(id - UNSEEN) as usize]
-                } else {
-                    id
-                };
-                let member = members.entry(id).or_insert_with(|| {
-                    order.push(id);
-                    String::new()
-                });
-                if !member.is_empty() {
-                    member.push(',');
-                }
-                let _ = write!(member, "[{start},{end}]");
-            }
-            let mut parts = Vec::with_capacity(order.len());
-            for id in order {
-                let term = self.terms[id as usize].bind(py).to_str()?.to_owned();
-                let json = format!("\"{term}\":[{}]", members[&id]);
-                parts.push((term, json));
-            }
-            out.push(Some(parts));
-        }
-        Ok(out)
-    }
-
-    /// Where each term of each text occurs, counting every normalised token (a stop word or a
-    /// token dropped for its length keeps its place), as ``term_positions`` gives it, the terms
-    /// keyed by ``number_of`` (a term it has no number for is left out); None for a text the
-    /// tables cannot vouch for, which the reference reads.
-    pub(crate) fn term_positions(
+    /// Each text read (None for one the tables cannot vouch for, which the reference reads),
+    /// tokenised with the GIL released, the words not seen before stemmed at once afterwards.
+    /// ``forget``: whether the analyser may start afresh first, which it must not do while
+    /// readings it gave out are still read (their term ids would name other terms).
+    pub(crate) fn readings(
         &mut self,
         py: Python<'_>,
         texts: &[&str],
-        mut number_of: impl FnMut(&str) -> Option<u32>,
-    ) -> PyResult<Vec<Option<Positions>>> {
-        self.forget_if_full();
-        let (placed, unseen, dropped) = {
+        forget: bool,
+    ) -> PyResult<Vec<Option<Reading>>> {
+        if forget {
+            self.forget_if_full();
+        }
+        self.texts_read += texts.len() as u64;
+        let (mut readings, unseen, dropped) = {
             let term_of = &self.term_of;
             let stop = &self.stop;
-            py.detach(|| placed_texts(texts, term_of, stop))
+            py.detach(|| text_readings(texts, term_of, stop))
         };
         let learned = self.remember(py, unseen, dropped)?;
-        // Each term's number, looked up once a call whatever the texts holding it.
-        let mut numbers: FxHashMap<u32, Option<u32>> = FxHashMap::default();
-        let mut out = Vec::with_capacity(placed.len());
-        for found in placed {
-            let Some(found) = found else {
-                out.push(None);
-                continue;
-            };
-            let mut positions: Positions = FxHashMap::default();
-            for (id, at) in found {
-                let id = if id >= UNSEEN {
-                    learned[(id - UNSEEN) as usize]
-                } else {
-                    id
-                };
-                let number = match numbers.get(&id) {
-                    Some(&number) => number,
-                    None => {
-                        let term = self.terms[id as usize].bind(py).to_str()?;
-                        *numbers.entry(id).or_insert(number_of(term))
+        if !learned.is_empty() {
+            for reading in readings.iter_mut().flatten() {
+                for (id, _) in reading.terms.iter_mut() {
+                    if *id >= UNSEEN {
+                        *id = learned[(*id - UNSEEN) as usize];
                     }
-                };
-                if let Some(number) = number {
-                    positions.entry(number).or_default().push(at);
                 }
             }
-            out.push(Some(positions));
         }
-        Ok(out)
+        Ok(readings)
     }
 
-    /// The kept tokens of each text as (term id, start, end) in code points (None for a text
-    /// the tables cannot vouch for), with the ids of the words first seen here (those at
-    /// UNSEEN + k), the texts tokenised with the GIL released.
-    fn occurrences(
-        &mut self,
-        py: Python<'_>,
-        texts: &Bound<'_, PyAny>,
-    ) -> PyResult<(Occurrences, Vec<u32>)> {
-        self.forget_if_full();
-        let mut backed: Vec<Option<PyBackedStr>> = Vec::new();
-        for text in texts.try_iter()? {
-            let text = text?.cast_into::<PyString>()?;
-            backed.push(text.extract::<PyBackedStr>().ok());
+    /// The text of each term, by id (as a reading names them).
+    pub(crate) fn names(&self) -> &[Box<str>] {
+        &self.names
+    }
+
+    /// A reading as Python takes it: (parts, positions, token spans), as ``readings_many``.
+    pub(crate) fn reading_py<'py>(
+        &self,
+        py: Python<'py>,
+        reading: &Reading,
+    ) -> PyResult<Bound<'py, PyTuple>> {
+        let parts = PyDict::new(py);
+        for (term, json) in reading.parts(&self.names) {
+            parts.set_item(term, PyBytes::new(py, &json))?;
         }
-        let (occurrences, unseen, dropped) = {
-            let term_of = &self.term_of;
-            let stop = &self.stop;
-            py.detach(|| text_occurrences(&backed, term_of, stop))
-        };
-        let learned = self.remember(py, unseen, dropped)?;
-        Ok((occurrences, learned))
+        let positions = PyDict::new(py);
+        for &(id, position) in &reading.terms {
+            let term = &*self.names[id as usize];
+            match positions.get_item(term)? {
+                Some(found) => found.cast_into::<PyList>()?.append(position)?,
+                None => positions.set_item(term, PyList::new(py, [position])?)?,
+            }
+        }
+        PyTuple::new(
+            py,
+            [
+                parts.into_any(),
+                positions.into_any(),
+                PyList::new(py, &reading.tokens)?.into_any(),
+            ],
+        )
     }
 
     /// Each text's term ids (or Python for the reference to read), the GIL released while the
@@ -578,6 +540,7 @@ impl Analyser {
         if self.term_of.len() > REMEMBERED_WORDS {
             self.term_of.clear();
             self.terms.clear();
+            self.names.clear();
             self.term_ids.clear();
         }
     }
@@ -611,6 +574,7 @@ impl Analyser {
                 None => {
                     let id = self.terms.len() as u32;
                     self.terms.push(PyString::new(py, &stem).unbind());
+                    self.names.push(stem.as_str().into());
                     self.term_ids.insert(stem, id);
                     id
                 }
@@ -622,140 +586,8 @@ impl Analyser {
     }
 }
 
-/// (term id, start, end) of each kept token of each ASCII text, in order (None for the others);
-/// a word not seen before gets UNSEEN + its place among the unseen words, returned (each once)
-/// with the dropped words not seen before, as [`read_texts`] does.
-type Occurrences = Vec<Option<Vec<(u32, usize, usize)>>>;
-
-fn text_occurrences(
-    texts: &[Option<PyBackedStr>],
-    term_of: &Words,
-    stop: &FxHashMap<&'static str, ()>,
-) -> (Occurrences, Vec<String>, FxHashSet<String>) {
-    let mut seen = Seen {
-        term_of,
-        stop,
-        unseen: FxHashMap::default(),
-        dropped: FxHashSet::default(),
-    };
-    let mut out = Vec::with_capacity(texts.len());
-    let (mut lower, mut tokens) = (String::new(), Vec::new());
-    for text in texts {
-        let Some(text) = text else {
-            out.push(None);
-            continue;
-        };
-        let mut found = Vec::new();
-        if text.is_ascii() {
-            lower.clear();
-            lower.push_str(text);
-            lower.make_ascii_lowercase();
-            // ASCII: a byte offset is a code point offset.
-            for (start, at) in ascii_runs(lower.as_bytes()) {
-                seen.occurs(&lower[start..at], start, at, &mut found);
-            }
-        } else if token_offsets(text, &mut tokens).is_some() {
-            for (token, start, end) in &tokens {
-                seen.occurs(token, *start, *end, &mut found);
-            }
-        } else {
-            out.push(None);
-            continue;
-        }
-        out.push(Some(found));
-    }
-    let mut words = vec![String::new(); seen.unseen.len()];
-    for (word, at) in seen.unseen {
-        words[at as usize] = word;
-    }
-    (out, words, seen.dropped)
-}
-
-/// The words a batch of texts met: each kept one's id (UNSEEN + k for the k-th first seen
-/// here), and those analysis drops.
-struct Seen<'a> {
-    term_of: &'a Words,
-    stop: &'a FxHashMap<&'static str, ()>,
-    unseen: FxHashMap<String, u32>,
-    dropped: FxHashSet<String>,
-}
-
-impl Seen<'_> {
-    /// Note a token read from `start`..`end`: its term's id in `found`, if it keeps one.
-    fn occurs(
-        &mut self,
-        token: &str,
-        start: usize,
-        end: usize,
-        found: &mut Vec<(u32, usize, usize)>,
-    ) {
-        if token.len() < 2 {
-            return; // one character, dropped without a lookup
-        }
-        match self.term_of.get(token) {
-            Some(DROPPED) => {}
-            Some(id) => found.push((id, start, end)),
-            None if kept(token, self.stop) => {
-                let next = self.unseen.len() as u32;
-                let place = *self.unseen.entry(token.to_string()).or_insert(next);
-                found.push((UNSEEN + place, start, end));
-            }
-            None => {
-                self.dropped.insert(token.to_string());
-            }
-        }
-    }
-}
-
 /// A text's terms (by a number its caller gives them) and the positions they occur at.
 pub(crate) type Positions = FxHashMap<u32, Vec<u32>>;
-
-/// (term id, position) of each kept token of each text, positions counting every normalised
-/// token (None for a text the tables cannot vouch for); unseen and dropped words as in
-/// [`read_texts`].
-type Placed = Vec<Option<Vec<(u32, u32)>>>;
-
-fn placed_texts(
-    texts: &[&str],
-    term_of: &Words,
-    stop: &FxHashMap<&'static str, ()>,
-) -> (Placed, Vec<String>, FxHashSet<String>) {
-    let mut unseen: FxHashMap<String, u32> = FxHashMap::default();
-    let mut dropped: FxHashSet<String> = FxHashSet::default();
-    let mut out = Vec::with_capacity(texts.len());
-    let (mut buffer, mut tokens) = (String::new(), Vec::new());
-    for text in texts {
-        let mut found: Vec<(u32, u32)> = Vec::new();
-        let mut at = 0u32;
-        let read = for_each_token(text, &mut buffer, &mut tokens, |token| {
-            let here = at;
-            at += 1;
-            if token.len() < 2 {
-                return; // one character: dropped, its place kept
-            }
-            match term_of.get(token) {
-                Some(DROPPED) => {}
-                Some(id) => found.push((id, here)),
-                None if kept(token, stop) => {
-                    let next = unseen.len() as u32;
-                    found.push((
-                        UNSEEN + *unseen.entry(token.to_string()).or_insert(next),
-                        here,
-                    ));
-                }
-                None => {
-                    dropped.insert(token.to_string());
-                }
-            }
-        });
-        out.push(read.map(|()| found));
-    }
-    let mut words = vec![String::new(); unseen.len()];
-    for (word, at) in unseen {
-        words[at as usize] = word;
-    }
-    (out, words, dropped)
-}
 
 /// The term ids of every text (or Python for those the tables cannot vouch for); a kept word not
 /// seen before gets UNSEEN + its place among the unseen words, which are returned (each once),

@@ -23,6 +23,7 @@ mod lasp;
 mod messages;
 mod patterns;
 mod querynote;
+mod reading;
 mod spans;
 mod trie;
 mod unicode_tables;
@@ -47,6 +48,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<bindings::messages::DeliveryColumns>()?;
     m.add_class::<bindings::messages::MessageShape>()?;
     m.add_class::<bindings::messages::ChosenMatches>()?;
+    m.add_class::<bindings::readings::Readings>()?;
     m.add_class::<bindings::lasp::PlanningView>()?;
     m.add_class::<bindings::detection::LanguageDetector>()?;
     error::register(m)?;

@@ -132,14 +132,6 @@ impl Span {
     }
 }
 
-/// The [start, end) of each normalised token of an ASCII text, in order: where each position
-/// of [`Positions`] was read from (`AnalysedText.offsets`).
-pub(crate) fn token_spans(text: &str) -> Vec<(u32, u32)> {
-    crate::analysis::ascii_runs(text.as_bytes())
-        .map(|(start, end)| (start as u32, end as u32))
-        .collect()
-}
-
 /// `,"spans":{name:[[start,end],…],…}`: where each span of an alternative holds in the text
 /// (`explain_clause`'s `spans`).
 pub(crate) fn spans_json(

@@ -20,6 +20,7 @@ __all__ = [
     "PlacementError",
     "PlanningView",
     "QueryNote",
+    "Readings",
     "SubscriptionError",
 ]
 
@@ -55,11 +56,17 @@ class Analyser:
         """``terms`` of each text, the GIL released while they are read."""
     def term_tuples(self, texts: Iterable[str]) -> list[tuple[str, ...]]:
         """The terms of each text as a tuple (each once, in no particular order)."""
-    def term_parts_many(self, texts: Iterable[str]) -> list[dict[str, bytes] | None]:
-        """Where each term of each text occurs (``AnalysedText.term_offsets``, in code points),
-        as the JSON member ``b'"term":[[start,end],…]'``; None for a text holding a code point
-        the tables cannot vouch for.
-        Tokenised with the GIL released."""
+    @property
+    def texts_read(self) -> int:
+        """How many texts it has read for their offsets and positions (``readings_many``, and
+        ``Deliveries.write``'s readings)."""
+    def readings_many(
+        self, texts: Sequence[str]
+    ) -> list[tuple[dict[str, bytes], dict[str, list[int]], list[tuple[int, int]]] | None]:
+        """Each text read once: each term's JSON member of a ``matched``
+        (``b'"term":[[start,end],…]'``, in code points), where each term occurs (its positions),
+        and each token's [start, end) by position; None for a text holding a code point the
+        tables cannot vouch for."""
     def __len__(self) -> int: ...
 
 @final
@@ -130,16 +137,29 @@ class Deliveries:
         shape: MessageShape,
         *,
         analyser: Analyser | None = None,
-        parts: Mapping[int, Mapping[str, bytes]] | None = None,
-        tokens: Mapping[int, Sequence[tuple[int, int]]] | None = None,
-        decide: Callable[[list[tuple[int, int]]], ChosenMatches | None] | None = None,
+        left: Sequence[int] | None = None,
+        reference: Callable[[list[int]], Mapping[int, _Reading]] | None = None,
+        decide: Callable[[list[tuple[int, int]], Readings], ChosenMatches | None] | None = None,
     ) -> tuple[
         list[tuple[int, bytes, str, int, tuple[str, ...], tuple[int, ...], tuple[float, ...]]], int
     ]:
         """The messages of a batch, as (group, body, webhook-id, matches, subscription ids, each
         one's matches, each one's incarnation), and how many matches they hold: the trie's
         matches the table decides, and those ``decide`` chooses given the (number, position) of
-        the others. The GIL released while sorting and writing."""
+        the others and the batch's readings. Each text read once: by ``analyser``, or by
+        ``reference`` for those ``left`` to it, those the analyser cannot vouch for, and every
+        one without ``analyser``. The GIL released while sorting and writing."""
+
+_Reading = tuple[dict[str, bytes], dict[str, list[int]], list[tuple[int, int]]]
+
+@final
+class Readings:
+    """The compiled readings of a batch being written (``Deliveries.write``'s ``decide``)."""
+
+    def __len__(self) -> int: ...
+    def reading(self, position: int) -> _Reading | None:
+        """Publication ``position``'s compiled reading (read now if the writer did not need
+        it), as ``Analyser.readings_many``; None for a text the reference reads."""
 
 _SpanIn = tuple[
     list[tuple[str, int]], int, str

@@ -22,7 +22,7 @@ from wordcast import _core
 from wordcast.corpus.workload import sample_posts
 from wordcast.engines.compact_trie import CompactTrie
 from wordcast.query.analysis import Analyser, compiled_analyser
-from wordcast.query.explain import AnalysedText, compiled_term_parts
+from wordcast.query.explain import AnalysedText, CompiledReading, compiled_readings
 from wordcast.testing.bruteforce import BruteForce
 
 REFERENCE = Analyser()
@@ -75,16 +75,17 @@ ascii_words = st.lists(
 
 @settings(max_examples=500, deadline=None)
 @given(st.lists(st.one_of(ascii_text, ascii_words, any_text, wordy), max_size=8))
-def test_compiled_offsets_are_the_references_for_every_text(texts: list[str]) -> None:
-    """What a match's explanation says of a publication: the same terms at the same offsets
-    (in code points), in the same order, read compiled, or left to the reference (None) only
-    where a code point is one the tables cannot vouch for."""
-    found = compiled_term_parts(texts)
-    for text, parts in zip(texts, found, strict=True):
-        if parts is None:
+def test_compiled_readings_are_the_references_for_every_text(texts: list[str]) -> None:
+    """What a match's explanation and its phrases read of a publication: the same terms at the
+    same offsets (in code points), in the same order, at the same positions, and the same
+    tokens' places, read compiled once, or left to the reference (None) only where a code
+    point is one the tables cannot vouch for."""
+    found = compiled_readings(texts)
+    for text, reading in zip(texts, found, strict=True):
+        if reading is None:
             assert not text.isascii(), text  # a code point the tables do not know
             continue
-        assert parts == _reference_parts(text), text
+        assert reading == _reference_reading(text), text
 
 
 def test_compiled_offsets_on_the_corpora() -> None:
@@ -93,18 +94,21 @@ def test_compiled_offsets_on_the_corpora() -> None:
     unicode = [t for t in texts if not t.isascii()]
     assert len(unicode) > 1_000
     read = 0
-    for text, parts in zip(texts, compiled_term_parts(texts), strict=True):
-        if parts is not None:
+    for text, reading in zip(texts, compiled_readings(texts), strict=True):
+        if reading is not None:
             read += not text.isascii()
-            assert parts == _reference_parts(text), text
+            assert reading == _reference_reading(text), text
     assert read > 0.95 * len(unicode)
 
 
-def _reference_parts(text: str) -> dict[str, bytes]:
+def _reference_reading(text: str) -> CompiledReading:
     """Each term's occurrences as the reference finds them, written as a matched's JSON has
-    them (in the order the terms first occur)."""
-    offsets = AnalysedText(text).term_offsets
-    return {term: orjson.dumps({term: where})[1:-1] for term, where in offsets.items()}
+    them (in the order the terms first occur), where each term occurs, and each token's
+    place."""
+    analysed = AnalysedText(text)
+    offsets = analysed.term_offsets
+    parts = {term: orjson.dumps({term: where})[1:-1] for term, where in offsets.items()}
+    return parts, analysed.positions, analysed.token_spans
 
 
 def test_a_megabyte_of_text_and_a_batch_of_hostile_texts() -> None:

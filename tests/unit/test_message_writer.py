@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import random
 import zlib
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
 
@@ -28,6 +29,7 @@ from wordcast.engines.compiled import CompiledCompactTrie
 from wordcast.engines.registry import pattern_index, term_index
 from wordcast.query.analysis import Analyser
 from wordcast.query.boolean import parse_query, part_id
+from wordcast.query.patterns import normalise
 from wordcast.routing.placement import Placement
 from wordcast.services.matcher.explanations import Explanations
 from wordcast.services.matcher.index import Batch, MatcherIndex
@@ -363,3 +365,59 @@ def test_a_batchs_languages_column_reads_as_its_filter_terms_do() -> None:
     written = [MessageWriter(index, MessageOptions()).messages(b)[0] for b in (by_terms, by_column)]
     assert shown(written[0]) == shown(written[1])
     assert sum(m.matches for m in written[0]) > 100
+
+
+def test_each_text_is_read_once_in_the_process_whatever_its_matches_need(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Plain matches, boolean alternatives (phrases and windows the core checks, exclusions the
+    matcher checks), restricted placements and patterns, in one batch: the compiled analyser
+    reads each text once at most, and the matcher reads none again (no reference reading of
+    an English text, no positions of its own, each flagged text normalised once)."""
+    from wordcast.query.explain import AnalysedText, offsets_analyser
+    from wordcast.services.matcher import explanations
+    from wordcast.services.matcher import index as index_module
+
+    posts = list({p.text: p for p in sample_posts(300, seed=12) if p.text.isascii()}.values())
+    plain = post_queries(posts, 300, seed=7, sizes=(1, 2))
+    subs = [_sub(f"p{k}", q) for k, q in enumerate(plain)]
+    subs += _boolean_subs(post_boolean_queries(posts, 150, seed=8), "b")
+    subs += _boolean_subs(post_span_queries(posts, 150, seed=9), "s")
+    subs += [_sub(f"r{k}", q, placements=(Placement(0, 5),)) for k, q in enumerate(plain[:40])]
+    subs += [
+        Subscription(f"w{k}", "", (), "http://a/", 0, pattern=pattern, tenant="t")
+        for k, pattern in enumerate(["pack* d?ta", "the* *ing", "new?"])
+    ]
+    routed = [(*p[:3], True) for p in _routed([p.text for p in posts], [p.id for p in posts])]
+    batch = replace(routed_batch(routed, "t"), mapping_version=7)
+    index = _index(subs)
+    writer = MessageWriter(index, MessageOptions(40))
+    writer.follow()
+
+    read: Counter[str] = Counter()
+    reference_init = AnalysedText.__init__
+
+    def counted_reference(self: AnalysedText, text: str, language: str | None = None) -> None:
+        read["reference", text] += 1
+        reference_init(self, text, language)
+
+    def counted_normalise(text: str) -> str:
+        read["normalise", text] += 1
+        return normalise(text)
+
+    def no_positions(text: str) -> dict[str, list[int]]:
+        raise AssertionError(f"positions read again: {text!r}")
+
+    monkeypatch.setattr(AnalysedText, "__init__", counted_reference)
+    monkeypatch.setattr(explanations, "normalise", counted_normalise)
+    monkeypatch.setattr(index_module, "normalise", counted_normalise)
+    monkeypatch.setattr(index_module, "term_positions", no_positions)
+    analyser = offsets_analyser()
+    before = analyser.texts_read
+    found, _ = writer.messages(batch)
+    kinds = {m[2][0] for m in _delivered(found)}
+    assert kinds == {"p", "b", "s", "r", "w"}  # every kind of match, and each read once:
+    assert analyser.texts_read - before <= len(batch)
+    assert not [key for key in read if key[0] == "reference"]
+    assert max(read.values()) == 1
+    assert sum(1 for key in read if key[0] == "normalise") == len(batch)

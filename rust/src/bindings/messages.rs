@@ -6,15 +6,16 @@
 use pyo3::buffer::PyBuffer;
 use pyo3::prelude::*;
 use pyo3::pybacked::PyBackedStr;
-use pyo3::types::{PyBytes, PyList, PyString, PyTuple};
-use rustc_hash::FxHashMap;
+use pyo3::types::{PyBytes, PyList, PyTuple};
+use rustc_hash::FxHashSet;
 
-use crate::analysis::{Analyser, Positions};
+use crate::analysis::Analyser;
+use crate::bindings::readings::{Known, Needs, Readers, Readings};
 use crate::error::CoreError;
 use crate::messages::{
     BatchView, Chosen, Delivery, Message, Parts, Publication, Shape, Table, Written, NO_GROUP,
 };
-use crate::spans::{token_spans, RuleIn};
+use crate::spans::RuleIn;
 
 /// The messages, and how many matches they hold.
 type Answer<'py> = (Bound<'py, PyList>, usize);
@@ -330,15 +331,17 @@ impl Deliveries {
     /// The messages of a batch: of the trie's flat answer (``match_many_flat``: ``numbers``
     /// and ``offsets``, empty when the trie is not the index) for the audience ``wanted``, and
     /// of the matches ``decide`` chooses, given the (number, position) of the trie's matches
-    /// the table hands back ([`ChosenMatches`], or None for none). Returns a list of (group,
-    /// body, webhook-id, matches, subscription ids, each one's matches), and how many matches
-    /// the messages hold (a match delivered both to a webhook and to the match stream counted
-    /// once). ``shape``: the payload's version and the messages' bounds ([`MessageShape`]).
-    /// ``analyser`` reads the offsets of the publications ``parts`` does not hold the parts of
-    /// (``{position: {term: b'"term":[…]'}}``, with ``tokens`` their tokens' places: what the
-    /// reference read); without it, ``parts`` must hold every publication a plain match needs.
+    /// the table hands back and the batch's [`Readings`] ([`ChosenMatches`], or None for
+    /// none). Returns a list of (group, body, webhook-id, matches, subscription ids, each one's
+    /// matches, each one's incarnation), and how many matches the messages hold (a match
+    /// delivered both to a webhook and to the match stream counted once). ``shape``: the
+    /// payload's version and the messages' bounds ([`MessageShape`]). Each text is read once:
+    /// by ``analyser``, or by ``reference`` (called with a list of positions, it returns
+    /// ``{position: ({term: b'"term":[…]'}, {term: [position, …]}, [(start, end), …])}``) for
+    /// those ``left`` to it (a language with a stemmer of its own), those holding a code point
+    /// the analyser's tables cannot vouch for, and every text without ``analyser``.
     #[allow(clippy::too_many_arguments)]
-    #[pyo3(signature = (numbers, offsets, wanted, ids, texts, shape, *, analyser=None, parts=None, tokens=None, decide=None))]
+    #[pyo3(signature = (numbers, offsets, wanted, ids, texts, shape, *, analyser=None, left=None, reference=None, decide=None))]
     fn write<'py>(
         &self,
         py: Python<'py>,
@@ -349,42 +352,42 @@ impl Deliveries {
         texts: Vec<PyBackedStr>,
         shape: &Bound<'py, MessageShape>,
         analyser: Option<&Bound<'py, Analyser>>,
-        parts: Option<FxHashMap<u32, Parts>>,
-        tokens: Option<FxHashMap<u32, Vec<(u32, u32)>>>,
+        left: Option<Vec<u32>>,
+        reference: Option<&Bound<'py, PyAny>>,
         decide: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Answer<'py>> {
         let numbers: Vec<u32> = PyBuffer::<u32>::get(numbers)?.to_vec(py)?;
         let offsets: Vec<u32> = PyBuffer::<u32>::get(offsets)?.to_vec(py)?;
-        let (parts, tokens) = (parts.unwrap_or_default(), tokens.unwrap_or_default());
-        check_batch(&numbers, &offsets, ids.len(), texts.len(), &parts)?;
+        check_batch(&numbers, &offsets, ids.len(), texts.len())?;
         let shape = &shape.get().shape;
-        let read = Read {
-            numbers: &numbers,
-            offsets: &offsets,
+        let left: FxHashSet<u32> = left.unwrap_or_default().into_iter().collect();
+        let readers = Readers {
             texts: &texts,
             analyser,
+            left: &left,
+            reference,
         };
-        let parts = if shape.explain {
-            self.read_parts(py, &read, parts)?
-        } else {
-            Vec::new()
-        };
-        let positions = self.read_positions(py, &read)?;
-        let tokens = if shape.explain {
-            tokens_of(&positions, &texts, tokens)
-        } else {
-            vec![None; positions.len()]
-        };
+        let needs = self.needs(&numbers, &offsets, shape.explain);
+        let Known {
+            parts,
+            placed,
+            tokens,
+            readings,
+        } = readers.read(py, &needs, &self.table)?;
+        let tokens = if shape.explain { tokens } else { Vec::new() };
         let publications = publications_of(&ids, &texts, &parts, &tokens);
         let table = &self.table;
         let batch = BatchView {
             publications: &publications,
-            placed: &positions,
+            placed: &placed,
             shape,
         };
         let sorted = py.detach(|| table.sort(&numbers, &offsets, wanted, &batch));
         let chosen = match decide {
-            Some(decide) => chosen_by(decide, &sorted.others, texts.len())?,
+            Some(decide) => {
+                let readings = Bound::new(py, Readings::new(py, &readers, readings))?;
+                chosen_by(decide, &sorted.others, &readings, texts.len())?
+            }
             None => Vec::new(),
         };
         let (written, count) = py.detach(|| table.write(sorted, &chosen, &batch));
@@ -392,21 +395,14 @@ impl Deliveries {
     }
 }
 
-/// A batch's trie answer and texts, as the analyser reads them.
-struct Read<'a, 'py> {
-    numbers: &'a [u32],
-    offsets: &'a [u32],
-    texts: &'a [PyBackedStr],
-    analyser: Option<&'a Bound<'py, Analyser>>,
-}
-
 /// What `decide` chooses among the trie's matches handed back (and beside them).
 fn chosen_by(
     decide: &Bound<'_, PyAny>,
     others: &[(u32, u32)],
+    readings: &Bound<'_, Readings>,
     publications: usize,
 ) -> PyResult<Vec<Chosen>> {
-    let answer = decide.call1((others.to_vec(),))?;
+    let answer = decide.call1((others.to_vec(), readings))?;
     if answer.is_none() {
         return Ok(Vec::new());
     }
@@ -433,105 +429,24 @@ fn delivered_lengths(ids: &[String], delivered: &[String]) -> Result<Vec<u32>, C
 }
 
 impl Deliveries {
-    /// Where each term occurs in each publication with a candidate that has spans to check
-    /// (None for the others, for a text the compiled analyser leaves to the reference, and
-    /// for all without the compiled analyser).
-    fn read_positions(
-        &self,
-        py: Python<'_>,
-        read: &Read<'_, '_>,
-    ) -> PyResult<Vec<Option<Positions>>> {
-        let mut positions: Vec<Option<Positions>> = Vec::new();
-        positions.resize_with(read.texts.len(), || None);
-        let Some(analyser) = read.analyser else {
-            return Ok(positions);
+    /// Which publications the writer must read, and for what: to explain a plain match (or
+    /// one whose spans it checks), and to check a candidate's phrases and windows.
+    fn needs(&self, numbers: &[u32], offsets: &[u32], explain: bool) -> Needs {
+        let n = offsets.len().saturating_sub(1);
+        let mut needs = Needs {
+            parts: vec![false; n],
+            placed: vec![false; n],
         };
-        let chosen: Vec<usize> = read
-            .offsets
-            .windows(2)
-            .enumerate()
-            .filter(|(_, run)| {
-                read.numbers[run[0] as usize..run[1] as usize]
-                    .iter()
-                    .any(|&n| self.table.entry(n).is_some_and(|e| e.spans.is_some()))
-            })
-            .map(|(position, _)| position)
-            .collect();
-        if chosen.is_empty() {
-            return Ok(positions);
-        }
-        let texts: Vec<&str> = chosen.iter().map(|&k| &*read.texts[k]).collect();
-        let term_numbers = &self.table.term_numbers;
-        let found = analyser
-            .borrow_mut()
-            .term_positions(py, &texts, |term| term_numbers.get(term).copied())?;
-        for (position, found) in chosen.into_iter().zip(found) {
-            positions[position] = found;
-        }
-        Ok(positions)
-    }
-
-    /// Each publication's terms' parts of `matched`: those `given`, else read by the compiled
-    /// analyser (every publication with a plain match must be ASCII or given).
-    fn read_parts(
-        &self,
-        py: Python<'_>,
-        read: &Read<'_, '_>,
-        mut given: FxHashMap<u32, Parts>,
-    ) -> PyResult<Vec<Option<Parts>>> {
-        let mut unread: Vec<u32> = Vec::new();
-        for (position, run) in read.offsets.windows(2).enumerate() {
-            let position = position as u32;
-            let plain = read.numbers[run[0] as usize..run[1] as usize]
-                .iter()
-                .any(|&n| {
-                    self.table
-                        .entry(n)
-                        .is_some_and(|e| e.plain || e.spans.is_some())
-                });
-            if plain && !given.contains_key(&position) {
-                unread.push(position);
+        for (position, run) in offsets.windows(2).enumerate() {
+            for &number in &numbers[run[0] as usize..run[1] as usize] {
+                if let Some(entry) = self.table.entry(number) {
+                    let spans = entry.spans.is_some();
+                    needs.parts[position] |= explain && (entry.plain || spans);
+                    needs.placed[position] |= spans;
+                }
             }
         }
-        let mut parts: Vec<Option<Parts>> = Vec::new();
-        parts.resize_with(read.texts.len(), || None);
-        for (position, held) in given.drain() {
-            if let Some(slot) = parts.get_mut(position as usize) {
-                *slot = Some(held);
-            }
-        }
-        if unread.is_empty() {
-            return Ok(parts);
-        }
-        let Some(analyser) = read.analyser else {
-            return Err(CoreError::Invalid(format!(
-                "no analyser: give the parts of publication {}",
-                unread[0]
-            ))
-            .into());
-        };
-        let list = PyList::new(
-            py,
-            unread
-                .iter()
-                .map(|&k| PyString::new(py, &read.texts[k as usize])),
-        )?;
-        let found = analyser.borrow_mut().term_parts(py, list.as_any())?;
-        for (position, found) in unread.into_iter().zip(found) {
-            let Some(found) = found else {
-                return Err(CoreError::Invalid(format!(
-                    "publication {position} is not ASCII: give its parts"
-                ))
-                .into());
-            };
-            parts[position as usize] = Some(
-                found
-                    .into_iter()
-                    .map(|(term, json)| (term, json.into_bytes()))
-                    .collect(),
-            );
-        }
-        Ok(parts)
+        needs
     }
 }
 
@@ -556,14 +471,12 @@ fn check_entries(
     Ok(())
 }
 
-/// Uneven columns, offsets that do not rise to the matches, or parts that are not UTF-8
-/// given to `Deliveries.write`.
+/// Uneven columns, or offsets that do not rise to the matches, given to `Deliveries.write`.
 fn check_batch(
     numbers: &[u32],
     offsets: &[u32],
     ids: usize,
     texts: usize,
-    given: &FxHashMap<u32, Parts>,
 ) -> Result<(), CoreError> {
     if ids != texts || offsets.len() != ids + 1 {
         return Err(CoreError::Uneven(
@@ -577,29 +490,7 @@ fn check_batch(
             "offsets must rise to the number of matches".into(),
         ));
     }
-    let mut given_pieces = given.values().flat_map(|parts| parts.values());
-    if given_pieces.any(|piece| std::str::from_utf8(piece).is_err()) {
-        return Err(CoreError::NotUtf8("a message's pieces must be UTF-8"));
-    }
     Ok(())
-}
-
-/// The tokens' places of each text with spans to explain: given (a text the reference reads),
-/// or read here from an ASCII text.
-fn tokens_of(
-    positions: &[Option<Positions>],
-    texts: &[PyBackedStr],
-    mut given: FxHashMap<u32, Vec<(u32, u32)>>,
-) -> Vec<Option<Vec<(u32, u32)>>> {
-    positions
-        .iter()
-        .enumerate()
-        .map(|(k, placed)| {
-            placed.as_ref()?;
-            let given = given.remove(&(k as u32));
-            given.or_else(|| texts[k].is_ascii().then(|| token_spans(&texts[k])))
-        })
-        .collect()
 }
 
 /// The written messages as Python takes them: (group, body, webhook-id, matches, subscriptions'

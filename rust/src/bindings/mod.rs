@@ -5,4 +5,5 @@
 pub mod detection;
 pub mod lasp;
 pub mod messages;
+pub mod readings;
 pub mod trie;

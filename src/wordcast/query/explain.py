@@ -66,6 +66,21 @@ class AnalysedText:
                 if term:
                     offsets.setdefault(term, []).append((start, end))
 
+    @classmethod
+    def of(
+        cls, text: str, positions: dict[str, list[int]], spans: list[tuple[int, int]]
+    ) -> AnalysedText:
+        """The text as a reading of it found it (its terms' positions and its tokens' places,
+        :func:`compiled_readings`): an English text, not read again."""
+        analysed = cls.__new__(cls)
+        analysed.text = text
+        analysed._spans = spans
+        analysed.positions = positions
+        analysed.term_offsets = {
+            term: [spans[at] for at in where] for term, where in positions.items()
+        }
+        return analysed
+
     @property
     def token_spans(self) -> list[tuple[int, int]]:
         """The [start, end) in the text of each normalised token, by position."""
@@ -90,16 +105,20 @@ def offsets_analyser() -> Any:
     return _compiled
 
 
-def compiled_term_parts(texts: Sequence[str]) -> list[dict[str, bytes] | None]:
-    """For each English text, its :attr:`AnalysedText.term_offsets` as the JSON members of a
-    ``matched``'s ``terms`` (``b'"term":[[start,end]]'``), read by the compiled analyser
-    (``wordcast._core``) for many texts at once; None for a text it leaves to
-    :class:`AnalysedText` (one holding a code point its tables do not know), and for every
-    text when ``WORDCAST_ANALYSER=python`` asks for the reference."""
+CompiledReading = tuple[dict[str, bytes], dict[str, list[int]], list[tuple[int, int]]]
+"""A text as the compiled analyser reads it once: each term's JSON member of a ``matched``'s
+``terms`` (``b'"term":[[start,end],…]'``, :attr:`AnalysedText.term_offsets`), where each term
+occurs (:attr:`AnalysedText.positions`), and each token's place (:attr:`AnalysedText.token_spans`)."""
+
+
+def compiled_readings(texts: Sequence[str]) -> list[CompiledReading | None]:
+    """Each English text read once by the compiled analyser (``wordcast._core``), many at once;
+    None for a text it leaves to :class:`AnalysedText` (one holding a code point its tables do
+    not know), and for every text when ``WORDCAST_ANALYSER=python`` asks for the reference."""
     analyser = offsets_analyser()
     if analyser is None:
         return [None] * len(texts)
-    found: list[dict[str, bytes] | None] = analyser.term_parts_many(texts)
+    found: list[CompiledReading | None] = analyser.readings_many(texts)
     return found
 
 
@@ -136,9 +155,10 @@ def _pattern_regex(pattern: str) -> re.Pattern[str]:
     return re.compile(parse(pattern, min_anchor=1).regex(), re.DOTALL)
 
 
-def explain_pattern(pattern: str, text: str) -> dict[str, Any]:
-    """``matched`` for a match of a wildcard pattern: where its first instantiation lies."""
-    normalised, origin = _normalised_with_origin(text)
+def explain_pattern(pattern: str, text: str, normalised: str | None = None) -> dict[str, Any]:
+    """``matched`` for a match of a wildcard pattern: where its first instantiation lies
+    (``normalised``: the text as patterns match it, when the caller has it already)."""
+    normalised, origin = _normalised_with_origin(text, normalised)
     found = _pattern_regex(pattern).search(normalised)
     if found is None:  # the pattern index matched it: only a changed normalisation gets here
         return {"pattern": pattern, "offsets": []}
@@ -148,10 +168,12 @@ def explain_pattern(pattern: str, text: str) -> dict[str, Any]:
     return {"pattern": pattern, "offsets": [[origin[start], origin[end - 1] + 1]]}
 
 
-def _normalised_with_origin(text: str) -> tuple[str, list[int]]:
-    """:func:`~wordcast.query.patterns.normalise` of ``text``, and for each of its characters
-    the offset in ``text`` of the character it came from (with one past the end appended)."""
-    normalised = normalise(text)
+def _normalised_with_origin(text: str, normalised: str | None = None) -> tuple[str, list[int]]:
+    """:func:`~wordcast.query.patterns.normalise` of ``text`` (given, or worked out), and for
+    each of its characters the offset in ``text`` of the character it came from (with one past
+    the end appended)."""
+    if normalised is None:
+        normalised = normalise(text)
     if len(normalised) == len(text) and text.isascii():  # nothing folded or collapsed
         return normalised, list(range(len(text) + 1))
     chars: list[str] = []

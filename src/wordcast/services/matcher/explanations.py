@@ -1,10 +1,10 @@
 """Why each match matched: the ``matched`` of a match (:mod:`wordcast.query.explain`), each
-publication analysed once for all its matches, and a dry run's answer.
+publication read once in the process for everything its matches need (:class:`Readings`), and
+a dry run's answer.
 
 The message writer (:mod:`.messages`) takes these as the JSON of each match the compiled table
 hands back (an alternative of a boolean query, a restricted placement, a hot word's or a
-pattern's); the compiled core explains plain matches itself, from the compiled analyser's
-offsets or (a text it does not read) from :func:`reference_reading`'s.
+pattern's); the compiled core explains plain matches itself, from the same readings.
 """
 
 from __future__ import annotations
@@ -13,86 +13,181 @@ from collections.abc import Iterable, Mapping, Sequence
 
 import orjson
 
+from wordcast import _core
 from wordcast.query.alternatives import HeldAlternatives
 from wordcast.query.explain import (
     AnalysedText,
-    compiled_term_parts,
+    CompiledReading,
+    compiled_readings,
     explain_clause,
     explain_pattern,
 )
 from wordcast.query.languages import ENGLISH, SNOWBALL
+from wordcast.query.patterns import normalise
 from wordcast.services.matcher.index import Batch
 from wordcast.storage.records import Subscription
 
 
+class Reading:
+    """One publication as it was read: its terms' JSON members of a ``matched`` (None until
+    asked, for a text the reference read), and the text analysed (its positions and offsets,
+    made from the compiled reading when first asked)."""
+
+    __slots__ = ("_analysed", "_compiled", "_parts", "text")
+
+    def __init__(
+        self, text: str, compiled: CompiledReading | None, analysed: AnalysedText | None = None
+    ) -> None:
+        self.text = text
+        self._compiled = compiled
+        self._parts = compiled[0] if compiled is not None else None
+        self._analysed = analysed
+
+    @property
+    def parts(self) -> dict[str, bytes]:
+        if self._parts is None:
+            offsets = self.analysed.term_offsets
+            self._parts = {term: _part(term, found) for term, found in offsets.items()}
+        return self._parts
+
+    @property
+    def analysed(self) -> AnalysedText:
+        if self._analysed is None:
+            assert self._compiled is not None  # a reference reading is made analysed
+            _, positions, spans = self._compiled
+            self._analysed = AnalysedText.of(self.text, positions, spans)
+        return self._analysed
+
+    @property
+    def positions(self) -> Mapping[str, Sequence[int]]:
+        if self._compiled is not None:
+            return self._compiled[1]
+        return self.analysed.positions
+
+
+class Readings:
+    """Each publication of a batch read once in this process, whatever its matches need (issue
+    52): by the compiled analyser (the writer's reading, ``_core.Readings``, once it has read;
+    else here, many at once), or by the reference (:class:`AnalysedText`) for a text in a
+    language with a stemmer of its own, one holding a code point the compiled analyser's
+    tables cannot vouch for, and every text without the compiled analyser. Its pattern
+    matching's normalised form too."""
+
+    def __init__(self, batch: Batch, compiled: bool) -> None:
+        self.batch = batch
+        self.compiled = compiled
+        self.core: _core.Readings | None = None  # the writer's, given to its decisions
+        self._read: dict[int, Reading] = {}
+        self._normalised: dict[int, str] = {}
+
+    def left(self) -> list[int]:
+        """The publications the reference reads, whatever their text: in a language with a
+        stemmer of its own (none, most often: then found without a look at each)."""
+        batch = self.batch
+        if batch.languages and all(read_as_english(lang or None) for lang in set(batch.languages)):
+            return []
+        language = batch.language
+        return [k for k in range(len(batch)) if not read_as_english(language(k))]
+
+    def reference(self, positions: Iterable[int]) -> dict[int, CompiledReading]:
+        """The writer's reference: the publications at ``positions`` read by the reference."""
+        found: dict[int, CompiledReading] = {}
+        for k in positions:
+            read = self._read.get(k)
+            if read is None:
+                read = self._read[k] = self._referred(k)
+            analysed = read.analysed
+            found[k] = (read.parts, analysed.positions, analysed.token_spans)
+        return found
+
+    def read(self, positions: Iterable[int]) -> None:
+        """Read the publications at ``positions`` not read yet (the English ones compiled, at
+        once when the writer has not read them)."""
+        unread = sorted(k for k in set(positions) if k not in self._read)
+        english = [k for k in unread if self.compiled and read_as_english(self.batch.language(k))]
+        texts = self.batch.texts
+        if self.core is not None:
+            compiled = [self.core.reading(k) for k in english]
+        else:
+            compiled = compiled_readings([texts[k] for k in english])
+        for k, reading in zip(english, compiled, strict=True):
+            self._read[k] = Reading(texts[k], reading) if reading is not None else self._referred(k)
+        for k in unread:
+            if k not in self._read:
+                self._read[k] = self._referred(k)
+
+    def __getitem__(self, position: int) -> Reading:
+        found = self._read.get(position)
+        if found is None:
+            self.read([position])
+            found = self._read[position]
+        return found
+
+    def positions(self, position: int) -> Mapping[str, Sequence[int]]:
+        """Where each term of the publication occurs (:func:`~wordcast.query.analysis.term_positions`)."""
+        return self[position].positions
+
+    def normalised(self, position: int) -> str:
+        """The publication's text as patterns match it."""
+        found = self._normalised.get(position)
+        if found is None:
+            found = self._normalised[position] = normalise(self.batch.texts[position])
+        return found
+
+    def _referred(self, k: int) -> Reading:
+        text = self.batch.texts[k]
+        return Reading(text, None, AnalysedText(text, self.batch.language(k)))
+
+
 class Explanations:
-    """The ``matched`` of each match of a batch, each publication analysed once for all its
-    matches; ``delivered_id`` gives the id a stored subscription's matches are delivered
-    under (an alternative's: its query's)."""
+    """The ``matched`` of each match of a batch, from each publication's one reading;
+    ``delivered_id`` gives the id a stored subscription's matches are delivered under (an
+    alternative's: its query's)."""
 
     def __init__(
         self,
         batch: Batch,
         alternatives: HeldAlternatives,
         wanted: bool,
-        read: Mapping[int, dict[str, bytes]] | None = None,
+        readings: Readings | None = None,
     ) -> None:
         self.batch = batch
         self.texts = batch.texts
         self.alternatives = alternatives if len(alternatives) else None
         self.wanted = wanted
-        self._texts: dict[int, AnalysedText] = {}
-        # position -> term -> '"term":[[s,e]]', starting from what was ``read`` already
-        self._parts: dict[int, dict[str, bytes]] = dict(read or {})
+        self.readings = readings if readings is not None else Readings(batch, True)
 
     def delivered_id(self, stored_id: str) -> str:
         alternatives = self.alternatives
         return stored_id if alternatives is None else alternatives.subscription_id(stored_id)
 
     def read(self, positions: Iterable[int]) -> None:
-        """Read the offsets of the English publications among ``positions`` at once, compiled
-        (the others are analysed one by one when a match needs them)."""
-        if not self.wanted:
-            return
-        language, known = self.batch.language, self._parts
-        english = [k for k in sorted(positions) if k not in known and read_as_english(language(k))]
-        texts = [self.texts[k] for k in english]
-        for k, parts in zip(english, compiled_term_parts(texts), strict=True):
-            if parts is not None:
-                self._parts[k] = parts
+        """Read the publications among ``positions`` not read yet, at once."""
+        if self.wanted:
+            self.readings.read(positions)
 
     def matched(self, sub: Subscription, position: int) -> bytes:
         """The JSON of the match's ``matched``."""
-        text = self.texts[position]
+        read = self.readings[position]
         if sub.pattern:
-            return orjson.dumps(explain_pattern(sub.pattern, text))
+            normalised = self.readings.normalised(position)
+            return orjson.dumps(explain_pattern(sub.pattern, read.text, normalised))
         alternatives = self.alternatives
         alternative = None if alternatives is None else alternatives.clause(sub.id)
         if alternative is None:
             # A plain conjunction: its terms' parts, each encoded once for every match of the
             # publication, put together as explain_terms's JSON would be.
-            parts = self._parts.get(position)
-            if parts is None:
-                parts = self._parts[position] = {}
+            parts = read.parts
             encoded = []
             for term in sub.terms:
                 part = parts.get(term)
-                if part is None:  # read by the reference, or a term absent (a filter's)
-                    offsets = self._analysed(position).term_offsets.get(term, [])
-                    part = parts[term] = _part(term, offsets)
+                if part is None:  # a term absent (a filter's)
+                    part = parts[term] = _part(term, [])
                 encoded.append(part)
             return b'{"terms":{' + b",".join(encoded) + b"}}"
-        analysed = self._analysed(position)
         return orjson.dumps(
-            explain_clause(alternative[1], analysed, alternative[0], alternative[2])
+            explain_clause(alternative[1], read.analysed, alternative[0], alternative[2])
         )
-
-    def _analysed(self, position: int) -> AnalysedText:
-        analysed = self._texts.get(position)
-        if analysed is None:
-            analysed = AnalysedText(self.texts[position], self.batch.language(position))
-            self._texts[position] = analysed
-        return analysed
 
 
 def explained_matches(
@@ -134,15 +229,3 @@ def read_as_english(language: str | None) -> bool:
 def _part(term: str, offsets: Sequence[tuple[int, int]]) -> bytes:
     """A term's JSON member of a ``matched``'s ``terms``: ``b'"term":[[start,end],…]'``."""
     return orjson.dumps({term: offsets})[1:-1]
-
-
-def reference_reading(
-    text: str, language: str | None
-) -> tuple[dict[str, bytes], list[tuple[int, int]]]:
-    """Each term's JSON member of a ``matched`` (``b'"term":[[s,e]]'``), and the places of the
-    text's tokens by position, as the reference reads a publication's ``text`` in
-    ``language``."""
-    analysed = AnalysedText(text, language)
-    offsets = analysed.term_offsets
-    parts = {term: _part(term, found) for term, found in offsets.items()}
-    return parts, analysed.token_spans

@@ -30,6 +30,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field, replace
+from typing import Protocol
 
 from wordcast.engines.base import PatternIndex, TermIndex, add_many
 from wordcast.query.alternatives import HeldAlternatives
@@ -91,6 +92,15 @@ class Batch:
             flagged=flagged,
             drawn=drawn,
         )
+
+
+class TextReadings(Protocol):
+    """A batch's texts, each read once (``explanations.Readings``): where each term of a text
+    occurs, and the text as patterns match it."""
+
+    def positions(self, position: int) -> Mapping[str, Sequence[int]]: ...
+
+    def normalised(self, position: int) -> str: ...
 
 
 class MatcherIndex:
@@ -241,15 +251,22 @@ class MatcherIndex:
             del self.hot_indexes[word]
 
     # -- matching ---------------------------------------------------------------------------------
-    def pairs(self, batch: Batch) -> list[tuple[str, int]]:
+    def pairs(self, batch: Batch, readings: TextReadings | None = None) -> list[tuple[str, int]]:
         """(stored subscription id, position) for every match of ``batch`` this matcher is to
-        deliver."""
+        deliver (``readings``: where each text's terms occur and its normalised form, read
+        once for the batch; else read here)."""
         pairs = self.terms.match_batch(batch.terms)
-        pairs += self.pairs_beside_terms(batch)
-        return self.delivering(pairs, batch)
+        if readings is None:
+            pairs += self.pairs_beside_terms(batch)
+            return self.delivering(pairs, batch)
+        pairs += self.pairs_beside_terms(batch, readings.normalised)
+        return self.delivering(pairs, batch, readings.positions)
 
-    def pairs_beside_terms(self, batch: Batch) -> list[tuple[str, int]]:
-        """The matches found by the hot words' and the patterns' indexes (not yet checked)."""
+    def pairs_beside_terms(
+        self, batch: Batch, normalised: Callable[[int], str] | None = None
+    ) -> list[tuple[str, int]]:
+        """The matches found by the hot words' and the patterns' indexes (not yet checked);
+        ``normalised(position)``: the text as patterns match it."""
         pairs: list[tuple[str, int]] = []
         if self.hot_indexes and batch.drawn:
             for position, copies in sorted(batch.drawn.items()):
@@ -260,16 +277,23 @@ class MatcherIndex:
                         pairs.extend((sub_id, position) for sub_id in hot_index.match(terms))
         if len(self.patterns) and batch.flagged:
             texts = batch.texts
+            read = normalised or (lambda position: normalise(texts[position]))
             pairs += [
                 (str(sub_id), position)
                 for position in sorted(batch.flagged)
-                for sub_id in self.patterns.match(normalise(texts[position]))
+                for sub_id in self.patterns.match(read(position))
             ]
         return pairs
 
-    def delivering(self, pairs: list[tuple[str, int]], batch: Batch) -> list[tuple[str, int]]:
+    def delivering(
+        self,
+        pairs: list[tuple[str, int]],
+        batch: Batch,
+        positions_of: Callable[[int], Mapping[str, Sequence[int]]] | None = None,
+    ) -> list[tuple[str, int]]:
         """Of the matches the indexes found, those this matcher delivers: of the batch's
-        audience, served here by their placements, and (an alternative) the one delivering."""
+        audience, served here by their placements, and (an alternative) the one delivering;
+        ``positions_of(position)``: where each term of a text occurs (else read here)."""
         # Tenants stay apart: the indexes found every tenant's subscriptions with these words.
         wanted = audience(batch.publisher, batch.stream)
         if len(self.audiences) > 1 or wanted not in self.audiences:
@@ -282,7 +306,7 @@ class MatcherIndex:
             pairs = self.alternatives.delivering(
                 pairs,
                 lambda k: frozenset(terms[k]),
-                lambda k: term_positions(texts[k]),
+                positions_of or (lambda k: term_positions(texts[k])),
             )
         return pairs
 

@@ -9,6 +9,8 @@ and the patterns' matches (:meth:`.index.MatcherIndex.delivering`) and gives the
 to the same call, each with its ``matched`` (:mod:`.explanations`). The core then groups every
 match into messages, bounds them, and writes their bodies and webhook-ids. With another term
 index than the compiled trie, every match is decided in Python and written by the core alike.
+Each text is read once in the process, whatever its matches need (:class:`.explanations.Readings`:
+the core's reading is the matcher's, and the reference's the core's).
 
 The reference is :func:`wordcast.testing.messages.messages`: the tests hold the two equal byte
 for byte. The table follows the index: the index notes the ids its changes touch
@@ -27,12 +29,8 @@ import orjson
 from wordcast import _core
 from wordcast.engines.compiled import CompiledCompactTrie
 from wordcast.query.boolean import Clause
-from wordcast.query.explain import compiled_term_parts, offsets_analyser
-from wordcast.services.matcher.explanations import (
-    Explanations,
-    read_as_english,
-    reference_reading,
-)
+from wordcast.query.explain import offsets_analyser
+from wordcast.services.matcher.explanations import Explanations, Readings
 from wordcast.services.matcher.index import Batch, MatcherIndex
 from wordcast.storage.outbox import Message
 from wordcast.storage.records import STREAM_DELIVERY, Subscription, audience, delivery_of
@@ -182,10 +180,7 @@ class MessageWriter:
         offsets: memoryview,
         decided: Sequence[tuple[str, int]] | None = None,
     ) -> tuple[list[Message], int]:
-        explain = self.options.explain
-        parts, tokens = self._reference_reading(batch, offsets) if explain else ({}, {})
-        # What was read here for the core is not read again for the matches Python decides.
-        decide = _Decision(self, batch, parts, decided)
+        readings = Readings(batch, self.analyser is not None)
         written, count = self.deliveries.write(
             numbers,
             offsets,
@@ -194,9 +189,9 @@ class MessageWriter:
             batch.texts,
             self._shape(batch),
             analyser=self.analyser,
-            parts=parts,
-            tokens=tokens,
-            decide=decide,
+            left=readings.left(),
+            reference=readings.reference,
+            decide=_Decision(self, batch, readings, decided),
         )
         now = time.time()
         found = []
@@ -231,38 +226,6 @@ class MessageWriter:
             backfill=batch.backfill,
         )
 
-    def _reference_reading(
-        self, batch: Batch, offsets: memoryview
-    ) -> tuple[dict[int, dict[str, bytes]], dict[int, list[tuple[int, int]]]]:
-        """The parts of ``matched`` of each publication with a trie match that the core does
-        not read itself, and the tokens' places of those the reference reads: an English text
-        that is not ASCII is read by the compiled analyser here (the reference reads it if the
-        analyser's tables do not know one of its code points), a text in a language with a
-        stemmer of its own by the reference; without the compiled analyser, every one by the
-        reference."""
-        parts: dict[int, dict[str, bytes]] = {}
-        tokens: dict[int, list[tuple[int, int]]] = {}
-        texts, language = batch.texts, batch.language
-        compiled = self.analyser is not None
-        unicode: list[int] = []  # English, not ASCII
-        for position, text in enumerate(texts):
-            if offsets[position] == offsets[position + 1]:
-                continue
-            if compiled and read_as_english(language(position)):
-                if not text.isascii():
-                    unicode.append(position)
-                continue
-            parts[position], tokens[position] = reference_reading(text, language(position))
-        read = compiled_term_parts([texts[k] for k in unicode]) if unicode else []
-        for position, found in zip(unicode, read, strict=True):
-            if found is None:
-                parts[position], tokens[position] = reference_reading(
-                    texts[position], language(position)
-                )
-            else:
-                parts[position] = found
-        return parts, tokens
-
 
 def _nothing_matched(publications: int) -> tuple[memoryview, memoryview]:
     """The trie's flat answer when it matched nothing (or is not the index)."""
@@ -278,26 +241,29 @@ class _Decision:
         self,
         writer: MessageWriter,
         batch: Batch,
-        read: dict[int, dict[str, bytes]],
+        readings: Readings,
         decided: Sequence[tuple[str, int]] | None = None,
     ) -> None:
         self.writer = writer
         self.batch = batch
-        self.read = read  # the parts of ``matched`` read already, by position
+        self.readings = readings  # each text read once, by the core or the reference
         self.decided = decided
 
-    def __call__(self, others: list[tuple[int, int]]) -> _core.ChosenMatches | None:
-        writer, batch = self.writer, self.batch
+    def __call__(
+        self, others: list[tuple[int, int]], core: _core.Readings
+    ) -> _core.ChosenMatches | None:
+        writer, batch, readings = self.writer, self.batch, self.readings
+        readings.core = core
         index, trie = writer.index, writer.trie
         if self.decided is not None:
             pairs = list(self.decided)
         elif trie is None:
-            pairs = index.pairs(batch)
+            pairs = index.pairs(batch, readings)
         else:
             name_of = trie.name_of
             pairs = [(name_of(number), position) for number, position in others]
-            pairs += index.pairs_beside_terms(batch)
-            pairs = index.delivering(pairs, batch)
+            pairs += index.pairs_beside_terms(batch, readings.normalised)
+            pairs = index.delivering(pairs, batch, readings.positions)
         if not pairs:
             return None
         return self.chosen(pairs)
@@ -307,7 +273,7 @@ class _Decision:
         writer = self.writer
         options, subscriptions = writer.options, writer.index.subscriptions
         alternatives = writer.index.alternatives
-        explained = Explanations(self.batch, alternatives, options.explain, self.read)
+        explained = Explanations(self.batch, alternatives, options.explain, self.readings)
         explained.read({position for _, position in pairs})
         subs = [subscriptions[sub_id] for sub_id, _ in pairs]
         positions = [position for _, position in pairs]
