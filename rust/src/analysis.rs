@@ -344,7 +344,7 @@ impl Analyser {
         py: Python<'py>,
         texts: &Bound<'py, PyAny>,
     ) -> PyResult<Vec<Bound<'py, PyFrozenSet>>> {
-        let (objects, reads) = self.read(py, texts)?;
+        let (objects, reads, _) = self.read(py, texts, &[])?;
         let mut out = Vec::with_capacity(objects.len());
         for (text, read) in objects.iter().zip(reads) {
             out.push(match read {
@@ -368,20 +368,21 @@ impl Analyser {
         py: Python<'py>,
         texts: &Bound<'py, PyAny>,
     ) -> PyResult<Vec<Bound<'py, PyTuple>>> {
-        let (objects, reads) = self.read(py, texts)?;
-        let mut out = Vec::with_capacity(objects.len());
-        for (text, read) in objects.iter().zip(reads) {
-            out.push(match read {
-                Read::Python => {
-                    let found = self.fallback.call1(py, (text,))?.into_bound(py);
-                    PyTuple::new(py, found.try_iter()?.collect::<PyResult<Vec<_>>>()?)?
-                }
-                Read::Terms(ids) => {
-                    PyTuple::new(py, ids.iter().map(|&id| self.terms[id as usize].bind(py)))?
-                }
-            });
-        }
-        Ok(out)
+        let (objects, reads, _) = self.read(py, texts, &[])?;
+        self.tuples(py, &objects, reads)
+    }
+
+    /// ``term_tuples``, and the normalised tokens of each text ``keep`` flags, read in the same
+    /// pass (None for the others, and for a text the reference reads): what a text in a
+    /// language with a stemmer of its own is analysed in that language from, not read again.
+    fn term_tuples_and_tokens<'py>(
+        &mut self,
+        py: Python<'py>,
+        texts: &Bound<'py, PyAny>,
+        keep: Vec<bool>,
+    ) -> PyResult<(Vec<Bound<'py, PyTuple>>, KeptTokens)> {
+        let (objects, reads, tokens) = self.read(py, texts, &keep)?;
+        Ok((self.tuples(py, &objects, reads)?, tokens))
     }
 
     /// Each text read once (``wordcast.query.explain.compiled_readings``): the JSON member a
@@ -493,13 +494,37 @@ impl Analyser {
         )
     }
 
-    /// Each text's term ids (or Python for the reference to read), the GIL released while the
-    /// texts are tokenised; words not seen before are stemmed afterwards, all at once.
+    /// Each text's terms as a tuple, read (or the reference's).
+    fn tuples<'py>(
+        &self,
+        py: Python<'py>,
+        objects: &[Bound<'py, PyString>],
+        reads: Vec<Read>,
+    ) -> PyResult<Vec<Bound<'py, PyTuple>>> {
+        let mut out = Vec::with_capacity(objects.len());
+        for (text, read) in objects.iter().zip(reads) {
+            out.push(match read {
+                Read::Python => {
+                    let found = self.fallback.call1(py, (text,))?.into_bound(py);
+                    PyTuple::new(py, found.try_iter()?.collect::<PyResult<Vec<_>>>()?)?
+                }
+                Read::Terms(ids) => {
+                    PyTuple::new(py, ids.iter().map(|&id| self.terms[id as usize].bind(py)))?
+                }
+            });
+        }
+        Ok(out)
+    }
+
+    /// Each text's term ids (or Python for the reference to read), and the normalised tokens
+    /// of those ``keep`` flags, the GIL released while the texts are tokenised; words not seen
+    /// before are stemmed afterwards, all at once.
     fn read<'py>(
         &mut self,
         py: Python<'py>,
         texts: &Bound<'py, PyAny>,
-    ) -> PyResult<(Vec<Bound<'py, PyString>>, Vec<Read>)> {
+        keep: &[bool],
+    ) -> PyResult<(Vec<Bound<'py, PyString>>, Vec<Read>, KeptTokens)> {
         self.forget_if_full();
         // A str holding lone surrogates has no UTF-8 form: the reference reads it.
         let mut objects = Vec::new();
@@ -510,10 +535,10 @@ impl Analyser {
             backed.push(text.extract::<PyBackedStr>().ok());
             objects.push(text);
         }
-        let (mut reads, unseen, dropped) = {
+        let (mut reads, unseen, dropped, tokens) = {
             let term_of = &self.term_of;
             let stop = &self.stop;
-            py.detach(|| read_texts(&backed, term_of, stop))
+            py.detach(|| read_texts(&backed, term_of, stop, keep))
         };
         let learned = self.remember(py, unseen, dropped)?;
         if !learned.is_empty() {
@@ -531,7 +556,7 @@ impl Analyser {
                 }
             }
         }
-        Ok((objects, reads))
+        Ok((objects, reads, tokens))
     }
 
     /// Start afresh once the words remembered pass the bound (the memory of a long-running
@@ -589,25 +614,41 @@ impl Analyser {
 /// A text's terms (by a number its caller gives them) and the positions they occur at.
 pub(crate) type Positions = FxHashMap<u32, Vec<u32>>;
 
+/// The normalised tokens of each text asked for (None for the others).
+type KeptTokens = Vec<Option<Vec<String>>>;
+
+/// What [`read_texts`] found: each text's term ids, the words not seen before, the dropped
+/// words not seen before, and the tokens kept of the texts asked for.
+type TextsRead = (Vec<Read>, Vec<String>, FxHashSet<String>, KeptTokens);
+
 /// The term ids of every text (or Python for those the tables cannot vouch for); a kept word not
 /// seen before gets UNSEEN + its place among the unseen words, which are returned (each once),
-/// with the dropped words not seen before (to be remembered as such).
+/// with the dropped words not seen before (to be remembered as such), and the normalised tokens
+/// of each text ``keep`` flags.
 fn read_texts(
     texts: &[Option<PyBackedStr>],
     term_of: &Words,
     stop: &FxHashMap<&'static str, ()>,
-) -> (Vec<Read>, Vec<String>, FxHashSet<String>) {
+    keep: &[bool],
+) -> TextsRead {
     let mut unseen: FxHashMap<String, u32> = FxHashMap::default();
     let mut dropped: FxHashSet<String> = FxHashSet::default();
     let mut reads = Vec::with_capacity(texts.len());
+    let mut kept_tokens = Vec::with_capacity(texts.len());
     let (mut buffer, mut tokens) = (String::new(), Vec::new());
-    for text in texts {
+    for (k, text) in texts.iter().enumerate() {
         let Some(text) = text else {
             reads.push(Read::Python);
+            kept_tokens.push(None);
             continue;
         };
+        let keeping = keep.get(k).copied().unwrap_or(false);
         let mut ids: Vec<u32> = Vec::new();
+        let mut all: Vec<String> = Vec::new();
         let read = for_each_token(text, &mut buffer, &mut tokens, |token| {
+            if keeping {
+                all.push(token.to_string());
+            }
             if token.len() < 2 {
                 return; // one character, dropped without a lookup
             }
@@ -623,6 +664,7 @@ fn read_texts(
                 }
             }
         });
+        kept_tokens.push((keeping && read.is_some()).then_some(all));
         reads.push(match read {
             Some(()) => {
                 ids.sort_unstable();
@@ -636,7 +678,7 @@ fn read_texts(
     for (word, at) in unseen {
         words[at as usize] = word;
     }
-    (reads, words, dropped)
+    (reads, words, dropped, kept_tokens)
 }
 
 #[cfg(test)]

@@ -56,6 +56,11 @@ class Analyser:
         """``terms`` of each text, the GIL released while they are read."""
     def term_tuples(self, texts: Iterable[str]) -> list[tuple[str, ...]]:
         """The terms of each text as a tuple (each once, in no particular order)."""
+    def term_tuples_and_tokens(
+        self, texts: Iterable[str], keep: Sequence[bool]
+    ) -> tuple[list[tuple[str, ...]], list[list[str] | None]]:
+        """``term_tuples``, and the normalised tokens of each text ``keep`` flags, read in the
+        same pass (None for the others, and for a text the reference reads)."""
     @property
     def texts_read(self) -> int:
         """How many texts it has read for their offsets and positions (``readings_many``, and

@@ -31,7 +31,7 @@ from wordcast.corpus.workload import (
     post_span_queries,
     sample_posts,
 )
-from wordcast.query.analysis import analyse, term_positions
+from wordcast.query.analysis import Analyser, analyse, term_positions
 from wordcast.query.boolean import evaluate, parse_query, parse_tree
 from wordcast.query.filters import filter_terms
 from wordcast.query.languages import SNOWBALL, Detector, analyse_in_languages
@@ -237,10 +237,7 @@ def test_languages_deliver_exactly_the_oracle_matches(
     assert len(queries_written) > 40
     queries = subscribe_queries(cluster, queries_written, receiver.hook)
     terms_of, codes = analyse_in_languages(
-        [p.text for p in posts],
-        [tuple(analyse(p.text)) for p in posts],
-        [given[p.id] for p in posts],
-        detect=True,
+        [p.text for p in posts], [given[p.id] for p in posts], detect=True, analyser=Analyser()
     )
     trees = {sid: parse_tree(query) for sid, query in queries.items()}
     expected = {

@@ -9,7 +9,7 @@ import pytest
 
 from tests.helpers import AUTH, start_cluster, stop_cluster
 from wordcast.corpus.workload import sample_posts
-from wordcast.query.analysis import analyse
+from wordcast.query.analysis import Analyser
 from wordcast.query.languages import analyse_in_languages
 from wordcast.storage import Store
 from wordcast.storage.redis import connect
@@ -50,9 +50,7 @@ def test_sampled_publications_are_logged_with_their_terms(
     logged = _log(redis_url, namespace)
     # The terms routed: a post in another Snowball language has its own language's too.
     texts = [p.text for p in posts]
-    routed, _ = analyse_in_languages(
-        texts, [tuple(analyse(t)) for t in texts], [None] * len(texts), detect=True
-    )
+    routed, _ = analyse_in_languages(texts, [None] * len(texts), detect=True, analyser=Analyser())
     expected = [tuple(sorted(terms)) for terms in routed if terms]
     if rate == "0":
         assert logged == []

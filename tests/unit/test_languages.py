@@ -14,7 +14,7 @@ from wordcast import _core
 from wordcast.corpus.files import debian_documents
 from wordcast.corpus.workload import sample_posts
 from wordcast.errors import InvalidInput
-from wordcast.query.analysis import analyse, default_analyser
+from wordcast.query.analysis import Analyser, analyse, compiled_analyser, default_analyser
 from wordcast.query.boolean import parse_query
 from wordcast.query.explain import AnalysedText, explain_clause
 from wordcast.query.languages import (
@@ -113,12 +113,12 @@ def test_a_language_is_analysed_with_its_stop_words_and_stemmer_and_marked() -> 
 def test_a_publication_keeps_its_english_terms_and_adds_its_own_languages() -> None:
     texts = ["Die Bibliotheken", "The libraries", "ライブラリ"]
     english = default_analyser().term_tuples(texts)
-    terms, codes = analyse_in_languages(texts, english, [None, "de", None], detect=True)
+    terms, codes = analyse_in_languages(texts, [None, "de", None], detect=True)
     assert codes == ["de", "de", "ja"]  # a given language wins over detection
     assert set(terms[0]) == set(english[0]) | {"bibliothek@de"}
     assert set(terms[1]) == set(english[1]) | {"the@de", "librari@de"}  # "the": not German
     assert terms[2] == english[2]  # no Snowball stemmer: English analysis only
-    assert analyse_in_languages(texts, english, [None] * 3, detect=False) == (
+    assert analyse_in_languages(texts, [None] * 3, detect=False) == (
         list(english),
         [None, None, None],
     )
@@ -160,3 +160,41 @@ def test_explanations_point_at_terms_of_the_publications_language() -> None:
     matched = explain_clause(clause, AnalysedText(text, "de"), 0)
     assert matched["terms"] == {"bibliothek@de": [(4, 16)], "python@de": [(21, 27)]}
     assert matched["filters"] == ["lang:de"]
+
+
+@pytest.mark.parametrize("compiled", [True, False])
+def test_a_text_in_another_language_is_read_once_for_both_its_analyses(
+    compiled: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its own language's terms come from the tokens its English analysis read, and are the
+    terms that language's analyser reads from the text (a text the tables cannot vouch for
+    is read by the reference, in both)."""
+    texts = [
+        "Die Bibliotheken und die Häuser der Straße",
+        "Les maisons de la bibliothèque numérique",
+        "Библиотеки и дома",
+        "Οι βιβλιοθήκες του σπιτιού",
+        "İstanbul'daki kütüphaneler ve EVLER",
+        "Bücher a\u0558b",  # a code point the compiled tables do not know
+        "The libraries",
+    ]
+    codes: list[str | None] = ["de", "fr", "ru", "el", "tr", "de", None]
+    expected = []
+    for text, code in zip(texts, codes, strict=True):
+        both = set(Analyser().terms(text))
+        expected.append(both | analyser_for(code).terms(text) if code else both)
+    analyser = compiled_analyser() if compiled else Analyser()
+    read_whole: list[str] = []
+    terms_of_text = Analyser.terms
+
+    def counted(self: Analyser, text: str) -> frozenset[str]:
+        read_whole.append(text)
+        return terms_of_text(self, text)
+
+    monkeypatch.setattr(Analyser, "terms", counted)
+    terms, found = analyse_in_languages(texts, codes, detect=False, analyser=analyser)
+    assert found == codes
+    assert [set(read) for read in terms] == expected
+    assert all(len(read) == len(set(read)) for read in terms)
+    # No text read again for its own language, but the one the reference reads anyway.
+    assert read_whole == (["Bücher a\u0558b"] if compiled else [])

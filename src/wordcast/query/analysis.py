@@ -27,7 +27,7 @@ from __future__ import annotations
 import os
 import re
 import unicodedata
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from importlib import resources
 from typing import Protocol
 
@@ -139,6 +139,19 @@ class Analyser:
         """The terms of each text as a tuple (each once): what the routers' hot path reads."""
         return [tuple(self.terms(text)) for text in texts]
 
+    def term_tuples_and_tokens(
+        self, texts: Sequence[str], keep: Sequence[bool]
+    ) -> tuple[list[tuple[str, ...]], list[list[str] | None]]:
+        """``term_tuples``, and the normalised tokens of each text ``keep`` flags, read once."""
+        terms: list[tuple[str, ...]] = []
+        tokens: list[list[str] | None] = []
+        term_of = self.term_of
+        for text, keeping in zip(texts, keep, strict=True):
+            read = normalised_tokens(text)
+            terms.append(tuple({term for term in map(term_of, read) if term}))
+            tokens.append(read if keeping else None)
+        return terms, tokens
+
     def term_of(self, token: str) -> str:
         """The term of a normalised token ("" where it is dropped)."""
         term = self._term_of.get(token)
@@ -166,6 +179,10 @@ class TermAnalyser(Protocol):
     def terms_many(self, texts: Iterable[str]) -> list[frozenset[str]]: ...
 
     def term_tuples(self, texts: Iterable[str]) -> list[tuple[str, ...]]: ...
+
+    def term_tuples_and_tokens(
+        self, texts: Sequence[str], keep: Sequence[bool]
+    ) -> tuple[list[tuple[str, ...]], list[list[str] | None]]: ...
 
 
 def compiled_analyser() -> TermAnalyser:

@@ -34,7 +34,7 @@ from importlib.resources import files
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from wordcast.query.analysis import Analyser
+from wordcast.query.analysis import Analyser, TermAnalyser, default_analyser
 
 if TYPE_CHECKING:
     from wordcast._core import LanguageDetector
@@ -125,23 +125,35 @@ def analyser_for(code: str) -> Analyser:
 
 def analyse_in_languages(
     texts: Sequence[str],
-    english: Sequence[tuple[str, ...]],
     given: Sequence[str | None],
     detect: bool,
+    analyser: TermAnalyser | None = None,
 ) -> tuple[list[tuple[str, ...]], list[str | None]]:
-    """Each text's terms (``english[k]``, its English analysis, joined by its analysis in its
-    own language, marked, when :data:`SNOWBALL` has it) and its language: ``given[k]``, else
-    detected when ``detect``, else None."""
+    """Each text's terms (its English analysis by ``analyser``, the process's by default,
+    joined by its analysis in its own language, marked, when :data:`SNOWBALL` has it) and its
+    language: ``given[k]``, else detected when ``detect``, else None. A text is read once: its
+    own language's terms come from the tokens its English analysis read."""
     codes = list(given)
     unknown = [k for k, code in enumerate(codes) if code is None]
     if detect and unknown:
         detected = Detector.detect_many([texts[k] for k in unknown])
         for k, found in zip(unknown, detected, strict=True):
             codes[k] = found
+    analyser = analyser or default_analyser()
+    own = [code is not None and code != ENGLISH and code in SNOWBALL for code in codes]
+    if not any(own):
+        return analyser.term_tuples(texts), codes
+    english, tokens = analyser.term_tuples_and_tokens(texts, own)
     terms = list(english)
     for k, code in enumerate(codes):
-        if code is not None and code != ENGLISH and code in SNOWBALL:
-            own = analyser_for(code).terms(texts[k])
-            if own:
-                terms[k] = (*terms[k], *own)
+        if own[k] and code is not None:
+            language = analyser_for(code)
+            read = tokens[k]
+            marked = (
+                language.terms(texts[k])  # the reference read the text: so does its language's
+                if read is None
+                else {term for term in map(language.term_of, read) if term}
+            )
+            if marked:
+                terms[k] = (*terms[k], *marked)
     return terms, codes

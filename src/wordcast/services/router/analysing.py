@@ -79,12 +79,11 @@ class PublicationAnalysis:
         analyser: TermAnalyser,
     ) -> Analysed:
         texts = [text for _, text in publications]
-        english = analyser.term_tuples(texts)
         detect = self.detect_languages
         if not detect and languages is None and attributes is None:
-            return Analysed(english, [], [""] * len(texts))
+            return Analysed(analyser.term_tuples(texts), [], [""] * len(texts))
         given = languages if languages is not None else [None] * len(texts)
-        terms, codes = analyse_in_languages(texts, english, given, detect)
+        terms, codes = analyse_in_languages(texts, given, detect, analyser)
         attributes = attributes if attributes is not None else [None] * len(texts)
         filters = [filter_terms(a, code) for a, code in zip(attributes, codes, strict=True)]
         return Analysed(terms, filters, [code or "" for code in codes])
