@@ -153,8 +153,9 @@ pub(crate) struct Message {
     pub(crate) incarnations: Vec<f64>,
 }
 
-/// A publication's terms' parts of `matched`: term -> `"term":[[start,end],…]`.
-pub(crate) type Parts = FxHashMap<String, Vec<u8>>;
+/// A publication's terms' parts of `matched`: the term's number in `Table::terms` ->
+/// `"term":[[start,end],…]` (a term no subscription here names has none).
+pub(crate) type Parts = FxHashMap<u32, Vec<u8>>;
 
 /// A publication's id and text, its terms' parts of `matched`, and where each of its tokens was
 /// read from (for an alternative's spans: `AnalysedText.offsets`).
@@ -390,12 +391,11 @@ impl Table {
                 if k > 0 {
                     out.push(b',');
                 }
-                let term = &self.terms[term as usize];
-                match publication.parts.and_then(|parts| parts.get(&**term)) {
+                match publication.parts.and_then(|parts| parts.get(&term)) {
                     Some(part) => out.extend_from_slice(part),
                     None => {
                         // A term the text does not hold (a filter's): no offsets.
-                        json_string(out, term);
+                        json_string(out, &self.terms[term as usize]);
                         out.extend_from_slice(b":[]");
                     }
                 }
@@ -892,9 +892,9 @@ mod tests {
 
     #[test]
     fn matched_names_each_term_with_its_places_or_none() {
-        let table = table(&[("sub-b", 7, 0, &["hous", "lang:en"])]);
+        let mut table = table(&[("sub-b", 7, 0, &["hous", "lang:en"])]);
         let mut first = Parts::default();
-        first.insert("hous".into(), br#""hous":[[6,11]]"#.to_vec());
+        first.insert(table.term_number("hous"), br#""hous":[[6,11]]"#.to_vec());
         let parts = [first, Parts::default()];
         let shape = shape(100, true);
         let (written, _, _) = write_batch(&table, &shape, &parts, &[0], &[0, 1, 1]);

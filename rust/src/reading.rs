@@ -24,35 +24,67 @@ impl Reading {
     /// letters, marks and digits: nothing to escape).
     pub(crate) fn parts<'a>(&self, names: &'a [Box<str>]) -> Vec<(&'a str, Vec<u8>)> {
         let mut order: Vec<u32> = Vec::new();
-        let mut members: FxHashMap<u32, Vec<u8>> = FxHashMap::default();
-        let mut digits = itoa::Buffer::new();
-        for &(id, position) in &self.terms {
-            let (start, end) = self.tokens[position as usize];
-            let member = members.entry(id).or_insert_with(|| {
-                order.push(id);
-                Vec::new()
-            });
-            member.push(if member.is_empty() { b'[' } else { b',' });
-            member.push(b'[');
-            member.extend_from_slice(digits.format(start).as_bytes());
-            member.push(b',');
-            member.extend_from_slice(digits.format(end).as_bytes());
-            member.push(b']');
-        }
+        let members = self.members(|id| {
+            order.push(id);
+            Some(id)
+        });
+        let mut members: FxHashMap<u32, Vec<u8>> = members.into_iter().collect();
         order
             .into_iter()
             .map(|id| {
                 let name: &str = &names[id as usize];
-                let occurrences = members.remove(&id).unwrap_or_default();
-                let mut json = Vec::with_capacity(name.len() + occurrences.len() + 5);
-                json.push(b'"');
-                json.extend_from_slice(name.as_bytes());
-                json.extend_from_slice(b"\":");
-                json.extend_from_slice(&occurrences);
-                json.push(b']');
+                let json = member(name, &members.remove(&id).unwrap_or_default());
                 (name, json)
             })
             .collect()
+    }
+
+    /// The JSON members of the terms `number_of` numbers, by number: only what a match may
+    /// name (`number_of` is asked once a term).
+    pub(crate) fn numbered_parts(
+        &self,
+        names: &[Box<str>],
+        mut number_of: impl FnMut(u32) -> Option<u32>,
+    ) -> FxHashMap<u32, Vec<u8>> {
+        let mut numbered: Vec<(u32, u32)> = Vec::new(); // (term id, number)
+        let members = self.members(|id| {
+            let number = number_of(id)?;
+            numbered.push((id, number));
+            Some(number)
+        });
+        let mut members: FxHashMap<u32, Vec<u8>> = members.into_iter().collect();
+        numbered
+            .into_iter()
+            .map(|(id, number)| {
+                let occurrences = members.remove(&number).unwrap_or_default();
+                (number, member(&names[id as usize], &occurrences))
+            })
+            .collect()
+    }
+
+    /// Each term's occurrences as `[[start,end],…` (without the closing bracket), keyed by
+    /// what `key` makes of the term's id when first met (None: left out).
+    fn members(&self, mut key: impl FnMut(u32) -> Option<u32>) -> Vec<(u32, Vec<u8>)> {
+        let mut keys: FxHashMap<u32, Option<usize>> = FxHashMap::default();
+        let mut members: Vec<(u32, Vec<u8>)> = Vec::new();
+        let mut digits = itoa::Buffer::new();
+        for &(id, position) in &self.terms {
+            let at = *keys.entry(id).or_insert_with(|| {
+                let k = key(id)?;
+                members.push((k, Vec::new()));
+                Some(members.len() - 1)
+            });
+            let Some(at) = at else { continue };
+            let (start, end) = self.tokens[position as usize];
+            let occurrences = &mut members[at].1;
+            occurrences.push(if occurrences.is_empty() { b'[' } else { b',' });
+            occurrences.push(b'[');
+            occurrences.extend_from_slice(digits.format(start).as_bytes());
+            occurrences.push(b',');
+            occurrences.extend_from_slice(digits.format(end).as_bytes());
+            occurrences.push(b']');
+        }
+        members
     }
 
     /// Where each term occurs, the terms keyed by `number_of` (a term it has no number for is
@@ -68,6 +100,17 @@ impl Reading {
         }
         positions
     }
+}
+
+/// A term's JSON member of a `matched`'s `terms`: `"name":` and its `occurrences` closed.
+fn member(name: &str, occurrences: &[u8]) -> Vec<u8> {
+    let mut json = Vec::with_capacity(name.len() + occurrences.len() + 5);
+    json.push(b'"');
+    json.extend_from_slice(name.as_bytes());
+    json.extend_from_slice(b"\":");
+    json.extend_from_slice(occurrences);
+    json.push(b']');
+    json
 }
 
 /// The readings of a batch of texts (None for a text holding a code point the tables cannot
@@ -192,6 +235,10 @@ mod tests {
         let positions = reading.positions(|id| (id == 1).then_some(7));
         assert_eq!(positions.get(&7), Some(&vec![0, 2]));
         assert_eq!(positions.len(), 1);
+        // Only the terms a match may name, by their numbers.
+        let numbered = reading.numbered_parts(&names, |id| (id == 0).then_some(3));
+        assert_eq!(numbered.len(), 1);
+        assert_eq!(numbered[&3], br#""cat":[[6,9]]"#.to_vec());
     }
 
     #[test]

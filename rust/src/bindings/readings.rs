@@ -75,9 +75,14 @@ impl Readers<'_, '_> {
             let texts: Vec<&str> = compiled.iter().map(|&k| &*self.texts[k as usize]).collect();
             let mut analyser = analyser.borrow_mut();
             let readings = analyser.readings(py, &texts, true)?;
+            let mut numbers = Numbers {
+                names: analyser.names(),
+                table,
+                known: FxHashMap::default(),
+            };
             for (k, reading) in compiled.into_iter().zip(readings) {
                 if let Some(reading) = &reading {
-                    known.keep(k as usize, reading, needs, analyser.names(), table);
+                    known.keep(k as usize, reading, needs, &mut numbers);
                 } else {
                     referred.push(k);
                 }
@@ -118,11 +123,14 @@ impl Readers<'_, '_> {
                 return Err(CoreError::NotUtf8("a message's pieces must be UTF-8").into());
             }
             let at = k as usize;
+            let numbers = &table.term_numbers;
             if needs.parts[at] {
-                known.parts[at] = Some(parts.iter().map(|(t, j)| (t.clone(), j.clone())).collect());
+                let numbered = parts
+                    .iter()
+                    .filter_map(|(term, json)| Some((*numbers.get(term.as_str())?, json.clone())));
+                known.parts[at] = Some(numbered.collect());
             }
             if needs.placed[at] {
-                let numbers = &table.term_numbers;
                 let numbered = placed
                     .iter()
                     .filter_map(|(term, at)| Some((*numbers.get(term.as_str())?, at.clone())));
@@ -134,24 +142,33 @@ impl Readers<'_, '_> {
     }
 }
 
+/// The number in `Table::terms` of each of the analyser's terms a batch meets, looked up once.
+struct Numbers<'a> {
+    names: &'a [Box<str>],
+    table: &'a Table,
+    known: FxHashMap<u32, Option<u32>>,
+}
+
+impl Numbers<'_> {
+    fn of(&mut self, id: u32) -> Option<u32> {
+        let (names, numbers) = (self.names, &self.table.term_numbers);
+        *self
+            .known
+            .entry(id)
+            .or_insert_with(|| numbers.get(&names[id as usize]).copied())
+    }
+}
+
 impl Known {
-    /// Keep what the writer needs of publication `k` from its compiled `reading`.
-    fn keep(
-        &mut self,
-        k: usize,
-        reading: &Reading,
-        needs: &Needs,
-        names: &[Box<str>],
-        table: &Table,
-    ) {
+    /// Keep what the writer needs of publication `k` from its compiled `reading`: the parts of
+    /// the terms a subscription here names, and its terms' positions.
+    fn keep(&mut self, k: usize, reading: &Reading, needs: &Needs, numbers: &mut Numbers<'_>) {
         if needs.parts[k] {
-            let parts = reading.parts(names).into_iter();
-            self.parts[k] = Some(parts.map(|(term, json)| (term.to_owned(), json)).collect());
+            let names = numbers.names;
+            self.parts[k] = Some(reading.numbered_parts(names, |id| numbers.of(id)));
         }
         if needs.placed[k] {
-            let numbers = &table.term_numbers;
-            self.placed[k] =
-                Some(reading.positions(|id| numbers.get(&names[id as usize]).copied()));
+            self.placed[k] = Some(reading.positions(|id| numbers.of(id)));
             self.tokens[k] = Some(reading.tokens.clone());
         }
     }
