@@ -276,9 +276,10 @@ pub fn stop_word_set() -> FxHashMap<&'static str, ()> {
 
 use pyo3::prelude::*;
 use pyo3::pybacked::PyBackedStr;
-use pyo3::types::{PyBytes, PyDict, PyFrozenSet, PyList, PyString, PyTuple};
+use pyo3::types::{PyFrozenSet, PyList, PyString, PyTuple};
 use rustc_hash::FxHashSet;
 
+use crate::bindings::readings::TextReading;
 use crate::reading::{text_readings, Reading};
 
 /// Most distinct words an analyser remembers; past it, it starts afresh (as the Python one).
@@ -385,17 +386,13 @@ impl Analyser {
         Ok((self.tuples(py, &objects, reads)?, tokens))
     }
 
-    /// Each text read once (``wordcast.query.explain.compiled_readings``): the JSON member a
-    /// match's ``matched`` names each term by (``{term: b'"term":[[start,end],…]'}``, terms in
-    /// the order they first occur, offsets in code points), where each term occurs
-    /// (``{term: [position, …]}``, as ``term_positions``), and each token's [start, end) by
-    /// position (``AnalysedText.token_spans``); None for a text the tables cannot vouch for,
-    /// which the reference reads. With no Python object per occurrence.
+    /// Each text read once (``wordcast.query.explain.compiled_readings``), as a
+    /// [`TextReading`]; None for a text the tables cannot vouch for, which the reference reads.
     fn readings_many<'py>(
         &mut self,
         py: Python<'py>,
         texts: &Bound<'py, PyAny>,
-    ) -> PyResult<Vec<Option<Bound<'py, PyTuple>>>> {
+    ) -> PyResult<Vec<Option<Bound<'py, TextReading>>>> {
         // A str holding lone surrogates has no UTF-8 form: the reference reads it.
         let mut backed: Vec<Option<PyBackedStr>> = Vec::new();
         for text in texts.try_iter()? {
@@ -410,7 +407,8 @@ impl Analyser {
             } else {
                 None
             };
-            out.push(reading.map(|r| self.reading_py(py, &r)).transpose()?);
+            let reading = reading.map(|r| TextReading::new(&r, &self.names));
+            out.push(reading.map(|r| Bound::new(py, r)).transpose()?);
         }
         Ok(out)
     }
@@ -464,34 +462,6 @@ impl Analyser {
     /// The text of each term, by id (as a reading names them).
     pub(crate) fn names(&self) -> &[Box<str>] {
         &self.names
-    }
-
-    /// A reading as Python takes it: (parts, positions, token spans), as ``readings_many``.
-    pub(crate) fn reading_py<'py>(
-        &self,
-        py: Python<'py>,
-        reading: &Reading,
-    ) -> PyResult<Bound<'py, PyTuple>> {
-        let parts = PyDict::new(py);
-        for (term, json) in reading.parts(&self.names) {
-            parts.set_item(term, PyBytes::new(py, &json))?;
-        }
-        let positions = PyDict::new(py);
-        for &(id, position) in &reading.terms {
-            let term = &*self.names[id as usize];
-            match positions.get_item(term)? {
-                Some(found) => found.cast_into::<PyList>()?.append(position)?,
-                None => positions.set_item(term, PyList::new(py, [position])?)?,
-            }
-        }
-        PyTuple::new(
-            py,
-            [
-                parts.into_any(),
-                positions.into_any(),
-                PyList::new(py, &reading.tokens)?.into_any(),
-            ],
-        )
     }
 
     /// Each text's terms as a tuple, read (or the reference's).

@@ -49,6 +49,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<bindings::messages::MessageShape>()?;
     m.add_class::<bindings::messages::ChosenMatches>()?;
     m.add_class::<bindings::readings::Readings>()?;
+    m.add_class::<bindings::readings::TextReading>()?;
     m.add_class::<bindings::lasp::PlanningView>()?;
     m.add_class::<bindings::detection::LanguageDetector>()?;
     error::register(m)?;

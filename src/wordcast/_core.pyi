@@ -22,6 +22,7 @@ __all__ = [
     "QueryNote",
     "Readings",
     "SubscriptionError",
+    "TextReading",
 ]
 
 class CoreError(ValueError):
@@ -65,13 +66,9 @@ class Analyser:
     def texts_read(self) -> int:
         """How many texts it has read for their offsets and positions (``readings_many``, and
         ``Deliveries.write``'s readings)."""
-    def readings_many(
-        self, texts: Sequence[str]
-    ) -> list[tuple[dict[str, bytes], dict[str, list[int]], list[tuple[int, int]]] | None]:
-        """Each text read once: each term's JSON member of a ``matched``
-        (``b'"term":[[start,end],…]'``, in code points), where each term occurs (its positions),
-        and each token's [start, end) by position; None for a text holding a code point the
-        tables cannot vouch for."""
+    def readings_many(self, texts: Iterable[str]) -> list[TextReading | None]:
+        """Each text read once; None for a text holding a code point the tables cannot vouch
+        for."""
     def __len__(self) -> int: ...
 
 @final
@@ -158,13 +155,25 @@ class Deliveries:
 _Reading = tuple[dict[str, bytes], dict[str, list[int]], list[tuple[int, int]]]
 
 @final
+class TextReading:
+    """One text's compiled reading, each part made when first asked."""
+
+    def parts(self) -> dict[str, bytes]:
+        """Each term's JSON member of a ``matched``'s ``terms`` (``b'"term":[[start,end],…]'``,
+        in code points), terms in the order they first occur."""
+    def positions(self) -> dict[str, list[int]]:
+        """Where each term occurs (positions count every normalised token)."""
+    def spans(self) -> list[tuple[int, int]]:
+        """Each token's [start, end) in code points, by position."""
+
+@final
 class Readings:
     """The compiled readings of a batch being written (``Deliveries.write``'s ``decide``)."""
 
     def __len__(self) -> int: ...
-    def reading(self, position: int) -> _Reading | None:
+    def reading(self, position: int) -> TextReading | None:
         """Publication ``position``'s compiled reading (read now if the writer did not need
-        it), as ``Analyser.readings_many``; None for a text the reference reads."""
+        it); None for a text the reference reads."""
 
 _SpanIn = tuple[
     list[tuple[str, int]], int, str

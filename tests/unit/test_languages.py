@@ -194,6 +194,8 @@ def test_a_text_in_another_language_is_read_once_for_both_its_analyses(
     monkeypatch.setattr(Analyser, "terms", counted)
     terms, found = analyse_in_languages(texts, codes, detect=False, analyser=analyser)
     assert found == codes
+    if compiled:  # the analyser given read them (a fresh one, which remembers no word, is falsy)
+        assert len(analyser) > 0
     assert [set(read) for read in terms] == expected
     assert all(len(read) == len(set(read)) for read in terms)
     # No text read again for its own language, but the one the reference reads anyway.

@@ -8,7 +8,7 @@
 
 use pyo3::prelude::*;
 use pyo3::pybacked::PyBackedStr;
-use pyo3::types::PyTuple;
+use pyo3::types::{PyBytes, PyDict};
 use rustc_hash::{FxHashMap, FxHashSet};
 
 use crate::analysis::{Analyser, Positions};
@@ -206,15 +206,15 @@ impl Readings {
 
 #[pymethods]
 impl Readings {
-    /// The compiled reading of publication ``position`` (``Analyser.readings_many``'s
-    /// (parts, positions, token spans)), read now if the writer did not read it; None for a text
+    /// The compiled reading of publication ``position`` (a [`TextReading`]), read now if the
+    /// writer did not read it; None for a text
     /// the reference reads (in a language with a stemmer of its own, holding a code point the
     /// tables cannot vouch for, or every text without the compiled analyser).
     fn reading<'py>(
         &mut self,
         py: Python<'py>,
         position: usize,
-    ) -> PyResult<Option<Bound<'py, PyTuple>>> {
+    ) -> PyResult<Option<Bound<'py, TextReading>>> {
         if position >= self.texts.len() {
             return Err(
                 CoreError::Invalid(format!("no publication {position} in the batch")).into(),
@@ -233,12 +233,83 @@ impl Readings {
             self.readings[position] = Some(read.into_iter().next().flatten());
         }
         match &self.readings[position] {
-            Some(Some(reading)) => Ok(Some(analyser.reading_py(py, reading)?)),
+            Some(Some(reading)) => Ok(Some(Bound::new(
+                py,
+                TextReading::new(reading, analyser.names()),
+            )?)),
             _ => Ok(None),
         }
     }
 
     fn __len__(&self) -> usize {
         self.texts.len()
+    }
+}
+
+/// One text's compiled reading for Python (``Analyser.readings_many``, ``Readings.reading``):
+/// its terms' JSON members of a ``matched``, where they occur and its tokens' places, each made
+/// when first asked (a long text's positions and places are many Python objects, which most
+/// matches never need).
+#[pyclass(module = "wordcast._core", frozen)]
+pub struct TextReading {
+    reading: Reading, // its term ids are places in `names`
+    names: Vec<Box<str>>,
+}
+
+impl TextReading {
+    /// A reading whose term ids are the analyser's, with the analyser's `names` of them.
+    pub(crate) fn new(reading: &Reading, names: &[Box<str>]) -> Self {
+        let mut local: FxHashMap<u32, u32> = FxHashMap::default();
+        let mut own: Vec<Box<str>> = Vec::new();
+        let terms = reading
+            .terms
+            .iter()
+            .map(|&(id, position)| {
+                let place = *local.entry(id).or_insert_with(|| {
+                    own.push(names[id as usize].clone());
+                    own.len() as u32 - 1
+                });
+                (place, position)
+            })
+            .collect();
+        let reading = Reading {
+            tokens: reading.tokens.clone(),
+            terms,
+        };
+        TextReading {
+            reading,
+            names: own,
+        }
+    }
+}
+
+#[pymethods]
+impl TextReading {
+    /// Each term's JSON member of a ``matched``'s ``terms``, ``{term: b'"term":[[start,end],…]'}``
+    /// (in code points, terms in the order they first occur).
+    fn parts<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let parts = PyDict::new(py);
+        for (term, json) in self.reading.parts(&self.names) {
+            parts.set_item(term, PyBytes::new(py, &json))?;
+        }
+        Ok(parts)
+    }
+
+    /// Where each term occurs, ``{term: [position, …]}`` (``term_positions``).
+    fn positions<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let mut by_term: Vec<Vec<u32>> = vec![Vec::new(); self.names.len()];
+        for &(place, position) in &self.reading.terms {
+            by_term[place as usize].push(position);
+        }
+        let positions = PyDict::new(py);
+        for (name, found) in self.names.iter().zip(by_term) {
+            positions.set_item(&**name, found)?;
+        }
+        Ok(positions)
+    }
+
+    /// Each token's [start, end) in code points, by position (``AnalysedText.token_spans``).
+    fn spans(&self) -> Vec<(u32, u32)> {
+        self.reading.tokens.clone()
     }
 }

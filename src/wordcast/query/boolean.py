@@ -132,7 +132,7 @@ def parse_tree(text: str, analyser: TermAnalyser | None = None) -> Node:
     """The query's tree, its words analysed in the language its ``lang:`` filters name, else
     in English (by ``analyser``: the reference analyser, or the compiled one, which equals it);
     raises InvalidQuery (or EmptyQuery) naming the problem."""
-    tree = _parse_tree(text, analyser or default_analyser())
+    tree = _parse_tree(text, default_analyser() if analyser is None else analyser)
     languages = sorted(_languages(tree, False))
     if len(languages) > 1:
         raise InvalidQuery(

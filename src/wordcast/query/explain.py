@@ -21,7 +21,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from wordcast.query.analysis import (
     compiled_analyser,
@@ -32,6 +32,9 @@ from wordcast.query.analysis import (
 from wordcast.query.boolean import Clause
 from wordcast.query.languages import ENGLISH, SNOWBALL, analyser_for
 from wordcast.query.patterns import normalise, parse
+
+if TYPE_CHECKING:
+    from wordcast._core import TextReading
 
 
 class AnalysedText:
@@ -105,20 +108,17 @@ def offsets_analyser() -> Any:
     return _compiled
 
 
-CompiledReading = tuple[dict[str, bytes], dict[str, list[int]], list[tuple[int, int]]]
-"""A text as the compiled analyser reads it once: each term's JSON member of a ``matched``'s
-``terms`` (``b'"term":[[start,end],…]'``, :attr:`AnalysedText.term_offsets`), where each term
-occurs (:attr:`AnalysedText.positions`), and each token's place (:attr:`AnalysedText.token_spans`)."""
-
-
-def compiled_readings(texts: Sequence[str]) -> list[CompiledReading | None]:
-    """Each English text read once by the compiled analyser (``wordcast._core``), many at once;
-    None for a text it leaves to :class:`AnalysedText` (one holding a code point its tables do
-    not know), and for every text when ``WORDCAST_ANALYSER=python`` asks for the reference."""
+def compiled_readings(texts: Sequence[str]) -> list[TextReading | None]:
+    """Each English text read once by the compiled analyser (``wordcast._core.TextReading``:
+    its terms' JSON members of a ``matched``, as :attr:`AnalysedText.term_offsets`, their
+    positions, as :attr:`AnalysedText.positions`, and its tokens' places, as
+    :attr:`AnalysedText.token_spans`, each made when asked), many at once; None for a text it
+    leaves to :class:`AnalysedText` (one holding a code point its tables do not know), and for
+    every text when ``WORDCAST_ANALYSER=python`` asks for the reference."""
     analyser = offsets_analyser()
     if analyser is None:
         return [None] * len(texts)
-    found: list[CompiledReading | None] = analyser.readings_many(texts)
+    found: list[TextReading | None] = analyser.readings_many(texts)
     return found
 
 

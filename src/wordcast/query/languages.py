@@ -139,7 +139,8 @@ def analyse_in_languages(
         detected = Detector.detect_many([texts[k] for k in unknown])
         for k, found in zip(unknown, detected, strict=True):
             codes[k] = found
-    analyser = analyser or default_analyser()
+    if analyser is None:  # not `or`: an analyser that has remembered no word yet is falsy
+        analyser = default_analyser()
     own = [code is not None and code != ENGLISH and code in SNOWBALL for code in codes]
     if not any(own):
         return analyser.term_tuples(texts), codes

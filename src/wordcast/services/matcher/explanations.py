@@ -17,7 +17,6 @@ from wordcast import _core
 from wordcast.query.alternatives import HeldAlternatives
 from wordcast.query.explain import (
     AnalysedText,
-    CompiledReading,
     compiled_readings,
     explain_clause,
     explain_pattern,
@@ -29,40 +28,51 @@ from wordcast.storage.records import Subscription
 
 
 class Reading:
-    """One publication as it was read: its terms' JSON members of a ``matched`` (None until
-    asked, for a text the reference read), and the text analysed (its positions and offsets,
-    made from the compiled reading when first asked)."""
+    """One publication as it was read: by the compiled analyser (``compiled``, whose parts,
+    positions and places are made when first asked), or by the reference (``analysed``)."""
 
-    __slots__ = ("_analysed", "_compiled", "_parts", "text")
+    __slots__ = ("_analysed", "_compiled", "_parts", "_positions", "text")
 
     def __init__(
-        self, text: str, compiled: CompiledReading | None, analysed: AnalysedText | None = None
+        self, text: str, compiled: _core.TextReading | None, analysed: AnalysedText | None = None
     ) -> None:
         self.text = text
         self._compiled = compiled
-        self._parts = compiled[0] if compiled is not None else None
         self._analysed = analysed
+        self._parts: dict[str, bytes] | None = None
+        self._positions: dict[str, list[int]] | None = None
 
     @property
     def parts(self) -> dict[str, bytes]:
+        """Each term's JSON member of a ``matched``'s ``terms``."""
         if self._parts is None:
-            offsets = self.analysed.term_offsets
-            self._parts = {term: _part(term, found) for term, found in offsets.items()}
+            if self._compiled is not None:
+                self._parts = self._compiled.parts()
+            else:
+                offsets = self.analysed.term_offsets
+                self._parts = {term: _part(term, found) for term, found in offsets.items()}
         return self._parts
 
     @property
     def analysed(self) -> AnalysedText:
         if self._analysed is None:
             assert self._compiled is not None  # a reference reading is made analysed
-            _, positions, spans = self._compiled
-            self._analysed = AnalysedText.of(self.text, positions, spans)
+            self._analysed = AnalysedText.of(self.text, self.positions, self._compiled.spans())
         return self._analysed
 
     @property
-    def positions(self) -> Mapping[str, Sequence[int]]:
-        if self._compiled is not None:
-            return self._compiled[1]
-        return self.analysed.positions
+    def positions(self) -> dict[str, list[int]]:
+        if self._positions is None:
+            if self._compiled is not None:
+                self._positions = self._compiled.positions()
+            else:
+                self._positions = self.analysed.positions
+        return self._positions
+
+
+Referred = tuple[dict[str, bytes], dict[str, list[int]], list[tuple[int, int]]]
+"""A text as the reference reads it for the writer: its terms' JSON members of a ``matched``,
+where they occur, and its tokens' places."""
 
 
 class Readings:
@@ -89,9 +99,9 @@ class Readings:
         language = batch.language
         return [k for k in range(len(batch)) if not read_as_english(language(k))]
 
-    def reference(self, positions: Iterable[int]) -> dict[int, CompiledReading]:
+    def reference(self, positions: Iterable[int]) -> dict[int, Referred]:
         """The writer's reference: the publications at ``positions`` read by the reference."""
-        found: dict[int, CompiledReading] = {}
+        found: dict[int, Referred] = {}
         for k in positions:
             read = self._read.get(k)
             if read is None:
