@@ -7,10 +7,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Query
 
-from wordcast.services.router.deps import Admin, AdminRoute, ReadyState
-from wordcast.services.schemas import (
-    ERRORS,
-    STREAM_PATTERN,
+from wordcast.services.admin_schemas import (
     TENANT_PATTERN,
     ApiKeyOut,
     GrantIn,
@@ -24,6 +21,8 @@ from wordcast.services.schemas import (
     TenantOut,
     TenantsOut,
 )
+from wordcast.services.router.deps import Admin, AdminRoute, ReadyState
+from wordcast.services.schemas import ERRORS, STREAM_PATTERN
 from wordcast.storage.tenants import API_KEY_ID_CHARS
 
 
