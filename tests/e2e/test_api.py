@@ -284,3 +284,56 @@ def test_openapi_docs_are_served(api: httpx.Client) -> None:
     assert {"/subscriptions", "/publications", "/subscriptions/{sub_id}"} <= set(schema["paths"])
     assert api.get("/docs").status_code == 200
     assert "wordcast_router_publications" in api.get("/metrics").text
+
+
+# Issue 53's table: each is stored as read, with a warning naming the piece (or refused, strict).
+MISREAD = [
+    ("obama or biden", "`or` is a word"),
+    ("white hous*", "`hous*`: wildcards are not read"),
+    ("pythn~1", "`pythn~1`: fuzzy matching is not supported"),
+    ("score:>3 shoes", "`score:>3` is read as the attribute `score`"),
+    ("#python @guido", "`#python` is read as the word `python`"),
+    ("python has:links", "`has:links` is read as: the publication has an attribute"),
+]
+
+
+@pytest.mark.parametrize(("query", "says"), MISREAD)
+def test_a_query_read_otherwise_is_stored_with_a_warning_or_refused_when_strict(
+    api: httpx.Client, cluster: RunningCluster, redis_url: str, query: str, says: str
+) -> None:
+    body = {"query": query, "callback_url": HOOK}
+    preview = api.post("/subscriptions", params={"dry_run": "true"}, json=body)
+    assert preview.status_code == 200, preview.text
+    assert any(says in warning for warning in preview.json()["warnings"])
+    refused = _refused_changing_nothing(
+        api, cluster, redis_url, "/subscriptions?strict=true", body, says
+    )
+    assert "(strict)" in refused.text
+    batch = {"subscriptions": [{"query": "white house", "callback_url": HOOK}, body]}
+    refused = _refused_changing_nothing(
+        api, cluster, redis_url, "/subscriptions/batch?strict=true", batch, says
+    )
+    assert "subscription 1:" in refused.text
+    created = api.post("/subscriptions", json=body)
+    assert created.status_code == 201, created.text
+    warnings = created.json()["warnings"]
+    assert any(says in warning for warning in warnings)
+    fetched = api.get(f"/subscriptions/{created.json()['id']}")
+    assert fetched.json()["warnings"] == warnings  # the stored query says so too
+    assert api.delete(f"/subscriptions/{created.json()['id']}").status_code == 204
+
+
+def test_a_query_read_as_meant_has_no_warning_even_when_strict(api: httpx.Client) -> None:
+    items = [
+        {"query": "(obama OR biden) senate -house", "callback_url": HOOK},
+        {"query": '"white house" NEAR/3(vote senate)', "callback_url": HOOK},
+        {"pattern": "hous*", "callback_url": HOOK},
+    ]
+    created = api.post(
+        "/subscriptions/batch", params={"strict": "true"}, json={"subscriptions": items}
+    )
+    assert created.status_code == 201, created.text
+    subs = created.json()["subscriptions"]
+    assert [s["warnings"] for s in subs] == [[], [], []]
+    for sub in subs:
+        assert api.delete(f"/subscriptions/{sub['id']}").status_code == 204

@@ -16,6 +16,7 @@ import orjson
 import pytest
 
 from tests.helpers import AUTH, Receiver, RunningCluster, eventually, wordcast_cli
+from wordcast.cli.imports import done_path
 from wordcast.errors import Conflict
 from wordcast.services.router.batches import BatchItem
 from wordcast.services.router.settings import RouterSettings
@@ -264,3 +265,35 @@ def test_a_keyed_pattern_stored_meanwhile_is_a_conflict_and_the_batch_is_withdra
         await client.aclose()
 
     asyncio.run(scenario())
+
+
+def test_the_command_line_warns_of_a_query_read_otherwise_and_refuses_it_when_strict(
+    cluster: RunningCluster, receiver: Receiver, tmp_path: Path
+) -> None:
+    _clear(cluster.router_url)
+    router = cluster.router_url
+    strict = wordcast_cli("subscribe", "--strict", "obama", "or", "biden", router=router)
+    assert strict.returncode == 2
+    assert "`or` is a word" in strict.stderr
+    assert _listed(router) == []
+    ran = wordcast_cli("subscribe", "obama", "or", "biden", router=router)
+    assert ran.returncode == 0, ran.stderr
+    assert "warning: `or` is a word" in ran.stderr
+    assert '"warnings"' in ran.stdout  # the answer, on stdout as ever
+    subs = tmp_path / "subs.jsonl"
+    subs.write_text('{"query": "white house"}\n{"query": "white hous*"}\n')
+    imported = wordcast_cli(
+        "subscribe", "--file", str(subs), "--callback", receiver.hook, router=router
+    )
+    assert imported.returncode == 0, imported.stderr
+    assert "warning: subs.jsonl line 2: `hous*`: wildcards are not read" in imported.stderr
+    assert "line 1:" not in imported.stderr
+    assert len(_listed(router)) == 3
+    _clear(router)
+    done_path(subs).unlink()  # sent again from the start
+    refused = wordcast_cli(
+        "subscribe", "--strict", "--file", str(subs), "--callback", receiver.hook, router=router
+    )
+    assert refused.returncode == 2
+    assert "line 2 (subscription 1 of the batch): query 'white hous*'" in refused.stderr
+    assert _listed(router) == []

@@ -151,6 +151,7 @@ def test_a_tenant_logs_in_creates_a_subscription_sees_a_match_arrive_and_deletes
     assert "stream" in row.text
     assert "zoo" in row.text
     assert f"Created {sub_id}" == _by_id(browser, "notice").text  # stream only: no secret
+    assert not _by_id(browser, "create-warnings").is_displayed()  # read as it is meant
     stored = httpx.get(f"{router}/subscriptions/{sub_id}", headers=AUTH, timeout=10).json()
     assert (stored["delivery"], stored["tag"]) == (["stream"], "zoo")
     searches = [("PLATYPUS", True), ("no such words", False), ("tag:zoo", True), ("tag:zo", False)]
@@ -230,6 +231,18 @@ def test_a_tenant_logs_in_creates_a_subscription_sees_a_match_arrive_and_deletes
     )
     gone = httpx.get(f"{router}/subscriptions/{sub_id}", headers=AUTH, timeout=10)
     assert gone.status_code == 404
+    # A query read otherwise than X's rules or Lucene would: stored, and said so beside the form.
+    _by_id(browser, "new-text").send_keys("platypus or echidna")
+    _by_id(browser, "create-button").click()
+    warned = _wait(
+        browser,
+        lambda d: d.find_elements(By.CSS_SELECTOR, "#create-warnings li"),
+        "the warnings beside the form",
+    )
+    assert "`or` is a word" in warned[0].text
+    assert "read otherwise" in _by_id(browser, "notice").text
+    made = _by_id(browser, "notice").text.split()[1].rstrip(":")
+    assert httpx.delete(f"{router}/subscriptions/{made}", headers=AUTH, timeout=10).is_success
     assert _problems(browser) == []
     assert _other_origins(browser, router) == []
 

@@ -35,6 +35,7 @@ async def _subscribe_one(client: RouterClient, args: argparse.Namespace) -> dict
         stream=args.stream,
         backfill_minutes=args.backfill,
         tag=args.tag,
+        strict=args.strict,
     )
 
 
@@ -46,7 +47,9 @@ def cmd_subscribe(args: argparse.Namespace) -> int:
             if args.file:
                 from wordcast.cli.imports import import_file
 
-                done = await import_file(client, Path(args.file), args.callback, args.stream)
+                done = await import_file(
+                    client, Path(args.file), args.callback, args.stream, strict=args.strict
+                )
                 print(
                     f"{counted(done.sent, 'subscription')} sent from {args.file}"
                     + (f", {done.skipped:,} imported before" if done.skipped else "")
@@ -84,6 +87,9 @@ def cmd_subscribe(args: argparse.Namespace) -> int:
     if args.file:
         return 0
     if len(results) == 1:
+        warnings = results[0].get("warnings")
+        for warning in warnings if isinstance(warnings, list) else []:
+            print(f"warning: {warning}", file=sys.stderr)
         print(json.dumps(results[0], indent=2))
     else:
         print(f"{counted(len(results), 'subscription')} registered")
@@ -332,6 +338,12 @@ def register(sub: Any) -> None:
     )
     subscribe.add_argument(
         "--patterns", action="store_true", help="with --from-corpus: patterns cut from posts"
+    )
+    subscribe.add_argument(
+        "--strict",
+        action="store_true",
+        help="refuse a query that X's rules or Lucene's syntax read otherwise (say `or` for "
+        "OR, `hous*`, `pythn~1`), instead of storing it as read with a warning on stderr",
     )
     subscribe.add_argument(
         "--seed", type=int, default=0, help="with --from-corpus: which posts are drawn"

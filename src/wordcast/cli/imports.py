@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import os
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -105,8 +106,11 @@ async def import_file(
     batch: int = 500,
     in_flight: int = 4,
     progress: bool = True,
+    strict: bool = False,
 ) -> Imported:
-    """Register every subscription of a JSON Lines file, resuming after the lines done before."""
+    """Register every subscription of a JSON Lines file, resuming after the lines done before;
+    each query read otherwise than X's rules or Lucene's syntax would is named by its line on
+    stderr (``strict``: refused, and the import stops there)."""
     skip = _lines_done(path)
     items = [(n, item) for n, item in read_items(path, callback, stream)]  # every line checked
     todo = [(n, item) for n, item in items if n > skip]
@@ -122,7 +126,11 @@ async def import_file(
         nonlocal first_unanswered
         lines = batches[index]
         async with slots:
-            await _send(client, path, lines)
+            created = await _send(client, path, lines, strict)
+        for (number, _), sub in zip(lines, created, strict=True):
+            for warning in sub.get("warnings") or ():
+                note = f"warning: {path.name} line {number}: {warning}"
+                bar.note(note) if bar.enabled else print(note, file=sys.stderr)
         answered[index] = True
         bar.advance(len(lines))
         while first_unanswered < len(batches) and answered[first_unanswered]:
@@ -141,13 +149,14 @@ async def import_file(
     return Imported(len(items), len(items) - len(todo), len(todo))
 
 
-async def _send(client: RouterClient, path: Path, lines: list[tuple[int, dict[str, Any]]]) -> None:
+async def _send(
+    client: RouterClient, path: Path, lines: list[tuple[int, dict[str, Any]]], strict: bool
+) -> list[dict[str, Any]]:
     where = f"{path.name} lines {lines[0][0]}–{lines[-1][0]}"
     backoff = Backoff(first_s=0.5, most_s=8.0)
     for attempt in range(TRIES):
         try:
-            await client.subscribe_items([item for _, item in lines])
-            return
+            return await client.subscribe_items([item for _, item in lines], strict=strict)
         except ApiError as exc:
             if exc.status not in RETRIED or attempt == TRIES - 1:
                 raise ApiError(exc.status, f"{where}: {_by_line(str(exc), lines)}") from exc
@@ -156,6 +165,7 @@ async def _send(client: RouterClient, path: Path, lines: list[tuple[int, dict[st
             if attempt == TRIES - 1:
                 raise
             await backoff.wait()
+    raise AssertionError("the last try returns or raises")
 
 
 def _by_line(detail: str, lines: list[tuple[int, dict[str, Any]]]) -> str:

@@ -108,17 +108,21 @@ class RouterClient(AdminCalls, EndpointCalls):
         delivery: Sequence[str] | None = None,
         backfill_minutes: int | None = None,
         tag: str | None = None,
+        strict: bool = False,
     ) -> dict[str, Any]:
         """Register a keyword subscription, or a wildcard pattern with ``kind="pattern"``; to the
         publications of shared ``stream`` if given, else to the tenant's own. Its matches go to
         ``callback_url``, else to the tenant's match stream (:meth:`matches`); ``delivery``
         chooses (``["webhook", "stream"]`` for both). ``backfill_minutes`` asks for the matches
         of the publications of the last minutes too (when the cluster keeps them); ``tag`` is
-        echoed in each of its matches."""
+        echoed in each of its matches. ``warnings`` in the answer name the pieces of a query
+        read otherwise than X's rules or Lucene would; ``strict`` refuses it (ApiError, 422)."""
         body = _item(kind, query, callback_url, stream)
         given = {"tag": tag, "delivery": delivery, "backfill_minutes": backfill_minutes}
         body |= {name: value for name, value in given.items() if value is not None}
-        result: dict[str, Any] = await self._call("POST", "/subscriptions", json=body)
+        result: dict[str, Any] = await self._call(
+            "POST", "/subscriptions", json=body, **_strict(strict)
+        )
         return result
 
     def matches(
@@ -161,18 +165,6 @@ class RouterClient(AdminCalls, EndpointCalls):
         """A new signing secret; the old one stays valid for the router's grace period."""
         answer = await self._call("POST", f"/subscriptions/{sub_id}/secret")
         return str(answer["secret"])
-
-    async def dead_letters(self, page: int = 500) -> AsyncIterator[dict[str, Any]]:
-        """This key's tenant's dead letters (messages given up on), oldest first."""
-        after = None
-        while True:
-            params: dict[str, Any] = {"limit": page} | ({"after": after} if after else {})
-            answer = await self._call("GET", "/deadletters", params=params)
-            for letter in answer["dead_letters"]:
-                yield letter
-            after = answer["next_after"]
-            if not after:
-                return
 
     async def replay(self, dead_id: str) -> dict[str, Any]:
         """Deliver a dead letter again (same body, same webhook-id)."""
@@ -236,15 +228,18 @@ class RouterClient(AdminCalls, EndpointCalls):
         done = await asyncio.gather(*(one(c) for c in chunks(queries, batch)))
         return [created for chunk in done for created in chunk]
 
-    async def subscribe_items(self, items: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    async def subscribe_items(
+        self, items: Sequence[dict[str, Any]], *, strict: bool = False
+    ) -> list[dict[str, Any]]:
         """Register up to 1,000 subscriptions, given as the batch endpoint's items (``query``
         or ``pattern``, ``callback_url``, optional ``stream`` and idempotency ``key``), in one
-        request: all or none."""
+        request: all or none (``strict``: as :meth:`subscribe`)."""
         answer = await self._call(
             "POST",
             "/subscriptions/batch",
             content=orjson.dumps({"subscriptions": list(items)}),
             headers={"content-type": "application/json"},
+            **_strict(strict),
         )
         created: list[dict[str, Any]] = answer["subscriptions"]
         return created
@@ -317,6 +312,11 @@ class RouterClient(AdminCalls, EndpointCalls):
 
         await asyncio.gather(*(one(chunk) for chunk in chunks(publications, batch)))
         return len(publications)
+
+
+def _strict(strict: bool) -> dict[str, Any]:
+    """The request's parameters asking for a strict reading of its queries."""
+    return {"params": {"strict": "true"}} if strict else {}
 
 
 def _item(kind: str, text: str, callback_url: str | None, stream: str | None) -> dict[str, Any]:

@@ -1,7 +1,9 @@
-"""A tenant's webhook endpoints: where its matches are POSTed, each with one signing secret."""
+"""A tenant's webhook endpoints: where its matches are POSTed, each with one signing secret; and
+its dead letters, the messages given up on there."""
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from typing import Any
 
 
@@ -46,3 +48,15 @@ class EndpointCalls:
         """Delete it; with ``cascade`` the subscriptions delivering there too."""
         params = {"cascade": "true"} if cascade else {}
         await self._call("DELETE", f"/endpoints/{endpoint_id}", params=params)
+
+    async def dead_letters(self, page: int = 500) -> AsyncIterator[dict[str, Any]]:
+        """This key's tenant's dead letters (messages given up on), oldest first."""
+        after = None
+        while True:
+            params: dict[str, Any] = {"limit": page} | ({"after": after} if after else {})
+            answer = await self._call("GET", "/deadletters", params=params)
+            for letter in answer["dead_letters"]:
+                yield letter
+            after = answer["next_after"]
+            if not after:
+                return

@@ -262,6 +262,11 @@ class SubscriptionOut(BaseModel):
         description="The Standard Webhooks signing secret (whsec_…) of its endpoint; only in "
         "the creation answer.",
     )
+    warnings: list[str] = Field(
+        default=[],
+        description="Each piece of the query that X's rules or Lucene's syntax read otherwise, "
+        "with how wordcast reads it (`?strict=true` refuses such a query instead).",
+    )
 
 
 class CountersOut(BaseModel):
@@ -298,6 +303,11 @@ class SubscriptionPreview(BaseModel):
     callback_url: str | None = None
     delivery: list[Delivery]
     stream: str | None = None
+    warnings: list[str] = Field(
+        default=[],
+        description="Each piece of the query that X's rules or Lucene's syntax read otherwise, "
+        "with how wordcast reads it (`?strict=true` refuses such a query instead).",
+    )
 
 
 class BackfillOut(BaseModel):

@@ -370,16 +370,31 @@ async function createSubscription(event) {
   body.delivery = way === "both" ? ["webhook", "stream"] : [way];
   if (way !== "stream") body.callback_url = $("new-callback").value;
   if ($("new-tag").value) body.tag = $("new-tag").value;
+  showWarnings([]);
   try {
     const sub = await api("POST", "/subscriptions", body);
     addSubscriptionRow(sub, true);
     $("new-text").value = "";
     $("new-tag").value = "";
-    notice(`Created ${sub.id}`);
+    showWarnings(sub.warnings || []);
+    const read = sub.warnings && sub.warnings.length ? ": read otherwise than you may mean, see below" : "";
+    notice(`Created ${sub.id}${read}`);
     if (sub.secret) showSecret(`The signing secret of ${sub.id}'s endpoint`, sub.secret);
   } catch (error) {
     notice(error.message, true);
   }
+}
+
+// Beside the form: each piece of the query read otherwise than X's rules or Lucene would read it.
+function showWarnings(warnings) {
+  const list = $("create-warnings");
+  list.textContent = "";
+  for (const warning of warnings) {
+    const item = document.createElement("li");
+    item.textContent = warning;
+    list.append(item);
+  }
+  list.hidden = warnings.length === 0;
 }
 
 // -- webhook endpoints -----------------------------------------------------------------------

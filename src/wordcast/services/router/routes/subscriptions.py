@@ -8,6 +8,7 @@ from fastapi.responses import JSONResponse
 
 from wordcast.errors import InvalidInput, NotFound
 from wordcast.query.boolean import has_operators, parse_query
+from wordcast.query.misreadings import misreadings
 from wordcast.services.router.batches import BatchItem
 from wordcast.services.router.deps import ReadyState, Tenant, TenantRoute
 from wordcast.services.schemas import (
@@ -92,10 +93,34 @@ def _shown(sub: Subscription, endpoint: Endpoint | None) -> dict[str, Any]:
         shown["secret"] = endpoint.secret
     if sub.is_pattern:
         shown |= {"kind": "pattern", "pattern": sub.pattern, "anchor": sub.anchor, "terms": []}
+        shown["warnings"] = []
     else:
         shown |= {"kind": "keywords", "query": sub.query, "terms": list(sub.terms)}
         shown["alternatives"] = _alternatives(sub.query)
+        shown["warnings"] = misreadings(sub.query)
     return shown
+
+
+Strict = Annotated[
+    bool,
+    Query(
+        description="Refuse (422, storing nothing) a query that X's rules or Lucene's syntax "
+        "read otherwise, instead of storing it as read with `warnings`."
+    ),
+]
+
+
+def _refuse_misread(queries: list[str | None], batch: bool = False) -> None:
+    """With ``strict``: a 422 naming the first query read otherwise (by its index in a
+    ``batch``), and how."""
+    for n, query in enumerate(queries):
+        found = misreadings(query) if query is not None else []
+        if found:
+            where = f"subscription {n}: " if batch else ""
+            raise InvalidInput(
+                f"{where}query {query!r} is read otherwise than X's rules or Lucene's syntax "
+                f"would read it (strict): {'; '.join(found)}"
+            )
 
 
 def _delivery(sub: Subscription) -> list[Delivery]:
@@ -144,9 +169,13 @@ async def create_subscription(
             "matchers it would be placed on now, storing nothing."
         ),
     ] = False,
+    strict: Strict = False,
 ) -> SubscriptionOut | Response:
     """Register a subscription; 201 means it is durably stored and in effect (and its
-    backfill, if it asked for one, started)."""
+    backfill, if it asked for one, started). Its answer's ``warnings`` name each piece of the
+    query read otherwise than X's rules or Lucene's syntax would (``strict``: refused)."""
+    if strict:
+        _refuse_misread([body.query])
     minutes = body.backfill_minutes
     address = await _address(body, state, tenant)
     if minutes is not None:
@@ -193,10 +222,13 @@ async def _subscribe(
     responses={201: _links("/subscriptions/0/id")},
 )
 async def create_subscriptions(
-    body: SubscriptionsIn, state: ReadyState, tenant: Tenant
+    body: SubscriptionsIn, state: ReadyState, tenant: Tenant, strict: Strict = False
 ) -> Response:
     """Register up to 1,000 subscriptions at once; 201 means all are stored and in effect, and
-    a refusal (which names the first bad one by its index) means none was stored."""
+    a refusal (which names the first bad one by its index) means none was stored. Each one's
+    ``warnings`` name the pieces of its query read otherwise (``strict``: refused)."""
+    if strict:
+        _refuse_misread([item.query for item in body.subscriptions], batch=True)
     for n, item in enumerate(body.subscriptions):
         if item.backfill_minutes is not None:
             raise InvalidInput(
@@ -329,6 +361,7 @@ async def _preview(
             "query": text,
             "terms": list(read.clauses[0].words),
             "alternatives": _alternatives(text or ""),
+            "warnings": misreadings(text or ""),
         }
     return SubscriptionPreview(**shown)
 
