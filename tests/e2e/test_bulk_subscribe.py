@@ -289,6 +289,16 @@ def test_the_command_line_warns_of_a_query_read_otherwise_and_refuses_it_when_st
     assert "warning: subs.jsonl line 2: `hous*`: wildcards are not read" in imported.stderr
     assert "line 1:" not in imported.stderr
     assert len(_listed(router)) == 3
+    # The stored queries read otherwise, each with its warnings, and only those.
+    checked = wordcast_cli("subscriptions", "--check", router=router)
+    assert checked.returncode == 0, checked.stderr
+    assert "of 3 subscriptions, these are read otherwise" in checked.stderr
+    lines = checked.stdout.splitlines()
+    assert [line for line in lines if not line.startswith(" ")] == [
+        line for line in lines if "'obama or biden'" in line or "'white hous*'" in line
+    ]
+    assert len([line for line in lines if not line.startswith(" ")]) == 2
+    assert any("`or` is a word" in line for line in lines if line.startswith("    "))
     _clear(router)
     done_path(subs).unlink()  # sent again from the start
     refused = wordcast_cli(

@@ -163,7 +163,8 @@ def _by_ids(
 def cmd_subscriptions(args: argparse.Namespace) -> int:
     """List the tenant's subscriptions, one line (or JSON object) each, sorted by their query or
     pattern (then id); with --match, only those whose query or pattern holds the text, with
-    --tag only those of that tag."""
+    --tag only those of that tag, with --check only those whose query X's rules or Lucene's
+    syntax read otherwise, each warning under it."""
     wanted = (args.match or "").casefold()
 
     async def sorted_subscriptions(client: RouterClient) -> AsyncIterator[dict[str, Any]]:
@@ -171,19 +172,27 @@ def cmd_subscriptions(args: argparse.Namespace) -> int:
         shown = [
             sub
             for sub in found
-            if wanted in _written(sub).casefold() and args.tag in (None, sub.get("tag"))
+            if wanted in _written(sub).casefold()
+            and args.tag in (None, sub.get("tag"))
+            and (sub.get("warnings") or not args.check)
         ]
         shown.sort(key=lambda sub: (_written(sub).casefold(), str(sub["id"])))
         for sub in shown:
             yield sub
-        if wanted or args.tag is not None:
+        if wanted or args.tag is not None or args.check:
             asked = " and ".join(
                 ([f"hold {args.match!r}"] if wanted else [])
                 + ([f"are tagged {args.tag!r}"] if args.tag is not None else [])
+                + (["are read otherwise than X or Lucene would read them"] if args.check else [])
             )
             print(f"of {counted(len(found), 'subscription')}, these {asked}:", file=sys.stderr)
 
-    return _list(args, sorted_subscriptions, describe, "subscription")
+    return _list(args, sorted_subscriptions, _checked if args.check else describe, "subscription")
+
+
+def _checked(sub: dict[str, Any]) -> str:
+    """A subscription's line, and each of its warnings under it."""
+    return "\n".join([describe(sub), *(f"    {escaped(w)}" for w in sub.get("warnings") or ())])
 
 
 def _written(sub: dict[str, Any]) -> str:
@@ -378,6 +387,12 @@ def register(sub: Any) -> None:
         "--match", metavar="TEXT", help="only those whose query or pattern holds TEXT (any case)"
     )
     subscriptions.add_argument("--tag", help="only those tagged TAG")
+    subscriptions.add_argument(
+        "--check",
+        action="store_true",
+        help="only those whose query X's rules or Lucene's syntax read otherwise, each "
+        "warning under it",
+    )
     unsubscribe = command("unsubscribe", "delete subscriptions by id, or --all", cmd_unsubscribe)
     unsubscribe.add_argument("ids", nargs="*", metavar="ID", help="the subscriptions' ids")
     unsubscribe.add_argument("--all", action="store_true", help="every subscription of yours")
