@@ -6,8 +6,11 @@ import asyncio
 import json
 import os
 import re
+import signal
 import socket
 import subprocess
+import sys
+import time
 from pathlib import Path
 
 import httpx
@@ -321,3 +324,38 @@ def test_subscriptions_are_listed_sorted_and_filtered(cluster: RunningCluster) -
     assert "zebra web" in lines[1]
     assert "of 4 subscriptions, these hold 'WEB':" in matched.stderr
     assert "2 subscriptions" in matched.stderr
+
+
+def test_ctrl_c_stops_a_command_without_a_traceback() -> None:
+    """`wordcast publish` waiting on its standard input, interrupted: the shell's code for an
+    interrupt, and no traceback (issue 57)."""
+    waiting = subprocess.Popen(
+        [sys.executable, "-m", "wordcast", "publish", "--router", "http://127.0.0.1:9"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    time.sleep(3)  # imported and reading
+    waiting.send_signal(signal.SIGINT)
+    _, err = waiting.communicate(timeout=30)
+    assert waiting.returncode == 130
+    assert "Traceback" not in err
+
+
+def test_a_reader_that_goes_away_is_not_an_unreachable_router() -> None:
+    """Output piped into `head`, which stops reading: the command stops quietly, not with
+    "cannot reach the router … Broken pipe" (issue 57)."""
+    from wordcast.cli.common import against_router
+
+    async def writes_to_a_closed_pipe() -> None:
+        raise BrokenPipeError(32, "Broken pipe")
+
+    async def cannot_connect() -> None:
+        raise ConnectionRefusedError(111, "Connection refused")
+
+    with pytest.raises(BrokenPipeError):
+        against_router("http://127.0.0.1:9", writes_to_a_closed_pipe())
+    _, error = against_router("http://127.0.0.1:9", cannot_connect())
+    assert error is not None
+    assert error.startswith("cannot reach the router")

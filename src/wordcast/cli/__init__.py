@@ -89,6 +89,16 @@ def _describe(parser: argparse.ArgumentParser) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    try:
+        return _run(argv)
+    except KeyboardInterrupt:
+        # Ctrl-C: the user asked to stop, whatever was running (an import, a wait on stdin,
+        # an event loop's tasks): no traceback, the shell's code for an interrupt.
+        print(file=sys.stderr)
+        return 130
+
+
+def _run(argv: list[str] | None) -> int:
     args = build_parser().parse_args(argv)
     if getattr(args, "router", DEFAULT_ROUTER) is None:  # a command with --router, not given
         args.router = default_router()

@@ -235,5 +235,7 @@ def against_router(router: str, work: Coroutine[Any, Any, T]) -> tuple[T | None,
         return None, str(exc)
     except WordcastError:
         raise  # says itself what went wrong (a missing corpus is an OSError too, not the router's)
+    except BrokenPipeError:
+        raise  # the reader of our output went away (`| head`): main stops quietly
     except OSError as exc:
         return None, f"cannot reach the router at {router}: {exc}"
