@@ -23,18 +23,11 @@ impl Reading {
     /// order terms first occur; `names[id]` is the text of term `id` (a term holds only
     /// letters, marks and digits: nothing to escape).
     pub(crate) fn parts<'a>(&self, names: &'a [Box<str>]) -> Vec<(&'a str, Vec<u8>)> {
-        let mut order: Vec<u32> = Vec::new();
-        let members = self.members(|id| {
-            order.push(id);
-            Some(id)
-        });
-        let mut members: FxHashMap<u32, Vec<u8>> = members.into_iter().collect();
-        order
+        self.members(Some)
             .into_iter()
-            .map(|id| {
+            .map(|(id, _, occurrences)| {
                 let name: &str = &names[id as usize];
-                let json = member(name, &members.remove(&id).unwrap_or_default());
-                (name, json)
+                (name, member(name, &occurrences))
             })
             .collect()
     }
@@ -44,39 +37,29 @@ impl Reading {
     pub(crate) fn numbered_parts(
         &self,
         names: &[Box<str>],
-        mut number_of: impl FnMut(u32) -> Option<u32>,
+        number_of: impl FnMut(u32) -> Option<u32>,
     ) -> FxHashMap<u32, Vec<u8>> {
-        let mut numbered: Vec<(u32, u32)> = Vec::new(); // (term id, number)
-        let members = self.members(|id| {
-            let number = number_of(id)?;
-            numbered.push((id, number));
-            Some(number)
-        });
-        let mut members: FxHashMap<u32, Vec<u8>> = members.into_iter().collect();
-        numbered
+        self.members(number_of)
             .into_iter()
-            .map(|(id, number)| {
-                let occurrences = members.remove(&number).unwrap_or_default();
-                (number, member(&names[id as usize], &occurrences))
-            })
+            .map(|(id, number, occurrences)| (number, member(&names[id as usize], &occurrences)))
             .collect()
     }
 
-    /// Each term's occurrences as `[[start,end],…` (without the closing bracket), keyed by
-    /// what `key` makes of the term's id when first met (None: left out).
-    fn members(&self, mut key: impl FnMut(u32) -> Option<u32>) -> Vec<(u32, Vec<u8>)> {
-        let mut keys: FxHashMap<u32, Option<usize>> = FxHashMap::default();
-        let mut members: Vec<(u32, Vec<u8>)> = Vec::new();
+    /// (term id, what `key` makes of it, its occurrences as `[[start,end],…` without the
+    /// closing bracket) of each term `key` keeps (asked once a term), in the order terms
+    /// first occur.
+    fn members(&self, mut key: impl FnMut(u32) -> Option<u32>) -> Vec<(u32, u32, Vec<u8>)> {
+        let mut places: FxHashMap<u32, Option<usize>> = FxHashMap::default();
+        let mut members: Vec<(u32, u32, Vec<u8>)> = Vec::new();
         let mut digits = itoa::Buffer::new();
         for &(id, position) in &self.terms {
-            let at = *keys.entry(id).or_insert_with(|| {
-                let k = key(id)?;
-                members.push((k, Vec::new()));
+            let place = *places.entry(id).or_insert_with(|| {
+                members.push((id, key(id)?, Vec::new()));
                 Some(members.len() - 1)
             });
-            let Some(at) = at else { continue };
+            let Some(place) = place else { continue };
             let (start, end) = self.tokens[position as usize];
-            let occurrences = &mut members[at].1;
+            let occurrences = &mut members[place].2;
             occurrences.push(if occurrences.is_empty() { b'[' } else { b',' });
             occurrences.push(b'[');
             occurrences.extend_from_slice(digits.format(start).as_bytes());
@@ -88,13 +71,11 @@ impl Reading {
     }
 
     /// Where each term occurs, the terms keyed by `number_of` (a term it has no number for is
-    /// left out); `number_of` is asked once a term.
+    /// left out; asked for each occurrence: the caller keeps what it found).
     pub(crate) fn positions(&self, mut number_of: impl FnMut(u32) -> Option<u32>) -> Positions {
-        let mut numbers: FxHashMap<u32, Option<u32>> = FxHashMap::default();
         let mut positions: Positions = FxHashMap::default();
         for &(id, position) in &self.terms {
-            let number = *numbers.entry(id).or_insert_with(|| number_of(id));
-            if let Some(number) = number {
+            if let Some(number) = number_of(id) {
                 positions.entry(number).or_default().push(position);
             }
         }

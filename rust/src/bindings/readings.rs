@@ -111,9 +111,10 @@ impl Readers<'_, '_> {
             ))
             .into());
         };
-        let given: FxHashMap<u32, Given> = reference.call1((positions.to_vec(),))?.extract()?;
+        let mut given: FxHashMap<u32, Given> = reference.call1((positions.to_vec(),))?.extract()?;
+        let numbers = &table.term_numbers;
         for &k in positions {
-            let Some((parts, placed, tokens)) = given.get(&k) else {
+            let Some((parts, placed, tokens)) = given.remove(&k) else {
                 return Err(CoreError::Invalid(format!("the reference did not read {k}")).into());
             };
             if parts
@@ -123,19 +124,18 @@ impl Readers<'_, '_> {
                 return Err(CoreError::NotUtf8("a message's pieces must be UTF-8").into());
             }
             let at = k as usize;
-            let numbers = &table.term_numbers;
             if needs.parts[at] {
                 let numbered = parts
-                    .iter()
-                    .filter_map(|(term, json)| Some((*numbers.get(term.as_str())?, json.clone())));
+                    .into_iter()
+                    .filter_map(|(term, json)| Some((*numbers.get(term.as_str())?, json)));
                 known.parts[at] = Some(numbered.collect());
             }
             if needs.placed[at] {
                 let numbered = placed
-                    .iter()
-                    .filter_map(|(term, at)| Some((*numbers.get(term.as_str())?, at.clone())));
+                    .into_iter()
+                    .filter_map(|(term, found)| Some((*numbers.get(term.as_str())?, found)));
                 known.placed[at] = Some(numbered.collect());
-                known.tokens[at] = Some(tokens.clone());
+                known.tokens[at] = Some(tokens);
             }
         }
         Ok(())

@@ -130,7 +130,10 @@ async def import_file(
         for (number, _), sub in zip(lines, created, strict=True):
             for warning in sub.get("warnings") or ():
                 note = f"warning: {path.name} line {number}: {warning}"
-                bar.note(note) if bar.enabled else print(note, file=sys.stderr)
+                if bar.enabled:
+                    bar.note(note)  # under the progress line being redrawn
+                else:
+                    print(note, file=sys.stderr)
         answered[index] = True
         bar.advance(len(lines))
         while first_unanswered < len(batches) and answered[first_unanswered]:

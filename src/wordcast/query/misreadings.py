@@ -116,7 +116,7 @@ def _word_warning(piece: str, analyser: TermAnalyser) -> str | None:
             f'(`"pattern": "{word}"`)'
         )
     fuzzy = _FUZZY.fullmatch(word)
-    if fuzzy is not None and "~" in word:
+    if fuzzy is not None:
         return (
             f"`{piece}`: fuzzy matching is not supported, so it is matched as "
             f"{_as_words(fuzzy[1], analyser)}, exactly"

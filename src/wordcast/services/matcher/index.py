@@ -257,8 +257,7 @@ class MatcherIndex:
         once for the batch; else read here)."""
         pairs = self.terms.match_batch(batch.terms)
         if readings is None:
-            pairs += self.pairs_beside_terms(batch)
-            return self.delivering(pairs, batch)
+            return self.delivering(pairs + self.pairs_beside_terms(batch), batch)
         pairs += self.pairs_beside_terms(batch, readings.normalised)
         return self.delivering(pairs, batch, readings.positions)
 
