@@ -44,7 +44,7 @@ pub fn is_token_char(c: char) -> bool {
 }
 
 #[inline]
-fn is_ignorable(c: char) -> bool {
+pub(crate) fn is_ignorable(c: char) -> bool {
     !c.is_ascii() && in_ranges(IGNORABLE, c as u32)
 }
 
@@ -280,6 +280,7 @@ use pyo3::types::{PyFrozenSet, PyList, PyString, PyTuple};
 use rustc_hash::FxHashSet;
 
 use crate::bindings::readings::TextReading;
+use crate::entities::entity_terms;
 use crate::reading::{text_readings, Reading};
 
 /// Most distinct words an analyser remembers; past it, it starts afresh (as the Python one).
@@ -304,7 +305,9 @@ pub(crate) struct Analyser {
 }
 
 enum Read {
-    Terms(Vec<u32>),
+    /// The words' term ids, and the entities' terms (`crate::entities`), rare enough to be
+    /// made as strings each time.
+    Terms(Vec<u32>, Vec<String>),
     Python, // a code point the tables cannot vouch for: the reference reads this text
 }
 
@@ -354,8 +357,12 @@ impl Analyser {
                     .call1(py, (text,))?
                     .into_bound(py)
                     .cast_into()?,
-                Read::Terms(ids) => {
-                    PyFrozenSet::new(py, ids.iter().map(|&id| self.terms[id as usize].bind(py)))?
+                Read::Terms(ids, entities) => {
+                    let words = ids
+                        .iter()
+                        .map(|&id| self.terms[id as usize].bind(py).clone());
+                    let entities = entities.iter().map(|e| PyString::new(py, e));
+                    PyFrozenSet::new(py, words.chain(entities))?
                 }
             });
         }
@@ -478,8 +485,15 @@ impl Analyser {
                     let found = self.fallback.call1(py, (text,))?.into_bound(py);
                     PyTuple::new(py, found.try_iter()?.collect::<PyResult<Vec<_>>>()?)?
                 }
-                Read::Terms(ids) => {
+                Read::Terms(ids, entities) if entities.is_empty() => {
                     PyTuple::new(py, ids.iter().map(|&id| self.terms[id as usize].bind(py)))?
+                }
+                Read::Terms(ids, entities) => {
+                    let words = ids
+                        .iter()
+                        .map(|&id| self.terms[id as usize].bind(py).clone());
+                    let entities = entities.iter().map(|e| PyString::new(py, e));
+                    PyTuple::new(py, words.chain(entities).collect::<Vec<_>>())?
                 }
             });
         }
@@ -513,7 +527,7 @@ impl Analyser {
         let learned = self.remember(py, unseen, dropped)?;
         if !learned.is_empty() {
             for read in reads.iter_mut() {
-                if let Read::Terms(ids) = read {
+                if let Read::Terms(ids, _) = read {
                     if ids.iter().any(|&id| id >= UNSEEN) {
                         for id in ids.iter_mut() {
                             if *id >= UNSEEN {
@@ -634,12 +648,14 @@ fn read_texts(
                 }
             }
         });
+        let mut entities = Vec::new();
+        let read = read.and_then(|()| entity_terms(text, &mut entities));
         kept_tokens.push((keeping && read.is_some()).then_some(all));
         reads.push(match read {
             Some(()) => {
                 ids.sort_unstable();
                 ids.dedup();
-                Read::Terms(ids)
+                Read::Terms(ids, entities)
             }
             None => Read::Python,
         });

@@ -17,6 +17,7 @@ mod analysis;
 mod bindings;
 mod convert;
 pub mod detection;
+mod entities;
 mod error;
 mod interner;
 mod lasp;
@@ -34,6 +35,7 @@ use pyo3::prelude::*;
 #[doc(hidden)]
 pub mod engines {
     pub use crate::analysis::{kept, normalised_tokens, stop_word_set};
+    pub use crate::entities::entity_terms;
     pub use crate::trie::Trie;
 }
 

@@ -10,7 +10,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from wordcast.query import analysis
-from wordcast.query.analysis import MAX_TOKEN_CHARS, STOP_WORDS, Analyser, analyse
+from wordcast.query.analysis import (
+    MAX_TOKEN_CHARS,
+    STOP_WORDS,
+    Analyser,
+    analyse,
+    entity_terms,
+)
 
 _STEMMER = Stemmer.Stemmer("porter")
 
@@ -26,7 +32,7 @@ def _reference_terms(text: str) -> frozenset[str]:
         )
     ]
     kept = [t for t in tokens if 1 < len(t) <= MAX_TOKEN_CHARS and t not in STOP_WORDS]
-    return frozenset(_STEMMER.stemWords(kept))
+    return frozenset(_STEMMER.stemWords(kept)) | frozenset(entity_terms(text))
 
 
 def test_stemming_makes_inflections_meet() -> None:
@@ -50,7 +56,8 @@ def test_stop_words_and_one_letter_tokens_are_dropped() -> None:
         ("numpy,pandas;scipy/matplotlib", {"numpi", "panda", "scipi", "matplotlib"}),
         (
             "https://github.com/psf/requests?tab=readme#usage",
-            {"http", "github", "com", "psf", "request", "tab", "readm", "usag"},
+            {"http", "github", "com", "psf", "request", "tab", "readm", "usag", "has:links"}
+            | {"url:https://github.com/psf/requests?tab=readme#usage"},
         ),
         ("snake_case and kebab-case", {"snake", "case", "kebab"}),
         ("Straße", {"strass"}),
@@ -73,6 +80,24 @@ def test_stop_words_and_one_letter_tokens_are_dropped() -> None:
 )
 def test_unicode_punctuation_urls_emoji(text: str, expected: set[str]) -> None:
     assert analyse(text) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("#Python rocks", {"#python", "has:hashtags"}),
+        ("by @Guido_vR.", {"@guido_vr", "has:mentions"}),
+        ("$AAPL and $TSLA up", {"$aapl", "$tsla", "has:cashtags"}),
+        ("see HTTPS://Example.com/a?b=1).", {"url:https://example.com/a?b=1", "has:links"}),
+        ("#hello_world #Straße #ca\u200dfé", {"#hello_world", "#strasse", "#café", "has:hashtags"}),
+        # Inside a word, an address, an HTML entity or a number, a marker starts nothing.
+        ("mail a@b.com &#39; #123 $100 $AAPL1 xhttp://a.b http:// ...", set()),
+    ],
+)
+def test_entities_are_found_in_the_text(text: str, expected: set[str]) -> None:
+    assert set(entity_terms(text)) == expected
+    assert expected <= analyse(text)  # and the words still match as words
+    assert analyse(text) - expected == _reference_terms(text) - expected
 
 
 def test_terms_never_contain_whitespace_and_have_bounded_length() -> None:

@@ -57,8 +57,48 @@ wordy = st.lists(
 ).map(" ".join)
 
 
+# Entities' markers next to one another, to words and to what ends a link (issue 53).
+entity_rich = st.lists(
+    st.sampled_from(
+        [
+            "#",
+            "@",
+            "$",
+            ":",
+            "//",
+            "http",
+            "HTTPS://",
+            "https://",
+            " ",
+            "x",
+            "_",
+            "&",
+            "1",
+            "#Straße",
+            "#ca\u200dfé",
+            "@Guido_vR",
+            "$AAPL",
+            "AAPL1",
+            "&#39;",
+            "a.b/c?d=1).",
+            "\u0558",
+            "\ud800",
+            "#123",
+            "数据",
+            "#数据",
+            "<",
+            '"',
+            "\\",
+            "é",
+            "\u200b",
+        ]
+    ),
+    max_size=16,
+).map("".join)
+
+
 @settings(max_examples=400, deadline=None)
-@given(st.one_of(any_text, wordy))
+@given(st.one_of(any_text, wordy, entity_rich))
 def test_the_compiled_analyser_reads_any_text_as_the_reference_does(text: str) -> None:
     assert COMPILED.terms(text) == REFERENCE.terms(text)
     [as_tuple] = COMPILED.term_tuples([text])  # type: ignore[attr-defined]

@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 
 from wordcast.query.boolean import BooleanQuery, Clause, split_part_id
+from wordcast.query.wildcards import WildcardTerms, is_wildcard
 
 
 class HeldAlternatives:
@@ -26,12 +27,17 @@ class HeldAlternatives:
     """
 
     def __init__(self) -> None:
+        # The wildcard words the checks read (required or excluded, here or in an earlier
+        # alternative): ``delivering``'s ``terms_of`` must give those a text's tokens
+        # instantiate, an excluded one being held by no matcher, so carried by no router.
+        self.wildcards = WildcardTerms()
+        self._wildcards_of: dict[str, tuple[str, ...]] = {}
         self._subscription: dict[str, str] = {}  # stored id -> the query's id
         # stored id -> (its place, itself, itself as text): what explanations name
         self._clauses: dict[str, tuple[int, Clause, str]] = {}
         # Only alternatives that can be overruled: stored id -> (excluded terms, required filter
         # terms, the earlier alternatives as (required, excluded), the alternative itself when
-        # it has spans, the earlier ones that have spans).
+        # it has spans or conditions, the earlier ones that have spans or conditions).
         self._checks: dict[
             str,
             tuple[
@@ -57,18 +63,27 @@ class HeldAlternatives:
         earlier = tuple(
             (frozenset(c.words + c.filters), frozenset(c.without))
             for c in before
-            if not c.positional
+            if not _checked_in_full(c)
         )
-        earlier_spans = tuple(c for c in before if c.positional)
+        earlier_spans = tuple(c for c in before if _checked_in_full(c))
         this = query.clauses[part]
         without, filters = frozenset(this.without), frozenset(this.filters)
         self._subscription[stored_id] = split_part_id(stored_id)[0]
         self._clauses[stored_id] = (part, this, str(this))
-        if without or filters or before or this.positional:
-            spans = this if this.positional else None
+        if without or filters or before or _checked_in_full(this):
+            spans = this if _checked_in_full(this) else None
             self._checks[stored_id] = (without, filters, earlier, spans, earlier_spans)
+        wild = tuple(
+            {t for c in query.clauses[: part + 1] for t in (*c.words, *c.without) if is_wildcard(t)}
+        )
+        if wild and stored_id not in self._wildcards_of:
+            self._wildcards_of[stored_id] = wild
+            for term in wild:
+                self.wildcards.add(term)
 
     def discard(self, stored_id: str) -> None:
+        for term in self._wildcards_of.pop(stored_id, ()):
+            self.wildcards.discard(term)
         self._subscription.pop(stored_id, None)
         self._clauses.pop(stored_id, None)
         self._checks.pop(stored_id, None)
@@ -87,7 +102,7 @@ class HeldAlternatives:
         without, filters, earlier, spans, earlier_spans = check
         if without or filters or earlier or earlier_spans or spans is None:
             return None
-        return spans
+        return None if spans.conditions or spans.not_conditions else spans
 
     def subscription_id(self, stored_id: str) -> str:
         return self._subscription.get(stored_id, stored_id)
@@ -131,13 +146,30 @@ class HeldAlternatives:
                     )
                 ):
                     continue
-                if spans is not None and not spans.spans_hold(positions(position)):
+                if spans is not None and not _also_holds(spans, terms, positions, position):
                     continue
                 if earlier_spans and any(
-                    c.holds(terms, positions(position))
+                    c.holds(terms, positions(position) if c.positional else None)
                     for c in earlier_spans
                     if all(t in terms for t in c.words)
                 ):
                     continue
             kept.append((stored_id, position))
         return kept
+
+
+def _checked_in_full(clause: Clause) -> bool:
+    """Whether an alternative's check needs more than its terms: positions, or conditions."""
+    return clause.positional or bool(clause.conditions or clause.not_conditions)
+
+
+def _also_holds(
+    clause: Clause,
+    terms: AbstractSet[str],
+    positions: Callable[[int], Mapping[str, Sequence[int]]],
+    position: int,
+) -> bool:
+    """What ``delivering`` checks of an alternative past its terms: conditions, then spans."""
+    if not clause.conditions_hold(terms):
+        return False
+    return not clause.positional or clause.spans_hold(positions(position))

@@ -20,6 +20,11 @@ Pipeline, in order:
 5. Porter stemming (PyStemmer's ``porter`` algorithm, the original one the seed uses).
 
 The result is a set of terms. Terms never contain white space, which the storage layer relies on.
+A text's *entities* join its terms (issue 53, X's operators): each hashtag ``#tag``, mention
+``@name``, cashtag ``$tag`` and link ``url:<link>`` it holds, and ``has:hashtags``,
+``has:mentions``, ``has:cashtags``, ``has:links`` where it holds one (:func:`entity_terms`). No
+word's term starts with ``#``, ``@`` or ``$`` or holds a ``:``, so the two never meet, and the
+text's words still match as words (``#Python`` gives ``python`` and ``#python``).
 """
 
 from __future__ import annotations
@@ -94,6 +99,50 @@ def token_offsets(text: str) -> list[tuple[str, int, int]]:
     return tokens
 
 
+# Entities, found in the text with its default-ignorable code points dropped: a marker after
+# anything but a token character, ``_`` or another marker (``&#39;`` is no hashtag), then a
+# hashtag's letters, marks, digits and ``_`` (not only digits), a mention's ASCII letters, digits
+# and ``_``, a cashtag's ASCII letters (not followed by a token character), or a link: http(s)://
+# and the printable ASCII after it, but for ``<>"\``, without its trailing punctuation.
+_ENTITY = regex.compile(
+    r"(?<![\p{L}\p{M}\p{N}_#@$&])(?:#([\p{L}\p{M}\p{N}_]+)|@([A-Za-z0-9_]+)"
+    r"|\$([A-Za-z]+)(?![\p{L}\p{M}\p{N}_])|([hH][tT][tT][pP][sS]?://[\x21\x23-\x3b\x3d\x3f-\x5b\x5d-\x7e]+))"
+)
+_LINK_TRAILING = ".,;:!?)]}'"
+_DIGITS = re.compile(r"[0-9_]+")
+ENTITY_FLAGS = {"#": "has:hashtags", "@": "has:mentions", "$": "has:cashtags", "u": "has:links"}
+
+
+def entity_terms(text: str) -> list[str]:
+    """The entity terms of ``text``, each once, sorted: ``#tag`` (its tokens, normalised, joined
+    by ``_``), ``@name`` and ``$tag`` (lower case), ``url:<link>`` (lower case), and a ``has:``
+    flag for each kind found."""
+    if "#" not in text and "@" not in text and "$" not in text and ":" not in text:
+        return []
+    found: set[str] = set()
+    for match in _ENTITY.finditer(_IGNORABLE.sub("", text)):
+        tag, name, cash, link = match.groups()
+        if tag is not None:
+            words = normalised_tokens(tag)
+            if words and not _DIGITS.fullmatch(tag):
+                found.update(("#" + "_".join(words), ENTITY_FLAGS["#"]))
+        elif name is not None:
+            found.update(("@" + name.lower(), ENTITY_FLAGS["@"]))
+        elif cash is not None:
+            found.update(("$" + cash.lower(), ENTITY_FLAGS["$"]))
+        else:
+            scheme, _, rest = link.partition("://")
+            rest = rest.rstrip(_LINK_TRAILING)
+            if rest:
+                found.update((f"url:{scheme.lower()}://{rest.lower()}", ENTITY_FLAGS["u"]))
+    return sorted(found)
+
+
+def is_entity_term(term: str) -> bool:
+    """Whether a term is an entity's (or a filter's), not a word's."""
+    return term[:1] in "#@$" or ":" in term
+
+
 class Analyser:
     """Turns text into its set of analysed terms.
 
@@ -120,7 +169,8 @@ class Analyser:
         return [token for token in normalised_tokens(text) if self._kept(token)]
 
     def terms(self, text: str) -> frozenset[str]:
-        """The set of analysed terms of ``text``; empty when nothing meaningful is left."""
+        """The set of analysed terms of ``text``, with its entities' (in English, the
+        analysis every text has); empty when nothing meaningful is left."""
         term_of = self._term_of
         terms = set()
         for token in normalised_tokens(text):
@@ -129,6 +179,8 @@ class Analyser:
                 term = self._term(token)
             if term:
                 terms.add(term)
+        if not self._mark:
+            terms.update(entity_terms(text))
         return frozenset(terms)
 
     def terms_many(self, texts: Iterable[str]) -> list[frozenset[str]]:
@@ -148,7 +200,10 @@ class Analyser:
         term_of = self.term_of
         for text, keeping in zip(texts, keep, strict=True):
             read = normalised_tokens(text)
-            terms.append(tuple({term for term in map(term_of, read) if term}))
+            found = {term for term in map(term_of, read) if term}
+            if not self._mark:
+                found.update(entity_terms(text))
+            terms.append(tuple(found))
             tokens.append(read if keeping else None)
         return terms, tokens
 
@@ -218,6 +273,12 @@ def default_analyser() -> TermAnalyser:
     if _default is None:
         _default = new_analyser()
     return _default
+
+
+def word_terms(analyser: TermAnalyser, text: str) -> frozenset[str]:
+    """The terms of the words of ``text``, without its entities': what a query's words require
+    (a link written in a query means its words; a hashtag is read by the query's parser)."""
+    return frozenset(t for t in analyser.terms(text) if not is_entity_term(t))
 
 
 def analyse(text: str) -> frozenset[str]:

@@ -139,8 +139,8 @@ def explain_clause(
         "clause": str(clause) if written is None else written,
         "terms": {term: offsets.get(term, []) for term in clause.words},
     }
-    if clause.filters:
-        matched["filters"] = list(clause.filters)
+    if clause.filters or clause.conditions:
+        matched["filters"] = [*clause.filters, *map(str, clause.conditions)]
     if clause.spans:
         positions = text.positions
         matched["spans"] = {

@@ -34,7 +34,7 @@ from typing import Protocol
 
 from wordcast.engines.base import PatternIndex, TermIndex, add_many
 from wordcast.query.alternatives import HeldAlternatives
-from wordcast.query.analysis import term_positions
+from wordcast.query.analysis import normalised_tokens, term_positions
 from wordcast.query.boolean import has_operators, parse_query
 from wordcast.query.patterns import normalise, parse
 from wordcast.routing.placement import Placement, decode, encode
@@ -302,10 +302,15 @@ class MatcherIndex:
             pairs = self._serving(pairs, batch)
         if self.alternatives:
             terms, texts = batch.terms, batch.texts
+            wild = self.alternatives.wildcards
+
+            def terms_of(k: int) -> frozenset[str]:
+                if not len(wild):
+                    return frozenset(terms[k])
+                return frozenset(terms[k]).union(wild.found(normalised_tokens(texts[k])))
+
             pairs = self.alternatives.delivering(
-                pairs,
-                lambda k: frozenset(terms[k]),
-                positions_of or (lambda k: term_positions(texts[k])),
+                pairs, terms_of, positions_of or (lambda k: term_positions(texts[k]))
             )
         return pairs
 

@@ -7,6 +7,8 @@ load (:mod:`.overload`); one request per matcher per batch, tagged with that ver
 copies drawn (§5.1), the publisher and the stream. Pattern subscriptions are routed by their
 anchors (:mod:`wordcast.routing.anchors`): a publication also goes to the matchers owning an anchor
 that occurs in its normalised text, flagged so that the matcher runs its pattern engine on it.
+The held words that are wildcard words (``hous*``, :mod:`wordcast.query.wildcards`) that one of
+a publication's tokens instantiates join its terms, routed and carried as any word is.
 A sample of the analysed publications goes to the log the routing learner reads, written in the
 background: a publication never waits for it (a router cut off from Redis drops samples, counted,
 rather than holding publications).
@@ -27,8 +29,10 @@ from typing import Any
 from prometheus_client import Counter, Gauge, Histogram
 
 from wordcast.errors import AnswerTooLarge, MappingUnconfirmed, StoreUnavailable, Unavailable
+from wordcast.query.analysis import normalised_tokens
 from wordcast.query.filters import Value
 from wordcast.query.patterns import normalise
+from wordcast.query.wildcards import WildcardTerms
 from wordcast.routing.anchors import AnchorIndex
 from wordcast.routing.mapping import HashMapping, WordHolders, keyed_draw, route_held
 from wordcast.services.router.analysing import Analysed, CharsInFlight, PublicationAnalysis
@@ -112,7 +116,7 @@ class Publishing:
         versions: MappingVersions,
         matcher_client: MatcherClient,
         shedder: LoadShedder,
-        routing_table: Callable[[], tuple[WordHolders, AnchorIndex]],
+        routing_table: Callable[[], tuple[WordHolders, AnchorIndex, WildcardTerms]],
     ) -> None:
         self.settings = settings
         self.store = store
@@ -120,7 +124,8 @@ class Publishing:
         self.versions = versions
         self.matcher_client = matcher_client
         self.shedder = shedder
-        self._routing_table = routing_table  # the router's word holders and anchor owners now
+        # The router's word holders, anchor owners and held wildcard words now.
+        self._routing_table = routing_table
         self.analysis = PublicationAnalysis(settings.detect_languages)
         self._random = random.Random()
         self.stats = RoutingStats(settings.initial_matchers, 0)
@@ -265,13 +270,12 @@ class Publishing:
         *,
         shed: bool = True,
     ) -> Routing:
-        """The ids (given or made), what goes to each matcher, the sample for the log, and
-        what backfills read (when routers keep recent publications), from each publication's
-        terms and filter terms (``analysed``). Lets other work run every ``YIELD_EVERY_TERMS``
-        terms routed: a request of long texts takes the event loop in slices."""
+        """The ids (given or made), what goes to each matcher, the log's sample and what
+        backfills read, from each publication's terms and filter terms (``analysed``). Lets
+        other work run every ``YIELD_EVERY_TERMS`` terms routed (long texts take turns)."""
         ids: list[str] = []
         per_matcher: BatchesPerMatcher = {}
-        held, anchors = self._routing_table()
+        held, anchors, wildcards = self._routing_table()
         has_hot_words = bool(mapping.splits)
         shedder = self.shedder
         rate, sample_draw = self.settings.publication_log_rate, self._random.random
@@ -288,6 +292,7 @@ class Publishing:
                 await asyncio.sleep(0)
             pub_id = pub_id or uuid.uuid4().hex
             ids.append(pub_id)
+            terms = _with_wildcards(terms, text, wildcards) if len(wildcards) else terms
             # Routed on its words; its filter terms go along, for the matchers to check.
             carried = [*terms, *filters[k]] if filters else list(terms)
             if keep_recent:  # every publication: a new subscription may want any of them
@@ -352,3 +357,9 @@ class Publishing:
         except StoreUnavailable as exc:
             LOG_FAILURES.inc()
             log.warning("publication log not written: %s", exc)
+
+
+def _with_wildcards(terms: tuple[str, ...], text: str, wildcards: WildcardTerms) -> tuple[str, ...]:
+    """``terms`` and the wildcard words held that a token of ``text`` instantiates."""
+    found = wildcards.found(normalised_tokens(text))
+    return (*terms, *found) if found else terms

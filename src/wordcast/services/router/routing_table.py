@@ -1,11 +1,13 @@
 """The router's routing table: what it routes by, rebuilt from Redis and kept in step by the events:
 which matchers' H(i) hold each subscribed word (s(W), S³-TM §4.2) and which own each pattern
-anchor. A router keeps no state another router could not rebuild the same way."""
+anchor, and which of the words are wildcard words (:mod:`wordcast.query.wildcards`), found in a
+publication's tokens. A router keeps no state another router could not rebuild the same way."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
+from wordcast.query.wildcards import WildcardTerms, is_wildcard
 from wordcast.routing.anchors import AnchorIndex
 from wordcast.routing.mapping import WordHolders
 from wordcast.storage import Store
@@ -20,6 +22,7 @@ class RoutingTable:
     def __init__(self) -> None:
         self.held = WordHolders()
         self.anchors = AnchorIndex()
+        self.wildcards = WildcardTerms()  # the held words that are wildcard words
         self._held_by_shard: list[WordHolders] = []
         self._anchors_by_shard: list[dict[str, set[int]]] = []
 
@@ -42,6 +45,7 @@ class RoutingTable:
                     owners.setdefault(anchor, set()).add(matcher)
             anchors_by_shard.append(owners)
         self.held, self.anchors = held, anchors
+        self.wildcards = WildcardTerms(word for word in held if is_wildcard(word))
         if len(shards) > 1:  # one shard's part would be the whole, twice in memory
             self._held_by_shard, self._anchors_by_shard = held_by_shard, anchors_by_shard
         else:
@@ -67,6 +71,18 @@ class RoutingTable:
                         self._held_by_shard[event.shard].hold(matcher, words)
                 for matcher, words in event.dropped:
                     self.held.drop(matcher, self._dropped_everywhere(event.shard, matcher, words))
+                self._follow_wildcards(event)
+
+    def _follow_wildcards(self, event: SubscriptionEvent) -> None:
+        """Keep :attr:`wildcards` the held words that are wildcard words."""
+        for _, words in (*event.held, *event.dropped):
+            for word in words:
+                if is_wildcard(word):
+                    held = word in self.held
+                    if held and word not in self.wildcards:
+                        self.wildcards.add(word)
+                    elif not held and word in self.wildcards:
+                        self.wildcards.discard(word)
 
     def _dropped_everywhere(self, shard: int, matcher: int, words: Sequence[str]) -> list[str]:
         """Of ``words`` dropped from ``matcher`` in ``shard``, those no other shard holds on it."""

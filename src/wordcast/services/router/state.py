@@ -85,7 +85,11 @@ class RouterState:
             self.versions,
             self.matcher_client,
             self.shedder,
-            lambda: (self.routing_table.held, self.routing_table.anchors),
+            lambda: (
+                self.routing_table.held,
+                self.routing_table.anchors,
+                self.routing_table.wildcards,
+            ),
         )
         self.history = History(settings.history_every_s)
 

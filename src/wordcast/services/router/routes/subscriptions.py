@@ -141,9 +141,9 @@ def _alternatives(query: str) -> list[AlternativeOut] | None:
         AlternativeOut(
             clause=str(c),
             terms=list(c.words),
-            without=list(c.without),
+            without=[*c.without, *map(str, c.not_conditions)],
             spans=[str(span) for span in c.spans] + [f"NOT {span}" for span in c.not_spans],
-            filters=list(c.filters),
+            filters=[*c.filters, *map(str, c.conditions)],
         )
         for c in read.clauses
     ]
