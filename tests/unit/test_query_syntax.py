@@ -24,12 +24,8 @@ def _terms(text: str, attributes: dict[str, object] | None = None, *wild: str) -
 
 def _matches(query: str, text: str, attributes: dict[str, object] | None = None) -> bool:
     tree = parse_tree(query)
-    wild = [
-        t
-        for c in parse_query(query).clauses
-        for t in (*c.words, *c.without)
-        if "*" in t or "?" in t
-    ]
+    clauses = parse_query(query).clauses
+    wild = [t for c in clauses for t in (*c.words, *c.without) if is_wildcard(t)]
     return evaluate(tree, _terms(text, attributes, *wild), term_positions(text))
 
 
