@@ -12,7 +12,8 @@ from wordcast.query.analysis import analyse, entity_terms, term_positions
 from wordcast.query.boolean import InvalidQuery, evaluate, parse_query, parse_tree
 from wordcast.query.conditions import Condition
 from wordcast.query.filters import filter_terms
-from wordcast.query.wildcards import WildcardTerms, is_wildcard, wildcard_terms_of
+from wordcast.query.wildcards import WildcardTerms, is_wildcard
+from wordcast.testing.queries import wildcard_terms_of
 
 
 def _terms(text: str, attributes: dict[str, object] | None = None, *wild: str) -> set[str]:

@@ -36,6 +36,7 @@ _TOKEN = re.compile(
 _OR, _AND = frozenset({"OR", "||"}), frozenset({"AND", "&&"})
 _OPERATORS = frozenset({"NOT", *_OR, *_AND})
 _ESCAPED = re.compile(r"\\(.)")
+_EXISTS = "_exists_:"
 _SIGNS = "-!+"  # before a word, phrase or group: excluded, excluded, required
 # A word with wildcards: a star anywhere, or a ? before a letter (``why?`` ends a question).
 _WILDCARD = re.compile(r"\*|\?\w")
@@ -118,6 +119,8 @@ def has_operators(text: str) -> bool:
 def _is_operator(token: str) -> bool:
     """Whether a token reads otherwise in a query than as the words of its text."""
     if token in _OPERATORS or _FIELD.fullmatch(token) or token.endswith("("):
+        return True
+    if token.lstrip(_SIGNS).startswith(_EXISTS):
         return True
     if _signed(token):
         return True
@@ -250,6 +253,8 @@ class _Parser:
             return self._group(token[:-2])
         if _FIELD.fullmatch(token):
             return self._filter(token)
+        if token.startswith(_EXISTS):  # Lucene's _exists_:name is has:name
+            return self._filter(f"has:{token[len(_EXISTS) :]}")
         return self._word(token)
 
     def _sign(self, token: str) -> Node | None:

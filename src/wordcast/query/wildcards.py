@@ -80,7 +80,8 @@ def _suffix(term: str) -> str:
     return re.split(r"[*?]", term)[-1]
 
 
-def _regex(term: str) -> re.Pattern[str]:
+def wildcard_regex(term: str) -> re.Pattern[str]:
+    """The tokens a wildcard term holds on, as a regular expression (``fullmatch``)."""
     return re.compile(
         "".join(".*" if c == "*" else "." if c == "?" else re.escape(c) for c in term)
     )
@@ -113,7 +114,7 @@ class WildcardTerms:
         if held:
             return
         key, filed, sizes = self._filing(term)
-        filed.setdefault(key, {})[term] = _regex(term)
+        filed.setdefault(key, {})[term] = wildcard_regex(term)
         sizes.add(len(key))
 
     def discard(self, term: str) -> None:
@@ -157,10 +158,3 @@ class WildcardTerms:
                 if filed:
                     found.update(t for t, r in filed.items() if r.fullmatch(token))
         return sorted(found)
-
-
-def wildcard_terms_of(text: str, terms: Iterable[str]) -> list[str]:
-    """The reference: which wildcard ``terms`` some normalised token of ``text`` instantiates
-    (each term checked against each token)."""
-    tokens = set(normalised_tokens(text))
-    return sorted(t for t in set(terms) if any(_regex(t).fullmatch(token) for token in tokens))
