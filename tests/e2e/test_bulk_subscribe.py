@@ -15,14 +15,22 @@ import httpx
 import orjson
 import pytest
 
-from tests.helpers import AUTH, Receiver, RunningCluster, eventually, wordcast_cli
+from tests.helpers import (
+    AUTH,
+    Receiver,
+    RunningCluster,
+    eventually,
+    rewrite_record,
+    stored_record,
+    wordcast_cli,
+)
 from wordcast.cli.imports import done_path
 from wordcast.errors import Conflict
 from wordcast.services.router.batches import BatchItem
 from wordcast.services.router.settings import RouterSettings
 from wordcast.services.router.state import RouterState
 from wordcast.storage import Store
-from wordcast.storage.redis import connect
+from wordcast.storage.redis import connect, connect_sync
 
 
 def _listed(router_url: str) -> list[dict[str, object]]:
@@ -268,7 +276,7 @@ def test_a_keyed_pattern_stored_meanwhile_is_a_conflict_and_the_batch_is_withdra
 
 
 def test_the_command_line_warns_of_a_query_read_otherwise_and_refuses_it_when_strict(
-    cluster: RunningCluster, receiver: Receiver, tmp_path: Path
+    cluster: RunningCluster, receiver: Receiver, tmp_path: Path, redis_url: str
 ) -> None:
     _clear(cluster.router_url)
     router = cluster.router_url
@@ -281,29 +289,39 @@ def test_the_command_line_warns_of_a_query_read_otherwise_and_refuses_it_when_st
     assert "warning: `or` is a word" in ran.stderr
     assert '"warnings"' in ran.stdout  # the answer, on stdout as ever
     subs = tmp_path / "subs.jsonl"
-    subs.write_text('{"query": "white house"}\n{"query": "white hous*"}\n')
+    subs.write_text('{"query": "white house"}\n{"query": "pythn~1"}\n')
     imported = wordcast_cli(
         "subscribe", "--file", str(subs), "--callback", receiver.hook, router=router
     )
     assert imported.returncode == 0, imported.stderr
-    assert "warning: subs.jsonl line 2: `hous*`: wildcards are not read" in imported.stderr
+    assert "warning: subs.jsonl line 2: `pythn~1`: fuzzy matching is not supported" in (
+        imported.stderr
+    )
     assert "line 1:" not in imported.stderr
-    assert len(_listed(router)) == 3
+    # A query stored by a version that read it otherwise (``!spam ham`` was two words).
+    earlier = wordcast_cli("subscribe", "ham", "spam", router=router)
+    assert earlier.returncode == 0, earlier.stderr
+    client = connect_sync(redis_url)
+    record = stored_record(client, cluster.namespace, orjson.loads(earlier.stdout)["id"])
+    assert record is not None
+    rewrite_record(client, cluster.namespace, record._replace(query="!spam ham"))
+    assert len(_listed(router)) == 4
     # The stored queries read otherwise, each with its warnings, and only those.
     checked = wordcast_cli("subscriptions", "--check", router=router)
     assert checked.returncode == 0, checked.stderr
-    assert "of 3 subscriptions, these are read otherwise" in checked.stderr
+    assert "of 4 subscriptions, these are read otherwise" in checked.stderr
     lines = checked.stdout.splitlines()
-    assert [line for line in lines if not line.startswith(" ")] == [
-        line for line in lines if "'obama or biden'" in line or "'white hous*'" in line
-    ]
-    assert len([line for line in lines if not line.startswith(" ")]) == 2
-    assert any("`or` is a word" in line for line in lines if line.startswith("    "))
+    heads = [line for line in lines if not line.startswith(" ")]
+    assert len(heads) == 3, lines
+    assert all(q in " ".join(heads) for q in ("'obama or biden'", "'pythn~1'", "'!spam ham'"))
+    said = [line for line in lines if line.startswith("    ")]
+    assert any("`or` is a word" in line for line in said)
+    assert any("stored by an earlier version as the words `ham spam`" in line for line in said)
     _clear(router)
     done_path(subs).unlink()  # sent again from the start
     refused = wordcast_cli(
         "subscribe", "--strict", "--file", str(subs), "--callback", receiver.hook, router=router
     )
     assert refused.returncode == 2
-    assert "line 2 (subscription 1 of the batch): query 'white hous*'" in refused.stderr
+    assert "line 2 (subscription 1 of the batch): query 'pythn~1'" in refused.stderr
     assert _listed(router) == []

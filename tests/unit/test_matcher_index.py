@@ -10,7 +10,7 @@ import pytest
 from tests.unit.support import placed_subscriptions, routed_batch
 from wordcast.engines.registry import pattern_index, term_index
 from wordcast.services.matcher.index import MatcherIndex
-from wordcast.storage.records import SubscriptionEvent
+from wordcast.storage.records import Subscription, SubscriptionEvent
 
 WORDS = [f"w{i}" for i in range(12)]
 
@@ -51,3 +51,19 @@ def test_a_loaded_snapshot_matches_as_the_same_subscriptions_applied(engine: str
         assert sorted(loaded.pairs(batch)) == expected
         matched += len(expected)
     assert matched > 500
+
+
+def test_a_query_stored_by_an_earlier_reading_matches_as_stored() -> None:
+    """``!spam ham`` was the words ham and spam before issue 53: its record keeps matching them
+    (until subscribed again) rather than holding a check its words contradict; the same query
+    stored now excludes spam."""
+    earlier = Subscription("old", "!spam ham", ("ham", "spam"), "http://x/hook", 0, tenant="a")
+    now = Subscription("new", "!spam ham", ("ham",), "http://x/hook", 0, tenant="a")
+    index = _index("compiled-compact-trie")
+    index.load([earlier, now])
+    assert "old" not in index.alternatives
+    assert "new" in index.alternatives
+    batch = routed_batch(
+        [("both", "ham spam", ("ham", "spam"), False), ("ham", "ham", ("ham",), False)], "a"
+    )
+    assert sorted(index.pairs(batch)) == [("new", 1), ("old", 0)]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from wordcast.query.boolean import parse_query
-from wordcast.query.misreadings import misreadings
+from wordcast.query.misreadings import earlier_readings, misreadings
 
 
 @pytest.mark.parametrize(
@@ -71,3 +71,29 @@ def test_a_query_that_reads_as_meant_has_no_warning(query: str) -> None:
 
 def test_a_piece_written_twice_is_named_once() -> None:
     assert len(misreadings("a or b or c")) == 1
+
+
+@pytest.mark.parametrize(
+    ("query", "stored", "says"),
+    [
+        ("white hous*", ("hou", "white"), "stored by an earlier version as the words `hou white`"),
+        ("#python", ("python",), "read now as `#python`"),
+        ("!spam ham", ("ham", "spam"), "subscribe it again"),
+        ("news score:>3", ("new",), "`score:>3`: read as a condition since issue 53"),
+        ("news price:[10 TO 20]", ("new",), "`price:[10`: read as a condition"),
+        ('news url:"x.org"', ("new",), "read as a condition"),
+        ("news has:links", ("new",), "read from the text too"),
+        ('"senate vote"~3', ("senat", "vote"), "read as a proximity window"),
+    ],
+)
+def test_a_query_read_otherwise_by_earlier_versions_says_how(
+    query: str, stored: tuple[str, ...], says: str
+) -> None:
+    assert any(says in line for line in earlier_readings(query, stored)), earlier_readings(
+        query, stored
+    )
+
+
+def test_a_query_read_as_it_always_was_has_no_earlier_reading() -> None:
+    for query in ("white house", "obama OR biden", "python source:rss", "senate -house"):
+        assert earlier_readings(query, parse_query(query).clauses[0].words) == []

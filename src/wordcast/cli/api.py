@@ -163,8 +163,8 @@ def _by_ids(
 def cmd_subscriptions(args: argparse.Namespace) -> int:
     """List the tenant's subscriptions, one line (or JSON object) each, sorted by their query or
     pattern (then id); with --match, only those whose query or pattern holds the text, with
-    --tag only those of that tag, with --check only those whose query X's rules or Lucene's
-    syntax read otherwise, each warning under it."""
+    --tag only those of that tag, with --check only those whose query X's rules, Lucene's
+    syntax or a version before issue 53 read otherwise, each warning under it."""
     wanted = (args.match or "").casefold()
 
     async def sorted_subscriptions(client: RouterClient) -> AsyncIterator[dict[str, Any]]:
@@ -174,7 +174,7 @@ def cmd_subscriptions(args: argparse.Namespace) -> int:
             for sub in found
             if wanted in _written(sub).casefold()
             and args.tag in (None, sub.get("tag"))
-            and (sub.get("warnings") or not args.check)
+            and (sub.get("warnings") or sub.get("earlier_readings") or not args.check)
         ]
         shown.sort(key=lambda sub: (_written(sub).casefold(), str(sub["id"])))
         for sub in shown:
@@ -183,7 +183,11 @@ def cmd_subscriptions(args: argparse.Namespace) -> int:
             asked = " and ".join(
                 ([f"hold {args.match!r}"] if wanted else [])
                 + ([f"are tagged {args.tag!r}"] if args.tag is not None else [])
-                + (["are read otherwise than X or Lucene would read them"] if args.check else [])
+                + (
+                    ["are read otherwise than X, Lucene or an earlier version"]
+                    if args.check
+                    else []
+                )
             )
             print(f"of {counted(len(found), 'subscription')}, these {asked}:", file=sys.stderr)
 
@@ -191,8 +195,9 @@ def cmd_subscriptions(args: argparse.Namespace) -> int:
 
 
 def _checked(sub: dict[str, Any]) -> str:
-    """A subscription's line, and each of its warnings under it."""
-    return "\n".join([describe(sub), *(f"    {escaped(w)}" for w in sub.get("warnings") or ())])
+    """A subscription's line, and each of its warnings and earlier readings under it."""
+    said = [*(sub.get("warnings") or ()), *(sub.get("earlier_readings") or ())]
+    return "\n".join([describe(sub), *(f"    {escaped(w)}" for w in said)])
 
 
 def _written(sub: dict[str, Any]) -> str:
@@ -390,8 +395,8 @@ def register(sub: Any) -> None:
     subscriptions.add_argument(
         "--check",
         action="store_true",
-        help="only those whose query X's rules or Lucene's syntax read otherwise, each "
-        "warning under it",
+        help="only those whose query X's rules, Lucene's syntax or an earlier version read "
+        "otherwise, each warning under it",
     )
     unsubscribe = command("unsubscribe", "delete subscriptions by id, or --all", cmd_unsubscribe)
     unsubscribe.add_argument("ids", nargs="*", metavar="ID", help="the subscriptions' ids")

@@ -16,11 +16,16 @@ Pure: imports only the query package.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
+from wordcast.errors import InvalidInput
 from wordcast.query.analysis import TermAnalyser, default_analyser, word_terms
+from wordcast.query.boolean import parse_query
 
 # A phrase ("…", with its slop or boost), a parenthesis, or a run of anything else.
-_PIECE = re.compile(r'"[^"]*"?(?:~\d*)?(?:\^[\d.]*)?|[()]|[^\s()"]+')
+_PIECE = re.compile(
+    r'[-!+]?[A-Za-z][A-Za-z0-9_]*:"[^"]*"?|"[^"]*"?(?:~\d*)?(?:\^[\d.]*)?|[()]|[^\s()"]+'
+)
 _FILTER = re.compile(r"[-!+]?([A-Za-z][A-Za-z0-9_]*):(?!//)(.+)")
 _FUZZY = re.compile(r"(.+?)~(\d+(?:\.\d+)?)?")
 _BOOST = re.compile(r"(.+?)\^\d+(?:\.\d+)?")
@@ -100,3 +105,51 @@ def _as_words(written: str, analyser: TermAnalyser) -> str:
     if not terms:
         return "nothing (no word is left of it)"
     return " and ".join(f"`{term}`" for term in terms)
+
+
+# Pieces read otherwise before issue 53 whose alternative's words did not change, so a query
+# stored earlier is matched with the new reading: a comparison, range or link part was an
+# attribute equal to the text, has:links (and kin) an attribute only, "a b"~N the phrase.
+_NOW_CONDITION = re.compile(r"[-!+]?([A-Za-z][A-Za-z0-9_]*):(?!//)(.+)")
+_TEXT_FLAGS = frozenset({"has:links", "has:mentions", "has:hashtags", "has:cashtags"})
+
+
+def earlier_readings(
+    query: str, stored_terms: Sequence[str], analyser: TermAnalyser | None = None
+) -> list[str]:
+    """How versions before issue 53 read ``query`` otherwise than it reads now: its stored
+    words (``stored_terms``, alternative 0's) when the query's words now differ, and the pieces
+    whose reading changed under the same words (empty: it reads as it always did)."""
+    try:
+        now = parse_query(query, analyser)
+    except InvalidInput as exc:
+        return [f"stored by an earlier version, and not a valid query now ({exc})"]
+    words = now.clauses[0].words
+    if set(words) != set(stored_terms):
+        return [
+            f"stored by an earlier version as the words `{' '.join(sorted(stored_terms))}` and "
+            f"matched so; read now as `{now.clauses[0]}`: subscribe it again for the new reading"
+        ]
+    found = []
+    for piece in _PIECE.findall(query):
+        changed = _changed_piece(piece)
+        if changed and changed not in found:
+            found.append(changed)
+    return found
+
+
+def _changed_piece(piece: str) -> str | None:
+    if piece.startswith('"') and re.search(r'"~\d', piece):
+        return f"`{piece}`: read as a proximity window since issue 53 (before: the exact phrase)"
+    field = _NOW_CONDITION.fullmatch(piece)
+    if field is None:
+        return None
+    name, value = field[1].lower(), field[2].strip('"')
+    if f"{name}:{value.lower()}" in _TEXT_FLAGS:
+        return f"`{piece}`: read from the text too since issue 53 (before: an attribute only)"
+    if name == "url" or value[:1] in "<>[{":
+        return (
+            f"`{piece}`: read as a condition since issue 53 (before: the attribute `{name}` "
+            f"equal to `{value}`)"
+        )
+    return None

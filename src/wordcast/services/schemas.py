@@ -267,6 +267,12 @@ class SubscriptionOut(BaseModel):
         description="Each piece of the query that X's rules or Lucene's syntax read otherwise, "
         "with how wordcast reads it (`?strict=true` refuses such a query instead).",
     )
+    earlier_readings: list[str] = Field(
+        default=[],
+        description="How versions before issue 53 read the query otherwise: its stored words, "
+        "when the query's words now differ (it matches as stored until subscribed again), or "
+        "the pieces read anew under the same words (`wordcast subscriptions --check`).",
+    )
 
 
 class CountersOut(BaseModel):

@@ -50,7 +50,7 @@ def query_oracle(
     terms_of, codes = analyse_in_languages(
         [texts[pid] for pid in ids], given, detect, analyser=Analyser()
     )
-    found = set()
+    found: set[tuple[str, str]] = set()
     for pid, terms, code in zip(ids, terms_of, codes, strict=True):
         text = texts[pid]
         held = {*terms, *filter_terms((attributes or {}).get(pid), code)}

@@ -35,7 +35,7 @@ from typing import Protocol
 from wordcast.engines.base import PatternIndex, TermIndex, add_many
 from wordcast.query.alternatives import HeldAlternatives
 from wordcast.query.analysis import normalised_tokens, term_positions
-from wordcast.query.boolean import has_operators, parse_query
+from wordcast.query.boolean import has_operators, parse_query, split_part_id
 from wordcast.query.patterns import normalise, parse
 from wordcast.routing.placement import Placement, decode, encode
 from wordcast.storage.records import Subscription, SubscriptionEvent, audience
@@ -218,10 +218,17 @@ class MatcherIndex:
             return
         try:
             query = parse_query(sub.query)
-            if not query.is_plain:
-                self.alternatives.add(sub.id, query)
         except ValueError as exc:  # the router checked it: only a changed analyser gets here
             log.error("subscription %s: %s; matching its terms as a conjunction", sub.id, exc)
+            return
+        part = split_part_id(sub.id)[1]
+        if part >= len(query.clauses) or set(query.clauses[part].words) != set(sub.terms):
+            # Stored by a version that read the query otherwise (``!spam ham`` was the words
+            # ham and spam before issue 53): it matches as stored, its words, until subscribed
+            # again (``wordcast subscriptions --check`` lists it).
+            return
+        if not query.is_plain:
+            self.alternatives.add(sub.id, query)
 
     def _hot_word(self, sub: Subscription) -> str:
         """The hot word whose drawn copy decides every placement of ``sub`` here, else ''."""

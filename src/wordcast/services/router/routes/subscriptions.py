@@ -8,7 +8,7 @@ from fastapi.responses import JSONResponse
 
 from wordcast.errors import InvalidInput, NotFound
 from wordcast.query.boolean import has_operators, parse_query
-from wordcast.query.misreadings import misreadings
+from wordcast.query.misreadings import earlier_readings, misreadings
 from wordcast.services.router.batches import BatchItem
 from wordcast.services.router.deps import ReadyState, Tenant, TenantRoute
 from wordcast.services.schemas import (
@@ -93,11 +93,12 @@ def _shown(sub: Subscription, endpoint: Endpoint | None) -> dict[str, Any]:
         shown["secret"] = endpoint.secret
     if sub.is_pattern:
         shown |= {"kind": "pattern", "pattern": sub.pattern, "anchor": sub.anchor, "terms": []}
-        shown["warnings"] = []
+        shown["warnings"] = shown["earlier_readings"] = []
     else:
         shown |= {"kind": "keywords", "query": sub.query, "terms": list(sub.terms)}
         shown["alternatives"] = _alternatives(sub.query)
         shown["warnings"] = misreadings(sub.query)
+        shown["earlier_readings"] = earlier_readings(sub.query, sub.terms)
     return shown
 
 
