@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from wordcast.errors import InvalidInput
 from wordcast.query.analysis import analyse, entity_terms, term_positions
 from wordcast.query.boolean import InvalidQuery, evaluate, parse_query, parse_tree
 from wordcast.query.conditions import Condition
@@ -159,3 +160,32 @@ def test_held_wildcards_are_found_as_the_reference_finds_them(
     left = [t for t in set(held) if held.count(t) > gone.count(t)]
     text = " ".join(tokens)
     assert index.found(tokens) == wildcard_terms_of(text, left)
+
+
+FUZZ_PIECES = ["python", "apple", "pie", "white", "house", "OR", "AND", "NOT", "||", "&&", "!",
+               "-", "+", "(", ")", '"', "~2", "^3", "*", "?", "hous*", "te?t", "*ing", "#python",
+               "@guido", "$aapl", 'url:"git"', "has:links", "score:>3", "score:[1 TO 5]",
+               "source:(rss OR atom)", "\\", ":", "lang:de", "NEAR/2(", "or", "_exists_:media",
+               "{", "]", "pythn~1", "é", "\u200d", "/x/", "[", "TO"]  # fmt: skip
+FUZZ_TERMS = ["python", "appl", "pie", "white", "hous", "hous*", "te?t", "*ing", "#python",
+              "@guido", "$aapl", "url:https://github.com", "has:links", "score:4", "score:2",
+              "source:rss", "has:media", "bibliothek@de", "lang:de"]  # fmt: skip
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    st.lists(st.tuples(st.sampled_from(FUZZ_PIECES), st.sampled_from([" ", "", " "])), max_size=8),
+    st.lists(st.sets(st.sampled_from(FUZZ_TERMS)), min_size=6, max_size=6),
+)
+def test_any_query_string_is_read_or_refused_and_its_alternatives_say_what_its_tree_says(
+    pieces: list[tuple[str, str]], samples: list[set[str]]
+) -> None:
+    query = "".join(piece + gap for piece, gap in pieces)
+    try:
+        read = parse_query(query)
+    except InvalidInput:
+        return  # refused, naming the problem (a 422)
+    tree = parse_tree(query)
+    for terms in samples:
+        positions = {term: [k] for k, term in enumerate(sorted(terms))}
+        assert read.matches(terms, positions) == evaluate(tree, terms, positions), query
