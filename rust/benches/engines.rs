@@ -4,7 +4,9 @@
 
 use std::hint::black_box;
 
-use _core::engines::{kept, normalised_tokens, stop_word_set, Trie};
+use _core::engines::{
+    for_each_entity, kept, normalised_tokens, stop_word_set, EntityScratch, Trie,
+};
 use criterion::{criterion_group, criterion_main, Criterion};
 
 /// A deterministic word list: `words` distinct made-up words of 3 to 9 letters.
@@ -49,6 +51,63 @@ fn analysis(c: &mut Criterion) {
             kept_count
         })
     });
+}
+
+/// Posts with an entity in every `every` words: a hashtag, a mention, a cashtag or a link.
+fn entity_texts(vocabulary: &[String], count: usize, length: usize, every: usize) -> Vec<String> {
+    let markers = ["#", "@", "$", "https://example.com/"];
+    (0..count)
+        .map(|t| {
+            (0..length)
+                .map(|k| {
+                    let word = &vocabulary[(t * 7919 + k * 104_729) % vocabulary.len()];
+                    match k % every {
+                        0 => format!("{}{word}", markers[(t + k / every) % markers.len()]),
+                        _ => word.clone(),
+                    }
+                })
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .collect()
+}
+
+/// What finding entities adds to analysis (issue 53's target: at most a tenth): the scan alone
+/// on posts without a marker (the byte check), with two entities (a tweet's), and with an
+/// entity in every five words, beside tokenising the same posts.
+fn entities(c: &mut Criterion) {
+    let vocabulary = vocabulary(20_000);
+    for (name, posts) in [
+        ("posts of 20 words", texts(&vocabulary, 1_000, 20)),
+        (
+            "posts with two entities",
+            entity_texts(&vocabulary, 1_000, 20, 10),
+        ),
+        (
+            "posts with an entity in five words",
+            entity_texts(&vocabulary, 1_000, 20, 5),
+        ),
+    ] {
+        c.bench_function(&format!("entities: tokenise 1,000 {name}"), |b| {
+            let mut tokens = Vec::new();
+            b.iter(|| {
+                posts.iter().fold(0, |n, post| {
+                    normalised_tokens(black_box(post), &mut tokens);
+                    n + tokens.len()
+                })
+            })
+        });
+        c.bench_function(&format!("entities: find those of 1,000 {name}"), |b| {
+            let mut scratch = EntityScratch::default();
+            b.iter(|| {
+                posts.iter().fold(0, |n, post| {
+                    let mut found = 0;
+                    for_each_entity(black_box(post), &mut scratch, |_| found += 1);
+                    n + found
+                })
+            })
+        });
+    }
 }
 
 fn trie(c: &mut Criterion) {
@@ -96,5 +155,5 @@ fn trie(c: &mut Criterion) {
     });
 }
 
-criterion_group!(benches, analysis, trie);
+criterion_group!(benches, analysis, entities, trie);
 criterion_main!(benches);

@@ -280,7 +280,7 @@ use pyo3::types::{PyFrozenSet, PyList, PyString, PyTuple};
 use rustc_hash::FxHashSet;
 
 use crate::bindings::readings::TextReading;
-use crate::entities::entity_terms;
+use crate::entities::{for_each_entity, Scratch};
 use crate::reading::{text_readings, Reading};
 
 /// Most distinct words an analyser remembers; past it, it starts afresh (as the Python one).
@@ -288,6 +288,8 @@ const REMEMBERED_WORDS: usize = 100_000;
 
 /// An id above every term's: a word first seen in this call, numbered among the unseen.
 pub(crate) const UNSEEN: u32 = 1 << 31;
+/// Above those: an entity first seen in this call, numbered among the unseen entities.
+const UNSEEN_ENTITY: u32 = UNSEEN | (1 << 30);
 /// What a remembered word that analysis drops (a stop word, one too long) stands for.
 pub(crate) const DROPPED: u32 = u32::MAX;
 
@@ -305,9 +307,8 @@ pub(crate) struct Analyser {
 }
 
 enum Read {
-    /// The words' term ids, and the entities' terms (`crate::entities`), rare enough to be
-    /// made as strings each time.
-    Terms(Vec<u32>, Vec<String>),
+    /// The term ids of its words and entities (`crate::entities`).
+    Terms(Vec<u32>),
     Python, // a code point the tables cannot vouch for: the reference reads this text
 }
 
@@ -357,12 +358,8 @@ impl Analyser {
                     .call1(py, (text,))?
                     .into_bound(py)
                     .cast_into()?,
-                Read::Terms(ids, entities) => {
-                    let words = ids
-                        .iter()
-                        .map(|&id| self.terms[id as usize].bind(py).clone());
-                    let entities = entities.iter().map(|e| PyString::new(py, e));
-                    PyFrozenSet::new(py, words.chain(entities))?
+                Read::Terms(ids) => {
+                    PyFrozenSet::new(py, ids.iter().map(|&id| self.terms[id as usize].bind(py)))?
                 }
             });
         }
@@ -485,15 +482,8 @@ impl Analyser {
                     let found = self.fallback.call1(py, (text,))?.into_bound(py);
                     PyTuple::new(py, found.try_iter()?.collect::<PyResult<Vec<_>>>()?)?
                 }
-                Read::Terms(ids, entities) if entities.is_empty() => {
+                Read::Terms(ids) => {
                     PyTuple::new(py, ids.iter().map(|&id| self.terms[id as usize].bind(py)))?
-                }
-                Read::Terms(ids, entities) => {
-                    let words = ids
-                        .iter()
-                        .map(|&id| self.terms[id as usize].bind(py).clone());
-                    let entities = entities.iter().map(|e| PyString::new(py, e));
-                    PyTuple::new(py, words.chain(entities).collect::<Vec<_>>())?
                 }
             });
         }
@@ -519,34 +509,54 @@ impl Analyser {
             backed.push(text.extract::<PyBackedStr>().ok());
             objects.push(text);
         }
-        let (mut reads, unseen, dropped, tokens) = {
-            let term_of = &self.term_of;
-            let stop = &self.stop;
-            py.detach(|| read_texts(&backed, term_of, stop, keep))
+        let (mut reads, unseen, dropped, tokens, unseen_entities) = {
+            let known = Known {
+                term_of: &self.term_of,
+                stop: &self.stop,
+                term_ids: &self.term_ids,
+            };
+            py.detach(|| read_texts(&backed, &known, keep))
         };
         let learned = self.remember(py, unseen, dropped)?;
-        if !learned.is_empty() {
-            for read in reads.iter_mut() {
-                if let Read::Terms(ids, _) = read {
-                    if ids.iter().any(|&id| id >= UNSEEN) {
-                        for id in ids.iter_mut() {
-                            if *id >= UNSEEN {
-                                *id = learned[(*id - UNSEEN) as usize];
-                            }
+        let entities: Vec<u32> = unseen_entities
+            .into_iter()
+            .map(|term| self.entity_id(py, term))
+            .collect();
+        for read in reads.iter_mut() {
+            if let Read::Terms(ids) = read {
+                if ids.iter().any(|&id| id >= UNSEEN) {
+                    for id in ids.iter_mut() {
+                        if *id >= UNSEEN_ENTITY {
+                            *id = entities[(*id - UNSEEN_ENTITY) as usize];
+                        } else if *id >= UNSEEN {
+                            *id = learned[(*id - UNSEEN) as usize];
                         }
-                        ids.sort_unstable();
-                        ids.dedup();
                     }
+                    ids.sort_unstable();
+                    ids.dedup();
                 }
             }
         }
         Ok((objects, reads, tokens))
     }
 
-    /// Start afresh once the words remembered pass the bound (the memory of a long-running
-    /// router stays flat).
+    /// The id of an entity's term (`crate::entities`), numbered among the terms: a hashtag met
+    /// again is the same Python string, not a new one.
+    fn entity_id(&mut self, py: Python<'_>, term: String) -> u32 {
+        if let Some(&id) = self.term_ids.get(&term) {
+            return id;
+        }
+        let id = self.terms.len() as u32;
+        self.terms.push(PyString::new(py, &term).unbind());
+        self.names.push(term.as_str().into());
+        self.term_ids.insert(term, id);
+        id
+    }
+
+    /// Start afresh once the words (or the terms: links are many) remembered pass the bound
+    /// (the memory of a long-running router stays flat).
     fn forget_if_full(&mut self) {
-        if self.term_of.len() > REMEMBERED_WORDS {
+        if self.term_of.len() > REMEMBERED_WORDS || self.terms.len() > REMEMBERED_WORDS {
             self.term_of.clear();
             self.terms.clear();
             self.names.clear();
@@ -602,19 +612,32 @@ pub(crate) type Positions = FxHashMap<u32, Vec<u32>>;
 type KeptTokens = Vec<Option<Vec<String>>>;
 
 /// What [`read_texts`] found: each text's term ids, the words not seen before, the dropped
-/// words not seen before, and the tokens kept of the texts asked for.
-type TextsRead = (Vec<Read>, Vec<String>, FxHashSet<String>, KeptTokens);
+/// words not seen before, the tokens kept of the texts asked for, and the entities' terms not
+/// seen before.
+type TextsRead = (
+    Vec<Read>,
+    Vec<String>,
+    FxHashSet<String>,
+    KeptTokens,
+    Vec<String>,
+);
+
+/// What an analyser knows before reading a batch: each word's term, the stop words, and each
+/// term's id (an entity's term is its own).
+struct Known<'a> {
+    term_of: &'a Words,
+    stop: &'a FxHashMap<&'static str, ()>,
+    term_ids: &'a FxHashMap<String, u32>,
+}
 
 /// The term ids of every text (or Python for those the tables cannot vouch for); a kept word not
 /// seen before gets UNSEEN + its place among the unseen words, which are returned (each once),
 /// with the dropped words not seen before (to be remembered as such), and the normalised tokens
 /// of each text ``keep`` flags.
-fn read_texts(
-    texts: &[Option<PyBackedStr>],
-    term_of: &Words,
-    stop: &FxHashMap<&'static str, ()>,
-    keep: &[bool],
-) -> TextsRead {
+fn read_texts(texts: &[Option<PyBackedStr>], known: &Known<'_>, keep: &[bool]) -> TextsRead {
+    let (term_of, stop) = (known.term_of, known.stop);
+    let mut unseen_entities: FxHashMap<String, u32> = FxHashMap::default();
+    let mut scratch = Scratch::default();
     let mut unseen: FxHashMap<String, u32> = FxHashMap::default();
     let mut dropped: FxHashSet<String> = FxHashSet::default();
     let mut reads = Vec::with_capacity(texts.len());
@@ -648,23 +671,53 @@ fn read_texts(
                 }
             }
         });
-        let mut entities = Vec::new();
-        let read = read.and_then(|()| entity_terms(text, &mut entities));
+        let read = read.and_then(|()| {
+            read_entities(text, known, &mut scratch, &mut unseen_entities, &mut ids)
+        });
         kept_tokens.push((keeping && read.is_some()).then_some(all));
         reads.push(match read {
             Some(()) => {
                 ids.sort_unstable();
                 ids.dedup();
-                Read::Terms(ids, entities)
+                Read::Terms(ids)
             }
             None => Read::Python,
         });
     }
-    let mut words = vec![String::new(); unseen.len()];
-    for (word, at) in unseen {
-        words[at as usize] = word;
+    (
+        reads,
+        in_order(unseen),
+        dropped,
+        kept_tokens,
+        in_order(unseen_entities),
+    )
+}
+
+/// The ids of a text's entities' terms pushed to `ids` (UNSEEN_ENTITY + its place among
+/// `unseen` for one not seen before); None as [`for_each_entity`].
+fn read_entities(
+    text: &str,
+    known: &Known<'_>,
+    scratch: &mut Scratch,
+    unseen: &mut FxHashMap<String, u32>,
+    ids: &mut Vec<u32>,
+) -> Option<()> {
+    for_each_entity(text, scratch, |term| match known.term_ids.get(term) {
+        Some(&id) => ids.push(id),
+        None => {
+            let next = unseen.len() as u32;
+            ids.push(UNSEEN_ENTITY + *unseen.entry(term.to_string()).or_insert(next));
+        }
+    })
+}
+
+/// The keys of `numbered`, by their numbers.
+fn in_order(numbered: FxHashMap<String, u32>) -> Vec<String> {
+    let mut ordered = vec![String::new(); numbered.len()];
+    for (key, at) in numbered {
+        ordered[at as usize] = key;
     }
-    (reads, words, dropped, kept_tokens)
+    ordered
 }
 
 #[cfg(test)]

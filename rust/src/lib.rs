@@ -35,7 +35,7 @@ use pyo3::prelude::*;
 #[doc(hidden)]
 pub mod engines {
     pub use crate::analysis::{kept, normalised_tokens, stop_word_set};
-    pub use crate::entities::entity_terms;
+    pub use crate::entities::{entity_terms, for_each_entity, Scratch as EntityScratch};
     pub use crate::trie::Trie;
 }
 
