@@ -18,6 +18,13 @@ queries (``post_span_queries``), each timed as the matcher runs it (the trie ove
 words, then the check on positions, the text of each candidate post analysed again) and as a plain
 conjunction of its words in a trie (what the same subscription would cost without positions).
 
+Then wildcard words and X's text operators (issue 53), at the matcher, against plain
+conjunctions of as many words, on posts with a hashtag each and a link in one of two: ``a hous*``
+(a required wildcard: a term the router adds to the posts whose tokens instantiate it, timed as
+the router finds them too) against ``a house``, ``a b -hous*`` (an excluded one, which the
+matcher finds in the candidates' tokens) against ``a b -c``, ``a #tag``, ``a c has:links`` and
+``a c url:"example"`` against ``a c``.
+
 Every figure is one core, single-threaded, matching already analysed term sets, median of passes
 over the same posts. Every engine's matches are checked against brute force before timing.
 """
@@ -26,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import random
 import statistics
 import sys
 import time
@@ -45,13 +53,16 @@ from wordcast.corpus.workload import (
 from wordcast.engines.compiled import CompiledCompactTrie
 from wordcast.engines.registry import pattern_index
 from wordcast.engines.trie import Trie
+from wordcast.errors import InvalidInput
 from wordcast.query.alternatives import HeldAlternatives
-from wordcast.query.analysis import analyse, term_positions
+from wordcast.query.analysis import analyse, normalised_tokens, term_positions
 from wordcast.query.boolean import BooleanQuery, Node, evaluate, parse_query, parse_tree, part_id
+from wordcast.query.wildcards import WildcardTerms
 from wordcast.services.matcher.index import Batch, MatcherIndex
 from wordcast.services.matcher.messages import MessageOptions, MessageWriter
 from wordcast.storage.outbox import Message
 from wordcast.storage.records import Subscription
+from wordcast.testing.queries import query_oracle, wildcard_terms_in
 from wordcast.webhooks.payload import matches_of
 
 from .common import RESULTS, machine, plot_engines, write_json
@@ -327,6 +338,95 @@ def run_spans(sizes: list[int], posts_count: int, passes: int) -> list[dict[str,
     return rows
 
 
+# (the shape of the queries timed, the plain queries of as many words they are timed against)
+TEXT_KINDS = {
+    "wildcard required": ("{a} {w}", "{a} {c}"),
+    "wildcard excluded": ("{a} {b} -{w}", "{a} {b} -{c}"),
+    "hashtag": ("{a} #{c}", "{a} {c}"),
+    "has:links": ("{a} {c} has:links", "{a} {c}"),
+    "url:": ('{a} {c} url:"example"', "{a} {c}"),
+}
+
+
+def with_entities(k: int, text: str) -> str:
+    """A post with a hashtag of one of its words, and (one in two) a link: what the text
+    operators look for."""
+    words = [t for t in normalised_tokens(text) if len(t) >= 5]
+    tag = f" #{words[0]}" if words else ""
+    link = f" https://example.org/{k}" if k % 2 else ""
+    return text + tag + link
+
+
+def wildcard_queries(
+    source: list[Any], count: int, seed: int, shapes: tuple[str, str]
+) -> tuple[dict[str, str], dict[str, str]]:
+    """``count`` queries of a wildcard shape, and as many plain ones of the same words (a
+    wildcard word ``w`` is a word ``b`` or ``c`` of 5 letters or more, its last two cut)."""
+    rng = random.Random(seed)
+    wild: dict[str, str] = {}
+    plain: dict[str, str] = {}
+    while len(wild) < count:
+        words = sorted(set(normalised_tokens(rng.choice(source).text)))
+        other = [t for t in normalised_tokens(rng.choice(source).text) if len(t) >= 5]
+        long = [t for t in words if len(t) >= 5]
+        if len(words) < 3 or not long or not other:
+            continue
+        a, b = rng.sample(words, 2)
+        c = rng.choice(other if "-" in shapes[0] else long)
+        queries = [shape.format(a=a, b=b, c=c, w=c[:-2] + "*") for shape in shapes]
+        try:
+            for query in queries:
+                parse_query(query)
+        except InvalidInput:  # a stop word alone, a contradiction…
+            continue
+        wild[str(len(wild))], plain[str(len(plain))] = queries
+    return wild, plain
+
+
+def run_text_operators(sizes: list[int], posts_count: int, passes: int) -> list[dict[str, Any]]:
+    """Wildcard words and X's text operators at the matcher against plain conjunctions of as
+    many words, on posts with a hashtag each and a link in one of two."""
+    pool = sample_posts(max(sizes) * 2 + posts_count, seed=4444)
+    posts, source = pool[:posts_count], pool[posts_count:]
+    texts = [with_entities(k, p.text) for k, p in enumerate(posts)]
+    stream = [analyse(text) for text in texts]
+    rows: list[dict[str, Any]] = []
+    for size in sizes:
+        for kind, shapes in TEXT_KINDS.items():
+            wild, plain = wildcard_queries(source, size, size, shapes)
+            # The router carries the wildcard words held: required ones (excluded ones, which
+            # no matcher holds as a word, the matcher finds).
+            held = WildcardTerms(
+                w for w in wildcard_terms_in(wild.values()) if "-" not in shapes[0]
+            )
+            tokens = [normalised_tokens(text) for text in texts]
+            started = time.perf_counter()
+            found = [held.found(t) for t in tokens]
+            router_us = (time.perf_counter() - started) / len(texts) * 1e6
+            carried = [terms | set(more) for terms, more in zip(stream, found, strict=True)]
+            judged = {str(k): texts[k] for k in range(min(posts_count, 300))}
+            truth = query_oracle(wild, judged, detect=False)
+            at_matcher = AtTheMatcher(wild, texts, plain=False)
+            assert {
+                (s, str(k)) for s, k in at_matcher.pairs(carried) if str(k) in judged
+            } == truth, kind
+            same = timed("plain, matcher", partial(AtTheMatcher, plain, texts, False), stream,
+                         passes, None)  # fmt: skip
+            checked = timed(f"{kind}, matcher", partial(AtTheMatcher, wild, texts, False),
+                            carried, passes, None)  # fmt: skip
+            ratio = checked["us_per_publication"] / same["us_per_publication"]
+            for row in (same, checked):
+                rows.append({**row, "kind": kind, "subscriptions": size, "cost": ratio})
+            rows[-1]["router_us_per_publication"] = router_us
+            log(
+                f"  {size:,} queries ({kind}) at the matcher: plain "
+                f"{same['publications_per_s']:,.0f}/s, {kind} "
+                f"{checked['publications_per_s']:,.0f}/s: {ratio:.2f}× the cost; the router finds "
+                f"the held ones in {router_us:.1f} µs a post"
+            )
+    return rows
+
+
 def plot(result: dict[str, Any]) -> None:
     import matplotlib
 
@@ -358,9 +458,9 @@ def main() -> None:
     parser.add_argument(
         "--parts",
         nargs="+",
-        choices=("boolean", "spans"),
-        default=["boolean", "spans"],
-        help="the boolean engines, phrases and proximity, or both",
+        choices=("boolean", "spans", "text"),
+        default=["boolean", "spans", "text"],
+        help="the boolean engines, phrases and proximity, wildcard words and text operators",
     )
     parser.add_argument("--name", default="boolean", help="results file name")
     args = parser.parse_args()
@@ -369,6 +469,8 @@ def main() -> None:
         result = run(args.sizes, args.posts, args.passes, args.brute_max)
     if "spans" in args.parts:
         result["spans"] = run_spans(args.sizes, args.posts, args.passes)
+    if "text" in args.parts:
+        result["text_operators"] = run_text_operators(args.sizes, args.posts, args.passes)
     path = write_json(args.name, result)
     if not result["rows"]:
         log(f"wrote {path}")

@@ -15,6 +15,7 @@
 
 mod analysis;
 mod bindings;
+mod conditions;
 mod convert;
 pub mod detection;
 mod entities;

@@ -22,6 +22,7 @@ use rustc_hash::{FxHashMap, FxHashSet};
 use sha2::{Digest, Sha256};
 
 use crate::analysis::Positions;
+use crate::conditions::TermRule;
 use crate::spans::{spans_json, RuleIn, Span, SpanIn, SpanRule};
 
 /// A subscription's messages: up to two (a webhook endpoint's and its tenant's match stream's).
@@ -172,6 +173,8 @@ pub(crate) struct BatchView<'a> {
     pub(crate) publications: &'a [Publication<'a>],
     pub(crate) placed: &'a [Option<Positions>],
     pub(crate) shape: &'a Shape,
+    /// Each publication's terms (filter terms among them), when a rule asks of them.
+    pub(crate) terms: Option<&'a [Vec<&'a str>]>,
 }
 
 impl BatchView<'_> {
@@ -248,8 +251,11 @@ impl Table {
         number
     }
 
-    /// A span rule as Python gives it, its terms numbered.
-    pub(crate) fn span_rule(&mut self, (spans, not_spans, head): RuleIn) -> Box<SpanRule> {
+    /// A rule as Python gives it, its spans' terms numbered.
+    pub(crate) fn span_rule(
+        &mut self,
+        (spans, not_spans, head, terms, tail): RuleIn,
+    ) -> Box<SpanRule> {
         let mut read = |given: Vec<SpanIn>| -> Vec<Span> {
             given
                 .into_iter()
@@ -267,6 +273,8 @@ impl Table {
             spans: read(spans),
             not_spans: read(not_spans),
             head: head.into(),
+            terms: TermRule::new(terms),
+            tail: tail.into(),
         })
     }
 
@@ -312,6 +320,19 @@ impl Table {
         let Some(rule) = &entry.spans else {
             return Some(false);
         };
+        if !rule.terms.is_empty() {
+            match batch.terms.and_then(|terms| terms.get(position as usize)) {
+                // Without the batch's terms, the caller checks.
+                None => return Some(false),
+                Some(terms) if !rule.terms.holds(terms) => return None,
+                Some(_) => {}
+            }
+        }
+        if !rule.has_spans() {
+            // Explained with its terms' parts alone (no span's places to give).
+            let parts = batch.publications[position as usize].parts.is_some();
+            return Some(!batch.shape.explain || parts);
+        }
         match batch.placed.get(position as usize).and_then(Option::as_ref) {
             // A text the tables cannot vouch for is handed back whole.
             None => Some(false),
@@ -401,6 +422,9 @@ impl Table {
                 }
             }
             out.push(b'}');
+            if let Some(rule) = &entry.spans {
+                out.extend_from_slice(&rule.tail);
+            }
             if let (Some(rule), Some(placed), Some(tokens)) =
                 (&entry.spans, placed, publication.tokens)
             {
@@ -818,6 +842,7 @@ mod tests {
             publications: &publications,
             placed: &[],
             shape,
+            terms: None,
         };
         let sorted = table.sort(numbers, offsets, 0, &batch);
         let others = sorted.others.clone();

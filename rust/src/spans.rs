@@ -6,12 +6,14 @@
 use std::fmt::Write as _;
 
 use crate::analysis::Positions;
+use crate::conditions::{TermRule, TermRuleIn};
 use crate::messages::{json_string, PushDigits};
 
 /// A span as Python gives it: ([(term, offset)], near, as the query writes it).
 pub(crate) type SpanIn = (Vec<(String, i64)>, u32, String);
-/// A span rule as Python gives it: (spans, not_spans, the start of its `matched`).
-pub(crate) type RuleIn = (Vec<SpanIn>, Vec<SpanIn>, Vec<u8>);
+/// A rule as Python gives it: (spans, not_spans, the start of its `matched`, what it asks of
+/// the terms, what its `matched` says after its terms).
+pub(crate) type RuleIn = (Vec<SpanIn>, Vec<SpanIn>, Vec<u8>, TermRuleIn, Vec<u8>);
 
 /// A phrase (`near` 0: each term at its offset from the first) or a proximity window (`near`
 /// ≥ 1: every term within `near` positions), as `wordcast.query.spans.Span`.
@@ -21,15 +23,24 @@ pub(crate) struct Span {
     pub(crate) name: Box<str>, // as `matched` names it: str(span)
 }
 
-/// Every span of `spans` holds and none of `not_spans` (`Clause.spans_hold`); `head` is the
-/// start of a match's `matched` (`"alternative":k,"clause":"…",`).
+/// Every span of `spans` holds and none of `not_spans` (`Clause.spans_hold`), and the terms
+/// are as `terms` asks (its filters, exclusions and conditions); `head` is the start of a
+/// match's `matched` (`"alternative":k,"clause":"…",`), `tail` what follows its terms
+/// (`,"filters":[…]`).
 pub(crate) struct SpanRule {
     pub(crate) spans: Vec<Span>,
     pub(crate) not_spans: Vec<Span>,
     pub(crate) head: Box<[u8]>,
+    pub(crate) terms: TermRule,
+    pub(crate) tail: Box<[u8]>,
 }
 
 impl SpanRule {
+    /// Whether it has phrases or windows to check (on positions).
+    pub(crate) fn has_spans(&self) -> bool {
+        !self.spans.is_empty() || !self.not_spans.is_empty()
+    }
+
     pub(crate) fn holds(&self, positions: &Positions) -> bool {
         self.spans.iter().all(|span| span.holds(positions))
             && !self.not_spans.iter().any(|span| span.holds(positions))

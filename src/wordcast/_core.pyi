@@ -142,6 +142,7 @@ class Deliveries:
         left: Sequence[int] | None = None,
         reference: Callable[[list[int]], Mapping[int, _Reading]] | None = None,
         decide: Callable[[list[tuple[int, int]], Readings], ChosenMatches | None] | None = None,
+        terms: Sequence[Sequence[str]] | None = None,
     ) -> tuple[
         list[tuple[int, bytes, str, int, tuple[str, ...], tuple[int, ...], tuple[float, ...]]], int
     ]:
@@ -178,6 +179,13 @@ class Readings:
 _SpanIn = tuple[
     list[tuple[str, int]], int, str
 ]  # a phrase or window: (terms at offsets, near, name)
+# A condition: (name, kind, low, high, low included, high included, the part contained).
+_ConditionIn = tuple[str, str, str, str, bool, bool, str]
+# What a rule asks of the terms: (filter terms, excluded terms, conditions, excluded ones).
+_TermRuleIn = tuple[list[str], list[str], list[_ConditionIn], list[_ConditionIn]]
+# A rule: (spans, not_spans, the start of its matched, what it asks of the terms, the rest of
+# its matched after its terms).
+_RuleIn = tuple[list[_SpanIn], list[_SpanIn], bytes, _TermRuleIn, bytes]
 
 @final
 class DeliveryColumns:
@@ -192,7 +200,7 @@ class DeliveryColumns:
         groups: Sequence[tuple[int | None, int | None]],
         audiences: Sequence[int],
         plain: Sequence[bool],
-        spans: Sequence[tuple[list[_SpanIn], list[_SpanIn], bytes] | None] | None = None,
+        spans: Sequence[_RuleIn | None] | None = None,
         tags: Sequence[str] | None = None,
         delivered_ids: Sequence[str] | None = None,
         incarnations: Sequence[float] | None = None,

@@ -277,7 +277,7 @@ def test_phrases_and_windows_checked_in_the_core_deliver_as_the_reference_does()
     spans = post_span_queries(posts, 800, seed=10)
     subs = _boolean_subs(spans, "s") + [_sub(f"p{k}", q) for k, q in enumerate(spans[:100])]
     index = _index(subs)
-    assert sum(index.alternatives.spans_only(s.id) is not None for s in subs) > 400
+    assert sum(index.alternatives.checked_alone(s.id) is not None for s in subs) > 400
     batch = routed_batch(_routed([p.text for p in posts], [p.id for p in posts]), "t")
     reference, compiled = _both(index, batch, 40)
     assert shown(compiled) == shown(reference)
@@ -421,3 +421,71 @@ def test_each_text_is_read_once_in_the_process_whatever_its_matches_need(
     assert not [key for key in read if key[0] == "reference"]
     assert max(read.values()) == 1
     assert sum(1 for key in read if key[0] == "normalise") == len(batch)
+
+
+FILTER_WORDS = ["white", "house", "card", "black", "spam"]
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    queries=st.lists(
+        st.sampled_from(
+            [
+                "white source:rss",
+                "white -spam",
+                "white house -source:rss has:links",
+                "white score:>3",
+                "house score:[2 TO 4] -score:{2 TO 3}",
+                'white url:"example"',
+                "card date:>=2026-01-15",
+                "black name:[b TO d]",
+                '"white house" source:atom',
+                "NEAR/2(white card) -spam -score:<2",
+                "(white OR black) source:rss",
+                "white #tag",
+            ]
+        ),
+        min_size=1,
+        max_size=8,
+    ),
+    posts=st.lists(
+        st.tuples(
+            st.lists(st.sampled_from([*FILTER_WORDS, "#tag", "https://example.org/x"]), max_size=8),
+            st.lists(
+                st.sampled_from(
+                    [
+                        "source:rss",
+                        "source:atom",
+                        "score:1",
+                        "score:2",
+                        "score:3.5",
+                        "score:4",
+                        "score:x",
+                        "date:2026-01-15",
+                        "date:2026-01-14t23:00z",
+                        "date:soon",
+                        "name:bob",
+                        "name:dan",
+                        "has:links",
+                    ]
+                ),
+                max_size=4,
+            ),
+        ),
+        min_size=1,
+        max_size=8,
+    ),
+    explain=st.booleans(),
+)
+def test_filters_exclusions_and_conditions_checked_in_the_core_deliver_as_the_reference_does(
+    queries: list[str], posts: list[tuple[list[str], list[str]]], explain: bool
+) -> None:
+    """An alternative checked alone (issue 53): its filter terms, exclusions and conditions
+    decided by the core on the routed terms, written byte for byte as the reference writes it."""
+    index = _index(_boolean_subs(queries, "f"))
+    rows = []
+    for k, (words, filters) in enumerate(posts):
+        text = " ".join(words)
+        rows.append((f"p{k}", text, tuple(ANALYZER.terms(text)) + tuple(filters), False))
+    reference, compiled = _both(index, routed_batch(rows, "t"), explain=explain)
+    assert shown(compiled) == shown(reference)

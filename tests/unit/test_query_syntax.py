@@ -13,6 +13,7 @@ from wordcast.query.analysis import analyse, entity_terms, term_positions
 from wordcast.query.boolean import InvalidQuery, evaluate, parse_query, parse_tree
 from wordcast.query.conditions import Condition
 from wordcast.query.filters import filter_terms
+from wordcast.query.misreadings import misreadings
 from wordcast.query.wildcards import WildcardTerms, is_wildcard
 from wordcast.testing.queries import wildcard_terms_of
 
@@ -189,3 +190,29 @@ def test_any_query_string_is_read_or_refused_and_its_alternatives_say_what_its_t
     for terms in samples:
         positions = {term: [k] for k, term in enumerate(sorted(terms))}
         assert read.matches(terms, positions) == evaluate(tree, terms, positions), query
+
+
+@pytest.mark.parametrize(
+    ("query", "matching", "other"),
+    [
+        ("white hous*", "the white household", "the white horse"),
+        ("score:>3 news", "news", "news"),  # attributes: 4, then 3
+        ("#python @guido", "#Python by @guido", "python by guido"),
+        ("python has:links", "python at https://python.org", "python at python.org"),
+    ],
+)
+def test_issue_53s_rows_are_matched_as_their_writers_meant(
+    query: str, matching: str, other: str
+) -> None:
+    """The table of issue 53: these four are read as meant (the other two are warned:
+    tests/unit/test_misreadings.py and tests/e2e/test_api.py)."""
+    assert misreadings(query) == []
+    assert _matches(query, matching, {"score": 4})
+    assert not _matches(query, other, {"score": 3})
+
+
+@pytest.mark.parametrize(
+    ("query", "warned"), [("obama or biden", "`or` is a word"), ("pythn~1", "fuzzy")]
+)
+def test_issue_53s_other_rows_are_warned(query: str, warned: str) -> None:
+    assert any(warned in line for line in misreadings(query))

@@ -15,7 +15,7 @@ use crate::error::CoreError;
 use crate::messages::{
     BatchView, Chosen, Delivery, Message, Parts, Publication, Shape, Table, Written, NO_GROUP,
 };
-use crate::spans::RuleIn;
+use crate::spans::{RuleIn, SpanRule};
 
 /// The messages, and how many matches they hold.
 type Answer<'py> = (Bound<'py, PyList>, usize);
@@ -341,7 +341,7 @@ impl Deliveries {
     /// those ``left`` to it (a language with a stemmer of its own), those holding a code point
     /// the analyser's tables cannot vouch for, and every text without ``analyser``.
     #[allow(clippy::too_many_arguments)]
-    #[pyo3(signature = (numbers, offsets, wanted, ids, texts, shape, *, analyser=None, left=None, reference=None, decide=None))]
+    #[pyo3(signature = (numbers, offsets, wanted, ids, texts, shape, *, analyser=None, left=None, reference=None, decide=None, terms=None))]
     fn write<'py>(
         &self,
         py: Python<'py>,
@@ -355,6 +355,7 @@ impl Deliveries {
         left: Option<Vec<u32>>,
         reference: Option<&Bound<'py, PyAny>>,
         decide: Option<&Bound<'py, PyAny>>,
+        terms: Option<Vec<Vec<PyBackedStr>>>,
     ) -> PyResult<Answer<'py>> {
         let numbers: Vec<u32> = PyBuffer::<u32>::get(numbers)?.to_vec(py)?;
         let offsets: Vec<u32> = PyBuffer::<u32>::get(offsets)?.to_vec(py)?;
@@ -377,10 +378,16 @@ impl Deliveries {
         let tokens = if shape.explain { tokens } else { Vec::new() };
         let publications = publications_of(&ids, &texts, &parts, &tokens);
         let table = &self.table;
+        let terms: Option<Vec<Vec<&str>>> = terms.as_ref().map(|all| {
+            all.iter()
+                .map(|one| one.iter().map(|t| &**t).collect())
+                .collect()
+        });
         let batch = BatchView {
             publications: &publications,
             placed: &placed,
             shape,
+            terms: terms.as_deref(),
         };
         let sorted = py.detach(|| table.sort(&numbers, &offsets, wanted, &batch));
         let chosen = match decide {
@@ -440,9 +447,9 @@ impl Deliveries {
         for (position, run) in offsets.windows(2).enumerate() {
             for &number in &numbers[run[0] as usize..run[1] as usize] {
                 if let Some(entry) = self.table.entry(number) {
-                    let spans = entry.spans.is_some();
-                    needs.parts[position] |= explain && (entry.plain || spans);
-                    needs.placed[position] |= spans;
+                    let rule = entry.spans.as_deref();
+                    needs.parts[position] |= explain && (entry.plain || rule.is_some());
+                    needs.placed[position] |= rule.is_some_and(SpanRule::has_spans);
                 }
             }
         }

@@ -93,16 +93,15 @@ class HeldAlternatives:
         None."""
         return self._clauses.get(stored_id)
 
-    def spans_only(self, stored_id: str) -> Clause | None:
-        """The alternative, when its phrases and proximity windows are all that ``delivering``
-        checks of it (no excluded or filter terms, no earlier alternative); else None."""
+    def checked_alone(self, stored_id: str) -> Clause | None:
+        """The alternative, when what ``delivering`` checks of it is its own: its phrases and
+        windows, filter terms, exclusions and conditions, on the publication's terms (with the
+        wildcard words of :attr:`wildcards` found); else None (an earlier alternative)."""
         check = self._checks.get(stored_id)
         if check is None:
             return None
-        without, filters, earlier, spans, earlier_spans = check
-        if without or filters or earlier or earlier_spans or spans is None:
-            return None
-        return None if spans.conditions or spans.not_conditions else spans
+        _, _, earlier, _, earlier_full = check
+        return None if earlier or earlier_full else self._clauses[stored_id][1]
 
     def subscription_id(self, stored_id: str) -> str:
         return self._subscription.get(stored_id, stored_id)

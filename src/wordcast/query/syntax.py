@@ -36,6 +36,7 @@ _TOKEN = re.compile(
 _OR, _AND = frozenset({"OR", "||"}), frozenset({"AND", "&&"})
 _OPERATORS = frozenset({"NOT", *_OR, *_AND})
 _ESCAPED = re.compile(r"\\(.)")
+_MAYBE_OPERATOR = re.compile(r'[-!+:&|*?#@$"\\]|OR|AND|NOT|NEAR/')
 _EXISTS = "_exists_:"
 _SIGNS = "-!+"  # before a word, phrase or group: excluded, excluded, required
 # A word with wildcards: a star anywhere, or a ? before a letter (``why?`` ends a question).
@@ -106,13 +107,12 @@ def evaluate(
 
 
 def has_operators(text: str) -> bool:
-    # Matchers ask this of every subscription they load: most have none of these characters.
+    # Matchers ask this of every subscription they load: most have none of these, found in
+    # one search.
+    if _MAYBE_OPERATOR.search(text) is None:
+        return False
     if '"' in text or "NEAR/" in text or "\\" in text:
         return True
-    if not any(c in text for c in "-!+:&|*?#@$") and not any(
-        o in text for o in ("OR", "AND", "NOT")
-    ):
-        return False
     return any(_is_operator(t) for t in _TOKEN.findall(text))
 
 

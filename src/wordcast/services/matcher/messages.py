@@ -22,14 +22,17 @@ from __future__ import annotations
 import time
 from array import array
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import orjson
 
 from wordcast import _core
 from wordcast.engines.compiled import CompiledCompactTrie
+from wordcast.query.analysis import normalised_tokens
 from wordcast.query.boolean import Clause
+from wordcast.query.conditions import Condition
 from wordcast.query.explain import offsets_analyser
+from wordcast.query.wildcards import WildcardTerms
 from wordcast.services.matcher.explanations import Explanations, Readings
 from wordcast.services.matcher.index import Batch, MatcherIndex
 from wordcast.storage.outbox import Message
@@ -37,10 +40,15 @@ from wordcast.storage.records import STREAM_DELIVERY, Subscription, audience, de
 
 NOBODY = 2**32 - 1  # the audience code of a batch no held subscription meets
 
-# A phrase or window as the compiled core takes it: ([(term, offset)], near, str(span)); and a
-# clause's rule: (the spans that must hold, those that must not, the start of its `matched`).
+# A phrase or window as the compiled core takes it: ([(term, offset)], near, str(span)); a
+# condition: (name, kind, low, high, low included, high included, the part contained); and a
+# clause's rule: (the spans that must hold, those that must not, the start of its `matched`,
+# (filter terms required, terms excluded, conditions required, conditions excluded), the rest
+# of its `matched` after its terms).
 SpanIn = tuple[list[tuple[str, int]], int, str]
-SpanRule = tuple[list[SpanIn], list[SpanIn], bytes]
+ConditionIn = tuple[str, str, str, str, bool, bool, str]
+TermRuleIn = tuple[list[str], list[str], list[ConditionIn], list[ConditionIn]]
+SpanRule = tuple[list[SpanIn], list[SpanIn], bytes, TermRuleIn, bytes]
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,13 +65,37 @@ class MessageOptions:
 
 
 def _rule(place: int, clause: Clause, written: str) -> SpanRule:
-    """What ``Clause.spans_hold`` checks, for the compiled core to check it, and the start of
-    ``explain_clause``'s answer (alternative ``place``, written so)."""
+    """What ``HeldAlternatives.delivering`` checks of an alternative it checks alone, for the
+    compiled core to check it, and ``explain_clause``'s answer around its terms (alternative
+    ``place``, written so)."""
     head = orjson.dumps({"alternative": place, "clause": written})[1:-1] + b","
+    filters = [*clause.filters, *map(str, clause.conditions)]
+    tail = b',"filters":' + orjson.dumps(filters) if filters else b""
+    terms = (
+        list(clause.filters),
+        list(clause.without),
+        [_condition(c) for c in clause.conditions],
+        [_condition(c) for c in clause.not_conditions],
+    )
     return (
         [(list(span.offsets), span.near, str(span)) for span in clause.spans],
         [(list(span.offsets), span.near, str(span)) for span in clause.not_spans],
         head,
+        terms,
+        tail,
+    )
+
+
+def _condition(condition: Condition) -> ConditionIn:
+    kind = "contains" if condition.contains else condition.kind
+    return (
+        condition.name,
+        kind,
+        condition.low,
+        condition.high,
+        condition.low_inclusive,
+        condition.high_inclusive,
+        condition.contains,
     )
 
 
@@ -85,6 +117,8 @@ class MessageWriter:
         self._audiences: dict[str, int] = {}
         index.changed = set()
         self._unread = True  # every subscription of the index, read at the first follow()
+        # Whether a rule asks of a publication's terms (then the core is given them).
+        self.asks_terms = False
 
     def follow(self) -> None:
         """Read again what the index's changes since the last call touched (everything, the
@@ -123,11 +157,12 @@ class MessageWriter:
                 rows.add(number, sub, self.groups_of(sub), code, sub.terms, None)
                 continue
             rule = None
-            clause = None if sub_id in restricted else alternatives.spans_only(sub_id)
+            clause = None if sub_id in restricted else alternatives.checked_alone(sub_id)
             if clause is not None:
                 alternative = alternatives.clause(sub_id)
                 assert alternative is not None  # an alternative held has its clause
                 rule = _rule(alternative[0], clause, alternative[2])
+                self.asks_terms |= bool(rule[3] != ([], [], [], []))
             # An alternative's matches are its query's, explained by its clause's words.
             terms = sub.terms if clause is None else clause.words
             delivered = alternatives.subscription_id(sub_id)
@@ -163,6 +198,16 @@ class MessageWriter:
     def messages(self, batch: Batch) -> tuple[list[Message], int]:
         """The messages of ``batch``, and how many matches they hold."""
         self.follow()
+        wild = self.index.alternatives.wildcards
+        if len(wild):
+            # The wildcard words this matcher's alternatives exclude, which no router carries:
+            # among the terms, the core checks the exclusion as any other.
+            batch = replace(
+                batch,
+                terms=[
+                    _with_found(t, x, wild) for t, x in zip(batch.terms, batch.texts, strict=True)
+                ],
+            )
         if self.trie is None:
             return self._written(batch, *_nothing_matched(len(batch)))
         numbers, offsets = self.trie.match_flat(batch.terms)
@@ -192,6 +237,7 @@ class MessageWriter:
             left=readings.left(),
             reference=readings.reference,
             decide=_Decision(self, batch, readings, decided),
+            terms=batch.terms if self.asks_terms else None,
         )
         now = time.time()
         found = []
@@ -225,6 +271,12 @@ class MessageWriter:
             explain=options.explain,
             backfill=batch.backfill,
         )
+
+
+def _with_found(terms: Sequence[str], text: str, wild: WildcardTerms) -> Sequence[str]:
+    """``terms`` and the wildcard words of ``wild`` a token of ``text`` instantiates."""
+    found = wild.found(normalised_tokens(text))
+    return (*terms, *found) if found else terms
 
 
 def _nothing_matched(publications: int) -> tuple[memoryview, memoryview]:
