@@ -57,7 +57,7 @@ from wordcast.errors import InvalidInput
 from wordcast.query.alternatives import HeldAlternatives
 from wordcast.query.analysis import analyse, normalised_tokens, term_positions
 from wordcast.query.boolean import BooleanQuery, Node, evaluate, parse_query, parse_tree, part_id
-from wordcast.query.wildcards import WildcardTerms
+from wordcast.query.wildcards import found_in_texts, held_wildcards
 from wordcast.services.matcher.index import Batch, MatcherIndex
 from wordcast.services.matcher.messages import MessageOptions, MessageWriter
 from wordcast.storage.outbox import Message
@@ -396,12 +396,11 @@ def run_text_operators(sizes: list[int], posts_count: int, passes: int) -> list[
             wild, plain = wildcard_queries(source, size, size, shapes)
             # The router carries the wildcard words held: required ones (excluded ones, which
             # no matcher holds as a word, the matcher finds).
-            held = WildcardTerms(
+            held = held_wildcards(
                 w for w in wildcard_terms_in(wild.values()) if "-" not in shapes[0]
             )
-            tokens = [normalised_tokens(text) for text in texts]
             started = time.perf_counter()
-            found = [held.found(t) for t in tokens]
+            found = found_in_texts(held, texts)  # tokenised too, as the router does it
             router_us = (time.perf_counter() - started) / len(texts) * 1e6
             carried = [terms | set(more) for terms, more in zip(stream, found, strict=True)]
             judged = {str(k): texts[k] for k in range(min(posts_count, 300))}

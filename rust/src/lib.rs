@@ -29,6 +29,7 @@ mod reading;
 mod spans;
 mod trie;
 mod unicode_tables;
+mod wildcards;
 
 use pyo3::prelude::*;
 
@@ -55,6 +56,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<bindings::readings::TextReading>()?;
     m.add_class::<bindings::lasp::PlanningView>()?;
     m.add_class::<bindings::detection::LanguageDetector>()?;
+    m.add_class::<bindings::wildcards::WildcardTerms>()?;
     error::register(m)?;
     Ok(())
 }

@@ -23,6 +23,7 @@ __all__ = [
     "Readings",
     "SubscriptionError",
     "TextReading",
+    "WildcardTerms",
 ]
 
 class CoreError(ValueError):
@@ -271,3 +272,20 @@ class LanguageDetector:
     def detect_many(self, texts: Sequence[str], default: str) -> list[str]:
         """Each text's language as fastText's ``predict(text, k=1)`` names it, or ``default``;
         the GIL is released meanwhile."""
+
+@final
+class WildcardTerms:
+    """The wildcard words a router or a matcher holds (``wordcast.query.wildcards``)."""
+
+    def __new__(cls, terms: Sequence[str] = ...) -> Self: ...
+    def add(self, term: str) -> None:
+        """Hold ``term`` (once more: each holder counted)."""
+    def discard(self, term: str) -> None:
+        """Let one holder of ``term`` go."""
+    def __len__(self) -> int: ...
+    def __contains__(self, key: str, /) -> bool: ...
+    def found(self, tokens: Sequence[str]) -> list[str]:
+        """The terms held that some token instantiates, each once, sorted."""
+    def found_in_texts(self, texts: Sequence[str]) -> list[list[str] | None]:
+        """``found`` of each text's normalised tokens; None for a text holding a code point the
+        analyser's tables cannot vouch for (the caller tokenises it with the reference)."""

@@ -7,3 +7,4 @@ pub mod lasp;
 pub mod messages;
 pub mod readings;
 pub mod trie;
+pub mod wildcards;

@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 
 from wordcast.query.boolean import BooleanQuery, Clause, split_part_id
-from wordcast.query.wildcards import WildcardTerms, is_wildcard
+from wordcast.query.wildcards import held_wildcards, is_wildcard
 
 
 class HeldAlternatives:
@@ -30,7 +30,7 @@ class HeldAlternatives:
         # The wildcard words the checks read (required or excluded, here or in an earlier
         # alternative): ``delivering``'s ``terms_of`` must give those a text's tokens
         # instantiate, an excluded one being held by no matcher, so carried by no router.
-        self.wildcards = WildcardTerms()
+        self.wildcards = held_wildcards()
         self._wildcards_of: dict[str, tuple[str, ...]] = {}
         self._subscription: dict[str, str] = {}  # stored id -> the query's id
         # stored id -> (its place, itself, itself as text): what explanations name

@@ -6,12 +6,12 @@ it: ``*`` stands for any run of characters, ``?`` for exactly one. In a query it
 any other, written as normalised (``Hous*`` is the term ``hous*``), which no analysed term can be
 (a term is letters, marks and digits). So it is stored, placed (LASP) and routed like a word:
 routers and matchers add to each publication's terms the wildcard terms they hold that one of its
-tokens instantiates (:class:`WildcardTerms`), and from there a wildcard is matched, required or
+tokens instantiates (:func:`held_wildcards`), and from there a wildcard is matched, required or
 excluded, as a word is.
 
 Limits, as Lucene's (which refuses a leading wildcard unless told otherwise): a wildcard word
 needs at least ``MIN_WILDCARD_LITERAL`` characters before its first wildcard (its *prefix*) or
-after its last (its *suffix*), which is what :class:`WildcardTerms` finds it by; a bare ``*``
+after its last (its *suffix*), which is what :func:`held_wildcards` finds it by; a bare ``*``
 or a one-letter prefix is refused. Its characters are letters, marks, digits and wildcards: a
 wildcard applies to one word.
 
@@ -21,12 +21,16 @@ Pure: imports only the errors and the analysis module.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
 
 import regex
 
 from wordcast.errors import InvalidInput
 from wordcast.query.analysis import MAX_TOKEN_CHARS, normalised_tokens
+
+if TYPE_CHECKING:
+    from wordcast._core import WildcardTerms
 
 MIN_WILDCARD_LITERAL = 2
 WILDCARDS = "*?"
@@ -61,7 +65,7 @@ def read_wildcard(word: str, query: str) -> str:
             )
         normalised.append(tokens[0])
     term = re.sub(r"\*+", "*", "".join(normalised))
-    prefix, suffix = _prefix(term), _suffix(term)
+    prefix, suffix = prefix_of(term), suffix_of(term)
     if len(prefix) < MIN_WILDCARD_LITERAL and len(suffix) < MIN_WILDCARD_LITERAL:
         raise InvalidInput(
             f"query {query!r}: {word!r} needs at least {MIN_WILDCARD_LITERAL} letters before its "
@@ -72,11 +76,13 @@ def read_wildcard(word: str, query: str) -> str:
     return term
 
 
-def _prefix(term: str) -> str:
+def prefix_of(term: str) -> str:
+    """A wildcard term's characters before its first wildcard."""
     return re.split(r"[*?]", term, maxsplit=1)[0]
 
 
-def _suffix(term: str) -> str:
+def suffix_of(term: str) -> str:
+    """A wildcard term's characters after its last wildcard."""
     return re.split(r"[*?]", term)[-1]
 
 
@@ -87,74 +93,21 @@ def wildcard_regex(term: str) -> re.Pattern[str]:
     )
 
 
-class WildcardTerms:
-    """The wildcard terms a router or a matcher holds, found in a text's tokens: each term
-    filed under its prefix (else its suffix), so a token looks up only its own prefixes and
-    suffixes, and checks the few terms filed there."""
+def held_wildcards(terms: Iterable[str] = ()) -> WildcardTerms:
+    """An index of held wildcard words, compiled (``wordcast._core.WildcardTerms``: each word
+    filed under its prefix, else its suffix, so a token looks up only its own prefixes and
+    suffixes; the reference it is held to is
+    :class:`wordcast.testing.queries.ReferenceWildcardTerms`)."""
+    from wordcast import _core
 
-    def __init__(self, terms: Iterable[str] = ()) -> None:
-        self._count: dict[str, int] = {}
-        self._by_prefix: dict[str, dict[str, re.Pattern[str]]] = {}
-        self._by_suffix: dict[str, dict[str, re.Pattern[str]]] = {}
-        self._prefix_sizes: set[int] = set()
-        self._suffix_sizes: set[int] = set()
-        for term in terms:
-            self.add(term)
+    return _core.WildcardTerms(list(terms))
 
-    def __len__(self) -> int:
-        return len(self._count)
 
-    def __contains__(self, term: object) -> bool:
-        return term in self._count
-
-    def add(self, term: str) -> None:
-        """Hold ``term`` (once more: each holder counted)."""
-        held = self._count.get(term, 0)
-        self._count[term] = held + 1
-        if held:
-            return
-        key, filed, sizes = self._filing(term)
-        filed.setdefault(key, {})[term] = wildcard_regex(term)
-        sizes.add(len(key))
-
-    def discard(self, term: str) -> None:
-        """Let one holder of ``term`` go."""
-        held = self._count.get(term, 0)
-        if held > 1:
-            self._count[term] = held - 1
-            return
-        if not held:
-            return
-        del self._count[term]
-        key, filed, _ = self._filing(term)
-        filed[key].pop(term, None)
-        if not filed[key]:
-            del filed[key]
-        # The sizes looked up stay (a few small numbers): a size with no key finds nothing.
-
-    def _filing(self, term: str) -> tuple[str, dict[str, dict[str, re.Pattern[str]]], set[int]]:
-        prefix = _prefix(term)
-        if len(prefix) >= MIN_WILDCARD_LITERAL:
-            return prefix, self._by_prefix, self._prefix_sizes
-        return _suffix(term), self._by_suffix, self._suffix_sizes
-
-    def found(self, tokens: Iterable[str]) -> list[str]:
-        """The terms held that some token instantiates, each once, sorted."""
-        found: set[str] = set()
-        by_prefix, by_suffix = self._by_prefix, self._by_suffix
-        prefix_sizes = sorted(self._prefix_sizes)
-        suffix_sizes = sorted(self._suffix_sizes)
-        for token in set(tokens):
-            for size in prefix_sizes:
-                if size > len(token):
-                    break
-                filed = by_prefix.get(token[:size])
-                if filed:
-                    found.update(t for t, r in filed.items() if r.fullmatch(token))
-            for size in suffix_sizes:
-                if size > len(token):
-                    break
-                filed = by_suffix.get(token[-size:])
-                if filed:
-                    found.update(t for t, r in filed.items() if r.fullmatch(token))
-        return sorted(found)
+def found_in_texts(held: WildcardTerms, texts: Sequence[str]) -> list[list[str]]:
+    """The words ``held`` that a normalised token of each text instantiates (a text the
+    compiled tables cannot vouch for tokenised by the reference analyser)."""
+    found = held.found_in_texts(list(texts))
+    return [
+        held.found(normalised_tokens(text)) if words is None else words
+        for words, text in zip(found, texts, strict=True)
+    ]

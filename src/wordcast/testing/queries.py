@@ -7,13 +7,94 @@ instantiates, each checked against each token (issue 53).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping, Sequence
 
 from wordcast.query.analysis import Analyser, normalised_tokens, term_positions
 from wordcast.query.boolean import evaluate, parse_query, parse_tree
 from wordcast.query.filters import Value, filter_terms
 from wordcast.query.languages import analyse_in_languages
-from wordcast.query.wildcards import is_wildcard, wildcard_regex
+from wordcast.query.wildcards import (
+    MIN_WILDCARD_LITERAL,
+    is_wildcard,
+    prefix_of,
+    suffix_of,
+    wildcard_regex,
+)
+
+
+class ReferenceWildcardTerms:
+    """The reference of ``wordcast._core.WildcardTerms`` (``query.wildcards.held_wildcards``):
+    the wildcard terms a router or a matcher holds, found in a text's tokens, each term filed
+    under its prefix (else its suffix), so a token looks up only its own prefixes and suffixes,
+    and checks the few terms filed there."""
+
+    def __init__(self, terms: Iterable[str] = ()) -> None:
+        self._count: dict[str, int] = {}
+        self._by_prefix: dict[str, dict[str, re.Pattern[str]]] = {}
+        self._by_suffix: dict[str, dict[str, re.Pattern[str]]] = {}
+        self._prefix_sizes: set[int] = set()
+        self._suffix_sizes: set[int] = set()
+        for term in terms:
+            self.add(term)
+
+    def __len__(self) -> int:
+        return len(self._count)
+
+    def __contains__(self, term: object) -> bool:
+        return term in self._count
+
+    def add(self, term: str) -> None:
+        """Hold ``term`` (once more: each holder counted)."""
+        held = self._count.get(term, 0)
+        self._count[term] = held + 1
+        if held:
+            return
+        key, filed, sizes = self._filing(term)
+        filed.setdefault(key, {})[term] = wildcard_regex(term)
+        sizes.add(len(key))
+
+    def discard(self, term: str) -> None:
+        """Let one holder of ``term`` go."""
+        held = self._count.get(term, 0)
+        if held > 1:
+            self._count[term] = held - 1
+            return
+        if not held:
+            return
+        del self._count[term]
+        key, filed, _ = self._filing(term)
+        filed[key].pop(term, None)
+        if not filed[key]:
+            del filed[key]
+        # The sizes looked up stay (a few small numbers): a size with no key finds nothing.
+
+    def _filing(self, term: str) -> tuple[str, dict[str, dict[str, re.Pattern[str]]], set[int]]:
+        prefix = prefix_of(term)
+        if len(prefix) >= MIN_WILDCARD_LITERAL:
+            return prefix, self._by_prefix, self._prefix_sizes
+        return suffix_of(term), self._by_suffix, self._suffix_sizes
+
+    def found(self, tokens: Iterable[str]) -> list[str]:
+        """The terms held that some token instantiates, each once, sorted."""
+        found: set[str] = set()
+        by_prefix, by_suffix = self._by_prefix, self._by_suffix
+        prefix_sizes = sorted(self._prefix_sizes)
+        suffix_sizes = sorted(self._suffix_sizes)
+        for token in set(tokens):
+            for size in prefix_sizes:
+                if size > len(token):
+                    break
+                filed = by_prefix.get(token[:size])
+                if filed:
+                    found.update(t for t, r in filed.items() if r.fullmatch(token))
+            for size in suffix_sizes:
+                if size > len(token):
+                    break
+                filed = by_suffix.get(token[-size:])
+                if filed:
+                    found.update(t for t, r in filed.items() if r.fullmatch(token))
+        return sorted(found)
 
 
 def wildcard_terms_of(text: str, terms: Iterable[str]) -> list[str]:

@@ -28,11 +28,10 @@ import orjson
 
 from wordcast import _core
 from wordcast.engines.compiled import CompiledCompactTrie
-from wordcast.query.analysis import normalised_tokens
 from wordcast.query.boolean import Clause
 from wordcast.query.conditions import Condition
 from wordcast.query.explain import offsets_analyser
-from wordcast.query.wildcards import WildcardTerms
+from wordcast.query.wildcards import found_in_texts
 from wordcast.services.matcher.explanations import Explanations, Readings
 from wordcast.services.matcher.index import Batch, MatcherIndex
 from wordcast.storage.outbox import Message
@@ -202,12 +201,9 @@ class MessageWriter:
         if len(wild):
             # The wildcard words this matcher's alternatives exclude, which no router carries:
             # among the terms, the core checks the exclusion as any other.
-            batch = replace(
-                batch,
-                terms=[
-                    _with_found(t, x, wild) for t, x in zip(batch.terms, batch.texts, strict=True)
-                ],
-            )
+            found = found_in_texts(wild, batch.texts)
+            terms = [(*t, *more) if more else t for t, more in zip(batch.terms, found, strict=True)]
+            batch = replace(batch, terms=terms)
         if self.trie is None:
             return self._written(batch, *_nothing_matched(len(batch)))
         numbers, offsets = self.trie.match_flat(batch.terms)
@@ -271,12 +267,6 @@ class MessageWriter:
             explain=options.explain,
             backfill=batch.backfill,
         )
-
-
-def _with_found(terms: Sequence[str], text: str, wild: WildcardTerms) -> Sequence[str]:
-    """``terms`` and the wildcard words of ``wild`` a token of ``text`` instantiates."""
-    found = wild.found(normalised_tokens(text))
-    return (*terms, *found) if found else terms
 
 
 def _nothing_matched(publications: int) -> tuple[memoryview, memoryview]:

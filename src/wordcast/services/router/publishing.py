@@ -28,11 +28,11 @@ from typing import Any
 
 from prometheus_client import Counter, Gauge, Histogram
 
+from wordcast import _core
 from wordcast.errors import AnswerTooLarge, MappingUnconfirmed, StoreUnavailable, Unavailable
-from wordcast.query.analysis import normalised_tokens
 from wordcast.query.filters import Value
 from wordcast.query.patterns import normalise
-from wordcast.query.wildcards import WildcardTerms
+from wordcast.query.wildcards import found_in_texts
 from wordcast.routing.anchors import AnchorIndex
 from wordcast.routing.mapping import HashMapping, WordHolders, keyed_draw, route_held
 from wordcast.services.router.analysing import Analysed, CharsInFlight, PublicationAnalysis
@@ -116,7 +116,7 @@ class Publishing:
         versions: MappingVersions,
         matcher_client: MatcherClient,
         shedder: LoadShedder,
-        routing_table: Callable[[], tuple[WordHolders, AnchorIndex, WildcardTerms]],
+        routing_table: Callable[[], tuple[WordHolders, AnchorIndex, _core.WildcardTerms]],
     ) -> None:
         self.settings = settings
         self.store = store
@@ -281,7 +281,8 @@ class Publishing:
         rate, sample_draw = self.settings.publication_log_rate, self._random.random
         sampled: list[tuple[float, tuple[str, ...]]] = []
         now = time.time()
-        terms_of, filters, languages = analysed.terms, analysed.filters, analysed.languages
+        terms_of = _with_wildcards(analysed.terms, publications, wildcards)
+        filters, languages = analysed.filters, analysed.languages
         recent: list[tuple[str, str, list[str]]] = []
         keep_recent = self.settings.backfill_s > 0
         routed_terms = 0
@@ -292,7 +293,6 @@ class Publishing:
                 await asyncio.sleep(0)
             pub_id = pub_id or uuid.uuid4().hex
             ids.append(pub_id)
-            terms = _with_wildcards(terms, text, wildcards) if len(wildcards) else terms
             # Routed on its words; its filter terms go along, for the matchers to check.
             carried = [*terms, *filters[k]] if filters else list(terms)
             if keep_recent:  # every publication: a new subscription may want any of them
@@ -359,7 +359,13 @@ class Publishing:
             log.warning("publication log not written: %s", exc)
 
 
-def _with_wildcards(terms: tuple[str, ...], text: str, wildcards: WildcardTerms) -> tuple[str, ...]:
-    """``terms`` and the wildcard words held that a token of ``text`` instantiates."""
-    found = wildcards.found(normalised_tokens(text))
-    return (*terms, *found) if found else terms
+def _with_wildcards(
+    terms_of: list[tuple[str, ...]],
+    publications: Sequence[tuple[str | None, str]],
+    wildcards: _core.WildcardTerms,
+) -> list[tuple[str, ...]]:
+    """Each publication's terms and the held wildcard words its tokens instantiate."""
+    if not len(wildcards):
+        return terms_of
+    found = found_in_texts(wildcards, [text for _, text in publications])
+    return [(*terms, *more) if more else terms for terms, more in zip(terms_of, found, strict=True)]

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from wordcast.query.wildcards import WildcardTerms, is_wildcard
+from wordcast.query.wildcards import held_wildcards, is_wildcard
 from wordcast.routing.anchors import AnchorIndex
 from wordcast.routing.mapping import WordHolders
 from wordcast.storage import Store
@@ -22,7 +22,7 @@ class RoutingTable:
     def __init__(self) -> None:
         self.held = WordHolders()
         self.anchors = AnchorIndex()
-        self.wildcards = WildcardTerms()  # the held words that are wildcard words
+        self.wildcards = held_wildcards()  # the held words that are wildcard words
         self._held_by_shard: list[WordHolders] = []
         self._anchors_by_shard: list[dict[str, set[int]]] = []
 
@@ -45,7 +45,7 @@ class RoutingTable:
                     owners.setdefault(anchor, set()).add(matcher)
             anchors_by_shard.append(owners)
         self.held, self.anchors = held, anchors
-        self.wildcards = WildcardTerms(word for word in held if is_wildcard(word))
+        self.wildcards = held_wildcards(word for word in held if is_wildcard(word))
         if len(shards) > 1:  # one shard's part would be the whole, twice in memory
             self._held_by_shard, self._anchors_by_shard = held_by_shard, anchors_by_shard
         else:
