@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 RUN_STAMP := $(VENV)/.installed-run
 SPEC := pyproject.toml
 
-.PHONY: run test test-hosts test-promtool test-browser test-unit test-redis-cluster lint unicode-tables bench bench-e2e bench-matcher bench-patterns bench-boolean bench-explain bench-languages bench-backfill bench-routing bench-routing-held bench-migration bench-shedding bench-subscribe bench-ingest bench-scale bench-delivery bench-stream bench-soak-streams bench-console bench-scale-out bench-capacity bench-core env java clean
+.PHONY: run test test-hosts test-promtool test-browser test-unit test-redis-cluster lint unicode-tables bench bench-e2e bench-matcher bench-patterns bench-boolean bench-explain bench-languages bench-entities bench-backfill bench-routing bench-routing-held bench-migration bench-shedding bench-subscribe bench-ingest bench-scale bench-delivery bench-stream bench-soak-streams bench-console bench-scale-out bench-capacity bench-core env java clean
 
 # PySpark needs a Java runtime (17 or newer); it cannot come from PyPI, so say so clearly.
 java:
@@ -93,7 +93,7 @@ lint: $(STAMP)
 	cargo fmt --manifest-path rust/Cargo.toml --check
 	cargo clippy --manifest-path rust/Cargo.toml --all-targets --quiet -- -D warnings
 
-bench: bench-e2e bench-matcher bench-patterns bench-boolean bench-explain bench-languages bench-backfill bench-routing bench-routing-held bench-migration bench-shedding bench-subscribe bench-ingest bench-scale bench-delivery bench-stream bench-console bench-scale-out bench-capacity
+bench: bench-e2e bench-matcher bench-patterns bench-boolean bench-explain bench-languages bench-entities bench-backfill bench-routing bench-routing-held bench-migration bench-shedding bench-subscribe bench-ingest bench-scale bench-delivery bench-stream bench-console bench-scale-out bench-capacity
 
 bench-capacity: $(STAMP)
 	$(BIN)/python -m bench.capacity
@@ -123,6 +123,9 @@ bench-explain: $(STAMP)
 
 bench-languages: $(STAMP)
 	$(BIN)/python -m bench.languages
+
+bench-entities: $(STAMP)
+	$(BIN)/python -m bench.entities
 
 bench-backfill: $(STAMP)
 	$(BIN)/python -m bench.backfill
