@@ -11,7 +11,7 @@ from wordcast.cli.common import fail
 
 # The benchmarks `make bench` runs (bench/*.py of a source checkout; BENCHMARKS.md has figures).
 BENCHMARKS = (
-    "e2e", "matcher", "patterns", "boolean", "explain", "languages", "backfill",
+    "e2e", "matcher", "patterns", "boolean", "explain", "languages", "entities", "backfill",
     "routing", "routing-held", "migration", "shedding",
     "subscribe", "ingest", "scale", "delivery", "stream", "console", "scale-out", "capacity",
 )  # fmt: skip
