@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import pty
 import re
 import signal
 import socket
@@ -108,13 +109,17 @@ def test_up_on_a_port_in_use_says_so_before_starting_anything() -> None:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        result = wordcast_cli("up", "--no-demo", "--port", str(port))
+        result = wordcast_cli("up", "--no-demo", "--port", str(port), env={"MAKELEVEL": ""})
+        under_make = wordcast_cli("up", "--no-demo", "--port", str(port), env={"MAKELEVEL": "1"})
     assert result.returncode == 2
     assert result.stderr == (
         f"wordcast: error: the router cannot listen on port {port} (Address already in use); "
         "give another with --port P\n"
     )
     assert result.stdout == ""
+    # Under `make run`, the way to another port is make's variable.
+    assert under_make.returncode == 2
+    assert under_make.stderr.endswith("give another with make run PORT=P\n")
 
 
 def test_a_service_with_a_bad_setting_names_the_variable_instead_of_a_traceback() -> None:
@@ -359,3 +364,47 @@ def test_a_reader_that_goes_away_is_not_an_unreachable_router() -> None:
     _, error = against_router("http://127.0.0.1:9", cannot_connect())
     assert error is not None
     assert error.startswith("cannot reach the router")
+
+
+def test_publish_waiting_on_a_terminal_says_so_and_ctrl_c_stops_it_quietly() -> None:
+    """``wordcast publish`` with nothing to publish reads standard input: at a terminal it says
+    so (a silent wait looks hung), and Ctrl-C then ends it without a traceback (issue 57)."""
+    controller, terminal = pty.openpty()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "wordcast", "publish", "--router", "http://127.0.0.1:1"],
+        stdin=terminal,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    os.close(terminal)
+    try:
+        assert process.stderr is not None
+        first = process.stderr.readline()
+        assert first.startswith("reading a publication's text a line from standard input"), first
+        assert "Ctrl-D ends it" in first
+        process.send_signal(signal.SIGINT)
+        _, rest = process.communicate(timeout=30)
+    finally:
+        os.close(controller)
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 130
+    assert "Traceback" not in rest
+
+
+def test_the_receiver_says_where_it_listens() -> None:
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "wordcast", "receiver", "--port", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert process.stderr is not None
+        first = process.stderr.readline()
+    finally:
+        process.terminate()
+        process.wait(10)
+    assert first.startswith(f"receiving webhooks at http://127.0.0.1:{port}/"), first

@@ -14,6 +14,7 @@ import pydantic
 import pytest
 
 from tests.helpers import (
+    AUTH,
     RunningCluster,
     eventually,
     extra_router,
@@ -177,6 +178,21 @@ def test_totals_count_a_boolean_query_once(cluster: RunningCluster) -> None:
     assert totals() == (3, 3)
     assert router.delete(f"/subscriptions/{either.json()['id']}").status_code == 204
     assert totals() == (2, 2)
+
+
+def test_the_tenant_list_names_the_development_tenant_with_its_subscriptions(
+    cluster: RunningCluster,
+) -> None:
+    """The development key's tenant has no key stored, yet holds subscriptions: the admin's
+    list (and ``wordcast tenant list``) names it, with no key counted (issue 57)."""
+    dev = httpx.Client(base_url=cluster.router_url, headers=AUTH)
+    made = dev.post("/subscriptions", json={"query": "listed tenants"})
+    assert made.status_code == 201, made.text
+    admin = httpx.Client(base_url=cluster.router_url, headers=_as(DEFAULT_ADMIN_TOKEN))
+    tenants = {t["tenant"]: t for t in admin.get("/admin/tenants").json()["tenants"]}
+    assert tenants["dev"]["keys"] == 0
+    assert tenants["dev"]["subscriptions"] >= 1
+    assert dev.delete(f"/subscriptions/{made.json()['id']}").status_code == 204
 
 
 def test_admin_operations_need_the_admin_token(cluster: RunningCluster) -> None:

@@ -195,7 +195,7 @@ def test_watch_stops_after_count_matches(cluster: RunningCluster) -> None:
     assert hits[query] >= 3
     lines: list[str] = []
     with _watch(cluster, None, query, "--count", "3", "--seconds", "120") as process:
-        _read_until(process, lines, "watching 1 subscriptions")
+        _read_until(process, lines, "watching 1 subscription ")
         publish_posts(cluster, posts)
         out, _ = process.communicate(timeout=90)
     lines += out.splitlines(keepends=True)
@@ -289,7 +289,7 @@ def test_the_readmes_first_screen_as_written(cluster: RunningCluster) -> None:
     )
     try:
         lines: list[str] = []
-        _read_until(process, lines, "watching 1 subscriptions")
+        _read_until(process, lines, "watching 1 subscription ")
         published = subprocess.run(
             [sys.executable, "-m", *publish], capture_output=True, text=True, env=env, timeout=60
         )

@@ -54,7 +54,9 @@ def test_the_usage_shows_up_keeping_its_data() -> None:
     ("argv", "says"),
     [
         (["publish", "--batch", "0", "x"], "argument --batch: must be from 1 to 1000 (got 0)"),
-        (["no-such-command"], "invalid choice: 'no-such-command'"),
+        (["no-such-command"], "unknown command 'no-such-command'"),
+        (["subscribr", "x"], "unknown command 'subscribr': did you mean subscribe"),
+        (["stream", "craete"], "unknown action 'craete': did you mean create?"),
         (["endpoint", "frob"], "invalid choice: 'frob'"),
     ],
 )

@@ -9,7 +9,9 @@ May import anything: it is the top of the package."""
 from __future__ import annotations
 
 import argparse
+import difflib
 import os
+import re
 import sys
 from typing import NoReturn
 
@@ -61,8 +63,27 @@ class _Parser(argparse.ArgumentParser):
     ``wordcast: error: …`` and status 2, pointing at the command's help."""
 
     def error(self, message: str) -> NoReturn:
-        fail(f"{message} (see {self.prog} --help)")
+        fail(f"{_with_suggestion(message)} (see {self.prog} --help)")
         raise SystemExit(2)
+
+
+_INVALID_CHOICE = re.compile(r"argument (.+?): invalid choice: '?([^']*)'? \(choose from (.*)\)")
+
+
+def _with_suggestion(message: str) -> str:
+    """argparse's refusal of a choice, said with the nearest choices instead of all of them
+    (``unknown command 'subscribr': did you mean subscribe?``), or without the list of
+    commands when none is near."""
+    found = _INVALID_CHOICE.fullmatch(message)
+    if found is None:
+        return message
+    what, given, listed = found.groups()
+    choices = [c.strip().strip("'") for c in listed.split(",")]
+    near = difflib.get_close_matches(given, choices, n=3, cutoff=0.6)
+    if near:
+        return f"unknown {what} {given!r}: did you mean {' or '.join(near)}?"
+    # A command's list is long (the help has it); an option's few are worth naming.
+    return f"unknown command {given!r}" if what == "command" else message
 
 
 def build_parser() -> argparse.ArgumentParser:

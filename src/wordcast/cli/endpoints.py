@@ -21,7 +21,7 @@ def describe(endpoint: dict[str, Any]) -> str:
     health = endpoint.get("health")
     if health:
         line += (
-            f"\n    delivered {health['delivered']:,} matches, failed {health['failed']:,}; "
+            f"\n    delivered {_matches(health['delivered'])}, failed {health['failed']:,}; "
             f"{health['attempts_ok']:,} attempts ok ({health['latency_ms']:.1f} ms on average), "
             f"{health['attempts_failed']:,} failed"
         )
@@ -130,3 +130,7 @@ def register(sub: Any) -> None:
     delete.add_argument(
         "--cascade", action="store_true", help="delete the subscriptions delivering there too"
     )
+
+
+def _matches(n: int) -> str:
+    return f"{n:,} match{'' if n == 1 else 'es'}"

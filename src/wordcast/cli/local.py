@@ -8,6 +8,7 @@ import asyncio
 import itertools
 import json
 import os
+import sys
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -55,6 +56,13 @@ def cmd_receiver(args: argparse.Namespace) -> int:
         settings.port = args.port
     if args.quiet:
         settings.quiet = True
+    else:  # before the first delivery, a word that it runs and where
+        print(
+            f"receiving webhooks at http://{settings.host}:{settings.port}/ (each match is "
+            "printed; Ctrl-C stops)",
+            file=sys.stderr,
+            flush=True,
+        )
     return serve(create_app(settings), settings, "warning")
 
 
@@ -124,9 +132,11 @@ def cmd_up(args: argparse.Namespace) -> int:
         return fail("--redis-shards starts a Redis Cluster of its own: unset REDIS_URL, or drop it")
     busy = port_in_use(args.port)
     if busy:
+        # Under `make run`, the way to another port is make's variable, not the option.
+        how = "make run PORT=P" if os.environ.get("MAKELEVEL") else "--port P"
         return fail(
             f"the router cannot listen on port {args.port} ({busy.strerror}); "
-            "give another with --port P"
+            f"give another with {how}"
         )
     if not args.no_demo:
         from wordcast.corpus.files import CorpusNotFound, corpus_dir

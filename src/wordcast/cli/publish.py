@@ -13,6 +13,15 @@ from wordcast import limits
 from wordcast.cli.common import add_router_option, against_router, counted, fail, whole
 
 
+def _say_stdin_is_read(what: str) -> None:
+    """At a terminal, say that standard input is read (a wait without a word looks hung)."""
+    if sys.stdin.isatty():
+        print(
+            f"reading {what} from standard input; Ctrl-D ends it (or give TEXT or --corpus N)",
+            file=sys.stderr,
+        )
+
+
 def cmd_publish(args: argparse.Namespace) -> int:
     from wordcast.client import RouterClient
 
@@ -26,11 +35,13 @@ def cmd_publish(args: argparse.Namespace) -> int:
     elif args.text:
         posts = [{"text": text} for text in args.text]
     elif args.json:
+        _say_stdin_is_read("a JSON publication a line")
         try:
             posts = _json_publications(sys.stdin)
         except ValueError as exc:
             return fail(f"standard input {exc}; nothing was published")
     else:
+        _say_stdin_is_read("a publication's text a line")
         posts = [{"text": line.rstrip("\n")} for line in sys.stdin if line.strip()]
     if not posts:
         return fail("nothing to publish: give TEXT, --corpus N or lines on standard input")

@@ -139,7 +139,7 @@ class StreamWatcher(_Watch):
                 await _first(connected.wait(), following, None)
                 await self._register(client, queries, patterns, None)
                 self.out(
-                    f"watching {len(self.watched)} subscriptions on the match stream of "
+                    f"watching {_subscriptions(len(self.watched))} on the match stream of "
                     f"{self.router_url}"
                     + (" (Ctrl-C stops)" if seconds is None and count is None else "")
                 )
@@ -256,7 +256,7 @@ class Watcher(_Watch):
                 try:
                     await self._register(client, queries, patterns, self.callback_url)
                     self.out(
-                        f"watching {len(self.watched)} subscriptions at {self.callback_url}"
+                        f"watching {_subscriptions(len(self.watched))} at {self.callback_url}"
                         + (" (Ctrl-C stops)" if seconds is None and count is None else "")
                     )
                     with contextlib.suppress(TimeoutError):
@@ -267,3 +267,7 @@ class Watcher(_Watch):
             server.should_exit = True
             await serving
         return self.shown
+
+
+def _subscriptions(n: int) -> str:
+    return f"{n:,} subscription{'' if n == 1 else 's'}"

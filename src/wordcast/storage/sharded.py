@@ -72,6 +72,11 @@ class ShardedSubscriptions:
         """How many records a tenant holds (its limit counts each alternative)."""
         return sum(await self._tenant_counts(tenant))
 
+    async def tenants_holding(self) -> set[str]:
+        """The tenants that hold a subscription in some shard."""
+        parts = await self.parts()
+        return set().union(*await asyncio.gather(*(part.tenants_holding() for part in parts)))
+
     async def tenant_total(self, tenant: str) -> int:
         """How many subscriptions a tenant holds (not counting alternatives), over every shard."""
         parts = await self.parts()

@@ -109,6 +109,17 @@ class SubscriptionReads:
             field = self.keys.url_field(tenant, url)
             return int(await self.client.hget(self.keys.tenant_counts, field) or 0)
 
+    async def tenants_holding(self) -> set[str]:
+        """The tenants that hold a record in this shard (with an API key stored or not: the
+        development key's tenant has none)."""
+        with translated("listing the tenants that hold subscriptions"):
+            counts = await self.client.hgetall(self.keys.tenant_counts)
+        return {
+            str(field)
+            for field, held in counts.items()
+            if " " not in str(field) and "\t" not in str(field) and int(held) > 0
+        }
+
     async def tenant_total(self, tenant: str) -> int:
         """How many subscriptions a tenant holds: its records less the later alternatives of its
         boolean queries. Alternatives stored before they were counted apart (November 2026)

@@ -80,8 +80,12 @@ async def create_tenant_key(body: TenantIn, state: ReadyState) -> TenantKey:
 
 @router.get("/tenants", response_model=TenantsOut, operation_id="list_tenants")
 async def list_tenants(state: ReadyState) -> TenantsOut:
-    """Every tenant that has an API key, by name, with its keys and subscriptions counted."""
-    found = await state.store.tenants.tenants()
+    """Every tenant that has an API key or holds a subscription (the development key's, which
+    is not stored, among them), by name, with its keys and subscriptions counted."""
+    keyed = await state.store.tenants.tenants()
+    holding = await state.store.subscriptions.tenants_holding()
+    named = {t for t, _ in keyed}
+    found = sorted([*keyed, *((t, 0) for t in holding - named)])
     held = await asyncio.gather(*(state.store.subscriptions.tenant_total(t) for t, _ in found))
     return TenantsOut(
         tenants=[
