@@ -20,7 +20,7 @@ from collections.abc import Sequence
 
 from wordcast.errors import InvalidInput
 from wordcast.query.analysis import TermAnalyser, default_analyser, word_terms
-from wordcast.query.boolean import parse_query
+from wordcast.query.boolean import BooleanQuery, parse_query
 
 # A phrase ("…", with its slop or boost), a parenthesis, or a run of anything else.
 _PIECE = re.compile(
@@ -115,15 +115,20 @@ _TEXT_FLAGS = frozenset({"has:links", "has:mentions", "has:hashtags", "has:casht
 
 
 def earlier_readings(
-    query: str, stored_terms: Sequence[str], analyser: TermAnalyser | None = None
+    query: str, stored_terms: Sequence[str], read: BooleanQuery | InvalidInput | None = None
 ) -> list[str]:
     """How versions before issue 53 read ``query`` otherwise than it reads now: its stored
     words (``stored_terms``, alternative 0's) when the query's words now differ, and the pieces
-    whose reading changed under the same words (empty: it reads as it always did)."""
-    try:
-        now = parse_query(query, analyser)
-    except InvalidInput as exc:
-        return [f"stored by an earlier version, and not a valid query now ({exc})"]
+    whose reading changed under the same words (empty: it reads as it always did). ``read``:
+    the query as it reads now, or why it does not, when the caller has it already."""
+    if read is None:
+        try:
+            read = parse_query(query)
+        except InvalidInput as exc:
+            read = exc
+    if isinstance(read, InvalidInput):
+        return [f"stored by an earlier version, and not a valid query now ({read})"]
+    now = read
     words = now.clauses[0].words
     if set(words) != set(stored_terms):
         return [

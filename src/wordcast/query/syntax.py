@@ -358,7 +358,7 @@ class _Parser:
             entities = frozenset(e for e in entity_terms(word) if e[0] == word[0])
             if entities:
                 return Word(entities)
-        terms = word_terms(self.analyser, word.partition("^")[0] if "^" in word else word)
+        terms = word_terms(self.analyser, word.partition("^")[0])
         return Word(terms) if terms else None  # a stop word or punctuation constrains nothing
 
 

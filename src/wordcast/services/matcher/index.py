@@ -34,9 +34,10 @@ from typing import Protocol
 
 from wordcast.engines.base import PatternIndex, TermIndex, add_many
 from wordcast.query.alternatives import HeldAlternatives
-from wordcast.query.analysis import normalised_tokens, term_positions
+from wordcast.query.analysis import term_positions
 from wordcast.query.boolean import has_operators, parse_query, split_part_id
 from wordcast.query.patterns import normalise, parse
+from wordcast.query.wildcards import found_in_texts
 from wordcast.routing.placement import Placement, decode, encode
 from wordcast.storage.records import Subscription, SubscriptionEvent, audience
 
@@ -68,6 +69,9 @@ class Batch:
     drawn: Mapping[int, Mapping[str, int]] = field(default_factory=dict)
     accepted: float = 0.0
     backfill: bool = False
+    # Whether ``terms`` hold the wildcard words the matcher's alternatives name that a token
+    # instantiates (:meth:`MatcherIndex.with_wildcards`): found once a batch.
+    wildcards_found: bool = False
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -308,18 +312,25 @@ class MatcherIndex:
         if self.restricted:
             pairs = self._serving(pairs, batch)
         if self.alternatives:
+            batch = self.with_wildcards(batch)
             terms, texts = batch.terms, batch.texts
-            wild = self.alternatives.wildcards
-
-            def terms_of(k: int) -> frozenset[str]:
-                if not len(wild):
-                    return frozenset(terms[k])
-                return frozenset(terms[k]).union(wild.found(normalised_tokens(texts[k])))
-
             pairs = self.alternatives.delivering(
-                pairs, terms_of, positions_of or (lambda k: term_positions(texts[k]))
+                pairs,
+                lambda k: frozenset(terms[k]),
+                positions_of or (lambda k: term_positions(texts[k])),
             )
         return pairs
+
+    def with_wildcards(self, batch: Batch) -> Batch:
+        """``batch`` with the wildcard words this matcher's alternatives name that a token of
+        a text instantiates among that text's terms: an excluded one, which no router carries,
+        is then checked as any term is (once a batch)."""
+        wild = self.alternatives.wildcards
+        if batch.wildcards_found or not len(wild):
+            return batch
+        found = found_in_texts(wild, batch.texts)
+        terms = [(*t, *more) if more else t for t, more in zip(batch.terms, found, strict=True)]
+        return replace(batch, terms=terms, wildcards_found=True)
 
     def _serving(self, pairs: list[tuple[str, int]], batch: Batch) -> list[tuple[str, int]]:
         """The pairs whose subscription's placements here serve the batch's mapping version

@@ -22,7 +22,7 @@ from __future__ import annotations
 import time
 from array import array
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import orjson
 
@@ -31,7 +31,6 @@ from wordcast.engines.compiled import CompiledCompactTrie
 from wordcast.query.boolean import Clause
 from wordcast.query.conditions import Condition
 from wordcast.query.explain import offsets_analyser
-from wordcast.query.wildcards import found_in_texts
 from wordcast.services.matcher.explanations import Explanations, Readings
 from wordcast.services.matcher.index import Batch, MatcherIndex
 from wordcast.storage.outbox import Message
@@ -197,13 +196,7 @@ class MessageWriter:
     def messages(self, batch: Batch) -> tuple[list[Message], int]:
         """The messages of ``batch``, and how many matches they hold."""
         self.follow()
-        wild = self.index.alternatives.wildcards
-        if len(wild):
-            # The wildcard words this matcher's alternatives exclude, which no router carries:
-            # among the terms, the core checks the exclusion as any other.
-            found = found_in_texts(wild, batch.texts)
-            terms = [(*t, *more) if more else t for t, more in zip(batch.terms, found, strict=True)]
-            batch = replace(batch, terms=terms)
+        batch = self.index.with_wildcards(batch)  # the core checks them as any term
         if self.trie is None:
             return self._written(batch, *_nothing_matched(len(batch)))
         numbers, offsets = self.trie.match_flat(batch.terms)

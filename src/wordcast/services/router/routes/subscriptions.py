@@ -7,7 +7,7 @@ from fastapi import APIRouter, Path, Query, Response
 from fastapi.responses import JSONResponse
 
 from wordcast.errors import InvalidInput, NotFound
-from wordcast.query.boolean import has_operators, parse_query
+from wordcast.query.boolean import BooleanQuery, parse_query
 from wordcast.query.misreadings import earlier_readings, misreadings
 from wordcast.services.router.batches import BatchItem
 from wordcast.services.router.deps import ReadyState, Tenant, TenantRoute
@@ -96,9 +96,10 @@ def _shown(sub: Subscription, endpoint: Endpoint | None) -> dict[str, Any]:
         shown["warnings"] = shown["earlier_readings"] = []
     else:
         shown |= {"kind": "keywords", "query": sub.query, "terms": list(sub.terms)}
-        shown["alternatives"] = _alternatives(sub.query)
+        read = _read(sub.query)  # once, for its alternatives and its earlier readings
+        shown["alternatives"] = _alternatives(read)
         shown["warnings"] = misreadings(sub.query)
-        shown["earlier_readings"] = earlier_readings(sub.query, sub.terms)
+        shown["earlier_readings"] = earlier_readings(sub.query, sub.terms, read)
     return shown
 
 
@@ -129,14 +130,16 @@ def _delivery(sub: Subscription) -> list[Delivery]:
     return [*webhook, "stream"] if sub.to_stream else webhook
 
 
-def _alternatives(query: str) -> list[AlternativeOut] | None:
-    if not has_operators(query):
-        return None
+def _read(query: str) -> BooleanQuery | InvalidInput:
+    """The query as it reads now, or why it does not (stored by a version that read it)."""
     try:
-        read = parse_query(query)
-    except InvalidInput:  # stored as a plain query by a version that read it so
-        return None
-    if read.is_plain:
+        return parse_query(query)
+    except InvalidInput as exc:
+        return exc
+
+
+def _alternatives(read: BooleanQuery | InvalidInput) -> list[AlternativeOut] | None:
+    if isinstance(read, InvalidInput) or read.is_plain:
         return None
     return [
         AlternativeOut(
@@ -361,7 +364,7 @@ async def _preview(
             "kind": "keywords",
             "query": text,
             "terms": list(read.clauses[0].words),
-            "alternatives": _alternatives(text or ""),
+            "alternatives": _alternatives(read),
             "warnings": misreadings(text or ""),
         }
     return SubscriptionPreview(**shown)
